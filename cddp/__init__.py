@@ -1,0 +1,26 @@
+"""cddp — PyTorch's data-parallel training stack as a C extension.
+
+`import cddp as torch` gives a torch-like Tensor (C type), autograd (C engine) and, in later
+parts of the package, nn / optim / utils.data / distributed mirroring torch's module paths.
+"""
+from . import _C
+from ._C import Tensor, dtype, float32, float64, int64, int32, float, double, long, int  # noqa: A004
+from ._C import bool  # noqa: A004  (torch.bool, as torch names it)
+from ._size import Size
+from ._device import device
+from . import autograd
+from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+
+_C._set_size_type(Size)
+_C._set_device_objects(device("cpu"), device)
+
+# Module-level functions written in C (cddp.tensor, cddp.sum, cddp.softmax, ...) are exported
+# as they are: no Python wrapper on the hot path.
+for _name in dir(_C):
+    if not _name.startswith("_") and _name not in globals():
+        globals()[_name] = getattr(_C, _name)
+del _name
+
+from . import _tensor_py  # noqa: E402,F401  (a few Python-level Tensor properties)
+
+__version__ = "0.1.0"

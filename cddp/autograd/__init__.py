@@ -1,0 +1,17 @@
+"""cddp.autograd — torch.autograd: backward(), grad modes, graph nodes (all in C)."""
+from .. import _C
+from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+
+Node = _C.Node
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """torch.autograd.backward: accumulate gradients of `tensors` into the leaves' .grad."""
+    if create_graph or inputs is not None:
+        raise NotImplementedError("cddp: create_graph and inputs= are not supported")
+    if isinstance(tensors, _C.Tensor):
+        tensors = (tensors,)
+    if isinstance(grad_tensors, _C.Tensor):
+        grad_tensors = (grad_tensors,)
+    _C._backward(tuple(tensors), None if grad_tensors is None else tuple(grad_tensors),
+                 bool(retain_graph))

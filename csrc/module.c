@@ -1,0 +1,163 @@
+/* module.c — cddp._C: multi-phase module init, module state, and the method tables of every
+ * op file concatenated into the Tensor type and the module.
+ */
+#include "cddp.h"
+#define PY_ARRAY_UNIQUE_SYMBOL cddp_ARRAY_API
+#include <numpy/arrayobject.h>
+
+int cddp_dtype_init(PyObject *m, cddp_state_t *st);
+int cddp_node_type_init(PyObject *m, cddp_state_t *st);
+int cddp_tensor_type_init(PyObject *m, cddp_state_t *st, PyMethodDef *methods);
+int cddp_random_init(PyObject *m, cddp_state_t *st);
+int cddp_blas_init(PyObject *m);
+
+static PyMethodDef *tensor_tables[] = {
+    cddp_tensor_core_methods, cddp_autograd_tensor_methods, cddp_elementwise_tensor_methods,
+    cddp_reduce_tensor_methods, cddp_linalg_tensor_methods, cddp_shape_tensor_methods,
+    cddp_index_tensor_methods, cddp_creation_tensor_methods, NULL,
+};
+static PyMethodDef *module_tables[] = {
+    cddp_core_module_methods, cddp_autograd_module_methods, cddp_elementwise_module_methods,
+    cddp_reduce_module_methods, cddp_linalg_module_methods, cddp_shape_module_methods,
+    cddp_index_module_methods, cddp_creation_module_methods, NULL,
+};
+
+/* One NULL-terminated array out of several; lives as long as the process (types keep it). */
+static PyMethodDef *concat_tables(PyMethodDef **tables)
+{
+    size_t n = 0, k = 0;
+    PyMethodDef *all;
+    for (PyMethodDef **t = tables; *t; t++)
+        for (PyMethodDef *d = *t; d->ml_name; d++)
+            n++;
+    all = PyMem_RawCalloc(n + 1, sizeof(PyMethodDef));
+    if (!all)
+        return (PyMethodDef *)PyErr_NoMemory();
+    for (PyMethodDef **t = tables; *t; t++)
+        for (PyMethodDef *d = *t; d->ml_name; d++)
+            all[k++] = *d;
+    return all;
+}
+
+/* ---- small module-level functions that belong to no op file --------------------------- */
+
+static PyObject *py_set_size_type(PyObject *m, PyObject *tp)
+{
+    Py_XSETREF(cddp_state()->size_type, Py_NewRef(tp));
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_set_device_objects(PyObject *m, PyObject *args)
+{
+    PyObject *cpu, *factory;
+    if (!PyArg_ParseTuple(args, "OO", &cpu, &factory))
+        return NULL;
+    Py_XSETREF(cddp_state()->device_cpu, Py_NewRef(cpu));
+    Py_XSETREF(cddp_state()->device_factory, Py_NewRef(factory));
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_from_numpy(PyObject *m, PyObject *arr)
+{
+    return (PyObject *)cddp_tensor_from_numpy(arr);
+}
+
+static PyObject *py_is_tensor(PyObject *m, PyObject *o)
+{
+    return PyBool_FromLong(cddp_tensor_check(o));
+}
+
+static PyObject *py_get_default_dtype(PyObject *m, PyObject *unused)
+{
+    return Py_NewRef(cddp_dtype_to_py(cddp_state()->default_dtype));
+}
+
+static PyObject *py_set_default_dtype(PyObject *m, PyObject *o)
+{
+    cddp_dtype d;
+    if (cddp_dtype_from_py(o, &d) < 0)
+        return NULL;
+    if (!cddp_is_floating(d)) {
+        PyErr_SetString(PyExc_TypeError, "only floating-point types are supported as the default type");
+        return NULL;
+    }
+    cddp_state()->default_dtype = d;
+    Py_RETURN_NONE;
+}
+
+PyMethodDef cddp_core_module_methods[] = {
+    {"_set_size_type", py_set_size_type, METH_O, NULL},
+    {"_set_device_objects", py_set_device_objects, METH_VARARGS, NULL},
+    {"from_numpy", py_from_numpy, METH_O, "from_numpy(ndarray) -> Tensor sharing its memory"},
+    {"is_tensor", py_is_tensor, METH_O, NULL},
+    {"get_default_dtype", py_get_default_dtype, METH_NOARGS, NULL},
+    {"set_default_dtype", py_set_default_dtype, METH_O, NULL},
+    {NULL},
+};
+
+/* ---- init ----------------------------------------------------------------------------- */
+
+static int cddp_exec(PyObject *m)
+{
+    cddp_state_t *st = PyModule_GetState(m);
+    PyMethodDef *tmeth, *mmeth;
+    if (cddp_state_ptr) {
+        PyErr_SetString(PyExc_ImportError, "cddp._C can be loaded once per process");
+        return -1;
+    }
+    if (_import_array() < 0)
+        return -1;
+    cddp_state_ptr = st;
+    st->default_dtype = CDDP_FLOAT32;
+    tmeth = concat_tables(tensor_tables);
+    mmeth = concat_tables(module_tables);
+    if (!tmeth || !mmeth)
+        goto fail;
+    if (PyModule_AddFunctions(m, mmeth) < 0)
+        goto fail;
+    if (cddp_dtype_init(m, st) < 0 || cddp_node_type_init(m, st) < 0 ||
+        cddp_tensor_type_init(m, st, tmeth) < 0 || cddp_random_init(m, st) < 0 ||
+        cddp_blas_init(m) < 0)
+        goto fail;
+    return 0;
+fail:
+    cddp_state_ptr = NULL;
+    return -1;
+}
+
+static int cddp_traverse(PyObject *m, visitproc visit, void *arg)
+{
+    cddp_state_t *st = PyModule_GetState(m);
+    if (!st)
+        return 0;
+    Py_VISIT(st->tensor_type);
+    Py_VISIT(st->node_type);
+    Py_VISIT(st->dtype_type);
+    Py_VISIT(st->generator_type);
+    Py_VISIT(st->size_type);
+    Py_VISIT(st->default_generator);
+    Py_VISIT(st->device_cpu);
+    Py_VISIT(st->device_factory);
+    for (int d = 0; d < CDDP_NDTYPES; d++)
+        Py_VISIT(st->dtypes[d]);
+    return 0;
+}
+
+static PyModuleDef_Slot cddp_slots[] = {
+    {Py_mod_exec, cddp_exec},
+    {0, NULL},
+};
+
+static struct PyModuleDef cddp_module = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "cddp._C",
+    .m_doc = "cddp's C core: Tensor, autograd, ops.",
+    .m_size = sizeof(cddp_state_t),
+    .m_slots = cddp_slots,
+    .m_traverse = cddp_traverse,
+};
+
+PyMODINIT_FUNC PyInit__C(void)
+{
+    return PyModuleDef_Init(&cddp_module);
+}
