@@ -1,5 +1,44 @@
-"""The few Tensor attributes that are plain Python properties over C methods."""
+"""The few Tensor attributes that are plain Python over C methods: transposed views as
+properties, and pickling / deepcopy (cold paths: DataLoader workers, copy.deepcopy(model))."""
+import numpy as np
+
+from . import _C
 from ._C import Tensor
+
+
+def _rebuild(array, requires_grad, cls=None):
+    t = _C.from_numpy(np.array(array, copy=True))
+    if cls is not None and cls is not Tensor:
+        t = Tensor._make_subclass(cls, t, requires_grad)
+    elif requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _reduce_ex(self, proto):
+    if not self.is_leaf:
+        raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
+                           "pickling and deepcopy; detach() it first")
+    state = self.__dict__ if type(self) is not Tensor and self.__dict__ else None
+    args = (np.array(self.detach().numpy(), copy=True), self.requires_grad, type(self))
+    return (_rebuild, args, state) if state else (_rebuild, args)
+
+
+def _deepcopy(self, memo):
+    if id(self) in memo:
+        return memo[id(self)]
+    func, args, *state = _reduce_ex(self, 4)
+    new = func(*args)
+    if state:
+        new.__dict__.update(__import__("copy").deepcopy(state[0], memo))
+    if self.grad is not None:
+        new.grad = self.grad.clone()
+    memo[id(self)] = new
+    return new
+
+
+Tensor.__reduce_ex__ = _reduce_ex
+Tensor.__deepcopy__ = _deepcopy
 
 
 def _T(self):
@@ -12,5 +51,4 @@ def _mT(self):
 
 Tensor.T = property(_T, doc="the tensor with its dimensions reversed")
 Tensor.mT = property(_mT, doc="the last two dimensions transposed")
-Tensor.retains_grad = property(lambda self: (not self.is_leaf) and getattr(self, "_retains", False))
 Tensor.__array_priority__ = 1000  # NumPy defers binary ops to Tensor

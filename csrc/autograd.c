@@ -859,6 +859,7 @@ static PyObject *tensor_retain_grad(TensorObject *self, PyObject *unused)
     }
     if (!n)
         Py_RETURN_NONE;                   /* leaves retain their grad anyway */
+    self->retains_grad = 1;
     if (!n->retain && !(n->retain = PyDict_New()))
         return NULL;
     key = PyLong_FromLong(self->output_nr);

@@ -231,6 +231,11 @@ static int set_data(TensorObject *self, PyObject *v, void *c)
     return 0;
 }
 
+static PyObject *get_retains_grad(TensorObject *self, void *c)
+{
+    return PyBool_FromLong(self->retains_grad);
+}
+
 static PyObject *get_itemsize(TensorObject *self, void *c)
 {
     return PyLong_FromSize_t(cddp_dtype_size[self->dtype]);
@@ -256,6 +261,7 @@ static PyGetSetDef tensor_getset[] = {
     {"_version", (getter)get_version, NULL, NULL, NULL},
     {"data", (getter)get_data, (setter)set_data, NULL, NULL},
     {"itemsize", (getter)get_itemsize, NULL, NULL, NULL},
+    {"retains_grad", (getter)get_retains_grad, NULL, NULL, NULL},
     {"__dict__", (getter)get_dict, NULL, NULL, NULL},
     {NULL},
 };

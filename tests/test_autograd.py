@@ -1,0 +1,214 @@
+"""The autograd engine: graph walk order, accumulation, retain_graph, hooks, version counter,
+grad modes, and memory behaviour of graphs. Values are checked against hand derivations and,
+when torch is importable, against torch on the same expressions."""
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import cddp
+from conftest import gradcheck, n, t
+
+
+def test_shared_subexpression_accumulates():
+    # y = x*x + x*x*x: x is reached along three paths; dy/dx = 2x + 3x^2
+    x = t([1.0, 2.0, -3.0], requires_grad=True)
+    y = (x * x + x * x * x).sum()
+    y.backward()
+    xv = np.array([1.0, 2.0, -3.0])
+    np.testing.assert_allclose(n(x.grad), 2 * xv + 3 * xv ** 2, rtol=1e-6)
+
+
+def test_diamond_graph_runs_each_node_once():
+    x = t([0.5, 1.5], requires_grad=True)
+    a = x.exp()
+    b = a * 2
+    c = a * 3
+    (b + c).sum().backward()
+    np.testing.assert_allclose(n(x.grad), 5 * np.exp([0.5, 1.5]), rtol=1e-6)
+
+
+def test_grad_accumulates_across_backward_calls():
+    x = t([1.0, 2.0], requires_grad=True)
+    (x * 3).sum().backward()
+    (x * 4).sum().backward()
+    np.testing.assert_allclose(n(x.grad), [7.0, 7.0])
+
+
+def test_second_backward_without_retain_graph_raises():
+    x = t([1.0, 2.0], requires_grad=True)
+    y = (x.exp() * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_retain_graph_allows_second_backward():
+    x = t([1.0, 2.0], requires_grad=True)
+    y = (x.exp() * x).sum()
+    y.backward(retain_graph=True)
+    g1 = n(x.grad)
+    y.backward()
+    np.testing.assert_allclose(n(x.grad), 2 * g1, rtol=1e-6)
+
+
+def test_inplace_modification_of_saved_tensor_raises():
+    x = t([1.0, 2.0], requires_grad=True)
+    y = x.exp()          # exp saves its output
+    z = (y * 1.0).sum()
+    w = y.sum() * 0 + (x * y).sum()   # x*y saves y
+    with cddp.no_grad():
+        y.add_(1.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        w.backward()
+    del z
+
+
+def test_version_counter_shared_by_views():
+    x = t(np.zeros((2, 3)))
+    v0 = x._version
+    row = x[0]
+    row.add_(1.0)
+    assert x._version == v0 + 1 and row._version == x._version
+
+
+def test_no_grad_records_nothing():
+    x = t([1.0, 2.0], requires_grad=True)
+    with cddp.no_grad():
+        y = x * 2
+    assert y.grad_fn is None and not y.requires_grad
+    z = x * 2
+    assert z.grad_fn is not None and z.grad_fn.name() == "MulBackward0"
+
+
+def test_next_functions_lead_to_accumulate_grad():
+    x = t([1.0], requires_grad=True)
+    y = x * 2
+    (fn, nr), = [e for e in y.grad_fn.next_functions if e[0] is not None]
+    assert fn.name() == "AccumulateGrad" and fn.variable is x and nr == 0
+
+
+def test_non_leaf_hook_can_replace_gradient():
+    x = t([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    y.register_hook(lambda g: g * 10)
+    y.sum().backward()
+    np.testing.assert_allclose(n(x.grad), [30.0, 30.0])
+
+
+def test_leaf_hook_replaces_before_accumulation():
+    x = t([1.0, 2.0], requires_grad=True)
+    x.register_hook(lambda g: g + 1)
+    (x * 2).sum().backward()
+    np.testing.assert_allclose(n(x.grad), [3.0, 3.0])
+
+
+def test_post_accumulate_hook_sees_final_grad_once_per_backward():
+    w1 = t([1.0, 2.0], requires_grad=True)
+    w2 = t([3.0], requires_grad=True)
+    order = []
+    w1.register_post_accumulate_grad_hook(lambda p: order.append(("w1", n(p.grad).tolist())))
+    w2.register_post_accumulate_grad_hook(lambda p: order.append(("w2", n(p.grad).tolist())))
+    # w1 is used twice: its hook must fire once, after both contributions arrived
+    loss = (w1 * 2).sum() + (w1 * w2).sum()
+    loss.backward()
+    names = [o[0] for o in order]
+    assert sorted(names) == ["w1", "w2"]
+    got = dict(order)
+    np.testing.assert_allclose(got["w1"], [2 + 3, 2 + 3])
+    np.testing.assert_allclose(got["w2"], [3.0])
+
+
+def test_retain_grad_on_non_leaf():
+    x = t([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    y.retain_grad()
+    (y * y).sum().backward()
+    np.testing.assert_allclose(n(y.grad), [4.0, 8.0])
+    np.testing.assert_allclose(n(x.grad), [8.0, 16.0])
+
+
+def test_backward_with_gradient_argument():
+    x = t([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * x
+    y.backward(t([1.0, 0.5, 0.0]))
+    np.testing.assert_allclose(n(x.grad), [2.0, 2.0, 0.0])
+
+
+def test_autograd_backward_function_multiple_roots():
+    x = t([1.0, 2.0], requires_grad=True)
+    a = (x * 2).sum()
+    b = (x * 5).sum()
+    cddp.autograd.backward([a, b])
+    np.testing.assert_allclose(n(x.grad), [7.0, 7.0])
+
+
+def test_graph_is_freed_when_output_dies():
+    x = t(np.ones(4), requires_grad=True)
+    y = (x * 2).exp().sum()
+    ref = weakref.ref(y.grad_fn)
+    del y
+    gc.collect()
+    assert ref() is None
+
+
+def test_long_chain_backward_and_free_do_not_overflow():
+    x = t([1.0], requires_grad=True)
+    y = x
+    for _ in range(20000):
+        y = y * 1.0
+    y.sum().backward()
+    np.testing.assert_allclose(n(x.grad), [1.0])
+    del y
+    gc.collect()
+
+
+def test_requires_grad_cannot_flip_on_non_leaf():
+    x = t([1.0], requires_grad=True)
+    y = x * 2
+    with pytest.raises(RuntimeError, match="leaf variables"):
+        y.requires_grad = False
+
+
+def test_detach_shares_storage_but_not_graph():
+    x = t([1.0, 2.0], requires_grad=True)
+    d = x.detach()
+    assert d.grad_fn is None and not d.requires_grad
+    d.add_(1.0)
+    np.testing.assert_allclose(n(x), [2.0, 3.0])
+
+
+def test_inplace_on_leaf_requiring_grad_raises():
+    x = t([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        x.add_(1.0)
+
+
+def test_gradcheck_composite_expression():
+    gradcheck(lambda a, b: ((a * b).exp() + a / (b * b + 1.0)).sum(dim=0),
+              np.random.default_rng(1).standard_normal((3, 2)) * 0.5,
+              np.random.default_rng(2).standard_normal((3, 2)) * 0.5)
+
+
+def test_matches_torch_on_a_small_mlp(torch):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((8, 5)).astype(np.float32)
+    W1 = rng.standard_normal((5, 7)).astype(np.float32)
+    W2 = rng.standard_normal((7, 3)).astype(np.float32)
+    y = rng.integers(0, 3, 8)
+
+    def run(lib, mk):
+        w1, w2 = mk(W1), mk(W2)
+        h = (lib.tensor(X) @ w1).relu()
+        logits = h @ w2
+        logp = logits.log_softmax(dim=1)
+        loss = -logp[lib.arange(8), lib.tensor(y)].mean()
+        loss.backward()
+        return loss.item(), w1.grad.numpy(), w2.grad.numpy()
+
+    ours = run(cddp, lambda a: cddp.tensor(a, requires_grad=True))
+    ref = run(torch, lambda a: torch.tensor(a, requires_grad=True))
+    assert abs(ours[0] - ref[0]) < 1e-5 * max(1, abs(ref[0]))
+    np.testing.assert_allclose(ours[1], ref[1], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(ours[2], ref[2], rtol=1e-4, atol=1e-6)
