@@ -1,0 +1,45 @@
+"""cddp.nn.Parameter — a Tensor subclass that Modules register as a parameter (torch's)."""
+from .._C import Tensor
+
+
+class Parameter(Tensor):
+    """Parameter(data=None, requires_grad=True): shares `data`'s storage, is a leaf."""
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            from .. import empty
+            data = empty(0)
+        return Tensor._make_subclass(cls, data, requires_grad)
+
+    def __init__(self, data=None, requires_grad=True):
+        pass
+
+    def __repr__(self):
+        return "Parameter containing:\n" + Tensor.__repr__(self.detach())
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        new = Parameter(self.detach().clone(), self.requires_grad)
+        if self.grad is not None:
+            new.grad = self.grad.clone()
+        memo[id(self)] = new
+        return new
+
+    def __reduce_ex__(self, proto):
+        import numpy as np
+        return (_rebuild_parameter, (np.array(self.detach().numpy(), copy=True), self.requires_grad))
+
+
+def _rebuild_parameter(array, requires_grad):
+    import numpy as np
+    from .._C import from_numpy
+    return Parameter(from_numpy(np.array(array, copy=True)), requires_grad)
+
+
+class Buffer:
+    """Marker accepted by Module.__setattr__ (torch.nn.Buffer): registers a buffer."""
+
+    def __init__(self, data, persistent=True):
+        self.data = data
+        self.persistent = persistent
