@@ -1,0 +1,7 @@
+"""cddp.nn — torch.nn: Module, Parameter, layers, losses, init, functional, utils, parallel."""
+from .parameter import Parameter, Buffer
+from .modules import (Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict,
+                      Linear, Identity, ReLU, Tanh, Sigmoid, Softmax, LogSoftmax, Dropout,
+                      Flatten, CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
+                      BCEWithLogitsLoss)
+from . import functional, init, utils  # noqa: F401

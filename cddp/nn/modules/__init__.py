@@ -1,0 +1,6 @@
+from .module import Module
+from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
+from .linear import Linear, Identity
+from .activation import ReLU, Tanh, Sigmoid, Softmax, LogSoftmax
+from .dropout import Dropout, Flatten
+from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss

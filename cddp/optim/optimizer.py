@@ -1,0 +1,203 @@
+"""cddp.optim.Optimizer — torch's param_groups / state / state_dict layout.
+
+state_dict() = {"state": {param_index: {...}}, "param_groups": [{..., "params": [indices]}]},
+indices counted across groups in order, exactly as torch writes them, so optimizer
+checkpoints move between cddp and torch.
+"""
+from collections import defaultdict
+import copy
+import itertools
+
+from .. import _C
+from ..autograd.grad_mode import no_grad
+from ..utils.hooks import RemovableHandle
+
+Tensor = _C.Tensor
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class Optimizer:
+    """Base class: holds param_groups (list of dicts) and per-parameter state."""
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        self._step_post_hooks = {}
+        self._step_pre_hooks = {}
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            "Tensors or dicts, but got " + type(params).__name__)
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.__dict__.setdefault("_step_post_hooks", {})
+        self.__dict__.setdefault("_step_pre_hooks", {})
+
+    def __repr__(self):
+        s = self.__class__.__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += "\nParameter Group {}".format(i)
+            for key in sorted(group.keys()):
+                if key != "params":
+                    s += "\n    {}: {}".format(key, group[key])
+        return s + "\n)"
+
+    def add_param_group(self, param_group):
+        """Add a group: its missing options come from the defaults; a parameter may appear in
+        one group only."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            param_group["params"] = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        else:
+            param_group["params"] = list(params)
+        for p in param_group["params"]:
+            if not isinstance(p, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                + type(p).__name__)
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {name}")
+            param_group.setdefault(name, default)
+        seen = set()
+        for group in self.param_groups:
+            seen.update(id(p) for p in group["params"])
+        if any(id(p) in seen for p in param_group["params"]):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    def zero_grad(self, set_to_none=True):
+        """Reset gradients: to None (default, as torch 2.x) or to zeros in place."""
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    if p.grad.grad_fn is not None:
+                        p.grad.detach_()
+                    else:
+                        p.grad.requires_grad_(False)
+                    p.grad.zero_()
+
+    def register_step_pre_hook(self, hook):
+        h = RemovableHandle(self._step_pre_hooks)
+        self._step_pre_hooks[h.id] = hook
+        return h
+
+    def register_step_post_hook(self, hook):
+        h = RemovableHandle(self._step_post_hooks)
+        self._step_post_hooks[h.id] = hook
+        return h
+
+    def _run_step(self, closure):
+        for hook in list(self._step_pre_hooks.values()):
+            res = hook(self, (), {})
+            if res is not None:
+                raise RuntimeError("optimizer step pre-hooks must return None")
+        loss = None
+        if closure is not None:
+            from ..autograd.grad_mode import enable_grad
+            with enable_grad():
+                loss = closure()
+        with no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        for hook in list(self._step_post_hooks.values()):
+            hook(self, (), {})
+        return loss
+
+    def step(self, closure=None):
+        return self._run_step(closure)
+
+    def _update_group(self, group):
+        raise NotImplementedError
+
+    # ---- checkpoints ---------------------------------------------------------------------
+
+    def state_dict(self):
+        """torch's layout: state keyed by parameter index, groups with index lists."""
+        index = {}
+        start = 0
+
+        def pack_group(group):
+            nonlocal start
+            packed = {k: v for k, v in group.items() if k != "params"}
+            for i, p in enumerate(group["params"], start):
+                index.setdefault(id(p), i)
+            packed["params"] = [index[id(p)] for p in group["params"]]
+            start += len(packed["params"])
+            return packed
+
+        param_groups = [pack_group(g) for g in self.param_groups]
+        state = {index[id(p)]: v for p, v in self.state.items() if id(p) in index}
+        return {"state": state, "param_groups": param_groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore from state_dict(); group sizes must match, tensors are copied to each
+        parameter's dtype."""
+        state_dict = copy.copy(state_dict)
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        param_lens = (len(g["params"]) for g in groups)
+        saved_lens = (len(g["params"]) for g in saved_groups)
+        if any(p_len != s_len for p_len, s_len in zip(param_lens, saved_lens)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match "
+                             "the size of optimizer's group")
+        id_map = dict(zip(itertools.chain.from_iterable(g["params"] for g in saved_groups),
+                          itertools.chain.from_iterable(g["params"] for g in groups)))
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            key = int(k) if isinstance(k, str) else k
+            if key in id_map:
+                param = id_map[key]
+                state[param] = {name: self._cast_state(param, name, value)
+                                for name, value in v.items()}
+            else:
+                state[k] = v
+
+        def update_group(group, new_group):
+            new_group["params"] = group["params"]
+            return new_group
+
+        self.__setstate__({"state": state,
+                           "param_groups": [update_group(g, ng) for g, ng in zip(groups, saved_groups)]})
+
+    @staticmethod
+    def _cast_state(param, key, value):
+        if isinstance(value, Tensor):
+            if key == "step":
+                return value.clone()
+            if value.is_floating_point():
+                return value.to(param.dtype).clone().contiguous()
+            return value.clone()
+        return copy.deepcopy(value)
