@@ -1,0 +1,11 @@
+"""cddp.utils.data — torch.utils.data: datasets, samplers, DataLoader, collation."""
+from .dataset import (Dataset, IterableDataset, TensorDataset, Subset, ConcatDataset,
+                      random_split)
+from .sampler import (Sampler, SequentialSampler, RandomSampler, SubsetRandomSampler,
+                      BatchSampler)
+from .dataloader import DataLoader, default_collate, default_convert, get_worker_info
+
+__all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
+           "random_split", "Sampler", "SequentialSampler", "RandomSampler",
+           "SubsetRandomSampler", "BatchSampler", "DataLoader", "default_collate",
+           "default_convert", "get_worker_info"]
