@@ -364,6 +364,13 @@ PyObject *cddp_convert_to(PyObject *self, PyObject *const *args, Py_ssize_t narg
             return NULL;
         has_dtype = 1;
     }
+    for (int i = NB; i <= CP; i++) {
+        if (a[i] && !PyLong_Check(a[i])) {      /* bool (an int subclass) or int */
+            PyErr_Format(PyExc_TypeError, "to() received an invalid combination of arguments: "
+                         "'%s' must be bool, not %s", names[i], Py_TYPE(a[i])->tp_name);
+            return NULL;
+        }
+    }
     if (truthy(a[CP], &copy) < 0)
         return NULL;
     return to_impl(x, has_dtype, dt, a[DEV], copy);
@@ -459,7 +466,8 @@ PyObject *cddp_convert_cpu(PyObject *self, PyObject *const *args, Py_ssize_t nar
         return NULL;
     if (((TensorObject *)self)->storage->device >= 0) {
         PyErr_SetString(PyExc_RuntimeError,
-                        "cddp: copying a CUDA tensor to the CPU needs the CUDA backend (cddp._cuda)");
+                        "cddp: copying a CUDA tensor to the CPU needs the CUDA backend "
+                        "(cddp._cuda)");
         return NULL;
     }
     return Py_NewRef(self);

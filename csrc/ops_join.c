@@ -91,7 +91,8 @@ static int join_shape(TensorObject **ts, Py_ssize_t k, int stack, int64_t *dimp,
             }
         }
         if (ref->ndim >= CDDP_MAX_DIMS) {
-            PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions", CDDP_MAX_DIMS);
+            PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions",
+                         CDDP_MAX_DIMS);
             return -1;
         }
         if (cddp_shape_wrap_dim(dim, ref->ndim + 1, &dim) < 0)
@@ -260,8 +261,9 @@ static PyObject *join(const char *fname, PyObject *const *args, Py_ssize_t nargs
     ts = (TensorObject **)PySequence_Fast_ITEMS(fast);
     for (Py_ssize_t i = 0; i < k; i++) {
         if (!cddp_tensor_check((PyObject *)ts[i])) {
-            PyErr_Format(PyExc_TypeError, "expected Tensor as element %zd in argument 0, but got %s",
-                         i, Py_TYPE(ts[i])->tp_name);
+            PyErr_Format(PyExc_TypeError,
+                         "expected Tensor as element %zd in argument 0, but got %s", i,
+                         Py_TYPE(ts[i])->tp_name);
             goto done;
         }
     }

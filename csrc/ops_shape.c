@@ -10,14 +10,13 @@
  *   expand(*sizes) / expand_as   ExpandBackward0        (grad summed back: cddp_sum_to)
  *   transpose / swapaxes / swapdims(d0, d1)  TransposeBackward0;  t()  TBackward0
  *   permute(*dims)               PermuteBackward0
- *   narrow(dim, start, length)   SliceBackward0;  select(dim, index)  SelectBackward0
- *   split(size|sizes, dim=0) / chunk(n, dim=0) / unbind(dim=0)  -> tuple of views
- *   iter(t)                      t[0], t[1], ... (unbind along dim 0)
  * and the module functions cddp.reshape/flatten/unflatten/squeeze/unsqueeze/transpose/
- * swapaxes/swapdims/permute/t/narrow/select/split/chunk/unbind (input first, then as above).
+ * swapaxes/swapdims/permute/t/narrow/select/split/chunk/unbind (input first, then as the
+ * method). Also here: the argument helpers and raw views the sibling files share.
  *
- * The method tables at the bottom also list ops_convert.c (to/contiguous/clone/...) and
- * ops_join.c (cat/stack), which module.c does not know about.
+ * The method tables at the bottom also list ops_shape_slice.c (narrow/select/split/...),
+ * ops_convert.c (to/contiguous/clone/...) and ops_join.c (cat/stack): module.c only knows
+ * cddp_shape_tensor_methods / cddp_shape_module_methods.
  */
 #include "ops_shape.h"
 #include <string.h>
@@ -102,7 +101,7 @@ void cddp_shape_format(char *buf, size_t cap, int ndim, const int64_t *shape)
 
 /* Ints given as (*ints) or as one sequence (tuple, list, Size): torch's IntArrayRef args.
  * Negative values are kept (callers give -1 its meaning). */
-static int parse_int_list(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+int cddp_shape_int_list(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                           int *ndim, int64_t *out)
 {
     PyObject *fast = NULL;
@@ -147,7 +146,7 @@ done:
     return rc;
 }
 
-static int check_tensor(PyObject *o, const char *fname, const char *argname)
+int cddp_shape_check_tensor(PyObject *o, const char *fname, const char *argname)
 {
     if (o && cddp_tensor_check(o))
         return 0;
@@ -289,7 +288,7 @@ NodeObject *cddp_shape_record(TensorObject *in, TensorObject *out, const char *n
 }
 
 /* A finished view: record history or drop it on failure. Returns out or NULL. */
-static PyObject *finish(TensorObject *in, TensorObject *out, const char *name,
+PyObject *cddp_shape_finish(TensorObject *in, TensorObject *out, const char *name,
                         cddp_backward_fn fn, const int64_t *iparams, int nparams)
 {
     int err;
@@ -361,49 +360,6 @@ static int permute_backward(NodeObject *self, TensorObject **gout, TensorObject 
     return gin[0] ? 0 : -1;
 }
 
-/* narrow/split: zeros of the input's shape with the gradient written at [start, start+len)
- * along dim (i[0] = dim, i[1] = start). */
-static int narrow_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
-{
-    cddp_meta *m = &self->meta[0];
-    TensorObject *z, *v;
-    if (!gout[0] || !self->next[0].node)
-        return 0;
-    z = cddp_tensor_new(m->dtype, m->ndim, m->shape, 1);
-    if (!z)
-        return -1;
-    v = cddp_shape_narrow_raw(z, (int)self->i[0], self->i[1], gout[0]->shape[self->i[0]]);
-    if (!v || cddp_copy_into(v, gout[0]) < 0) {
-        Py_XDECREF(v);
-        Py_DECREF(z);
-        return -1;
-    }
-    Py_DECREF(v);
-    gin[0] = z;
-    return 0;
-}
-
-/* select/unbind/iteration: zeros with the gradient at index i[1] of dim i[0]. */
-static int select_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
-{
-    cddp_meta *m = &self->meta[0];
-    TensorObject *z, *v;
-    if (!gout[0] || !self->next[0].node)
-        return 0;
-    z = cddp_tensor_new(m->dtype, m->ndim, m->shape, 1);
-    if (!z)
-        return -1;
-    v = cddp_shape_select_raw(z, (int)self->i[0], self->i[1]);
-    if (!v || cddp_copy_into(v, gout[0]) < 0) {
-        Py_XDECREF(v);
-        Py_DECREF(z);
-        return -1;
-    }
-    Py_DECREF(v);
-    gin[0] = z;
-    return 0;
-}
-
 /* ---- view / reshape / flatten / unflatten --------------------------------------------- */
 
 /* shape may hold one -1. allow_copy: reshape semantics (copy when not viewable). */
@@ -413,8 +369,8 @@ static PyObject *view_impl(TensorObject *x, int ndim, int64_t *shape, int allow_
     if (infer_size(cddp_numel(x), ndim, shape) < 0)
         return NULL;
     if (view_strides(x, ndim, shape, st) == 0)
-        return finish(x, cddp_tensor_alias(x, ndim, shape, st, x->offset), "ViewBackward0",
-                      reshape_backward, NULL, 0);
+        return cddp_shape_finish(x, cddp_tensor_alias(x, ndim, shape, st, x->offset),
+                                 "ViewBackward0", reshape_backward, NULL, 0);
     if (!allow_copy) {
         PyErr_SetString(PyExc_RuntimeError,
                         "view size is not compatible with input tensor's size and stride (at "
@@ -422,8 +378,8 @@ static PyObject *view_impl(TensorObject *x, int ndim, int64_t *shape, int allow_
                         ".reshape(...) instead.");
         return NULL;
     }
-    return finish(x, cddp_shape_reshape_raw(x, ndim, shape), "UnsafeViewBackward0",
-                  reshape_backward, NULL, 0);
+    return cddp_shape_finish(x, cddp_shape_reshape_raw(x, ndim, shape), "UnsafeViewBackward0",
+                             reshape_backward, NULL, 0);
 }
 
 static PyObject *t_view(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -434,7 +390,7 @@ static PyObject *t_view(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_NotImplementedError, "cddp: view(dtype) is not supported");
         return NULL;
     }
-    if (parse_int_list("view", args, nargs, &ndim, shape) < 0)
+    if (cddp_shape_int_list("view", args, nargs, &ndim, shape) < 0)
         return NULL;
     return view_impl((TensorObject *)self, ndim, shape, 0);
 }
@@ -443,7 +399,7 @@ static PyObject *t_reshape(PyObject *self, PyObject *const *args, Py_ssize_t nar
 {
     int ndim;
     int64_t shape[CDDP_MAX_DIMS];
-    if (parse_int_list("reshape", args, nargs, &ndim, shape) < 0)
+    if (cddp_shape_int_list("reshape", args, nargs, &ndim, shape) < 0)
         return NULL;
     return view_impl((TensorObject *)self, ndim, shape, 1);
 }
@@ -451,7 +407,7 @@ static PyObject *t_reshape(PyObject *self, PyObject *const *args, Py_ssize_t nar
 static PyObject *t_view_as(PyObject *self, PyObject *other)
 {
     int64_t shape[CDDP_MAX_DIMS];
-    if (check_tensor(other, "view_as", "other") < 0)
+    if (cddp_shape_check_tensor(other, "view_as", "other") < 0)
         return NULL;
     memcpy(shape, ((TensorObject *)other)->shape, sizeof shape);
     return view_impl((TensorObject *)self, ((TensorObject *)other)->ndim, shape, 0);
@@ -460,7 +416,7 @@ static PyObject *t_view_as(PyObject *self, PyObject *other)
 static PyObject *t_reshape_as(PyObject *self, PyObject *other)
 {
     int64_t shape[CDDP_MAX_DIMS];
-    if (check_tensor(other, "reshape_as", "other") < 0)
+    if (cddp_shape_check_tensor(other, "reshape_as", "other") < 0)
         return NULL;
     memcpy(shape, ((TensorObject *)other)->shape, sizeof shape);
     return view_impl((TensorObject *)self, ((TensorObject *)other)->ndim, shape, 1);
@@ -514,15 +470,17 @@ static PyObject *t_unflatten(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (cddp_shape_parse_args("unflatten", args, nargs, kwnames, names, 2, 2, a) < 0)
         return NULL;
     if (!a[0] || !a[1]) {
-        PyErr_SetString(PyExc_TypeError, "unflatten() missing required arguments 'dim' and 'sizes'");
+        PyErr_SetString(PyExc_TypeError,
+                        "unflatten() missing required arguments 'dim' and 'sizes'");
         return NULL;
     }
     if (cddp_shape_get_int(a[0], "unflatten", "dim", &dim) < 0 ||
         cddp_shape_wrap_dim(dim, x->ndim, &dim) < 0 ||
-        parse_int_list("unflatten", &a[1], 1, &ns, sizes) < 0)
+        cddp_shape_int_list("unflatten", &a[1], 1, &ns, sizes) < 0)
         return NULL;
     if (x->ndim == 0 || ns == 0 || x->ndim - 1 + ns > CDDP_MAX_DIMS) {
-        PyErr_SetString(PyExc_RuntimeError, x->ndim == 0 ? "unflatten: Cannot unflatten a 0-d tensor"
+        PyErr_SetString(PyExc_RuntimeError,
+                        x->ndim == 0 ? "unflatten: Cannot unflatten a 0-d tensor"
                         : ns == 0 ? "unflatten: sizes must be non-empty"
                         : "unflatten: too many dimensions");
         return NULL;
@@ -574,15 +532,15 @@ static PyObject *t_squeeze(PyObject *self, PyObject *const *args, Py_ssize_t nar
     } else if (PyTuple_Check(a[0]) || PyList_Check(a[0])) {
         int64_t dims[CDDP_MAX_DIMS];
         int nd;
-        if (parse_int_list("squeeze", a, 1, &nd, dims) < 0)
+        if (cddp_shape_int_list("squeeze", a, 1, &nd, dims) < 0)
             return NULL;
         name = "SqueezeBackward2";
         for (int i = 0; i < nd; i++) {
             if (cddp_shape_wrap_dim(dims[i], x->ndim, &d) < 0)
                 return NULL;
             if (x->ndim && drop[d] & 2) {
-                PyErr_Format(PyExc_RuntimeError, "dim %lld appears multiple times in the list of dims",
-                             (long long)d);
+                PyErr_Format(PyExc_RuntimeError,
+                             "dim %lld appears multiple times in the list of dims", (long long)d);
                 return NULL;
             }
             if (x->ndim)
@@ -602,7 +560,8 @@ static PyObject *t_squeeze(PyObject *self, PyObject *const *args, Py_ssize_t nar
         sh[k] = x->shape[i];
         st[k++] = x->strides[i];
     }
-    return finish(x, cddp_tensor_alias(x, k, sh, st, x->offset), name, reshape_backward, NULL, 0);
+    return cddp_shape_finish(x, cddp_tensor_alias(x, k, sh, st, x->offset), name,
+                             reshape_backward, NULL, 0);
 }
 
 static PyObject *unsqueeze_impl(TensorObject *x, PyObject *dimo)
@@ -628,8 +587,8 @@ static PyObject *unsqueeze_impl(TensorObject *x, PyObject *dimo)
             st[d] = x->strides[k++];
         }
     }
-    return finish(x, cddp_tensor_alias(x, x->ndim + 1, sh, st, x->offset), "UnsqueezeBackward0",
-                  reshape_backward, NULL, 0);
+    return cddp_shape_finish(x, cddp_tensor_alias(x, x->ndim + 1, sh, st, x->offset),
+                             "UnsqueezeBackward0", reshape_backward, NULL, 0);
 }
 
 static PyObject *t_unsqueeze(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -685,7 +644,7 @@ static PyObject *expand_impl(TensorObject *x, int ndim, const int64_t *sizes)
             return NULL;
         }
     }
-    return finish(x, cddp_tensor_alias(x, ndim, sh, st, x->offset), "ExpandBackward0",
+    return cddp_shape_finish(x, cddp_tensor_alias(x, ndim, sh, st, x->offset), "ExpandBackward0",
                   expand_backward, NULL, 0);
 }
 
@@ -700,14 +659,14 @@ static PyObject *t_expand(PyObject *self, PyObject *const *args, Py_ssize_t narg
         PyErr_SetString(PyExc_TypeError, "expand() takes sizes and an optional implicit=");
         return NULL;
     }
-    if (parse_int_list("expand", args, nargs, &ndim, sizes) < 0)
+    if (cddp_shape_int_list("expand", args, nargs, &ndim, sizes) < 0)
         return NULL;
     return expand_impl((TensorObject *)self, ndim, sizes);
 }
 
 static PyObject *t_expand_as(PyObject *self, PyObject *other)
 {
-    if (check_tensor(other, "expand_as", "other") < 0)
+    if (cddp_shape_check_tensor(other, "expand_as", "other") < 0)
         return NULL;
     return expand_impl((TensorObject *)self, ((TensorObject *)other)->ndim,
                        ((TensorObject *)other)->shape);
@@ -728,7 +687,7 @@ static PyObject *transpose_impl(TensorObject *x, int64_t a, int64_t b, const cha
     }
     p[0] = a;
     p[1] = b;
-    return finish(x, cddp_tensor_alias(x, x->ndim, sh, st, x->offset), name,
+    return cddp_shape_finish(x, cddp_tensor_alias(x, x->ndim, sh, st, x->offset), name,
                   transpose_backward, p, 2);
 }
 
@@ -789,7 +748,7 @@ static PyObject *t_permute(PyObject *self, PyObject *const *args, Py_ssize_t nar
     int64_t dims[CDDP_MAX_DIMS], sh[CDDP_MAX_DIMS], st[CDDP_MAX_DIMS];
     char seen[CDDP_MAX_DIMS] = {0};
     int nd;
-    if (parse_int_list("permute", args, nargs, &nd, dims) < 0)
+    if (cddp_shape_int_list("permute", args, nargs, &nd, dims) < 0)
         return NULL;
     if (nd != x->ndim) {
         PyErr_Format(PyExc_RuntimeError,
@@ -809,316 +768,8 @@ static PyObject *t_permute(PyObject *self, PyObject *const *args, Py_ssize_t nar
         sh[k] = x->shape[dims[k]];
         st[k] = x->strides[dims[k]];
     }
-    return finish(x, cddp_tensor_alias(x, nd, sh, st, x->offset), "PermuteBackward0",
+    return cddp_shape_finish(x, cddp_tensor_alias(x, nd, sh, st, x->offset), "PermuteBackward0",
                   permute_backward, dims, nd);
-}
-
-/* ---- narrow / select / split / chunk / unbind ----------------------------------------- */
-
-static PyObject *narrow_impl(TensorObject *x, int64_t dim, int64_t start, int64_t length,
-                             const char *name)
-{
-    int64_t p[2];
-    if (x->ndim == 0) {
-        PyErr_SetString(PyExc_RuntimeError, "narrow() cannot be applied to a 0-dim tensor.");
-        return NULL;
-    }
-    if (cddp_shape_wrap_dim(dim, x->ndim, &dim) < 0)
-        return NULL;
-    if (length < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "narrow(): length must be non-negative.");
-        return NULL;
-    }
-    int64_t size = x->shape[dim];
-    if (start < -size || start > size) {
-        PyErr_Format(PyExc_IndexError,
-                     "start out of range (expected to be in range of [%lld, %lld], but got %lld)",
-                     (long long)-size, (long long)size, (long long)start);
-        return NULL;
-    }
-    if (start < 0)
-        start += size;
-    if (start > size - length) {
-        PyErr_Format(PyExc_RuntimeError, "start (%lld) + length (%lld) exceeds dimension size (%lld).",
-                     (long long)start, (long long)length, (long long)size);
-        return NULL;
-    }
-    p[0] = dim;
-    p[1] = start;
-    return finish(x, cddp_shape_narrow_raw(x, (int)dim, start, length), name, narrow_backward,
-                  p, 2);
-}
-
-static PyObject *t_narrow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames)
-{
-    static const char *const names[] = {"dim", "start", "length"};
-    PyObject *a[3];
-    int64_t v[3];
-    if (cddp_shape_parse_args("narrow", args, nargs, kwnames, names, 3, 3, a) < 0)
-        return NULL;
-    for (int k = 0; k < 3; k++) {
-        if (!a[k]) {
-            PyErr_Format(PyExc_TypeError, "narrow() missing required argument '%s'", names[k]);
-            return NULL;
-        }
-        if (cddp_shape_get_int(a[k], "narrow", names[k], &v[k]) < 0)
-            return NULL;
-    }
-    return narrow_impl((TensorObject *)self, v[0], v[1], v[2], "SliceBackward0");
-}
-
-/* dim already wrapped and x->ndim > 0. */
-static PyObject *select_impl(TensorObject *x, int64_t dim, int64_t index, const char *name)
-{
-    int64_t p[2];
-    if (index < -x->shape[dim] || index >= x->shape[dim]) {
-        char buf[256];
-        cddp_shape_format(buf, sizeof buf, x->ndim, x->shape);
-        PyErr_Format(PyExc_IndexError,
-                     "select(): index %lld out of range for tensor of size %s at dimension %lld",
-                     (long long)index, buf, (long long)dim);
-        return NULL;
-    }
-    if (index < 0)
-        index += x->shape[dim];
-    p[0] = dim;
-    p[1] = index;
-    return finish(x, cddp_shape_select_raw(x, (int)dim, index), name, select_backward, p, 2);
-}
-
-static PyObject *t_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames)
-{
-    static const char *const names[] = {"dim", "index"};
-    PyObject *a[2];
-    TensorObject *x = (TensorObject *)self;
-    int64_t dim, index;
-    if (cddp_shape_parse_args("select", args, nargs, kwnames, names, 2, 2, a) < 0)
-        return NULL;
-    if (!a[0] || !a[1]) {
-        PyErr_SetString(PyExc_TypeError, "select() missing required arguments 'dim' and 'index'");
-        return NULL;
-    }
-    if (cddp_shape_get_int(a[0], "select", "dim", &dim) < 0 ||
-        cddp_shape_get_int(a[1], "select", "index", &index) < 0)
-        return NULL;
-    if (x->ndim == 0) {
-        PyErr_SetString(PyExc_IndexError, "select() cannot be applied to a 0-dim tensor.");
-        return NULL;
-    }
-    if (cddp_shape_wrap_dim(dim, x->ndim, &dim) < 0)
-        return NULL;
-    return select_impl(x, dim, index, "SelectBackward0");
-}
-
-/* Pieces of `sizes` along dim (sum already checked) as a tuple of narrow views. */
-static PyObject *split_pieces(TensorObject *x, int64_t dim, int n, const int64_t *sizes,
-                              const char *name)
-{
-    PyObject *tup = PyTuple_New(n);
-    int64_t start = 0;
-    for (int k = 0; tup && k < n; k++) {
-        PyObject *v = narrow_impl(x, dim, start, sizes[k], name);
-        if (!v) {
-            Py_CLEAR(tup);
-            break;
-        }
-        PyTuple_SET_ITEM(tup, k, v);
-        start += sizes[k];
-    }
-    return tup;
-}
-
-/* Equal pieces of `size` (the last may be smaller); n == 0 pieces impossible except size 0. */
-static PyObject *split_equal(TensorObject *x, int64_t dim, int64_t size, const char *name)
-{
-    int64_t len = x->shape[dim], n, *sizes;
-    PyObject *res;
-    if (size < 0) {
-        PyErr_Format(PyExc_RuntimeError, "split expects split_size be non-negative, but got "
-                     "split_size=%lld", (long long)size);
-        return NULL;
-    }
-    if (size == 0 && len != 0) {
-        PyErr_Format(PyExc_RuntimeError, "split_size can only be 0 if dimension size is 0, but "
-                     "got dimension size of %lld", (long long)len);
-        return NULL;
-    }
-    n = size == 0 ? 1 : (len + size - 1) / size;
-    if (n == 0)
-        n = 1;                           /* torch: an empty dim still yields one piece */
-    if (n > INT32_MAX)
-        return PyErr_NoMemory();
-    sizes = PyMem_Malloc(sizeof(int64_t) * (size_t)n);
-    if (!sizes)
-        return PyErr_NoMemory();
-    for (int64_t k = 0; k < n; k++)
-        sizes[k] = k < n - 1 ? size : len - size * (n - 1);
-    res = split_pieces(x, dim, (int)n, sizes, name);
-    PyMem_Free(sizes);
-    return res;
-}
-
-static PyObject *split_impl(TensorObject *x, PyObject *spec, PyObject *dimo)
-{
-    int64_t dim = 0, size;
-    if (!spec) {
-        PyErr_SetString(PyExc_TypeError, "split() missing required argument 'split_size'");
-        return NULL;
-    }
-    if (x->ndim == 0) {
-        PyErr_SetString(PyExc_RuntimeError, "split expects at least a 1-dimensional tensor");
-        return NULL;
-    }
-    if ((dimo && cddp_shape_get_int(dimo, "split", "dim", &dim) < 0) ||
-        cddp_shape_wrap_dim(dim, x->ndim, &dim) < 0)
-        return NULL;
-    if (PyLong_Check(spec) || (PyIndex_Check(spec) && !PyFloat_Check(spec))) {
-        if (cddp_shape_get_int(spec, "split", "split_size", &size) < 0)
-            return NULL;
-        return split_equal(x, dim, size, "SplitBackward0");
-    }
-    PyObject *fast = PySequence_Fast(spec, "split(): split_size must be an int or a list of ints");
-    Py_ssize_t n;
-    int64_t *sizes = NULL, total = 0;
-    PyObject *res = NULL;
-    if (!fast)
-        return NULL;
-    n = PySequence_Fast_GET_SIZE(fast);
-    sizes = PyMem_Malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-    if (!sizes) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    for (Py_ssize_t k = 0; k < n; k++) {
-        if (cddp_shape_get_int(PySequence_Fast_GET_ITEM(fast, k), "split", "split_size",
-                               &sizes[k]) < 0)
-            goto done;
-        if (sizes[k] < 0) {
-            PyErr_Format(PyExc_RuntimeError, "split_with_sizes expects split_sizes have only "
-                         "non-negative entries, but got split_sizes=%R", spec);
-            goto done;
-        }
-        total += sizes[k];
-    }
-    if (total != x->shape[dim] || n > INT32_MAX) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "split_with_sizes expects split_sizes to sum exactly to %lld (input tensor's "
-                     "size at dimension %lld), but got split_sizes=%R",
-                     (long long)x->shape[dim], (long long)dim, spec);
-        goto done;
-    }
-    res = split_pieces(x, dim, (int)n, sizes, "SplitWithSizesBackward0");
-done:
-    PyMem_Free(sizes);
-    Py_DECREF(fast);
-    return res;
-}
-
-static PyObject *t_split(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                         PyObject *kwnames)
-{
-    static const char *const names[] = {"split_size", "dim"};
-    PyObject *a[2];
-    if (cddp_shape_parse_args("split", args, nargs, kwnames, names, 2, 2, a) < 0)
-        return NULL;
-    return split_impl((TensorObject *)self, a[0], a[1]);
-}
-
-static PyObject *t_chunk(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                         PyObject *kwnames)
-{
-    static const char *const names[] = {"chunks", "dim"};
-    PyObject *a[2];
-    TensorObject *x = (TensorObject *)self;
-    int64_t chunks, dim = 0;
-    if (cddp_shape_parse_args("chunk", args, nargs, kwnames, names, 2, 2, a) < 0)
-        return NULL;
-    if (!a[0]) {
-        PyErr_SetString(PyExc_TypeError, "chunk() missing required argument 'chunks'");
-        return NULL;
-    }
-    if (cddp_shape_get_int(a[0], "chunk", "chunks", &chunks) < 0 ||
-        (a[1] && cddp_shape_get_int(a[1], "chunk", "dim", &dim) < 0))
-        return NULL;
-    if (x->ndim == 0) {
-        PyErr_SetString(PyExc_RuntimeError, "chunk expects at least a 1-dimensional tensor");
-        return NULL;
-    }
-    if (chunks <= 0) {
-        PyErr_Format(PyExc_RuntimeError, "chunk expects `chunks` to be greater than 0, got: %lld",
-                     (long long)chunks);
-        return NULL;
-    }
-    if (cddp_shape_wrap_dim(dim, x->ndim, &dim) < 0)
-        return NULL;
-    int64_t len = x->shape[dim], size = (len + chunks - 1) / chunks;
-    if (size == 0 && len == 0) {
-        /* torch: chunks empty pieces of an empty dim */
-        PyObject *res;
-        int64_t *sizes;
-        if (chunks > INT32_MAX)
-            return PyErr_NoMemory();
-        sizes = PyMem_Calloc((size_t)chunks, sizeof(int64_t));
-        if (!sizes)
-            return PyErr_NoMemory();
-        res = split_pieces(x, dim, (int)chunks, sizes, "SplitWithSizesBackward0");
-        PyMem_Free(sizes);
-        return res;
-    }
-    return split_equal(x, dim, size, "SplitBackward0");
-}
-
-static PyObject *unbind_impl(TensorObject *x, int64_t dim, const char *name)
-{
-    PyObject *tup;
-    if (x->ndim == 0) {
-        PyErr_SetString(PyExc_IndexError, "Dimension specified as 0 but tensor has no dimensions");
-        return NULL;
-    }
-    if (cddp_shape_wrap_dim(dim, x->ndim, &dim) < 0)
-        return NULL;
-    if (x->shape[dim] > PY_SSIZE_T_MAX / 2)
-        return PyErr_NoMemory();
-    tup = PyTuple_New((Py_ssize_t)x->shape[dim]);
-    for (int64_t k = 0; tup && k < x->shape[dim]; k++) {
-        PyObject *v = select_impl(x, dim, k, name);
-        if (!v) {
-            Py_CLEAR(tup);
-            break;
-        }
-        PyTuple_SET_ITEM(tup, (Py_ssize_t)k, v);
-    }
-    return tup;
-}
-
-static PyObject *t_unbind(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                          PyObject *kwnames)
-{
-    static const char *const names[] = {"dim"};
-    PyObject *a[1];
-    int64_t dim = 0;
-    if (cddp_shape_parse_args("unbind", args, nargs, kwnames, names, 1, 1, a) < 0 ||
-        (a[0] && cddp_shape_get_int(a[0], "unbind", "dim", &dim) < 0))
-        return NULL;
-    return unbind_impl((TensorObject *)self, dim, "UnbindBackward0");
-}
-
-/* iter(t) is iter(t.unbind(0)), as torch's Tensor.__iter__. */
-PyObject *cddp_tensor_iter(PyObject *self)
-{
-    PyObject *tup, *it;
-    if (((TensorObject *)self)->ndim == 0) {
-        PyErr_SetString(PyExc_TypeError, "iteration over a 0-d tensor");
-        return NULL;
-    }
-    tup = unbind_impl((TensorObject *)self, 0, "UnbindBackward0");
-    if (!tup)
-        return NULL;
-    it = PyObject_GetIter(tup);
-    Py_DECREF(tup);
-    return it;
 }
 
 /* ---- module functions: fn(input, *rest) == input.method(*rest) ------------------------ */
@@ -1139,14 +790,16 @@ static int first_tensor(const char *fname, Py_ssize_t nargs)
     static PyObject *m_##NAME(PyObject *m, PyObject *const *args, Py_ssize_t nargs,        \
                               PyObject *kwnames)                                           \
     {                                                                                      \
-        if (first_tensor(#NAME, nargs) < 0 || check_tensor(args[0], #NAME, "input") < 0)   \
+        if (first_tensor(#NAME, nargs) < 0 ||                                              \
+            cddp_shape_check_tensor(args[0], #NAME, "input") < 0)                          \
             return NULL;                                                                   \
         return IMPL(args[0], args + 1, nargs - 1, kwnames);                                \
     }
 #define MODULE_FAST(NAME, IMPL)                                                            \
     static PyObject *m_##NAME(PyObject *m, PyObject *const *args, Py_ssize_t nargs)        \
     {                                                                                      \
-        if (first_tensor(#NAME, nargs) < 0 || check_tensor(args[0], #NAME, "input") < 0)   \
+        if (first_tensor(#NAME, nargs) < 0 ||                                              \
+            cddp_shape_check_tensor(args[0], #NAME, "input") < 0)                          \
             return NULL;                                                                   \
         return IMPL(args[0], args + 1, nargs - 1);                                         \
     }
@@ -1160,15 +813,15 @@ MODULE_FASTKW(unsqueeze, t_unsqueeze)
 MODULE_FASTKW(transpose, t_transpose)
 MODULE_FASTKW(swapaxes, t_swapaxes)
 MODULE_FASTKW(swapdims, t_swapdims)
-MODULE_FASTKW(narrow, t_narrow)
-MODULE_FASTKW(select, t_select)
-MODULE_FASTKW(split, t_split)
-MODULE_FASTKW(chunk, t_chunk)
-MODULE_FASTKW(unbind, t_unbind)
+MODULE_FASTKW(narrow, cddp_shape_narrow)
+MODULE_FASTKW(select, cddp_shape_select)
+MODULE_FASTKW(split, cddp_shape_split)
+MODULE_FASTKW(chunk, cddp_shape_chunk)
+MODULE_FASTKW(unbind, cddp_shape_unbind)
 
 static PyObject *m_t(PyObject *m, PyObject *x)
 {
-    if (check_tensor(x, "t", "input") < 0)
+    if (cddp_shape_check_tensor(x, "t", "input") < 0)
         return NULL;
     return t_t(x, NULL);
 }
@@ -1195,11 +848,12 @@ PyMethodDef cddp_shape_tensor_methods[] = {
     {"swapdims", (PyCFunction)(void (*)(void))t_swapdims, FASTKW, NULL},
     {"t", t_t, METH_NOARGS, "t(): transpose of a <= 2-D tensor"},
     {"permute", (PyCFunction)(void (*)(void))t_permute, METH_FASTCALL, "permute(*dims)"},
-    {"narrow", (PyCFunction)(void (*)(void))t_narrow, FASTKW, "narrow(dim, start, length)"},
-    {"select", (PyCFunction)(void (*)(void))t_select, FASTKW, "select(dim, index)"},
-    {"split", (PyCFunction)(void (*)(void))t_split, FASTKW, "split(split_size, dim=0)"},
-    {"chunk", (PyCFunction)(void (*)(void))t_chunk, FASTKW, "chunk(chunks, dim=0)"},
-    {"unbind", (PyCFunction)(void (*)(void))t_unbind, FASTKW, "unbind(dim=0)"},
+    {"narrow", (PyCFunction)(void (*)(void))cddp_shape_narrow, FASTKW,
+     "narrow(dim, start, length)"},
+    {"select", (PyCFunction)(void (*)(void))cddp_shape_select, FASTKW, "select(dim, index)"},
+    {"split", (PyCFunction)(void (*)(void))cddp_shape_split, FASTKW, "split(split_size, dim=0)"},
+    {"chunk", (PyCFunction)(void (*)(void))cddp_shape_chunk, FASTKW, "chunk(chunks, dim=0)"},
+    {"unbind", (PyCFunction)(void (*)(void))cddp_shape_unbind, FASTKW, "unbind(dim=0)"},
     /* ops_convert.c */
     {"contiguous", (PyCFunction)(void (*)(void))cddp_convert_contiguous, FASTKW, NULL},
     {"clone", (PyCFunction)(void (*)(void))cddp_convert_clone, FASTKW, NULL},
@@ -1241,6 +895,7 @@ PyMethodDef cddp_shape_module_methods[] = {
     {"cat", (PyCFunction)(void (*)(void))cddp_join_cat, FASTKW, "cat(tensors, dim=0, *, out=None)"},
     {"concat", (PyCFunction)(void (*)(void))cddp_join_cat, FASTKW, NULL},
     {"concatenate", (PyCFunction)(void (*)(void))cddp_join_cat, FASTKW, NULL},
-    {"stack", (PyCFunction)(void (*)(void))cddp_join_stack, FASTKW, "stack(tensors, dim=0, *, out=None)"},
+    {"stack", (PyCFunction)(void (*)(void))cddp_join_stack, FASTKW,
+     "stack(tensors, dim=0, *, out=None)"},
     {NULL},
 };

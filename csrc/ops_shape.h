@@ -1,5 +1,6 @@
-/* ops_shape.h — private glue between ops_shape.c (views), ops_convert.c (contiguous / clone /
- * to / device policy) and ops_join.c (cat / stack). Not part of the shared API in cddp.h:
+/* ops_shape.h — private glue between ops_shape.c (views), ops_shape_slice.c (narrow / select /
+ * split / chunk / unbind / iteration), ops_convert.c (contiguous / clone / to / device policy)
+ * and ops_join.c (cat / stack). Not part of the shared API in cddp.h:
  * module.c only sees cddp_shape_*_methods, so ops_shape.c lists the other two files' entry
  * points in its method tables.
  */
@@ -23,6 +24,13 @@ int cddp_shape_wrap_dim(int64_t dim, int ndim, int64_t *out);
 /* "[2, 3, 4]" into buf. */
 void cddp_shape_format(char *buf, size_t cap, int ndim, const int64_t *shape);
 
+/* Ints given as (*ints) or as one sequence (tuple, list, Size), as torch's IntArrayRef
+ * arguments; at most CDDP_MAX_DIMS; negative values kept. */
+int cddp_shape_int_list(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                        int *ndim, int64_t *out);
+/* 0 when o is a Tensor, else TypeError naming fname/argname. */
+int cddp_shape_check_tensor(PyObject *o, const char *fname, const char *argname);
+
 /* ---- views without autograd (shared by backward functions and cat/stack) -------------- */
 
 /* t viewed as shape (fully specified, numel must match): an alias when t's strides allow it,
@@ -39,7 +47,24 @@ TensorObject *cddp_shape_select_raw(TensorObject *t, int dim, int64_t index);
 NodeObject *cddp_shape_record(TensorObject *in, TensorObject *out, const char *name,
                               cddp_backward_fn fn, int *err);
 
+/* The common tail of a view op: give `out` history (cddp_shape_record) and copy nparams op
+ * integers into node->i; on failure drop out. Returns out or NULL. */
+PyObject *cddp_shape_finish(TensorObject *in, TensorObject *out, const char *name,
+                            cddp_backward_fn fn, const int64_t *iparams, int nparams);
+
 /* ---- entry points listed in ops_shape.c's tables -------------------------------------- */
+
+/* ops_shape_slice.c: Tensor.narrow/select/split/chunk/unbind */
+PyObject *cddp_shape_narrow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames);
+PyObject *cddp_shape_select(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames);
+PyObject *cddp_shape_split(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames);
+PyObject *cddp_shape_chunk(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames);
+PyObject *cddp_shape_unbind(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames);
 
 /* ops_convert.c */
 PyObject *cddp_convert_contiguous(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
