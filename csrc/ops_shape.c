@@ -774,9 +774,6 @@ static PyObject *t_permute(PyObject *self, PyObject *const *args, Py_ssize_t nar
 
 /* ---- module functions: fn(input, *rest) == input.method(*rest) ------------------------ */
 
-typedef PyObject *(*fastkw_fn)(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
-typedef PyObject *(*fast_fn)(PyObject *, PyObject *const *, Py_ssize_t);
-
 static int first_tensor(const char *fname, Py_ssize_t nargs)
 {
     if (nargs < 1) {

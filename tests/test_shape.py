@@ -252,7 +252,7 @@ def test_torch_error_wording_matches(torch):
         lambda m, x: x.flatten(2, 1),
         lambda m, x: x.unflatten(1, (2, 2)),
         lambda m, x: x.split([1, 2], 2),
-        lambda m, x: m.cat([x, x[0] if m is torch else x.select(0, 0)], 1),
+        lambda m, x: m.cat([x, x.select(0, 0)], 1),
         lambda m, x: m.cat([x, x.transpose(1, 2)], 0),
         lambda m, x: m.cat([m.tensor(1.0)]),
         lambda m, x: m.stack([x, x.transpose(1, 2)]),
@@ -406,8 +406,7 @@ TORCH_CASES = [
     (lambda m, x: m.squeeze(x, (0, 2)), (1, 3, 1, 2)),
     (lambda m, x: m.unsqueeze(x, -2), (3, 2)),
     (lambda m, x: x.expand(5, -1, 3), (2, 1)),
-    (lambda m, x: x.expand_as(x.new_zeros(4, 2, 3) if m.__name__ == "torch" else
-                              t(np.zeros((4, 2, 3), np.float32))), (2, 1)),
+    (lambda m, x: x.expand_as(x.detach().expand(4, 2, 3)), (2, 1)),
     (lambda m, x: m.transpose(x, 2, 0), (2, 3, 4)),
     (lambda m, x: m.t(x), (3, 4)),
     (lambda m, x: m.permute(x, (2, 0, 1)), (2, 3, 4)),
@@ -418,7 +417,7 @@ TORCH_CASES = [
     (lambda m, x: m.stack(x.unbind(1), 2), (2, 3, 4)),
     (lambda m, x: m.stack(list(x), -1), (3, 4)),
     (lambda m, x: m.cat([x, x.t(), x], 0), (3, 3)),
-    (lambda m, x: m.concat([x, x * 1 if m.__name__ == "torch" else x.clone()], -1), (2, 2)),
+    (lambda m, x: m.concat([x, x.clone()], -1), (2, 2)),
     (lambda m, x: x.t().contiguous(), (3, 4)),
     (lambda m, x: x.double().t(), (3, 4)),
 ]
@@ -748,3 +747,29 @@ def test_views_of_leaf_requiring_grad_are_nonleaf():
     assert v.grad_fn.next_functions[0][0].name() == "AccumulateGrad"
     d = x.detach().view(-1)
     assert d.grad_fn is None
+
+
+def test_aliases_keywords_and_module_forms():
+    a = arr(2, 3, 4)
+    x = t(a)
+    np.testing.assert_array_equal(n(x.view_as(t(np.zeros((6, 4))))), a.reshape(6, 4))
+    np.testing.assert_array_equal(n(x.transpose(0, 1).reshape_as(t(np.zeros(24)))),
+                                  a.swapaxes(0, 1).reshape(24))
+    np.testing.assert_array_equal(n(x.swapdims(dim0=2, dim1=0)), a.swapaxes(0, 2))
+    np.testing.assert_array_equal(n(cddp.swapaxes(x, 0, 1)), a.swapaxes(0, 1))
+    np.testing.assert_array_equal(n(cddp.flatten(x, start_dim=1)), a.reshape(2, 12))
+    np.testing.assert_array_equal(n(x.flatten(end_dim=1)), a.reshape(6, 4))
+    np.testing.assert_array_equal(n(x.unsqueeze(dim=0)), a[None])
+    np.testing.assert_array_equal(n(x.narrow(dim=2, start=1, length=2)), a[:, :, 1:3])
+    np.testing.assert_array_equal(n(x.select(dim=0, index=1)), a[1])
+    np.testing.assert_array_equal(n(x.unflatten(-1, (2, 2))), a.reshape(2, 3, 2, 2))
+    np.testing.assert_array_equal(n(x.reshape(cddp.Size([4, 6]))), a.reshape(4, 6))
+    np.testing.assert_array_equal(n(x.permute([1, 2, 0])), a.transpose(1, 2, 0))
+    np.testing.assert_array_equal(n(x.expand((3, 2, 3, 4)).select(0, 2)), a)
+    assert [tuple(p.shape) for p in cddp.split(x, 2, dim=2)] == [(2, 3, 2), (2, 3, 2)]
+    assert len(cddp.chunk(x, chunks=3, dim=1)) == 3
+    assert x.flatten(1, 1) is x
+    with pytest.raises(RuntimeError, match="must be cuda device"):
+        x.cuda("cpu")
+    with pytest.raises(TypeError, match="missing"):
+        cddp.transpose(x, 0)
