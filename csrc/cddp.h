@@ -25,6 +25,8 @@
 
 #define CDDP_MAX_DIMS 12
 #define CDDP_ALIGN 64
+/* loops over more elements than this release the GIL (pure C inside) */
+#define CDDP_GIL_FREE_ELEMS (1 << 16)
 
 /* ---- dtypes --------------------------------------------------------------------------- */
 
@@ -299,6 +301,10 @@ PyObject *cddp_tensor_iter(PyObject *self);                            /* ops_sh
 PyObject *cddp_tensor_repr(PyObject *self);                            /* creation.c */
 
 /* Cross-file helpers */
+/* The no-GPU device policy: 0 for None/CPU specs, and for CUDA specs after one warning per
+ * process (running on the CPU); -1 with RuntimeError for malformed specs, or for CUDA when
+ * CDDP_STRICT_DEVICE=1. Accepts str, int, cddp.device, objects with .type/.index, Tensors. */
+int cddp_device_fallback(PyObject *device_spec);                                     /* ops_convert.c */
 /* Tensor from arbitrary Python data (nested lists, scalars, NumPy arrays, tensors): copies. */
 TensorObject *cddp_tensor_from_data(PyObject *data, int has_dtype, cddp_dtype dtype);  /* creation.c */
 /* 0-dim or 1-element tensor to Python number. */

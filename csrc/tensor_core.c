@@ -197,8 +197,15 @@ int cddp_copy_into(TensorObject *dst, TensorObject *src)
         bst[0][d] = dst->strides[d] * (int64_t)cddp_dtype_size[dst->dtype];
         bst[1][d] = sst[d] * (int64_t)cddp_dtype_size[src->dtype];
     }
-    cddp_iterate(2, dst->ndim, dst->shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
-                 copy_loop, &c);
+    if (cddp_numel(dst) > CDDP_GIL_FREE_ELEMS) {     /* pure C below: let other threads run */
+        Py_BEGIN_ALLOW_THREADS
+        cddp_iterate(2, dst->ndim, dst->shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
+                     copy_loop, &c);
+        Py_END_ALLOW_THREADS
+    } else {
+        cddp_iterate(2, dst->ndim, dst->shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
+                     copy_loop, &c);
+    }
     cddp_bump_version(dst);
     return 0;
 }
@@ -336,7 +343,16 @@ static void acc_strided(TensorObject *dst, const int64_t *dstr, TensorObject *sr
         bst[0][d] = dstr[d] * (int64_t)isz;
         bst[1][d] = sstr[d] * (int64_t)isz;
     }
-    cddp_iterate(2, ndim, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, acc_loop, &c);
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    if (n > CDDP_GIL_FREE_ELEMS) {
+        Py_BEGIN_ALLOW_THREADS
+        cddp_iterate(2, ndim, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, acc_loop, &c);
+        Py_END_ALLOW_THREADS
+    } else {
+        cddp_iterate(2, ndim, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, acc_loop, &c);
+    }
 }
 
 TensorObject *cddp_sum_to(TensorObject *g, int ndim, const int64_t *shape)
