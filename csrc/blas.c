@@ -40,12 +40,26 @@ typedef void (*sgemm32_fn)(int, int, int, int, int, int, float, const float *, i
                            const float *, int, float, float *, int);
 typedef void (*dgemm32_fn)(int, int, int, int, int, int, double, const double *, int,
                            const double *, int, double, double *, int);
+/* gemv: y = alpha * op(A) @ x + beta * y;  dot: sum x[i*incx] * y[i*incy] */
+typedef void (*sgemv64_fn)(int, int, int64_t, int64_t, float, const float *, int64_t,
+                           const float *, int64_t, float, float *, int64_t);
+typedef void (*dgemv64_fn)(int, int, int64_t, int64_t, double, const double *, int64_t,
+                           const double *, int64_t, double, double *, int64_t);
+typedef void (*sgemv32_fn)(int, int, int, int, float, const float *, int, const float *, int,
+                           float, float *, int);
+typedef void (*dgemv32_fn)(int, int, int, int, double, const double *, int, const double *, int,
+                           double, double *, int);
+typedef float (*sdot64_fn)(int64_t, const float *, int64_t, const float *, int64_t);
+typedef double (*ddot64_fn)(int64_t, const double *, int64_t, const double *, int64_t);
+typedef float (*sdot32_fn)(int, const float *, int, const float *, int);
+typedef double (*ddot32_fn)(int, const double *, int, const double *, int);
 typedef void (*set_threads_fn)(int);
 typedef int (*get_threads_fn)(void);
 typedef char *(*get_config_fn)(void);
 
 static struct {
     void *sgemm, *dgemm;              /* NULL: no library, portable kernel only */
+    void *sgemv, *dgemv, *sdot, *ddot;  /* optional: GEMM with N or M of 1 is slow in OpenBLAS */
     int ilp64;
     set_threads_fn set_threads;       /* optional */
     get_threads_fn get_threads;       /* optional */
@@ -170,32 +184,122 @@ int cddp_blas_addressable(cddp_dtype dt, int64_t rows, int64_t cols, int64_t rs,
            fits_blas_int(rows) && fits_blas_int(cols);
 }
 
+/* Vector strides for BLAS: positive and within the integer width (a size-1 vector's stride
+ * never matters). 0 when BLAS cannot take it. */
+static int64_t vec_inc(int64_t len, int64_t inc)
+{
+    if (len <= 1)
+        return 1;
+    return inc >= 1 && fits_blas_int(inc) ? inc : 0;
+}
+
+/* y(len_y, stride incy) = alpha * op(A) @ x + beta * y through gemv, where op(A) is the
+ * (len_y, len_x) matrix with strides (rs, cs). 1 when BLAS took it. */
+static int try_gemv(cddp_dtype dt, int64_t len_y, int64_t len_x, double alpha, const void *A,
+                    int64_t rs, int64_t cs, const void *x, int64_t incx, double beta, void *y,
+                    int64_t incy)
+{
+    int trans;
+    int64_t ld, rows, cols;
+    void *fn = dt == CDDP_FLOAT32 ? g_blas.sgemv : g_blas.dgemv;
+    incx = vec_inc(len_x, incx);
+    incy = vec_inc(len_y, incy);
+    if (!fn || !incx || !incy || !blas_layout(len_y, len_x, rs, cs, &trans, &ld) ||
+        !fits_blas_int(ld) || !fits_blas_int(len_x) || !fits_blas_int(len_y))
+        return 0;
+    /* gemv reads a row-major (rows, cols) matrix: op(A) itself, or its transpose stored
+     * row-major when op(A) is column-major */
+    rows = trans == NO_TRANS ? len_y : len_x;
+    cols = trans == NO_TRANS ? len_x : len_y;
+    if (beta == 0) {
+        /* y may be uninitialized: some OpenBLAS versions scale it by 0 (NaN stays NaN) */
+        for (int64_t i = 0; i < len_y; i++) {
+            if (dt == CDDP_FLOAT32)
+                ((float *)y)[i * incy] = 0;
+            else
+                ((double *)y)[i * incy] = 0;
+        }
+    }
+    if (dt == CDDP_FLOAT32 && g_blas.ilp64)
+        ((sgemv64_fn)fn)(ROW_MAJOR, trans, rows, cols, (float)alpha, A, ld, x, incx,
+                         (float)beta, y, incy);
+    else if (dt == CDDP_FLOAT32)
+        ((sgemv32_fn)fn)(ROW_MAJOR, trans, (int)rows, (int)cols, (float)alpha, A, (int)ld, x,
+                         (int)incx, (float)beta, y, (int)incy);
+    else if (g_blas.ilp64)
+        ((dgemv64_fn)fn)(ROW_MAJOR, trans, rows, cols, alpha, A, ld, x, incx, beta, y, incy);
+    else
+        ((dgemv32_fn)fn)(ROW_MAJOR, trans, (int)rows, (int)cols, alpha, A, (int)ld, x,
+                         (int)incx, beta, y, (int)incy);
+    return 1;
+}
+
+/* c = alpha * dot(x, y) + beta * c. 1 when BLAS took it. */
+static int try_dot(cddp_dtype dt, int64_t K, double alpha, const void *x, int64_t incx,
+                   const void *y, int64_t incy, double beta, void *c)
+{
+    void *fn = dt == CDDP_FLOAT32 ? g_blas.sdot : g_blas.ddot;
+    incx = vec_inc(K, incx);
+    incy = vec_inc(K, incy);
+    if (!fn || !incx || !incy || !fits_blas_int(K))
+        return 0;
+    if (dt == CDDP_FLOAT32) {
+        float d = g_blas.ilp64 ? ((sdot64_fn)fn)(K, x, incx, y, incy)
+                               : ((sdot32_fn)fn)((int)K, x, (int)incx, y, (int)incy);
+        float *cp = c;
+        *cp = (float)alpha * d + (beta == 0 ? 0.0f : (float)beta * *cp);
+    } else {
+        double d = g_blas.ilp64 ? ((ddot64_fn)fn)(K, x, incx, y, incy)
+                                : ((ddot32_fn)fn)((int)K, x, (int)incx, y, (int)incy);
+        double *cp = c;
+        *cp = alpha * d + (beta == 0 ? 0.0 : beta * *cp);
+    }
+    return 1;
+}
+
+/* float32/float64 through the library: dot for 1x1 results, gemv for a single row or column
+ * (OpenBLAS's GEMM is several times slower there), GEMM otherwise. 1 when BLAS took it. */
+static int try_blas(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
+                    const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs,
+                    int64_t bcs, double beta, void *C, int64_t ldc)
+{
+    int ta, tb;
+    int64_t lda, ldb;
+    if (!g_blas.sgemm || (dt != CDDP_FLOAT32 && dt != CDDP_FLOAT64) || K == 0)
+        return 0;
+    if (M == 1 && N == 1 && try_dot(dt, K, alpha, A, acs, B, brs, beta, C))
+        return 1;
+    if (N == 1 && try_gemv(dt, M, K, alpha, A, ars, acs, B, brs, beta, C, ldc))
+        return 1;       /* C(M,1) = A @ b */
+    if (M == 1 && try_gemv(dt, N, K, alpha, B, bcs, brs, A, acs, beta, C, 1))
+        return 1;       /* C(1,N) = (B^T @ a)^T */
+    if (!blas_layout(M, K, ars, acs, &ta, &lda) || !blas_layout(K, N, brs, bcs, &tb, &ldb) ||
+        !fits_blas_int(M) || !fits_blas_int(N) || !fits_blas_int(K) || !fits_blas_int(lda) ||
+        !fits_blas_int(ldb) || !fits_blas_int(ldc))
+        return 0;
+    if (dt == CDDP_FLOAT32 && g_blas.ilp64)
+        ((sgemm64_fn)g_blas.sgemm)(ROW_MAJOR, ta, tb, M, N, K, (float)alpha, A, lda, B, ldb,
+                                   (float)beta, C, ldc);
+    else if (dt == CDDP_FLOAT32)
+        ((sgemm32_fn)g_blas.sgemm)(ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, (float)alpha, A,
+                                   (int)lda, B, (int)ldb, (float)beta, C, (int)ldc);
+    else if (g_blas.ilp64)
+        ((dgemm64_fn)g_blas.dgemm)(ROW_MAJOR, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                   ldc);
+    else
+        ((dgemm32_fn)g_blas.dgemm)(ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, alpha, A,
+                                   (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    return 1;
+}
+
 void cddp_gemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
                const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
                double beta, void *C, int64_t ldc)
 {
-    int ta, tb;
-    int64_t lda, ldb;
     if (M <= 0 || N <= 0)
         return;
-    if (K > 0 && g_blas.sgemm && (dt == CDDP_FLOAT32 || dt == CDDP_FLOAT64) &&
-        blas_layout(M, K, ars, acs, &ta, &lda) && blas_layout(K, N, brs, bcs, &tb, &ldb) &&
-        fits_blas_int(M) && fits_blas_int(N) && fits_blas_int(K) && fits_blas_int(lda) &&
-        fits_blas_int(ldb) && fits_blas_int(ldc)) {
-        if (dt == CDDP_FLOAT32 && g_blas.ilp64)
-            ((sgemm64_fn)g_blas.sgemm)(ROW_MAJOR, ta, tb, M, N, K, (float)alpha, A, lda, B, ldb,
-                                       (float)beta, C, ldc);
-        else if (dt == CDDP_FLOAT32)
-            ((sgemm32_fn)g_blas.sgemm)(ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, (float)alpha,
-                                       A, (int)lda, B, (int)ldb, (float)beta, C, (int)ldc);
-        else if (g_blas.ilp64)
-            ((dgemm64_fn)g_blas.dgemm)(ROW_MAJOR, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta,
-                                       C, ldc);
-        else
-            ((dgemm32_fn)g_blas.dgemm)(ROW_MAJOR, ta, tb, (int)M, (int)N, (int)K, alpha, A,
-                                       (int)lda, B, (int)ldb, beta, C, (int)ldc);
+    if (try_blas(dt, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc))
         return;
-    }
     switch (dt) {
     case CDDP_FLOAT32:
         ref_gemm_f32(M, N, K, (float)alpha, A, ars, acs, B, brs, bcs, (float)beta, C, ldc);
@@ -249,6 +353,10 @@ static int try_handle(void *h, const char *path)
                                                  sizeof name);
         g_blas.get_threads = (get_threads_fn)sym(h, pre, "openblas_get_num_threads", suf, name,
                                                  sizeof name);
+        g_blas.sgemv = sym(h, pre, "cblas_sgemv", suf, name, sizeof name);
+        g_blas.dgemv = sym(h, pre, "cblas_dgemv", suf, name, sizeof name);
+        g_blas.sdot = sym(h, pre, "cblas_sdot", suf, name, sizeof name);
+        g_blas.ddot = sym(h, pre, "cblas_ddot", suf, name, sizeof name);
         g_blas.sgemm = sg;
         g_blas.dgemm = dg;
         if (!realpath(path, g_blas.path))

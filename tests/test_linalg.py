@@ -104,6 +104,11 @@ def test_transposed_views_are_not_copied(dtype):
         (rand((6, 4), dtype)[::2], rand((4, 2), dtype)),            # every other row: ld = 8
         (rand((3, 5), dtype)[:, 1], rand((3, 2), dtype)),           # strided vector @ matrix
         (rand((2, 3), dtype), rand((3, 5), dtype)[:, 2]),           # matrix @ column slice
+        (rand((5, 3), dtype).T, rand((5,), dtype)),                 # gemv Trans
+        (rand((3,), dtype), rand((5, 3), dtype).T),                 # vector @ A^T
+        (rand((4, 6), dtype)[:, ::3][1], rand((6, 2), dtype)[::3, 1]),  # strided dot
+        (rand((2, 4, 3), dtype), rand((3, 2), dtype)[:, 1]),        # batched @ column slice
+        (rand((3, 2), dtype)[:, 0], np.swapaxes(rand((2, 5, 3), dtype), 1, 2)),
     ]
     for a, b in cases:
         before = copies()
@@ -159,9 +164,10 @@ def test_outer_promotes_and_handles_bool():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
-def test_addmm_matches_numpy(dtype):
-    m1, m2 = rand((3, 4), dtype), rand((4, 5), dtype)
-    for inp in (rand((3, 5), dtype), rand((5,), dtype), rand((3, 1), dtype)):
+@pytest.mark.parametrize("M,N", [(3, 5), (1, 5), (3, 1), (1, 1)])   # gemm, gemv x2, dot
+def test_addmm_matches_numpy(dtype, M, N):
+    m1, m2 = rand((M, 4), dtype), rand((4, N), dtype)
+    for inp in (rand((M, N), dtype), rand((N,), dtype), rand((M, 1), dtype)):
         check_close(n(cddp.addmm(t(inp), t(m1), t(m2))), inp + m1 @ m2, dtype)
         check_close(n(cddp.addmm(t(inp), t(m1), t(m2), beta=2, alpha=3)),
                     (2 * inp + 3 * (m1 @ m2)).astype(dtype), dtype)
