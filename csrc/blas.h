@@ -1,4 +1,6 @@
-/* blas.h — the one GEMM entry point of the C core, over whatever BLAS blas.c found at import.
+/* blas.h — the linear-algebra layer's internal API: the one GEMM entry point of the C core
+ * (blas.c, over whatever BLAS it found at import) and the batched-product engine
+ * (ops_linalg_engine.c) that ops_linalg.c calls.
  *
  * Mirrors: at::native::cpublas::gemm (row-major view of it). Dimension legend:
  * C(M,N) = alpha * A(M,K) @ B(K,N) + beta * C.
@@ -36,5 +38,28 @@ extern int64_t cddp_blas_operand_copies;
 void cddp_gemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
                const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
                double beta, void *C, int64_t ldc);
+
+/* ---- the batched-product engine (ops_linalg_engine.c) -------------------------------- */
+
+/* How two operands become matrices: as torch.matmul does (1-D a -> (1,K), 1-D b -> (K,1)),
+ * or as outer (a column (N,1) times a row (1,M)). */
+enum { CDDP_VIEW_MATMUL = 0, CDDP_VIEW_OUTER = 1 };
+
+/* t with its last two dims swapped (same memory, no history). New reference. */
+TensorObject *cddp_transposed(TensorObject *t);
+
+/* out(bshape..., M, N) = alpha * a(..., M, K) @ b(..., K, N) [+ beta * out]; a, b >= 2-D, same
+ * dtype (not bool), matching K, broadcastable batch dims. out: NULL to allocate (beta
+ * ignored), else a contiguous tensor of the result shape (addmm). No autograd. New ref. */
+TensorObject *cddp_bmm_raw(TensorObject *a, TensorObject *b, double alpha, TensorObject *out,
+                           double beta);
+
+/* a @ b viewed per `how` (shapes and dtypes validated by the caller), recorded as node `name`
+ * with edges to ea, eb (the caller's tensors; a, b may be dtype-cast copies of them). */
+PyObject *cddp_product_with_grad(int how, TensorObject *a, TensorObject *b, const char *name,
+                                 TensorObject *ea, TensorObject *eb);
+
+/* AddmmBackward0: saved (m1, m2), d[0] = alpha, d[1] = beta; edges (input, m1, m2). */
+int cddp_addmm_backward(NodeObject *self, TensorObject **gout, TensorObject **gin);
 
 #endif
