@@ -1,0 +1,178 @@
+/* nn_linear.c — the Linear layer's math (torch.nn.functional.linear) with autograd.
+ *
+ *   _linear(x (*, K), W (N, K), b (N,) | None) -> y (*, N)
+ *
+ * Forward: y's rows start as the bias, then one GEMM accumulates x @ W^T into them (beta=1),
+ * so the bias costs no extra pass. W^T is addressed through strides, never copied.
+ * Backward: dX (M,K) = dY @ W and dW (N,K) = dY^T @ X as two GEMMs; db (N) = column sums of
+ * dY in one reduction. M is the product of x's leading dims.
+ */
+#include "cddp.h"
+#include "blas.h"
+#include <string.h>
+
+#define GIL_FREE_FLOPS (1 << 16)
+
+static int linear_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
+{
+    TensorObject *x = cddp_node_saved(self, 0), *w = cddp_node_saved(self, 1), *gy = NULL;
+    int rc = -1;
+    if (!x || !w)
+        return -1;
+    if (!gout[0])
+        return 0;
+    int64_t M = self->i[0], K = self->i[1], N = self->i[2];
+    cddp_dtype dt = x->dtype;
+    gy = cddp_tensor_cast_raw(gout[0], dt);
+    if (gy && !cddp_is_contiguous(gy))
+        Py_SETREF(gy, cddp_tensor_contiguous_raw(gy));
+    if (!gy)
+        return -1;
+    const char *dy = cddp_data(gy);
+    if (self->next[0].node) {                              /* dX (M,K) = dY (M,N) @ W (N,K) */
+        gin[0] = cddp_tensor_new(dt, self->meta[0].ndim, self->meta[0].shape, 0);
+        if (!gin[0])
+            goto done;
+        char *dx = cddp_data(gin[0]);
+        const char *wp = cddp_data(w);
+        Py_BEGIN_ALLOW_THREADS
+        cddp_gemm(dt, M, K, N, 1.0, dy, N, 1, wp, w->strides[0], w->strides[1], 0.0, dx, K);
+        Py_END_ALLOW_THREADS
+    }
+    if (self->next[1].node) {                              /* dW (N,K) = dY^T (N,M) @ X (M,K) */
+        gin[1] = cddp_tensor_new(dt, 2, self->meta[1].shape, 0);
+        if (!gin[1])
+            goto done;
+        char *dw = cddp_data(gin[1]);
+        const char *xp = cddp_data(x);
+        Py_BEGIN_ALLOW_THREADS
+        cddp_gemm(dt, N, K, M, 1.0, dy, 1, N, xp, K, 1, 0.0, dw, K);
+        Py_END_ALLOW_THREADS
+    }
+    if (self->n_next > 2 && self->next[2].node) {          /* db (N) = sum over rows of dY */
+        gin[2] = cddp_tensor_new(dt, 1, &N, 1);
+        if (!gin[2])
+            goto done;
+        if (dt == CDDP_FLOAT32) {
+            float *db = (float *)cddp_data(gin[2]);
+            const float *g = (const float *)dy;
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < N; n++)
+                    db[n] += g[m * N + n];
+        } else {
+            double *db = (double *)cddp_data(gin[2]);
+            const double *g = (const double *)dy;
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < N; n++)
+                    db[n] += g[m * N + n];
+        }
+    }
+    rc = 0;
+done:
+    Py_XDECREF(gy);
+    return rc;
+}
+
+static PyObject *py_linear(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    TensorObject *x, *w, *b = NULL, *xc = NULL, *y = NULL;
+    PyTypeObject *tt = cddp_state()->tensor_type;
+    int64_t shape[CDDP_MAX_DIMS];
+    if (nargs < 2 || nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "linear(input, weight, bias=None)");
+        return NULL;
+    }
+    if (!PyObject_TypeCheck(args[0], tt) || !PyObject_TypeCheck(args[1], tt) ||
+        (nargs == 3 && args[2] != Py_None && !PyObject_TypeCheck(args[2], tt))) {
+        PyErr_SetString(PyExc_TypeError, "linear(): input, weight and bias must be Tensors");
+        return NULL;
+    }
+    x = (TensorObject *)args[0];
+    w = (TensorObject *)args[1];
+    if (nargs == 3 && args[2] != Py_None)
+        b = (TensorObject *)args[2];
+    if (x->ndim < 1 || w->ndim != 2) {
+        PyErr_Format(PyExc_RuntimeError, "linear(): expected input of at least 1 dimension and "
+                     "a 2-D weight, got %d-D input and %d-D weight", x->ndim, w->ndim);
+        return NULL;
+    }
+    int64_t K = x->shape[x->ndim - 1], N = w->shape[0], M = 1;
+    for (int d = 0; d < x->ndim - 1; d++) {
+        shape[d] = x->shape[d];
+        M *= x->shape[d];
+    }
+    if (w->shape[1] != K) {
+        PyErr_Format(PyExc_RuntimeError, "mat1 and mat2 shapes cannot be multiplied "
+                     "(%lldx%lld and %lldx%lld)", (long long)M, (long long)K,
+                     (long long)w->shape[1], (long long)w->shape[0]);
+        return NULL;
+    }
+    if (x->dtype != w->dtype || (b && b->dtype != x->dtype) || !cddp_is_floating(x->dtype)) {
+        PyErr_Format(PyExc_RuntimeError, "linear(): expected input, weight and bias of one "
+                     "floating dtype, but got %s input, %s weight%s%s", cddp_dtype_name[x->dtype],
+                     cddp_dtype_name[w->dtype], b ? " and " : "",
+                     b ? cddp_dtype_name[b->dtype] : "");
+        return NULL;
+    }
+    if (b && (b->ndim != 1 || b->shape[0] != N)) {
+        PyErr_Format(PyExc_RuntimeError, "linear(): bias must have shape (%lld,)", (long long)N);
+        return NULL;
+    }
+    shape[x->ndim - 1] = N;
+    xc = cddp_tensor_contiguous_raw(x);
+    if (!xc)
+        return NULL;
+    y = cddp_tensor_new(x->dtype, x->ndim, shape, b == NULL);
+    if (!y)
+        goto fail;
+    if (b) {                                  /* every row of y starts as the bias */
+        size_t isz = cddp_dtype_size[x->dtype];
+        TensorObject *bc = cddp_tensor_contiguous_raw(b);
+        if (!bc)
+            goto fail;
+        char *yp = cddp_data(y);
+        for (int64_t r = 0; r < M; r++)
+            memcpy(yp + (size_t)(r * N) * isz, cddp_data(bc), (size_t)N * isz);
+        Py_DECREF(bc);
+    }
+    {
+        const char *xp = cddp_data(xc), *wp = cddp_data(w);
+        char *yp = cddp_data(y);
+        cddp_dtype dt = x->dtype;
+        if (M * N * K > GIL_FREE_FLOPS) {
+            Py_BEGIN_ALLOW_THREADS
+            cddp_gemm(dt, M, N, K, 1.0, xp, K, 1, wp, w->strides[1], w->strides[0], 1.0, yp, N);
+            Py_END_ALLOW_THREADS
+        } else {
+            cddp_gemm(dt, M, N, K, 1.0, xp, K, 1, wp, w->strides[1], w->strides[0], 1.0, yp, N);
+        }
+    }
+    {
+        int err;
+        TensorObject *ins[3] = {x, w, b};
+        NodeObject *node = cddp_maybe_node(b ? "AddmmBackward0" : "MmBackward0", linear_backward,
+                                           b ? 3 : 2, ins, &err);
+        if (err)
+            goto fail;
+        if (node) {
+            cddp_set_history(y, node, 0);
+            node->i[0] = M; node->i[1] = K; node->i[2] = N;
+            int bad = cddp_node_save(node, 0, xc) < 0 || cddp_node_save(node, 1, w) < 0;
+            Py_DECREF(node);
+            if (bad)
+                goto fail;
+        }
+    }
+    Py_DECREF(xc);
+    return (PyObject *)y;
+fail:
+    Py_XDECREF(xc);
+    Py_XDECREF(y);
+    return NULL;
+}
+
+PyMethodDef cddp_linear_module_methods[] = {
+    {"_linear", (PyCFunction)(void (*)(void))py_linear, METH_FASTCALL,
+     "_linear(input, weight, bias=None): input @ weight.T + bias"},
+    {NULL},
+};
