@@ -1,0 +1,138 @@
+"""cddp.utils.data: datasets, samplers, DataLoader (with and without workers), collation —
+against plain slicing and, when installed, torch's DataLoader on the same data."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cddp
+from cddp.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, RandomSampler,
+                             SequentialSampler, Subset, TensorDataset, default_collate,
+                             random_split)
+from conftest import ROOT, n
+
+
+def _ds(N=23):
+    X = np.arange(N * 3, dtype=np.float32).reshape(N, 3)
+    Y = np.arange(N) % 4
+    return TensorDataset(cddp.tensor(X), cddp.tensor(Y)), X, Y
+
+
+def test_sequential_batches_equal_slices():
+    ds, X, Y = _ds()
+    batches = list(DataLoader(ds, batch_size=5))
+    assert len(batches) == 5 == len(DataLoader(ds, batch_size=5))
+    for i, (x, y) in enumerate(batches):
+        np.testing.assert_array_equal(n(x), X[i * 5:(i + 1) * 5])
+        np.testing.assert_array_equal(n(y), Y[i * 5:(i + 1) * 5])
+    assert len(list(DataLoader(ds, batch_size=5, drop_last=True))) == 4
+
+
+def test_shuffle_is_a_permutation_and_seeded():
+    ds, X, _ = _ds()
+    g1 = cddp.Generator().manual_seed(3)
+    g2 = cddp.Generator().manual_seed(3)
+    a = np.concatenate([n(x) for x, _ in DataLoader(ds, batch_size=4, shuffle=True, generator=g1)])
+    b = np.concatenate([n(x) for x, _ in DataLoader(ds, batch_size=4, shuffle=True, generator=g2)])
+    np.testing.assert_array_equal(a, b)
+    assert sorted(a[:, 0].tolist()) == sorted(X[:, 0].tolist())
+    assert not np.array_equal(a, X)
+
+
+def test_shuffle_order_matches_torch():
+    torch = pytest.importorskip("torch")
+    N = 37
+    ours = list(RandomSampler(range(N), generator=cddp.Generator().manual_seed(11)))
+    theirs = list(torch.utils.data.RandomSampler(range(N), generator=torch.Generator().manual_seed(11)))
+    assert ours == theirs
+    a, b = random_split(range(N), [30, 7], generator=cddp.Generator().manual_seed(5))
+    ta, tb = torch.utils.data.random_split(range(N), [30, 7], generator=torch.Generator().manual_seed(5))
+    assert list(a.indices) == list(ta.indices) and list(b.indices) == list(tb.indices)
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 17
+
+    def __getitem__(self, i):
+        return {"x": cddp.tensor([float(i), float(i * i)]), "i": i, "name": f"s{i}",
+                "arr": np.full(2, i, dtype=np.int64)}
+
+
+def test_workers_yield_the_same_batches():
+    ds = Squares()
+    plain = list(DataLoader(ds, batch_size=4))
+    workers = list(DataLoader(ds, batch_size=4, num_workers=2, worker_init_fn=lambda w: None,
+                              persistent_workers=True, pin_memory=True))
+    assert len(plain) == len(workers) == 5
+    for a, b in zip(plain, workers):
+        np.testing.assert_array_equal(n(a["x"]), n(b["x"]))
+        np.testing.assert_array_equal(n(a["i"]), n(b["i"]))
+        np.testing.assert_array_equal(n(a["arr"]), n(b["arr"]))
+        assert a["name"] == b["name"]
+
+
+class Boom(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 5:
+            raise ValueError("bad sample 5")
+        return cddp.tensor([float(i)])
+
+
+def test_worker_exception_is_reraised():
+    with pytest.raises(RuntimeError, match="bad sample 5"):
+        list(DataLoader(Boom(), batch_size=2, num_workers=2))
+
+
+def test_default_collate_rules_match_torch():
+    torch = pytest.importorskip("torch")
+    batch = [{"a": (1, 2.5), "b": np.array([1.0, 2.0]), "c": "s", "d": True}
+             for _ in range(3)]
+    ours = default_collate(batch)
+    theirs = torch.utils.data.default_collate(batch)
+    assert ours["c"] == theirs["c"]
+    for k in ("b", "d"):
+        assert str(ours[k].dtype).split(".")[-1] == str(theirs[k].dtype).split(".")[-1]
+        np.testing.assert_array_equal(n(ours[k]), theirs[k].numpy())
+    for x, y in zip(ours["a"], theirs["a"]):
+        assert str(x.dtype).split(".")[-1] == str(y.dtype).split(".")[-1]
+        np.testing.assert_array_equal(n(x), y.numpy())
+
+
+def test_samplers_and_datasets():
+    ds, X, _ = _ds(10)
+    assert list(SequentialSampler(ds)) == list(range(10))
+    assert list(BatchSampler(range(7), 3, False)) == [[0, 1, 2], [3, 4, 5], [6]]
+    assert len(BatchSampler(range(7), 3, True)) == 2
+    sub = Subset(ds, [2, 4])
+    assert len(sub) == 2 and n(sub[1][0]).tolist() == X[4].tolist()
+    cat = ConcatDataset([sub, sub])
+    assert len(cat) == 4 and n(cat[3][0]).tolist() == X[4].tolist()
+    parts = random_split(ds, [0.5, 0.5], generator=cddp.Generator().manual_seed(0))
+    assert sorted(parts[0].indices + parts[1].indices) == list(range(10))
+    with pytest.raises(ValueError, match="mutually exclusive"):
+        DataLoader(ds, sampler=SequentialSampler(ds), shuffle=True)
+    with pytest.raises(ValueError, match="batch_size"):
+        BatchSampler(range(3), 0, False)
+
+
+def test_seed002_dp_runs_ported(tmp_path):
+    shared = os.path.join(os.path.dirname(ROOT), "shared", "seed_scripts")
+    src = os.path.join(shared, "seed002_dp.py")
+    if not os.path.exists(src):
+        pytest.skip("../shared/seed_scripts not present")
+    ported = subprocess.run([sys.executable, os.path.join(shared, "port.py"), src],
+                            capture_output=True, text=True, check=True).stdout
+    script = tmp_path / "seed002_dp.py"
+    script.write_text(ported)
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       timeout=120, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Outside: input size cddp.Size([30, 5]) output_size cddp.Size([30, 2])" in r.stdout
+    assert r.stdout.count("In Model") == 4
