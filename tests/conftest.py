@@ -15,6 +15,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import cddp  # noqa: E402
 
+# where the cddp under test lives (the checkout with an in-place build, or site-packages):
+# subprocesses must import that same one
+CDDP_PATH = os.path.dirname(os.path.dirname(os.path.abspath(cddp.__file__)))
+
+
+def subprocess_env(**extra):
+    """Environment for a child Python that imports the cddp under test."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = CDDP_PATH + os.pathsep + env.get("PYTHONPATH", "")
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
 
 def t(a, requires_grad=False):
     """cddp tensor holding a copy of NumPy array/list `a` (dtype preserved)."""

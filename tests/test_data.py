@@ -11,7 +11,7 @@ import cddp
 from cddp.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, RandomSampler,
                              SequentialSampler, Subset, TensorDataset, default_collate,
                              random_split)
-from conftest import ROOT, n
+from conftest import CDDP_PATH, ROOT, n, subprocess_env
 
 
 def _ds(N=23):
@@ -130,9 +130,8 @@ def test_seed002_dp_runs_ported(tmp_path):
                             capture_output=True, text=True, check=True).stdout
     script = tmp_path / "seed002_dp.py"
     script.write_text(ported)
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       timeout=120, env=env, cwd=tmp_path)
+                       timeout=120, env=subprocess_env(), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Outside: input size cddp.Size([30, 5]) output_size cddp.Size([30, 2])" in r.stdout
     assert r.stdout.count("In Model") == 4

@@ -15,7 +15,7 @@ import pytest
 
 import cddp
 import cddp.nn as nn
-from conftest import ROOT, n
+from conftest import CDDP_PATH, ROOT, n, subprocess_env
 
 
 def _sample():
@@ -151,7 +151,7 @@ def test_writer_killed_mid_save_leaves_old_file_intact(tmp_path):
     target = tmp_path / "ck.pt"
     cddp.save({"gen": 0, "w": cddp.zeros(4)}, target)
     script = textwrap.dedent(f"""
-        import sys; sys.path.insert(0, {ROOT!r})
+        import sys; sys.path.insert(0, {CDDP_PATH!r})
         import cddp
         big = cddp.ones(4_000_000)
         print("ready", flush=True)
