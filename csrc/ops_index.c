@@ -55,8 +55,7 @@ static int item_from_tensor(TensorObject *t, ix_item *it)
         return -1;
     }
     if (t->ndim == 0) {              /* a 0-dim tensor acts as the scalar it holds */
-        int64_t v;
-        cddp_ix_read_index(t, cddp_data(t), &v);
+        int64_t v = cddp_ix_read_index(t, cddp_data(t));
         it->kind = t->dtype == CDDP_BOOL ? K_BOOL : K_INT;
         it->v = t->dtype == CDDP_BOOL ? v != 0 : v;
         return 0;
@@ -175,59 +174,74 @@ static int add_dim(cddp_ix_key *k, int64_t size, int64_t st0, int64_t st1)
     return 0;
 }
 
-/* Record index tensor t (new reference stolen) on the V dim just added. */
-static void add_adv(cddp_ix_key *k, TensorObject *t, int din)
+/* Record index tensor t (new reference stolen) on the last `span` V dims just added. */
+static void add_adv(cddp_ix_key *k, TensorObject *t, int din, int span, int mask)
 {
-    k->adim[k->nadv] = k->nd - 1;
+    k->adim[k->nadv] = k->nd - span;
+    k->aspan[k->nadv] = span;
+    k->amask[k->nadv] = (char)mask;
     k->adim_in[k->nadv] = din;
     k->aidx[k->nadv++] = t;
 }
 
-/* (nnz, k) int64 coordinates of the true elements of bool tensor m (C order). */
-static TensorObject *mask_nonzero(TensorObject *m)
+/* Offsets of bool tensor m's true elements (C order) along two stride sets rs / vs (m's dims
+ * laid over x's): a (nnz,) int64 view with stride 2 whose element e is the offset along rs,
+ * followed in memory by the offset along vs. Branch-free inner loop: masks are often random. */
+static TensorObject *mask_offsets(TensorObject *m, const int64_t *rs, const int64_t *vs)
 {
     int kd = m->ndim;
-    int64_t n = cddp_numel(m), cnt = 0, pos, idx[CDDP_MAX_DIMS];
-    const uint8_t *p = (const uint8_t *)cddp_data(m);
-    TensorObject *out = NULL;
+    int64_t inner = m->shape[kd - 1], ms = m->strides[kd - 1], total = cddp_numel(m);
+    int64_t rows = inner ? total / inner : 0, cnt = 0, buflen, two = 2;
+    const uint8_t *p0 = (const uint8_t *)cddp_data(m);
+    TensorObject *buf = NULL, *out;
     int64_t *o = NULL;
     for (int pass = 0; pass < 2; pass++) {
+        int64_t idx[CDDP_MAX_DIMS] = {0}, mp = 0, ro = 0, vo = 0;
         if (pass == 1) {
-            int64_t sh[2] = {cnt, kd};
-            out = cddp_tensor_new(CDDP_INT64, 2, sh, 0);
-            if (!out)
+            buflen = 2 * (cnt + 1);                  /* + a spare slot for the last write */
+            buf = cddp_tensor_new(CDDP_INT64, 1, &buflen, 0);
+            if (!buf)
                 return NULL;
-            o = (int64_t *)cddp_data(out);
+            o = (int64_t *)cddp_data(buf);
         }
-        memset(idx, 0, sizeof idx);
-        pos = 0;
-        for (int64_t e = 0; e < n; e++) {
-            if (p[pos]) {
-                if (pass == 0)
-                    cnt++;
-                else
-                    for (int d = 0; d < kd; d++)
-                        *o++ = idx[d];
-            }
-            for (int d = kd - 1; d >= 0; d--) {     /* odometer, last dim fastest */
-                if (++idx[d] < m->shape[d]) {
-                    pos += m->strides[d];
-                    break;
+        for (int64_t r = 0; r < rows; r++) {
+            const uint8_t *p = p0 + mp;
+            if (pass == 0) {
+                int64_t c = 0;               /* a local: cnt's address escapes below */
+                for (int64_t i = 0; i < inner; i++)
+                    c += p[i * ms] != 0;
+                cnt += c;
+            } else {
+                for (int64_t i = 0; i < inner; i++) {
+                    o[0] = ro + i * rs[kd - 1];
+                    o[1] = vo + i * vs[kd - 1];
+                    o += 2 * (p[i * ms] != 0);
                 }
-                pos -= m->strides[d] * (m->shape[d] - 1);
+            }
+            for (int d = kd - 2; d >= 0; d--) {      /* odometer over the outer dims */
+                mp += m->strides[d];
+                ro += rs[d];
+                vo += vs[d];
+                if (++idx[d] < m->shape[d])
+                    break;
+                mp -= m->strides[d] * m->shape[d];
+                ro -= rs[d] * m->shape[d];
+                vo -= vs[d] * m->shape[d];
                 idx[d] = 0;
             }
         }
     }
+    out = cddp_tensor_alias(buf, 1, &cnt, &two, 0);
+    Py_DECREF(buf);
     return out;
 }
 
-/* A bool mask over x dims [din, din + kd): checked against x's shape, then one int64 index
- * tensor per masked dim (columns of its nonzero coordinates) on as many new V dims. */
+/* A bool mask over x dims [din, din + kd): checked against x's shape, then one advanced entry
+ * spanning as many new V dims, holding the true elements' offsets. */
 static int walk_mask(TensorObject *x, int din, TensorObject *m, const int64_t *xv,
                      cddp_ix_key *k)
 {
-    TensorObject *nz;
+    TensorObject *offs;
     for (int j = 0; j < m->ndim; j++) {
         if (m->shape[j] != x->shape[din + j]) {
             char bm[256], bx[256];
@@ -239,24 +253,14 @@ static int walk_mask(TensorObject *x, int din, TensorObject *m, const int64_t *x
             return -1;
         }
     }
-    nz = mask_nonzero(m);
-    if (!nz)
-        return -1;
-    for (int j = 0; j < m->ndim; j++) {
-        int64_t len = nz->shape[0], st = m->ndim;
-        TensorObject *col;
+    for (int j = 0; j < m->ndim; j++)
         if (add_dim(k, x->shape[din + j], x->strides[din + j], xv[din + j]) < 0)
-            goto fail;
-        col = cddp_tensor_alias(nz, 1, &len, &st, j);
-        if (!col)
-            goto fail;
-        add_adv(k, col, din + j);
-    }
-    Py_DECREF(nz);
+            return -1;
+    offs = mask_offsets(m, x->strides + din, xv + din);
+    if (!offs)
+        return -1;
+    add_adv(k, offs, din, m->ndim, 1);
     return 0;
-fail:
-    Py_DECREF(nz);
-    return -1;
 }
 
 /* Lay the classified items over x: V's geometry and the advanced indices on V's dims. */
@@ -314,14 +318,14 @@ static int walk(TensorObject *x, ix_item *items, Py_ssize_t n, int consumed, cdd
                 TensorObject *z = cddp_tensor_new(CDDP_INT64, 1, &len, 1);
                 if (!z)
                     return -1;
-                add_adv(k, z, -1);
+                add_adv(k, z, -1, 1, 0);
             }
             break;
         }
         case K_ADV:
             if (add_dim(k, x->shape[din], x->strides[din], xv[din]) < 0)
                 return -1;
-            add_adv(k, (TensorObject *)Py_NewRef(it->t), din);
+            add_adv(k, (TensorObject *)Py_NewRef(it->t), din, 1, 0);
             din++;
             break;
         case K_MASK:
@@ -463,40 +467,53 @@ done:
 
 /* ---- __setitem__ ---------------------------------------------------------------------- */
 
-/* value as a tensor: tensors as they are, Python/NumPy scalars as 0-dim tensors (ints exact,
- * in int64, so large values reach int64 targets intact). TypeError like torch otherwise. */
-static TensorObject *setitem_value(TensorObject *x, PyObject *v)
+/* A Python / NumPy number as a 0-dim tensor: bool -> bool, float -> float64, int -> int64
+ * (exact, so large values reach int64 targets intact). 1 converted into *out, 0 when v is no
+ * number (nothing set), -1 with an exception. */
+int cddp_ix_number(PyObject *v, TensorObject **out)
 {
-    if (cddp_tensor_check(v))
-        return (TensorObject *)Py_NewRef(v);
-    if (PyBool_Check(v) || PyArray_IsScalar(v, Bool))
-        return cddp_scalar_tensor(PyObject_IsTrue(v), CDDP_BOOL);
-    if (PyFloat_Check(v) || PyArray_IsScalar(v, Floating)) {
+    int64_t none[1];
+    if (PyBool_Check(v) || PyArray_IsScalar(v, Bool)) {
+        int b = PyObject_IsTrue(v);
+        if (b < 0)
+            return -1;
+        *out = cddp_tensor_new(CDDP_BOOL, 0, none, 0);
+        if (*out)
+            *(uint8_t *)cddp_data(*out) = (uint8_t)b;
+    } else if (PyFloat_Check(v) || PyArray_IsScalar(v, Floating)) {
         double d = PyFloat_AsDouble(v);
         if (d == -1.0 && PyErr_Occurred())
-            return NULL;
-        return cddp_scalar_tensor(d, CDDP_FLOAT64);
+            return -1;
+        *out = cddp_tensor_new(CDDP_FLOAT64, 0, none, 0);
+        if (*out)
+            *(double *)cddp_data(*out) = d;
+    } else if (PyLong_Check(v) || PyArray_IsScalar(v, Integer)) {
+        PyObject *i = PyNumber_Index(v);
+        long long x = i ? PyLong_AsLongLong(i) : -1;
+        Py_XDECREF(i);
+        if (x == -1 && PyErr_Occurred())
+            return -1;
+        *out = cddp_tensor_new(CDDP_INT64, 0, none, 0);
+        if (*out)
+            *(int64_t *)cddp_data(*out) = x;
+    } else {
+        return 0;
     }
-    if (PyLong_Check(v) || PyArray_IsScalar(v, Integer)) {
-        TensorObject *t;
-        long long i = PyLong_Check(v) ? PyLong_AsLongLong(v) : -1;
-        if (!PyLong_Check(v)) {
-            PyObject *o = PyNumber_Index(v);
-            if (!o)
-                return NULL;
-            i = PyLong_AsLongLong(o);
-            Py_DECREF(o);
-        }
-        if (i == -1 && PyErr_Occurred())
-            return NULL;
-        t = cddp_tensor_new(CDDP_INT64, 0, NULL, 0);
-        if (t)
-            *(int64_t *)cddp_data(t) = i;
-        return t;
-    }
-    PyErr_Format(PyExc_TypeError, "can't assign a %s to a cddp.%s", Py_TYPE(v)->tp_name,
-                 legacy_name[x->dtype]);
-    return NULL;
+    return *out ? 1 : -1;
+}
+
+/* value as a tensor: tensors as they are, numbers as 0-dim tensors; TypeError like torch. */
+static TensorObject *setitem_value(TensorObject *x, PyObject *v)
+{
+    TensorObject *t = NULL;
+    int r;
+    if (cddp_tensor_check(v))
+        return (TensorObject *)Py_NewRef(v);
+    r = cddp_ix_number(v, &t);
+    if (r == 0)
+        PyErr_Format(PyExc_TypeError, "can't assign a %s to a cddp.%s", Py_TYPE(v)->tp_name,
+                     legacy_name[x->dtype]);
+    return r > 0 ? t : NULL;
 }
 
 /* v without its leading size-1 dims (torch strips them so `x[0] = ones(1, n)` works), and
@@ -563,6 +580,19 @@ int cddp_mp_ass_subscript(PyObject *self, PyObject *key, PyObject *value)
     v = setitem_value(x, value);
     if (!v)
         return -1;
+    need_grad = cddp_grad_enabled && cddp_is_floating(x->dtype) &&
+                (cddp_needs_grad(x) || cddp_needs_grad(v));
+    if (!need_grad && v->ndim == 0 && cddp_tensor_check(key) && x->ndim > 0) {
+        TensorObject *m = (TensorObject *)key;   /* x[mask] = scalar: a masked fill, as torch */
+        if (m->dtype == CDDP_BOOL && m->ndim == x->ndim &&
+            !memcmp(m->shape, x->shape, sizeof(int64_t) * x->ndim)) {
+            rc = cddp_ix_masked_fill_raw(x, m, v);
+            if (rc == 0)
+                cddp_bump_version(x);
+            Py_DECREF(v);
+            return rc;
+        }
+    }
     if (cddp_ix_parse(x, key, &k) < 0) {
         Py_DECREF(v);
         return -1;
@@ -574,8 +604,6 @@ int cddp_mp_ass_subscript(PyObject *self, PyObject *key, PyObject *value)
         goto done;
     }
     /* history goes on x itself: its old grad_fn becomes the node's input 0 */
-    need_grad = cddp_grad_enabled && cddp_is_floating(x->dtype) &&
-                (cddp_needs_grad(x) || cddp_needs_grad(v));
     src = prepare_source(x, v);
     if (!src)
         goto done;

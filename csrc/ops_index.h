@@ -42,14 +42,19 @@ typedef struct {
     const char *name;                  /* torch's node name for the last view op */
     const char *oob;                   /* out-of-bounds IndexError text; NULL: torch's default */
     int nadv;
-    int adim[CDDP_MAX_DIMS];           /* V dim each index tensor applies to (increasing) */
+    int adim[CDDP_MAX_DIMS];           /* first V dim each index applies to (increasing) */
+    int aspan[CDDP_MAX_DIMS];          /* V dims it covers: 1, or a bool mask's rank */
+    char amask[CDDP_MAX_DIMS];         /* aidx holds a mask's precomputed offsets (below) */
     int adim_in[CDDP_MAX_DIMS];        /* x dim it came from (for messages); -1 for bools */
-    TensorObject *aidx[CDDP_MAX_DIMS]; /* owned int64/int32 index tensors */
+    /* owned: int64/int32 index tensors; for a mask, an int64 (nnz,) tensor (stride 2) of the
+     * true elements' offsets in x's storage, each followed by its contiguous-layout offset */
+    TensorObject *aidx[CDDP_MAX_DIMS];
 } cddp_ix_key;
 
 /* ops_index.c */
 int cddp_ix_parse(TensorObject *x, PyObject *key, cddp_ix_key *k);
 void cddp_ix_key_clear(cddp_ix_key *k);
+int cddp_ix_number(PyObject *v, TensorObject **out);
 
 /* ops_index_adv.c */
 int cddp_ix_plan_alloc(cddp_iplan *p, int64_t nb);
@@ -64,6 +69,15 @@ void cddp_ix_plan_run(int mode, cddp_dtype dt, char *base, const cddp_iplan *p, 
  * region of src's shape (scatter) rather than a broadcast sum (setitem). */
 NodeObject *cddp_ix_node(const char *name, int kind, int acc, int embed, TensorObject *in0,
                          TensorObject *in1, cddp_iplan *virt, int *err);
+/* ops_index_fn.c */
+int cddp_ix_masked_fill_raw(TensorObject *out, TensorObject *mask, TensorObject *v);
+
 void cddp_ix_format_shape(char *buf, size_t cap, int nd, const int64_t *s);
-int cddp_ix_read_index(const TensorObject *t, const char *p, int64_t *out);
+
+/* Index value at p of an int64/int32/bool tensor t. */
+static inline int64_t cddp_ix_read_index(const TensorObject *t, const char *p)
+{
+    return t->dtype == CDDP_INT64 ? *(const int64_t *)p
+         : t->dtype == CDDP_INT32 ? *(const int32_t *)p : *(const uint8_t *)p;
+}
 #endif

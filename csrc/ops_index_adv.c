@@ -20,17 +20,6 @@ void cddp_ix_format_shape(char *buf, size_t cap, int nd, const int64_t *s)
         snprintf(buf + k, cap - k, "]");
 }
 
-/* Index value at p of an int64/int32/bool tensor t. */
-int cddp_ix_read_index(const TensorObject *t, const char *p, int64_t *out)
-{
-    switch (t->dtype) {
-    case CDDP_INT64: *out = *(const int64_t *)p; return 0;
-    case CDDP_INT32: *out = *(const int32_t *)p; return 0;
-    case CDDP_BOOL: *out = *(const uint8_t *)p; return 0;
-    default: *out = 0; return -1;
-    }
-}
-
 /* ---- plans ---------------------------------------------------------------------------- */
 
 int cddp_ix_plan_alloc(cddp_iplan *p, int64_t nb)
@@ -107,12 +96,15 @@ static void adv_layout(const cddp_ix_key *k, int bnd, const int64_t *bshape, cdd
                        int nps)
 {
     int64_t bst[CDDP_MAX_DIMS];
-    int indexed[CDDP_MAX_DIMS] = {0};
-    int first = k->adim[0], last = k->adim[k->nadv - 1];
-    int adjacent = last - first + 1 == k->nadv;
+    int indexed[CDDP_MAX_DIMS] = {0}, total = 0;
+    int first = k->adim[0], last = k->adim[k->nadv - 1] + k->aspan[k->nadv - 1] - 1;
     cddp_contiguous_strides(bnd, bshape, bst);
-    for (int a = 0; a < k->nadv; a++)
-        indexed[k->adim[a]] = 1;
+    for (int a = 0; a < k->nadv; a++) {
+        for (int d = k->adim[a]; d < k->adim[a] + k->aspan[a]; d++)
+            indexed[d] = 1;
+        total += k->aspan[a];
+    }
+    int adjacent = last - first + 1 == total;
     for (int q = 0; q < nps; q++) {
         cddp_iplan *p = ps[q];
         int o = 0;
@@ -132,6 +124,72 @@ static void adv_layout(const cddp_ix_key *k, int bnd, const int64_t *bshape, cdd
         p->ndim = o;
         p->base = k->off[q];
     }
+}
+
+static int oob_error(const cddp_ix_key *k, int j, int64_t v)
+{
+    int d = k->adim[j];
+    if (k->oob)
+        PyErr_SetString(PyExc_IndexError, k->oob);
+    else
+        PyErr_Format(PyExc_IndexError,
+                     "index %lld is out of bounds for dimension %d with size %lld", (long long)v,
+                     k->adim_in[j] >= 0 ? k->adim_in[j] : d, (long long)k->shape[d]);
+    return -1;
+}
+
+#define IX_ADD_COLUMN(T)                                                                  \
+    do {                                                                                  \
+        const T *ip = (const T *)cddp_data(t);                                            \
+        for (int64_t e = 0; e < nb; e++) {                                                \
+            int64_t v = ip[e];                                                            \
+            if (v < -size || v >= size)                                                   \
+                return oob_error(k, j, v);                                                \
+            v += v < 0 ? size : 0;                                                        \
+            real->off[e] += v * s0;                                                       \
+            if (virt)                                                                     \
+                virt->off[e] += v * s1;                                                   \
+        }                                                                                 \
+    } while (0)
+
+/* Whether index j is laid out exactly as B in C order (no broadcasting, contiguous): then
+ * its element e pairs with result position e and the offsets can be built column by column. */
+static int dense_index(const cddp_ix_key *k, int j, int bnd, const int64_t *bshape)
+{
+    const TensorObject *t = k->aidx[j];
+    if (k->amask[j])                 /* (nnz,) with stride 2: dense unless it broadcasts */
+        return bnd == 1 && t->shape[0] == bshape[0];
+    return t->ndim == bnd && !memcmp(t->shape, bshape, sizeof(int64_t) * bnd) &&
+           cddp_is_contiguous(t);
+}
+
+/* The common case (t[idx], t[mask], t[arange(n), labels]): offsets summed one index at a
+ * time in tight loops, without the general odometer. */
+static int offsets_dense(const cddp_ix_key *k, int64_t nb, cddp_iplan *real, cddp_iplan *virt)
+{
+    memset(real->off, 0, sizeof(int64_t) * (size_t)nb);
+    if (virt)
+        memset(virt->off, 0, sizeof(int64_t) * (size_t)nb);
+    for (int j = 0; j < k->nadv; j++) {
+        const TensorObject *t = k->aidx[j];
+        int d = k->adim[j];
+        int64_t size = k->shape[d], s0 = k->st[0][d], s1 = k->st[1][d];
+        if (k->amask[j]) {
+            const int64_t *mo = (const int64_t *)cddp_data(t);
+            for (int64_t e = 0; e < nb; e++)
+                real->off[e] += mo[2 * e];
+            if (virt)
+                for (int64_t e = 0; e < nb; e++)
+                    virt->off[e] += mo[2 * e + 1];
+        } else if (t->dtype == CDDP_INT64) {
+            IX_ADD_COLUMN(int64_t);
+        } else if (t->dtype == CDDP_INT32) {
+            IX_ADD_COLUMN(int32_t);
+        } else {
+            IX_ADD_COLUMN(uint8_t);
+        }
+    }
+    return 0;
 }
 
 /* Plans for an advanced key: real (x's storage; always) and virt (x's contiguous layout;
@@ -156,6 +214,13 @@ int cddp_ix_plan_adv(const cddp_ix_key *k, cddp_iplan *real, cddp_iplan *virt)
     if (cddp_ix_plan_alloc(real, nb) < 0 || (virt && cddp_ix_plan_alloc(virt, nb) < 0))
         return -1;
     adv_layout(k, bnd, bshape, ps, virt ? 2 : 1);
+    {
+        int dense = 1;
+        for (int j = 0; j < k->nadv && dense; j++)
+            dense = dense_index(k, j, bnd, bshape);
+        if (dense)
+            return offsets_dense(k, nb, real, virt);
+    }
     for (int j = 0; j < k->nadv; j++) {
         if (cddp_broadcast_strides(k->aidx[j], bnd, bshape, ist[j]) < 0)
             return -1;
@@ -167,18 +232,15 @@ int cddp_ix_plan_adv(const cddp_ix_key *k, cddp_iplan *real, cddp_iplan *virt)
             const TensorObject *t = k->aidx[j];
             int d = k->adim[j];
             int64_t v, size = k->shape[d];
-            cddp_ix_read_index(t, data[j] + pos[j] * (int64_t)cddp_dtype_size[t->dtype], &v);
-            if ((v < -size || v >= size) && k->oob) {
-                PyErr_SetString(PyExc_IndexError, k->oob);
-                return -1;
+            if (k->amask[j]) {       /* offsets computed (and in bounds) when parsing */
+                const int64_t *mo = (const int64_t *)data[j] + pos[j];
+                o0 += mo[0];
+                o1 += mo[1];
+                continue;
             }
-            if (v < -size || v >= size) {
-                PyErr_Format(PyExc_IndexError,
-                             "index %lld is out of bounds for dimension %d with size %lld",
-                             (long long)v, k->adim_in[j] >= 0 ? k->adim_in[j] : d,
-                             (long long)size);
-                return -1;
-            }
+            v = cddp_ix_read_index(t, data[j] + pos[j] * (int64_t)cddp_dtype_size[t->dtype]);
+            if (v < -size || v >= size)
+                return oob_error(k, j, v);
             if (v < 0)
                 v += size;
             o0 += v * k->st[0][d];
@@ -219,6 +281,27 @@ static void ix_run(int mode, cddp_dtype dt, char *base, const int64_t *off, int6
                    int64_t n)
 {
     size_t isz = cddp_dtype_size[dt];
+    if (b1 == 0 && s1 == 1 && o1 == 1) {          /* a contiguous run on both sides */
+        char *a = base + (so + off[bo]) * (int64_t)isz, *o = other + oo * (int64_t)isz;
+        if (mode == IX_GATHER) {
+            memcpy(o, a, (size_t)n * isz);
+            return;
+        }
+        if (mode == IX_PUT) {
+            memcpy(a, o, (size_t)n * isz);
+            return;
+        }
+        if (dt == CDDP_FLOAT32) {
+            float *d = (float *)a; const float *v = (const float *)o;
+            for (int64_t i = 0; i < n; i++) d[i] += v[i];
+            return;
+        }
+        if (dt == CDDP_FLOAT64) {
+            double *d = (double *)a; const double *v = (const double *)o;
+            for (int64_t i = 0; i < n; i++) d[i] += v[i];
+            return;
+        }
+    }
     if (mode == IX_ACC) {
         switch (dt) {
         case CDDP_FLOAT32: IX_INNER(float, *a += *o); break;
@@ -246,11 +329,30 @@ static void ix_run(int mode, cddp_dtype dt, char *base, const int64_t *off, int6
 void cddp_ix_plan_run(int mode, cddp_dtype dt, char *base, const cddp_iplan *p, char *other,
                       const int64_t *ostr)
 {
-    int nd = p->ndim;
+    int64_t sh[CDDP_MAX_DIMS], ss[CDDP_MAX_DIMS], bs[CDDP_MAX_DIMS], os[CDDP_MAX_DIMS];
     int64_t idx[CDDP_MAX_DIMS] = {0}, total = 1, so = p->base, bo = 0, oo = 0;
+    int nd = 0;
     PyThreadState *ts = NULL;
-    for (int d = 0; d < nd; d++)
+    /* coalesce: drop size-1 dims, merge a dim into the one outside it when all three walks
+     * step through them as one (long inner runs, e.g. gather with an (N, 1) index) */
+    for (int d = 0; d < p->ndim; d++) {
         total *= p->shape[d];
+        if (p->shape[d] == 1)
+            continue;
+        if (nd > 0 && ss[nd - 1] == p->sstride[d] * p->shape[d] &&
+            bs[nd - 1] == p->bstride[d] * p->shape[d] && os[nd - 1] == ostr[d] * p->shape[d]) {
+            sh[nd - 1] *= p->shape[d];
+            ss[nd - 1] = p->sstride[d];
+            bs[nd - 1] = p->bstride[d];
+            os[nd - 1] = ostr[d];
+            continue;
+        }
+        sh[nd] = p->shape[d];
+        ss[nd] = p->sstride[d];
+        bs[nd] = p->bstride[d];
+        os[nd] = ostr[d];
+        nd++;
+    }
     if (total == 0)
         return;
     if (nd == 0) {
@@ -260,18 +362,18 @@ void cddp_ix_plan_run(int mode, cddp_dtype dt, char *base, const cddp_iplan *p, 
     if (total > 65536)
         ts = PyEval_SaveThread();
     for (;;) {
-        ix_run(mode, dt, base, p->off, so, p->sstride[nd - 1], bo, p->bstride[nd - 1], other,
-               oo, ostr[nd - 1], p->shape[nd - 1]);
+        ix_run(mode, dt, base, p->off, so, ss[nd - 1], bo, bs[nd - 1], other, oo, os[nd - 1],
+               sh[nd - 1]);
         int d = nd - 2;
         for (; d >= 0; d--) {
-            so += p->sstride[d];
-            bo += p->bstride[d];
-            oo += ostr[d];
-            if (++idx[d] < p->shape[d])
+            so += ss[d];
+            bo += bs[d];
+            oo += os[d];
+            if (++idx[d] < sh[d])
                 break;
-            so -= p->sstride[d] * p->shape[d];
-            bo -= p->bstride[d] * p->shape[d];
-            oo -= ostr[d] * p->shape[d];
+            so -= ss[d] * sh[d];
+            bo -= bs[d] * sh[d];
+            oo -= os[d] * sh[d];
             idx[d] = 0;
         }
         if (d < 0)

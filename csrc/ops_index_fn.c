@@ -88,30 +88,15 @@ static TensorObject *tensor_arg(const char *fn, const char *name, PyObject *o)
     return (TensorObject *)o;
 }
 
-/* A Python / NumPy number as a 0-dim tensor (ints exact in int64); NULL + TypeError else. */
+/* A number argument as a 0-dim tensor; TypeError naming the argument otherwise. */
 static TensorObject *number_arg(const char *fn, const char *name, PyObject *v)
 {
-    if (PyBool_Check(v) || PyArray_IsScalar(v, Bool))
-        return cddp_scalar_tensor(PyObject_IsTrue(v), CDDP_BOOL);
-    if (PyFloat_Check(v) || PyArray_IsScalar(v, Floating)) {
-        double d = PyFloat_AsDouble(v);
-        return d == -1.0 && PyErr_Occurred() ? NULL : cddp_scalar_tensor(d, CDDP_FLOAT64);
-    }
-    if (PyLong_Check(v) || PyArray_IsScalar(v, Integer)) {
-        PyObject *i = PyNumber_Index(v);
-        long long x = i ? PyLong_AsLongLong(i) : -1;
-        TensorObject *t;
-        Py_XDECREF(i);
-        if (x == -1 && PyErr_Occurred())
-            return NULL;
-        t = cddp_tensor_new(CDDP_INT64, 0, NULL, 0);
-        if (t)
-            *(int64_t *)cddp_data(t) = x;
-        return t;
-    }
-    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be Number or Tensor, not %s", fn,
-                 name, Py_TYPE(v)->tp_name);
-    return NULL;
+    TensorObject *t = NULL;
+    int r = cddp_ix_number(v, &t);
+    if (r == 0)
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be Number or Tensor, not %s", fn,
+                     name, Py_TYPE(v)->tp_name);
+    return r > 0 ? t : NULL;
 }
 
 static int leaf_inplace_check(TensorObject *x)
@@ -174,6 +159,8 @@ static PyObject *index_select_impl(TensorObject *x, PyObject *dimo, PyObject *id
     k.off[1] = 0;
     k.nadv = 1;
     k.adim[0] = k.adim_in[0] = dim;
+    k.aspan[0] = 1;
+    k.amask[0] = 0;
     k.aidx[0] = cddp_tensor_alias(idx, 1, &len, idx->ndim ? idx->strides : &(int64_t){0},
                                   idx->offset);
     if (!k.aidx[0])
@@ -231,8 +218,7 @@ static int plan_along(TensorObject *t, int dim, TensorObject *idx, cddp_iplan *r
         p->base = q ? 0 : t->offset;
     }
     for (int64_t e = 0; e < nb; e++) {
-        int64_t v;
-        cddp_ix_read_index(idx, data + pos * (int64_t)cddp_dtype_size[idx->dtype], &v);
+        int64_t v = cddp_ix_read_index(idx, data + pos * (int64_t)cddp_dtype_size[idx->dtype]);
         if (v < -tsize || v >= tsize) {
             PyErr_Format(PyExc_RuntimeError,
                          "index %lld is out of bounds for dimension %d with size %lld",
@@ -421,12 +407,32 @@ typedef struct {
     uint64_t val;                    /* the fill value's bytes in the output dtype */
 } fill_ctx;
 
+/* contiguous runs: a branch-free select the compiler vectorizes (masks are often random) */
+#define FILL_LOOP(T)                                                                      \
+    do {                                                                                  \
+        T v;                                                                              \
+        memcpy(&v, &c->val, sizeof v);                                                    \
+        if (st[0] == (int64_t)sizeof(T) && st[1] == 1) {                                  \
+            T *d = (T *)p[0];                                                             \
+            const uint8_t *m = (const uint8_t *)p[1];                                     \
+            for (int64_t i = 0; i < n; i++)                                               \
+                d[i] = m[i] ? v : d[i];                                                   \
+        } else {                                                                          \
+            for (int64_t i = 0; i < n; i++)                                               \
+                if (*(const uint8_t *)(p[1] + i * st[1]))                                 \
+                    *(T *)(p[0] + i * st[0]) = v;                                         \
+        }                                                                                 \
+    } while (0)
+
 static void fill_loop(char **p, const int64_t *st, int64_t n, void *ctx)
 {
     const fill_ctx *c = ctx;
-    for (int64_t i = 0; i < n; i++)
-        if (*(const uint8_t *)(p[1] + i * st[1]))
-            memcpy(p[0] + i * st[0], &c->val, c->isz);
+    if (c->isz == 8)
+        FILL_LOOP(uint64_t);
+    else if (c->isz == 4)
+        FILL_LOOP(uint32_t);
+    else
+        FILL_LOOP(uint8_t);
 }
 
 typedef struct {
@@ -458,8 +464,9 @@ static int mask_iterate(TensorObject *out, TensorObject *mask, cddp_loop_fn fn, 
     return 0;
 }
 
-/* out[mask] = v (v: 0-dim tensor of any dtype, converted to out's). */
-static int masked_fill_raw(TensorObject *out, TensorObject *mask, TensorObject *v)
+/* out[mask] = v (v: 0-dim tensor of any dtype, converted to out's; mask broadcastable to
+ * out). No autograd, no version bump. */
+int cddp_ix_masked_fill_raw(TensorObject *out, TensorObject *mask, TensorObject *v)
 {
     fill_ctx c = {cddp_dtype_size[out->dtype], 0};
     TensorObject *cv = cddp_tensor_cast_raw(v, out->dtype);
@@ -483,7 +490,7 @@ static int masked_fill_backward(NodeObject *self, TensorObject **gout, TensorObj
         const cddp_meta *m = &self->meta[0];
         TensorObject *c = cddp_tensor_new(g->dtype, g->ndim, g->shape, 0);
         TensorObject *zero = cddp_scalar_tensor(0.0, g->dtype);
-        if (c && zero && cddp_copy_into(c, g) == 0 && masked_fill_raw(c, mask, zero) == 0)
+        if (c && zero && cddp_copy_into(c, g) == 0 && cddp_ix_masked_fill_raw(c, mask, zero) == 0)
             gin[0] = cddp_sum_to(c, m->ndim, m->shape);
         Py_XDECREF(c);
         Py_XDECREF(zero);
@@ -551,7 +558,7 @@ static PyObject *masked_fill_impl(TensorObject *x, PyObject *masko, PyObject *va
         if (err || (node && cddp_node_save(node, 0, mask) < 0))
             goto fail;
     }
-    if (masked_fill_raw(out, mask, v) < 0)
+    if (cddp_ix_masked_fill_raw(out, mask, v) < 0)
         goto fail;
     cddp_bump_version(out);
     if (node)
