@@ -534,9 +534,10 @@ static TensorObject *prepare_source(TensorObject *x, TensorObject *v)
     return a;
 }
 
-/* x[plan] = src for an advanced key: src broadcast to the indexing result, cast to x's dtype. */
-static int setitem_adv(TensorObject *x, cddp_ix_key *k, TensorObject *src, cddp_iplan *rp,
-                       cddp_iplan *vp)
+/* x[plan] = src (or += with acc) for an advanced key: src broadcast to the indexing result,
+ * cast to x's dtype. */
+static int setitem_adv(TensorObject *x, cddp_ix_key *k, TensorObject *src, int acc,
+                       cddp_iplan *rp, cddp_iplan *vp)
 {
     int64_t sst[CDDP_MAX_DIMS];
     TensorObject *c = NULL;
@@ -558,7 +559,8 @@ static int setitem_adv(TensorObject *x, cddp_ix_key *k, TensorObject *src, cddp_
         return -1;
     if (c != src && cddp_broadcast_strides(c, rp->ndim, rp->shape, sst) < 0)
         goto done;
-    cddp_ix_plan_run(IX_PUT, x->dtype, (char *)x->storage->data, rp, cddp_data(c), sst);
+    cddp_ix_plan_run(acc ? IX_ACC : IX_PUT, x->dtype, (char *)x->storage->data, rp,
+                     cddp_data(c), sst);
     cddp_bump_version(x);
     rc = 0;
 done:
@@ -566,53 +568,44 @@ done:
     return rc;
 }
 
-int cddp_mp_ass_subscript(PyObject *self, PyObject *key, PyObject *value)
+/* x[key] = v (x[key] += v with acc), recording history on x when x or v (an autograd input
+ * when v_input) needs it. 0 / -1. */
+static int setitem_impl(TensorObject *x, PyObject *key, TensorObject *v, int v_input, int acc)
 {
-    TensorObject *x = (TensorObject *)self, *v = NULL, *src = NULL;
+    TensorObject *src = NULL;
     cddp_iplan rp = {0}, vp = {0};
     NodeObject *node = NULL;
     cddp_ix_key k;
-    int need_grad, rc = -1, err = 0;
-    if (!value) {
-        PyErr_SetString(PyExc_TypeError, "'Tensor' object does not support item deletion");
-        return -1;
-    }
-    v = setitem_value(x, value);
-    if (!v)
-        return -1;
-    need_grad = cddp_grad_enabled && cddp_is_floating(x->dtype) &&
-                (cddp_needs_grad(x) || cddp_needs_grad(v));
-    if (!need_grad && v->ndim == 0 && cddp_tensor_check(key) && x->ndim > 0) {
+    int rc = -1, err = 0;
+    int need_grad = cddp_grad_enabled && cddp_is_floating(x->dtype) &&
+                    (cddp_needs_grad(x) || (v_input && cddp_needs_grad(v)));
+    if (!need_grad && !acc && v->ndim == 0 && cddp_tensor_check(key) && x->ndim > 0) {
         TensorObject *m = (TensorObject *)key;   /* x[mask] = scalar: a masked fill, as torch */
         if (m->dtype == CDDP_BOOL && m->ndim == x->ndim &&
             !memcmp(m->shape, x->shape, sizeof(int64_t) * x->ndim)) {
             rc = cddp_ix_masked_fill_raw(x, m, v);
             if (rc == 0)
                 cddp_bump_version(x);
-            Py_DECREF(v);
             return rc;
         }
     }
-    if (cddp_ix_parse(x, key, &k) < 0) {
-        Py_DECREF(v);
+    if (cddp_ix_parse(x, key, &k) < 0)
         return -1;
-    }
     if (cddp_grad_enabled && x->requires_grad && !x->grad_fn) {
         PyErr_SetString(PyExc_RuntimeError,
                         "a view of a leaf Variable that requires grad is being used in an "
                         "in-place operation.");
         goto done;
     }
-    /* history goes on x itself: its old grad_fn becomes the node's input 0 */
     src = prepare_source(x, v);
     if (!src)
         goto done;
     if (k.nadv) {
-        if (setitem_adv(x, &k, src, &rp, need_grad ? &vp : NULL) < 0)
+        if (setitem_adv(x, &k, src, acc, &rp, need_grad ? &vp : NULL) < 0)
             goto done;
     } else {
         TensorObject *view = cddp_tensor_alias(x, k.nd, k.shape, k.st[0], k.off[0]);
-        int r = view ? cddp_copy_into(view, src) : -1;
+        int r = !view ? -1 : acc ? cddp_accumulate_into(view, src) : cddp_copy_into(view, src);
         Py_XDECREF(view);
         if (r < 0)
             goto done;
@@ -622,10 +615,9 @@ int cddp_mp_ass_subscript(PyObject *self, PyObject *key, PyObject *value)
             cddp_ix_plan_basic(&k, 1, &vp);
         }
     }
-    if (need_grad) {
-        TensorObject *vin = cddp_tensor_check(value) ? v : NULL;
-        node = cddp_ix_node(k.nadv ? "IndexPutBackward0" : "CopySlices", IX_PUT, 0, 0, x, vin,
-                            &vp, &err);
+    if (need_grad) {                 /* history goes on x: its old grad_fn becomes input 0 */
+        node = cddp_ix_node(k.nadv || acc ? "IndexPutBackward0" : "CopySlices", IX_PUT, acc, 0,
+                            x, v_input ? v : NULL, &vp, &err);
         if (err)
             goto done;
         if (node)
@@ -635,9 +627,111 @@ int cddp_mp_ass_subscript(PyObject *self, PyObject *key, PyObject *value)
 done:
     Py_XDECREF(node);
     Py_XDECREF(src);
-    Py_DECREF(v);
     cddp_ix_plan_free(&rp);
     cddp_ix_plan_free(&vp);
     cddp_ix_key_clear(&k);
     return rc;
+}
+
+int cddp_mp_ass_subscript(PyObject *self, PyObject *key, PyObject *value)
+{
+    TensorObject *v;
+    int rc;
+    if (!value) {
+        PyErr_SetString(PyExc_TypeError, "'Tensor' object does not support item deletion");
+        return -1;
+    }
+    v = setitem_value((TensorObject *)self, value);
+    if (!v)
+        return -1;
+    rc = setitem_impl((TensorObject *)self, key, v, cddp_tensor_check(value), 0);
+    Py_DECREF(v);
+    return rc;
+}
+
+/* ---- index_put ------------------------------------------------------------------------ */
+
+/* x.index_put_(indices, values, accumulate) / x.index_put(...): indices a tuple or list of
+ * index tensors (None = every position of that dim); values a tensor of x's dtype. The
+ * out-of-place form works on a copy that keeps x's history (CloneBackward0). */
+PyObject *cddp_ix_index_put(TensorObject *x, PyObject *indices, PyObject *values, int acc,
+                            int inplace)
+{
+    const char *fn = inplace ? "index_put_" : "index_put";
+    PyObject *key = NULL, *fast = NULL;
+    TensorObject *v = (TensorObject *)values, *out = NULL;
+    Py_ssize_t n;
+    if (!PyTuple_Check(indices) && !PyList_Check(indices)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'indices' must be tuple of Tensors, not %s",
+                     fn, Py_TYPE(indices)->tp_name);
+        return NULL;
+    }
+    if (!cddp_tensor_check(values)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'values' must be Tensor, not %s", fn,
+                     Py_TYPE(values)->tp_name);
+        return NULL;
+    }
+    if (v->dtype != x->dtype) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "Index put requires the source and destination dtypes match, got %s for "
+                     "the destination and %s for the source.", cddp_dtype_name[x->dtype],
+                     cddp_dtype_name[v->dtype]);
+        return NULL;
+    }
+    fast = PySequence_Fast(indices, "indices must be a sequence");
+    n = fast ? PySequence_Fast_GET_SIZE(fast) : 0;
+    key = fast ? PyTuple_New(n) : NULL;
+    for (Py_ssize_t i = 0; key && i < n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+        if (o == Py_None) {
+            o = PySlice_New(NULL, NULL, NULL);
+        } else if (cddp_tensor_check(o)) {
+            Py_INCREF(o);
+        } else {
+            PyErr_Format(PyExc_TypeError, "%s(): expected Tensor as element %zd in argument "
+                         "'indices', but got %s", fn, i, Py_TYPE(o)->tp_name);
+            o = NULL;
+        }
+        if (!o)
+            Py_CLEAR(key);
+        else
+            PyTuple_SET_ITEM(key, i, o);
+    }
+    if (!key)
+        goto done;
+    if (inplace) {
+        out = (TensorObject *)Py_NewRef(x);
+    } else {
+        out = cddp_tensor_new(x->dtype, x->ndim, x->shape, 0);
+        if (!out || cddp_copy_into(out, x) < 0)
+            goto fail;
+        if (cddp_grad_enabled && cddp_needs_grad(x)) {
+            cddp_iplan vp = {0};
+            NodeObject *node = NULL;
+            int err = 1;
+            if (cddp_ix_plan_alloc(&vp, 1) == 0) {      /* identity plan: gradient passes */
+                vp.ndim = x->ndim;
+                memcpy(vp.shape, x->shape, sizeof(int64_t) * x->ndim);
+                cddp_contiguous_strides(x->ndim, x->shape, vp.sstride);
+                memset(vp.bstride, 0, sizeof vp.bstride);
+                vp.base = vp.off[0] = 0;
+                node = cddp_ix_node("CloneBackward0", IX_GATHER, 0, 0, x, NULL, &vp, &err);
+            }
+            cddp_ix_plan_free(&vp);
+            if (err)
+                goto fail;
+            if (node)
+                cddp_set_history(out, node, 0);
+            Py_XDECREF(node);
+        }
+    }
+    if (setitem_impl(out, key, v, 1, acc) < 0)
+        goto fail;
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_XDECREF(key);
+    Py_XDECREF(fast);
+    return (PyObject *)out;
 }

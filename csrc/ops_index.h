@@ -55,6 +55,8 @@ typedef struct {
 int cddp_ix_parse(TensorObject *x, PyObject *key, cddp_ix_key *k);
 void cddp_ix_key_clear(cddp_ix_key *k);
 int cddp_ix_number(PyObject *v, TensorObject **out);
+PyObject *cddp_ix_index_put(TensorObject *x, PyObject *indices, PyObject *values, int acc,
+                            int inplace);
 
 /* ops_index_adv.c */
 int cddp_ix_plan_alloc(cddp_iplan *p, int64_t nb);

@@ -702,6 +702,38 @@ static PyObject *m_masked_fill(PyObject *m, PyObject *const *args, Py_ssize_t n,
     return masked_fill_impl(x, a[1], a[2], 0);
 }
 
+static const char *const kw_put[] = {"indices", "values", "accumulate", NULL};
+static const char *const kw_in_put[] = {"input", "indices", "values", "accumulate", NULL};
+
+static PyObject *put_binding(PyObject *self, PyObject *const *args, Py_ssize_t n, PyObject *kw,
+                             int with_input, int inplace)
+{
+    const char *fn = inplace ? "index_put_" : "index_put";
+    PyObject *a[4];
+    int off = with_input, acc = 0;
+    if (parse_args(fn, args, n, kw, with_input ? kw_in_put : kw_put, 2 + off, 3 + off, a) < 0)
+        return NULL;
+    if (a[2 + off] && (acc = PyObject_IsTrue(a[2 + off])) < 0)
+        return NULL;
+    if (with_input && !input_arg(fn, a[0]))
+        return NULL;
+    return cddp_ix_index_put(with_input ? (TensorObject *)a[0] : (TensorObject *)self, a[off],
+                             a[off + 1], acc, inplace);
+}
+
+static PyObject *t_index_put(PyObject *s, PyObject *const *a, Py_ssize_t n, PyObject *kw)
+{
+    return put_binding(s, a, n, kw, 0, 0);
+}
+static PyObject *t_index_put_(PyObject *s, PyObject *const *a, Py_ssize_t n, PyObject *kw)
+{
+    return put_binding(s, a, n, kw, 0, 1);
+}
+static PyObject *m_index_put(PyObject *s, PyObject *const *a, Py_ssize_t n, PyObject *kw)
+{
+    return put_binding(s, a, n, kw, 1, 0);
+}
+
 #define FK (METH_FASTCALL | METH_KEYWORDS)
 PyMethodDef cddp_index_tensor_methods[] = {
     {"index_select", (PyCFunction)(void (*)(void))t_index_select, FK,
@@ -717,6 +749,10 @@ PyMethodDef cddp_index_tensor_methods[] = {
     {"masked_fill", (PyCFunction)(void (*)(void))t_masked_fill, FK,
      "masked_fill(mask, value) -> Tensor: value where mask (broadcast), self elsewhere"},
     {"masked_fill_", (PyCFunction)(void (*)(void))t_masked_fill_, FK, "in-place masked_fill"},
+    {"index_put", (PyCFunction)(void (*)(void))t_index_put, FK,
+     "index_put(indices, values, accumulate=False) -> Tensor: a copy with self[indices] = values"},
+    {"index_put_", (PyCFunction)(void (*)(void))t_index_put_, FK,
+     "index_put_(indices, values, accumulate=False): self[indices] = values (+= when accumulate)"},
     {NULL},
 };
 
@@ -730,5 +766,7 @@ PyMethodDef cddp_index_module_methods[] = {
      "scatter_add(input, dim, index, src) -> Tensor"},
     {"masked_fill", (PyCFunction)(void (*)(void))m_masked_fill, FK,
      "masked_fill(input, mask, value) -> Tensor"},
+    {"index_put", (PyCFunction)(void (*)(void))m_index_put, FK,
+     "index_put(input, indices, values, accumulate=False) -> Tensor"},
     {NULL},
 };
