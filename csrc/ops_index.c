@@ -17,6 +17,11 @@
  * SliceBackward0, UnsqueezeBackward0, AliasBackward0) whose backward scatters the gradient into
  * zeros of the input's shape; advanced keys get IndexBackward0 (accumulating duplicates);
  * setitem on a tensor with history records CopySlices / IndexPutBackward0 on the tensor itself.
+ * index_put(_) shares setitem's path.
+ *
+ * Known trap: cddp tensors do not know their view base, so writing into a view (`v = y[0];
+ * v[1] = w`) re-points v's grad_fn only: y's history does not see the write (torch rebases y
+ * through CopySlices), and a view of a leaf that requires grad is not refused.
  */
 #include "ops_index.h"
 #include <string.h>

@@ -5,9 +5,11 @@
  *   scatter(input, dim, index, src|value)  out = input; out[r with r[dim] = index[r]] = src[r]
  *   scatter_add(input, dim, index, src)    the same with +=            (+ in-place variants)
  *   masked_fill(input, mask, value)        out = input where ~mask else value (+ masked_fill_)
+ *   index_put(input, indices, values, accumulate=False)   (+ index_put_; in ops_index.c)
  *
  * Mirrors torch's ops of the same names, with their backwards (IndexSelectBackward0,
- * GatherBackward0 = scatter-add, ScatterBackward0/1, ScatterAddBackward0, MaskedFillBackward0).
+ * GatherBackward0 = scatter-add, ScatterBackward0/1, ScatterAddBackward0, MaskedFillBackward0,
+ * IndexPutBackward0). In-place forms on a tensor with history re-point its grad_fn.
  * Dimension legend: r a multi-index over index's shape.
  */
 #include "ops_index.h"

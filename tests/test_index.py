@@ -822,3 +822,27 @@ def test_index_put_autograd_against_torch(torch, acc):
     np.testing.assert_allclose(n(val.grad), tv.grad.numpy())
     if acc:
         gradcheck(lambda x, v: x.index_put((t(idx),), v, accumulate=True), a, v)
+
+
+def test_backward_on_noncontiguous_leaves_against_torch(torch):
+    rng = np.random.default_rng(21)
+    base = rng.standard_normal((5, 8))
+    gi = t(np.array([[0, 3], [2, 2], [1, 0]]))
+    cases = [
+        lambda x, T: x[T(np.array([2, 2, 0])), 1:],
+        lambda x, T: x[:, T(np.array([1, 3]))],
+        lambda x, T: x[T(np.array([[True, False, True, True]] * 4))],
+        lambda x, T: x.gather(1, T(n(gi))),
+        lambda x, T: x.index_select(1, T(np.array([3, 0, 3]))),
+        lambda x, T: x.masked_fill(T(np.arange(4) % 2 == 0), 1.0),
+    ]
+    for f in cases:
+        view = base[:4, ::2].T                       # (4, 4), strided and transposed
+        x = cddp.from_numpy(view).requires_grad_()
+        tx = torch.from_numpy(view.copy()).requires_grad_()
+        y, ty = f(x, t), f(tx, torch.from_numpy)
+        w = rng.standard_normal(tuple(ty.shape))
+        y.backward(t(w))
+        ty.backward(torch.from_numpy(w))
+        np.testing.assert_allclose(n(y), ty.detach().numpy())
+        np.testing.assert_allclose(n(x.grad), tx.grad.numpy())
