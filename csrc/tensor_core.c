@@ -80,8 +80,9 @@ TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int
     }
     t->ndim = ndim;
     t->dtype = dt;
-    memcpy(t->shape, shape, sizeof(int64_t) * ndim);
-    cddp_contiguous_strides(ndim, shape, t->strides);
+    if (ndim)
+        memcpy(t->shape, shape, sizeof(int64_t) * ndim);
+    cddp_contiguous_strides(ndim, t->shape, t->strides);
     return t;
 }
 
@@ -101,8 +102,10 @@ TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *sha
     t->offset = offset;
     t->ndim = ndim;
     t->dtype = base->dtype;
-    memcpy(t->shape, shape, sizeof(int64_t) * ndim);
-    memcpy(t->strides, strides, sizeof(int64_t) * ndim);
+    if (ndim) {
+        memcpy(t->shape, shape, sizeof(int64_t) * ndim);
+        memcpy(t->strides, strides, sizeof(int64_t) * ndim);
+    }
     return t;
 }
 
