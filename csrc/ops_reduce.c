@@ -357,44 +357,12 @@ TensorObject *cddp_rplan_grad(const cddp_rplan *p, TensorObject *g, cddp_dtype d
 
 /* ---- kernels -------------------------------------------------------------------------- */
 
-/* Pairwise sum in double (NumPy's scheme: 8 accumulators on blocks of <= 128 elements). */
-#define PAIRWISE_SUM(NAME, T)                                                            \
-    static double NAME(const T *x, int64_t n)                                            \
-    {                                                                                    \
-        if (n < 8) {                                                                     \
-            double s = 0.;                                                               \
-            for (int64_t i = 0; i < n; i++)                                              \
-                s += x[i];                                                               \
-            return s;                                                                    \
-        }                                                                                \
-        if (n <= 128) {                                                                  \
-            double r[8];                                                                 \
-            int64_t i;                                                                   \
-            for (int k = 0; k < 8; k++)                                                  \
-                r[k] = x[k];                                                             \
-            for (i = 8; i + 8 <= n; i += 8)                                              \
-                for (int k = 0; k < 8; k++)                                              \
-                    r[k] += x[i + k];                                                    \
-            double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7])); \
-            for (; i < n; i++)                                                           \
-                s += x[i];                                                               \
-            return s;                                                                    \
-        }                                                                                \
-        int64_t h = n / 2;                                                               \
-        h -= h % 8;                                                                      \
-        return NAME(x, h) + NAME(x + h, n - h);                                          \
-    }
-PAIRWISE_SUM(pw_sum_f32, float)
-PAIRWISE_SUM(pw_sum_f64, double)
-
-double cddp_reduce_pw_sum_f32(const float *x, int64_t n) { return pw_sum_f32(x, n); }
-double cddp_reduce_pw_sum_f64(const double *x, int64_t n) { return pw_sum_f64(x, n); }
-
 #define LANES 256   /* inner positions accumulated at once on the stack */
 
 /* out (outer, inner) = sum (or mean) over R of x (outer, R, inner). */
 #define SUM_KERNEL(NAME, T, PW)                                                          \
-    static void NAME(const T *x, T *out, int64_t outer, int64_t R, int64_t inner, int mean) \
+    CDDP_HOT static void NAME(const T *x, T *out, int64_t outer, int64_t R, int64_t inner, \
+                              int mean)                                                  \
     {                                                                                    \
         double div = mean ? (double)R : 1.0;                                             \
         if (inner == 1) {                                                                \
@@ -402,22 +370,30 @@ double cddp_reduce_pw_sum_f64(const double *x, int64_t n) { return pw_sum_f64(x,
                 out[o] = (T)(PW(x + o * R, R) / div);                                    \
             return;                                                                      \
         }                                                                                \
+        /* columns: four rows per pass halve the traffic on the accumulators */         \
         for (int64_t o = 0; o < outer; o++)                                              \
             for (int64_t i0 = 0; i0 < inner; i0 += LANES) {                              \
                 double acc[LANES];                                                       \
-                int64_t nb = inner - i0 < LANES ? inner - i0 : LANES;                    \
+                int64_t nb = inner - i0 < LANES ? inner - i0 : LANES, r = 0;             \
                 const T *xb = x + o * R * inner + i0;                                    \
                 for (int64_t i = 0; i < nb; i++)                                         \
                     acc[i] = 0.;                                                         \
-                for (int64_t r = 0; r < R; r++)                                          \
+                for (; r + 4 <= R; r += 4) {                                             \
+                    const T *x0 = xb + r * inner, *x1 = x0 + inner, *x2 = x1 + inner,    \
+                            *x3 = x2 + inner;                                            \
+                    for (int64_t i = 0; i < nb; i++)                                     \
+                        acc[i] += ((double)x0[i] + (double)x1[i]) +                      \
+                                  ((double)x2[i] + (double)x3[i]);                       \
+                }                                                                        \
+                for (; r < R; r++)                                                       \
                     for (int64_t i = 0; i < nb; i++)                                     \
                         acc[i] += xb[r * inner + i];                                     \
                 for (int64_t i = 0; i < nb; i++)                                         \
                     out[o * inner + i0 + i] = (T)(acc[i] / div);                         \
             }                                                                            \
     }
-SUM_KERNEL(sum_f32, float, pw_sum_f32)
-SUM_KERNEL(sum_f64, double, pw_sum_f64)
+SUM_KERNEL(sum_f32, float, cddp_pw_sum_f32)
+SUM_KERNEL(sum_f64, double, cddp_pw_sum_f64)
 
 static void sum_i64(const int64_t *x, int64_t *out, int64_t outer, int64_t R, int64_t inner)
 {
@@ -433,15 +409,23 @@ static void sum_i64(const int64_t *x, int64_t *out, int64_t outer, int64_t R, in
 
 /* y (outer, R, inner) = g (outer, inner) * scale, broadcast over R. */
 #define EXPAND_KERNEL(NAME, T)                                                           \
-    static void NAME(const T *g, T *y, int64_t outer, int64_t R, int64_t inner, double scale) \
+    CDDP_HOT static void NAME(const T *g, T *y, int64_t outer, int64_t R, int64_t inner, \
+                              double scale)                                              \
     {                                                                                    \
-        for (int64_t o = 0; o < outer; o++)                                              \
+        for (int64_t o = 0; o < outer; o++) {                                            \
+            if (inner == 1) {                                                            \
+                T v = (T)(g[o] * scale), *yr = y + o * R;                                \
+                for (int64_t r = 0; r < R; r++)                                          \
+                    yr[r] = v;                                                           \
+                continue;                                                                \
+            }                                                                            \
             for (int64_t r = 0; r < R; r++) {                                            \
                 T *yr = y + (o * R + r) * inner;                                         \
                 const T *gr = g + o * inner;                                             \
                 for (int64_t i = 0; i < inner; i++)                                      \
                     yr[i] = (T)(gr[i] * scale);                                          \
             }                                                                            \
+        }                                                                                \
     }
 EXPAND_KERNEL(expand_f32, float)
 EXPAND_KERNEL(expand_f64, double)
@@ -712,8 +696,8 @@ done:
             out[o] = (T)(sd ? sqrt(ss) : ss);                                            \
         }                                                                                \
     }
-VAR_KERNEL(var_f32, float, pw_sum_f32)
-VAR_KERNEL(var_f64, double, pw_sum_f64)
+VAR_KERNEL(var_f32, float, cddp_pw_sum_f32)
+VAR_KERNEL(var_f64, double, cddp_pw_sum_f64)
 
 /* var: gin = g * 2 (x - mean) / dof; std: gin = g (x - mean) / (dof * std), 0 where std == 0. */
 #define VAR_BACKWARD(NAME, T, PW)                                                        \
@@ -729,8 +713,8 @@ VAR_KERNEL(var_f64, double, pw_sum_f64)
                 gin[o * R + r] = (T)(s * ((double)xr[r] - m));                           \
         }                                                                                \
     }
-VAR_BACKWARD(var_bw_f32, float, pw_sum_f32)
-VAR_BACKWARD(var_bw_f64, double, pw_sum_f64)
+VAR_BACKWARD(var_bw_f32, float, cddp_pw_sum_f32)
+VAR_BACKWARD(var_bw_f64, double, cddp_pw_sum_f64)
 
 static int var_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {

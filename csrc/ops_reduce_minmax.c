@@ -11,7 +11,11 @@
  *
  * Layout legend: input as (outer, R, inner) with R the reduced extent (ops_reduce.h).
  */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")   /* lets the float selects vectorize (as clang) */
+#endif
 #include "ops_reduce.h"
+#include <math.h>
 #include <string.h>
 
 #define LANES 256
@@ -47,25 +51,56 @@ static PyObject *return_pair(int ismin, TensorObject *vals, TensorObject *idx)
 
 /* ---- kernels -------------------------------------------------------------------------- */
 
+/* Best of one contiguous row (R >= 1) and, when bi is not NULL, its first index. Floats: the
+ * vector max, then a vector search for the first element equal to it, or for the first NaN
+ * when there is one (a NaN beats any number). Integers and bool: one scalar pass. */
+#define FLOAT_ROW(NAME, T, SFX)                                                          \
+    static inline T NAME(const T *x, int64_t R, int ismin, int64_t *bi)                  \
+    {                                                                                    \
+        int nan;                                                                         \
+        T m = cddp_rowmax_##SFX(x, R, ismin, &nan);                                      \
+        if (nan)                                                                         \
+            m = (T)NAN;                                                                  \
+        if (!bi)                                                                         \
+            return m;                                                                    \
+        int64_t r = cddp_find_##SFX(x, R, m);                                            \
+        r = r < R ? r : 0;                                                               \
+        *bi = r;                                                                         \
+        return x[r];                                                                     \
+    }
+FLOAT_ROW(row_f32, float, f32)
+FLOAT_ROW(row_f64, double, f64)
+
+#define INT_ROW(NAME, T)                                                                 \
+    static inline T NAME(const T *x, int64_t R, int ismin, int64_t *bi)                  \
+    {                                                                                    \
+        T b = x[0];                                                                      \
+        int64_t best = 0;                                                                \
+        for (int64_t r = 1; r < R; r++)                                                  \
+            if (ismin ? x[r] < b : x[r] > b) {                                           \
+                b = x[r];                                                                \
+                best = r;                                                                \
+            }                                                                            \
+        if (bi)                                                                          \
+            *bi = best;                                                                  \
+        return b;                                                                        \
+    }
+INT_ROW(row_i64, int64_t)
+INT_ROW(row_i32, int32_t)
+INT_ROW(row_u8, uint8_t)
+
 /* vals/idx (outer, inner) = best over R of x (outer, R, inner); either output may be NULL.
- * `v CMP b` picks a strictly better value, so ties keep the first index; a NaN beats any
- * number and the first NaN stays (v != v is false for integer types). */
-#define SELECT_KERNEL(NAME, T, CMP)                                                      \
-    static void NAME(const T *x, T *vals, int64_t *idx, int64_t outer, int64_t R,        \
-                     int64_t inner)                                                      \
+ * Columns (inner > 1) run LANES positions at a time: `v CMP b` picks a strictly better value,
+ * so ties keep the first index; a NaN beats any number and the first NaN stays (v != v is
+ * false for integer types). */
+#define SELECT_KERNEL(NAME, T, ROW)                                                      \
+    CDDP_HOT static void NAME(const T *x, T *vals, int64_t *idx, int64_t outer,          \
+                              int64_t R, int64_t inner, int ismin)                       \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++) {                                            \
             if (inner == 1) {                                                            \
-                const T *xr = x + o * R;                                                 \
-                T b = xr[0];                                                             \
                 int64_t bi = 0;                                                          \
-                for (int64_t r = 1; r < R; r++) {                                        \
-                    T v = xr[r];                                                         \
-                    if (v CMP b || (v != v && b == b)) {                                 \
-                        b = v;                                                           \
-                        bi = r;                                                          \
-                    }                                                                    \
-                }                                                                        \
+                T b = ROW(x + o * R, R, ismin, idx ? &bi : NULL);                        \
                 if (vals)                                                                \
                     vals[o] = b;                                                         \
                 if (idx)                                                                 \
@@ -84,7 +119,8 @@ static PyObject *return_pair(int ismin, TensorObject *vals, TensorObject *idx)
                 for (int64_t r = 1; r < R; r++)                                          \
                     for (int64_t i = 0; i < nb; i++) {                                   \
                         T v = xb[r * inner + i];                                         \
-                        int take = (v CMP b[i]) | ((v != v) & (b[i] == b[i]));           \
+                        int take = (ismin ? v < b[i] : v > b[i]) |                       \
+                                   ((v != v) & (b[i] == b[i]));                          \
                         b[i] = take ? v : b[i];                                          \
                         bi[i] = take ? r : bi[i];                                        \
                     }                                                                    \
@@ -97,39 +133,29 @@ static PyObject *return_pair(int ismin, TensorObject *vals, TensorObject *idx)
             }                                                                            \
         }                                                                                \
     }
-SELECT_KERNEL(max_f32, float, >)
-SELECT_KERNEL(max_f64, double, >)
-SELECT_KERNEL(max_i64, int64_t, >)
-SELECT_KERNEL(max_i32, int32_t, >)
-SELECT_KERNEL(max_u8, uint8_t, >)
-SELECT_KERNEL(min_f32, float, <)
-SELECT_KERNEL(min_f64, double, <)
-SELECT_KERNEL(min_i64, int64_t, <)
-SELECT_KERNEL(min_i32, int32_t, <)
-SELECT_KERNEL(min_u8, uint8_t, <)
+SELECT_KERNEL(select_f32, float, row_f32)
+SELECT_KERNEL(select_f64, double, row_f64)
+SELECT_KERNEL(select_i64, int64_t, row_i64)
+SELECT_KERNEL(select_i32, int32_t, row_i32)
+SELECT_KERNEL(select_u8, uint8_t, row_u8)
 
 static void select_run(cddp_dtype dt, int ismin, const void *x, void *vals, int64_t *idx,
                        const cddp_rplan *p)
 {
     int64_t o = p->outer, R = p->R, in = p->inner;
-    switch (dt * 2 + ismin) {
-    case CDDP_FLOAT32 * 2: max_f32(x, vals, idx, o, R, in); break;
-    case CDDP_FLOAT32 * 2 + 1: min_f32(x, vals, idx, o, R, in); break;
-    case CDDP_FLOAT64 * 2: max_f64(x, vals, idx, o, R, in); break;
-    case CDDP_FLOAT64 * 2 + 1: min_f64(x, vals, idx, o, R, in); break;
-    case CDDP_INT64 * 2: max_i64(x, vals, idx, o, R, in); break;
-    case CDDP_INT64 * 2 + 1: min_i64(x, vals, idx, o, R, in); break;
-    case CDDP_INT32 * 2: max_i32(x, vals, idx, o, R, in); break;
-    case CDDP_INT32 * 2 + 1: min_i32(x, vals, idx, o, R, in); break;
-    case CDDP_BOOL * 2: max_u8(x, vals, idx, o, R, in); break;
-    default: min_u8(x, vals, idx, o, R, in); break;
+    switch (dt) {
+    case CDDP_FLOAT32: select_f32(x, vals, idx, o, R, in, ismin); break;
+    case CDDP_FLOAT64: select_f64(x, vals, idx, o, R, in, ismin); break;
+    case CDDP_INT64: select_i64(x, vals, idx, o, R, in, ismin); break;
+    case CDDP_INT32: select_i32(x, vals, idx, o, R, in, ismin); break;
+    default: select_u8(x, vals, idx, o, R, in, ismin); break;
     }
 }
 
 /* gin (outer, R, inner) = g / count where x equals the selected value m (NaN matches NaN),
  * else 0: torch's evenly_distribute_backward / amax backward. */
 #define EVEN_BACKWARD(NAME, T)                                                           \
-    static void NAME(const T *x, const T *m, const T *g, T *gin, int64_t outer,          \
+    CDDP_HOT static void NAME(const T *x, const T *m, const T *g, T *gin, int64_t outer,          \
                      int64_t R, int64_t inner)                                           \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++)                                              \

@@ -13,6 +13,12 @@
  *
  * Layout legend: input as (outer, R, inner), R the softmax dim (ops_reduce.h).
  */
+/* The float selects in cddp_exp_f32 must stay selects for the loops to vectorize: GCC keeps
+ * them as branches unless told FP operations do not trap (clang's default already). The
+ * results are the same either way. */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-trapping-math")
+#endif
 #include "ops_reduce.h"
 #include <math.h>
 
@@ -20,32 +26,37 @@
 
 /* ---- kernels -------------------------------------------------------------------------- */
 
-#define SOFTMAX_KERNEL(NAME, T, EXP)                                                     \
-    static void NAME(const T *x, T *y, int64_t outer, int64_t R, int64_t inner, int lg)  \
+static inline double exp_f64(double x)
+{
+    return exp(x);
+}
+#define EXP_f32 cddp_exp_f32
+#define EXP_f64 exp_f64
+
+/* y (outer, R, inner) = softmax (lg: log_softmax) over R of x. Rows (inner == 1) take the
+ * vector path: max, exp into y, pairwise sum of y, then scale (or x - max - log(sum)).
+ * A row holding a NaN comes out all NaN, as in torch. */
+#define SOFTMAX_KERNEL(NAME, T, SFX)                                                     \
+    CDDP_HOT static void NAME(const T *x, T *y, int64_t outer, int64_t R, int64_t inner, \
+                              int lg)                                                    \
     {                                                                                    \
-        for (int64_t o = 0; o < outer; o++) {                                            \
+        for (int64_t o = 0; o < outer && R > 0; o++) {                                   \
             if (inner == 1) {                                                            \
                 const T *xr = x + o * R;                                                 \
                 T *yr = y + o * R;                                                       \
-                T m = -INFINITY;                                                         \
-                double s = 0.;                                                           \
+                int nan;                                                                 \
+                T m = cddp_rowmax_##SFX(xr, R, 0, &nan);                                 \
                 for (int64_t r = 0; r < R; r++)                                          \
-                    m = xr[r] > m ? xr[r] : m;                                           \
+                    yr[r] = EXP_##SFX(xr[r] - m);                                        \
+                double s = cddp_pw_sum_##SFX(yr, R);                                     \
                 if (lg) {                                                                \
-                    for (int64_t r = 0; r < R; r++)                                      \
-                        s += EXP(xr[r] - m);                                             \
                     T lse = (T)log(s);                                                   \
                     for (int64_t r = 0; r < R; r++)                                      \
                         yr[r] = (xr[r] - m) - lse;                                       \
                 } else {                                                                 \
-                    for (int64_t r = 0; r < R; r++) {                                    \
-                        T e = EXP(xr[r] - m);                                            \
-                        yr[r] = e;                                                       \
-                        s += e;                                                          \
-                    }                                                                    \
-                    double inv = 1. / s;                                                 \
+                    T inv = (T)(1. / s);                                                 \
                     for (int64_t r = 0; r < R; r++)                                      \
-                        yr[r] = (T)(yr[r] * inv);                                        \
+                        yr[r] *= inv;                                                    \
                 }                                                                        \
                 continue;                                                                \
             }                                                                            \
@@ -56,17 +67,16 @@
                 const T *xb = x + o * R * inner + i0;                                    \
                 T *yb = y + o * R * inner + i0;                                          \
                 for (int64_t i = 0; i < nb; i++) {                                       \
-                    m[i] = -INFINITY;                                                    \
+                    m[i] = xb[i];                                                        \
                     s[i] = 0.;                                                           \
                 }                                                                        \
-                for (int64_t r = 0; r < R; r++)                                          \
+                for (int64_t r = 1; r < R; r++)                                          \
                     for (int64_t i = 0; i < nb; i++)                                     \
                         m[i] = xb[r * inner + i] > m[i] ? xb[r * inner + i] : m[i];      \
                 for (int64_t r = 0; r < R; r++)                                          \
                     for (int64_t i = 0; i < nb; i++) {                                   \
-                        T e = EXP(xb[r * inner + i] - m[i]);                             \
-                        if (!lg)                                                         \
-                            yb[r * inner + i] = e;                                       \
+                        T e = EXP_##SFX(xb[r * inner + i] - m[i]);                       \
+                        yb[r * inner + i] = e;                                           \
                         s[i] += e;                                                       \
                     }                                                                    \
                 for (int64_t i = 0; i < nb; i++)                                         \
@@ -79,15 +89,32 @@
             }                                                                            \
         }                                                                                \
     }
-SOFTMAX_KERNEL(softmax_f32, float, expf)
-SOFTMAX_KERNEL(softmax_f64, double, exp)
+SOFTMAX_KERNEL(softmax_f32, float, f32)
+SOFTMAX_KERNEL(softmax_f64, double, f64)
 
-/* gin from g and the saved output y, both (outer, R, inner). */
-#define SOFTMAX_BACKWARD(NAME, T, EXP)                                                   \
-    static void NAME(const T *y, const T *g, T *gin, int64_t outer, int64_t R,           \
-                     int64_t inner, int lg)                                              \
+/* gin from g and the saved output y, both (outer, R, inner). Rows use gin as scratch for
+ * the products g * y so the sum is a vectorized pairwise one. */
+#define SOFTMAX_BACKWARD(NAME, T, SFX)                                                   \
+    CDDP_HOT static void NAME(const T *y, const T *g, T *gin, int64_t outer, int64_t R,  \
+                              int64_t inner, int lg)                                     \
     {                                                                                    \
-        for (int64_t o = 0; o < outer; o++)                                              \
+        for (int64_t o = 0; o < outer && R > 0; o++) {                                   \
+            if (inner == 1) {                                                            \
+                const T *yr = y + o * R, *gr = g + o * R;                                \
+                T *dr = gin + o * R;                                                     \
+                if (lg) {                                                                \
+                    T s = (T)cddp_pw_sum_##SFX(gr, R);                                   \
+                    for (int64_t r = 0; r < R; r++)                                      \
+                        dr[r] = gr[r] - EXP_##SFX(yr[r]) * s;                            \
+                } else {                                                                 \
+                    for (int64_t r = 0; r < R; r++)                                      \
+                        dr[r] = gr[r] * yr[r];                                           \
+                    T s = (T)cddp_pw_sum_##SFX(dr, R);                                   \
+                    for (int64_t r = 0; r < R; r++)                                      \
+                        dr[r] = yr[r] * (gr[r] - s);                                     \
+                }                                                                        \
+                continue;                                                                \
+            }                                                                            \
             for (int64_t i0 = 0; i0 < inner; i0 += LANES) {                              \
                 double s[LANES];                                                         \
                 int64_t nb = inner - i0 < LANES ? inner - i0 : LANES;                    \
@@ -97,18 +124,19 @@ SOFTMAX_KERNEL(softmax_f64, double, exp)
                 for (int64_t r = 0; r < R; r++)                                          \
                     for (int64_t i = 0; i < nb; i++) {                                   \
                         int64_t k = base + r * inner + i;                                \
-                        s[i] += lg ? (double)g[k] : (double)g[k] * y[k];                 \
+                        s[i] += lg ? (double)g[k] : (double)(g[k] * y[k]);               \
                     }                                                                    \
                 for (int64_t r = 0; r < R; r++)                                          \
                     for (int64_t i = 0; i < nb; i++) {                                   \
                         int64_t k = base + r * inner + i;                                \
-                        gin[k] = lg ? (T)(g[k] - EXP(y[k]) * s[i])                       \
-                                    : (T)(y[k] * (g[k] - s[i]));                         \
+                        gin[k] = lg ? (T)(g[k] - EXP_##SFX(y[k]) * (T)s[i])              \
+                                    : (T)(y[k] * (g[k] - (T)s[i]));                      \
                     }                                                                    \
             }                                                                            \
+        }                                                                                \
     }
-SOFTMAX_BACKWARD(softmax_bw_f32, float, expf)
-SOFTMAX_BACKWARD(softmax_bw_f64, double, exp)
+SOFTMAX_BACKWARD(softmax_bw_f32, float, f32)
+SOFTMAX_BACKWARD(softmax_bw_f64, double, f64)
 
 /* ---- softmax / log_softmax ------------------------------------------------------------ */
 
@@ -274,37 +302,47 @@ PyObject *cddp_reduce_fn_log_softmax(PyObject *m, PyObject *const *args, Py_ssiz
 /* ---- logsumexp ------------------------------------------------------------------------ */
 
 /* Rows (outer, R): out = m + log(sum(exp(x - m))), m the row max with +-inf replaced by 0 as
- * torch does (so all -inf rows give -inf, not NaN). */
-#define LSE_KERNEL(NAME, T, EXP)                                                         \
-    static void NAME(const T *x, T *out, int64_t outer, int64_t R)                       \
+ * torch does (so all -inf rows give -inf, not NaN). The exps go through a block buffer so
+ * both they and the pairwise sum vectorize. */
+#define LSE_KERNEL(NAME, T, SFX)                                                         \
+    CDDP_HOT static void NAME(const T *x, T *out, int64_t outer, int64_t R)              \
     {                                                                                    \
+        T buf[CDDP_PW_BLOCK];                                                            \
         for (int64_t o = 0; o < outer; o++) {                                            \
             const T *xr = x + o * R;                                                     \
-            T m = -INFINITY;                                                             \
-            double s = 0.;                                                               \
-            for (int64_t r = 0; r < R; r++)                                              \
-                m = xr[r] > m ? xr[r] : m;                                               \
+            cddp_pw_acc acc = {.depth = 0, .count = 0};                                  \
+            int nan;                                                                     \
+            T m = R ? cddp_rowmax_##SFX(xr, R, 0, &nan) : (T)0;                          \
+            int64_t b = 0;                                                               \
+            double s;                                                                    \
             if (isinf(m))                                                                \
                 m = 0;                                                                   \
-            for (int64_t r = 0; r < R; r++)                                              \
-                s += EXP(xr[r] - m);                                                     \
-            out[o] = (T)(log(s) + m);                                                    \
+            for (;; b += CDDP_PW_BLOCK) {                                                \
+                int nb = (int)(R - b < CDDP_PW_BLOCK ? R - b : CDDP_PW_BLOCK);           \
+                for (int i = 0; i < nb; i++)                                             \
+                    buf[i] = EXP_##SFX(xr[b + i] - m);                                   \
+                s = cddp_pw_sum_##SFX##_block(buf, nb);                                  \
+                if (nb < CDDP_PW_BLOCK || b + CDDP_PW_BLOCK == R)                        \
+                    break;                                                               \
+                cddp_pw_push(&acc, s);                                                   \
+            }                                                                            \
+            out[o] = (T)(log(cddp_pw_total(&acc, s)) + m);                               \
         }                                                                                \
     }
-LSE_KERNEL(lse_f32, float, expf)
-LSE_KERNEL(lse_f64, double, exp)
+LSE_KERNEL(lse_f32, float, f32)
+LSE_KERNEL(lse_f64, double, f64)
 
 /* Rows: gin = g * exp(x - out). */
 #define LSE_BACKWARD(NAME, T, EXP)                                                       \
-    static void NAME(const T *x, const T *out, const T *g, T *gin, int64_t outer,        \
+    CDDP_HOT static void NAME(const T *x, const T *out, const T *g, T *gin, int64_t outer,        \
                      int64_t R)                                                          \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++)                                              \
             for (int64_t r = 0; r < R; r++)                                              \
                 gin[o * R + r] = g[o] * EXP(x[o * R + r] - out[o]);                      \
     }
-LSE_BACKWARD(lse_bw_f32, float, expf)
-LSE_BACKWARD(lse_bw_f64, double, exp)
+LSE_BACKWARD(lse_bw_f32, float, EXP_f32)
+LSE_BACKWARD(lse_bw_f64, double, EXP_f64)
 
 /* saved: 0 = input, 1 = output */
 static int logsumexp_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
