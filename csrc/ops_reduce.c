@@ -4,7 +4,8 @@
  *   sum(dim=None, keepdim=False, *, dtype=None)     SumBackward0 / SumBackward1
  *   mean(dim=None, keepdim=False, *, dtype=None)    MeanBackward0 / MeanBackward1
  *   prod(dim=None, keepdim=False, *, dtype=None)    ProdBackward0 / ProdBackward1
- *   var/std(dim=None, unbiased=True, keepdim=False, *, correction=None)   VarBackward0 / StdBackward0
+ *   var/std(dim=None, unbiased=True, keepdim=False, *, correction=None)
+ *                                                   VarBackward0 / StdBackward0
  *   cumsum(dim, *, dtype=None)                      CumsumBackward0
  *   all/any(dim=None, keepdim=False)                (bool, no gradient)
  * and holds the method tables of ops_reduce_minmax.c, ops_reduce_norm.c and ops_softmax.c.
@@ -370,7 +371,7 @@ TensorObject *cddp_rplan_grad(const cddp_rplan *p, TensorObject *g, cddp_dtype d
                 out[o] = (T)(PW(x + o * R, R) / div);                                    \
             return;                                                                      \
         }                                                                                \
-        /* columns: four rows per pass halve the traffic on the accumulators */         \
+        /* columns: four rows per pass halve the traffic on the accumulators */          \
         for (int64_t o = 0; o < outer; o++)                                              \
             for (int64_t i0 = 0; i0 < inner; i0 += LANES) {                              \
                 double acc[LANES];                                                       \
@@ -446,10 +447,10 @@ static int sum_backward(NodeObject *self, TensorObject **gout, TensorObject **gi
         goto done;
     int64_t n = p.outer * p.R * p.inner;
     if (dt == CDDP_FLOAT32)
-        CDDP_REDUCE_NOGIL(n, expand_f32((float *)cddp_reduce_ptr(g), (float *)cddp_reduce_ptr(y), p.outer,
+        CDDP_REDUCE_NOGIL(n, expand_f32(RDATA(g), RDATA(y), p.outer,
                                         p.R, p.inner, self->d[0]));
     else
-        CDDP_REDUCE_NOGIL(n, expand_f64((double *)cddp_reduce_ptr(g), (double *)cddp_reduce_ptr(y), p.outer,
+        CDDP_REDUCE_NOGIL(n, expand_f64(RDATA(g), RDATA(y), p.outer,
                                         p.R, p.inner, self->d[0]));
     gin[0] = cddp_rplan_unlayout(&p, y);
     rc = gin[0] ? 0 : -1;
@@ -488,7 +489,7 @@ static PyObject *sum_mean(TensorObject *x, PyObject *dimo, PyObject *keepo, PyOb
     if (!(out = cddp_tensor_new(acc_dt, p.out_ndim, p.out_shape, 0)))
         goto done;
     int64_t n = p.outer * p.R * p.inner;
-    void *xp = cddp_reduce_ptr(xl), *op = cddp_reduce_ptr(out);
+    void *xp = RDATA(xl), *op = RDATA(out);
     if (acc_dt == CDDP_FLOAT32)
         CDDP_REDUCE_NOGIL(n, sum_f32(xp, op, p.outer, p.R, p.inner, mean));
     else if (acc_dt == CDDP_FLOAT64)
@@ -604,9 +605,9 @@ static int prod_backward(NodeObject *self, TensorObject **gout, TensorObject **g
         !(y = cddp_rplan_new_layout(&p, dt, 0)))
         goto done;
     if (dt == CDDP_FLOAT32)
-        prod_bw_f32(cddp_reduce_ptr(xl), cddp_reduce_ptr(g), cddp_reduce_ptr(y), p.outer, p.R);
+        prod_bw_f32(RDATA(xl), RDATA(g), RDATA(y), p.outer, p.R);
     else
-        prod_bw_f64(cddp_reduce_ptr(xl), cddp_reduce_ptr(g), cddp_reduce_ptr(y), p.outer, p.R);
+        prod_bw_f64(RDATA(xl), RDATA(g), RDATA(y), p.outer, p.R);
     gin[0] = cddp_rplan_unlayout(&p, y);
     rc = gin[0] ? 0 : -1;
 done:
@@ -644,7 +645,7 @@ static PyObject *tensor_prod(PyObject *self, PyObject *const *args, Py_ssize_t n
         !(out = cddp_tensor_new(acc_dt, p.out_ndim, p.out_shape, 0)))
         goto done;
     int64_t n = p.outer * p.R * p.inner;
-    void *xp = cddp_reduce_ptr(xl), *op = cddp_reduce_ptr(out);
+    void *xp = RDATA(xl), *op = RDATA(out);
     if (acc_dt == CDDP_FLOAT32)
         CDDP_REDUCE_NOGIL(n, prod_f32(xp, op, p.outer, p.R, p.inner));
     else if (acc_dt == CDDP_FLOAT64)
@@ -730,11 +731,11 @@ static int var_backward(NodeObject *self, TensorObject **gout, TensorObject **gi
     if (!(xl = cddp_rplan_layout(&p, x, dt)) || !(g = cddp_rplan_grad(&p, gout[0], dt)) ||
         (sd && !(rl = cddp_rplan_grad(&p, res, dt))) || !(y = cddp_rplan_new_layout(&p, dt, 0)))
         goto done;
-    void *rp = rl ? cddp_reduce_ptr(rl) : NULL;
+    void *rp = rl ? RDATA(rl) : NULL;
     if (dt == CDDP_FLOAT32)
-        var_bw_f32(cddp_reduce_ptr(xl), cddp_reduce_ptr(g), rp, cddp_reduce_ptr(y), p.outer, p.R, self->d[0], sd);
+        var_bw_f32(RDATA(xl), RDATA(g), rp, RDATA(y), p.outer, p.R, self->d[0], sd);
     else
-        var_bw_f64(cddp_reduce_ptr(xl), cddp_reduce_ptr(g), rp, cddp_reduce_ptr(y), p.outer, p.R, self->d[0], sd);
+        var_bw_f64(RDATA(xl), RDATA(g), rp, RDATA(y), p.outer, p.R, self->d[0], sd);
     gin[0] = cddp_rplan_unlayout(&p, y);
     rc = gin[0] ? 0 : -1;
 done:
@@ -797,9 +798,9 @@ static PyObject *var_std(TensorObject *x, PyObject *const *args, Py_ssize_t narg
         goto done;
     int64_t n = p.outer * p.R;
     if (x->dtype == CDDP_FLOAT32)
-        CDDP_REDUCE_NOGIL(n, var_f32(cddp_reduce_ptr(xl), cddp_reduce_ptr(out), p.outer, p.R, dof, sd));
+        CDDP_REDUCE_NOGIL(n, var_f32(RDATA(xl), RDATA(out), p.outer, p.R, dof, sd));
     else
-        CDDP_REDUCE_NOGIL(n, var_f64(cddp_reduce_ptr(xl), cddp_reduce_ptr(out), p.outer, p.R, dof, sd));
+        CDDP_REDUCE_NOGIL(n, var_f64(RDATA(xl), RDATA(out), p.outer, p.R, dof, sd));
     NodeObject *node = cddp_maybe_node(sd ? "StdBackward0" : "VarBackward0", var_backward, 1,
                                        &x, &err);
     if (err)
@@ -884,7 +885,7 @@ static int cumsum_backward(NodeObject *self, TensorObject **gout, TensorObject *
         Py_XDECREF(g);
         return -1;
     }
-    cumsum_run(dt, cddp_reduce_ptr(g), cddp_reduce_ptr(y), &p, 1);
+    cumsum_run(dt, RDATA(g), RDATA(y), &p, 1);
     Py_DECREF(g);
     gin[0] = y;
     return 0;
@@ -913,7 +914,7 @@ static PyObject *tensor_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t
     cddp_rplan_init(&p, x->ndim, x->shape, x->ndim ? 1u << d : 0, 1, 0);
     if (!(xl = cddp_rplan_layout(&p, x, acc_dt)) || !(out = cddp_rplan_new_layout(&p, acc_dt, 0)))
         goto done;
-    cumsum_run(acc_dt, cddp_reduce_ptr(xl), cddp_reduce_ptr(out), &p, 0);
+    cumsum_run(acc_dt, RDATA(xl), RDATA(out), &p, 0);
     if (out_dt != acc_dt) {
         res = cddp_tensor_cast_raw(out, out_dt);
         Py_SETREF(out, res);
@@ -980,7 +981,7 @@ static PyObject *all_any(TensorObject *x, PyObject *const *args, Py_ssize_t narg
     out = cddp_tensor_new(CDDP_BOOL, p.out_ndim, p.out_shape, 0);
     if (out)
         CDDP_REDUCE_NOGIL(p.outer * p.R * p.inner,
-                          all_any_u8((uint8_t *)cddp_reduce_ptr(xl), (uint8_t *)cddp_reduce_ptr(out),
+                          all_any_u8(RDATA(xl), RDATA(out),
                                      p.outer, p.R, p.inner, any));
     Py_DECREF(xl);
     return (PyObject *)out;

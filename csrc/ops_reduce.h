@@ -30,7 +30,7 @@
 /* Hot kernels are compiled twice, for AVX2 and for the baseline ISA, and the loader picks the
  * clone the CPU supports (GCC/clang target_clones, an ifunc). Results are identical: no FMA
  * contraction (-std=c11) and the same operation order in both clones. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && \
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) &&                    \
     !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_CLONES)
 #define CDDP_HOT __attribute__((target_clones("avx2", "default")))
 #else
@@ -202,7 +202,7 @@ static inline double cddp_pw_total(cddp_pw_acc *a, double tail)
         for (; i + 8 <= n; i += 8)                                                       \
             for (int k = 0; k < 8; k++)                                                  \
                 a[k] += (double)x[i + k];                                                \
-        double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));   \
+        double s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));    \
         for (; i < n; i++)                                                               \
             s += (double)x[i];                                                           \
         return s;                                                                        \
@@ -219,7 +219,7 @@ CDDP_PW_SUM(cddp_pw_sum_f32, float)
 CDDP_PW_SUM(cddp_pw_sum_f64, double)
 
 /* Untyped data pointer, so kernels taking typed pointers need no casts at call sites. */
-static inline void *cddp_reduce_ptr(const TensorObject *t) { return cddp_data(t); }
+#define RDATA(t) ((void *)cddp_data(t))
 
 /* ---- arguments ------------------------------------------------------------------------ */
 

@@ -155,7 +155,7 @@ static void select_run(cddp_dtype dt, int ismin, const void *x, void *vals, int6
 /* gin (outer, R, inner) = g / count where x equals the selected value m (NaN matches NaN),
  * else 0: torch's evenly_distribute_backward / amax backward. */
 #define EVEN_BACKWARD(NAME, T)                                                           \
-    CDDP_HOT static void NAME(const T *x, const T *m, const T *g, T *gin, int64_t outer,          \
+    CDDP_HOT static void NAME(const T *x, const T *m, const T *g, T *gin, int64_t outer, \
                      int64_t R, int64_t inner)                                           \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++)                                              \
@@ -217,11 +217,11 @@ static int even_backward(NodeObject *self, TensorObject **gout, TensorObject **g
         goto done;
     int64_t n = p.outer * p.R * p.inner;
     if (dt == CDDP_FLOAT32)
-        CDDP_REDUCE_NOGIL(n, even_bw_f32(cddp_reduce_ptr(xl), cddp_reduce_ptr(ml), cddp_reduce_ptr(g),
-                                         cddp_reduce_ptr(y), p.outer, p.R, p.inner));
+        CDDP_REDUCE_NOGIL(n, even_bw_f32(RDATA(xl), RDATA(ml), RDATA(g),
+                                         RDATA(y), p.outer, p.R, p.inner));
     else
-        CDDP_REDUCE_NOGIL(n, even_bw_f64(cddp_reduce_ptr(xl), cddp_reduce_ptr(ml), cddp_reduce_ptr(g),
-                                         cddp_reduce_ptr(y), p.outer, p.R, p.inner));
+        CDDP_REDUCE_NOGIL(n, even_bw_f64(RDATA(xl), RDATA(ml), RDATA(g),
+                                         RDATA(y), p.outer, p.R, p.inner));
     gin[0] = cddp_rplan_unlayout(&p, y);
     rc = gin[0] ? 0 : -1;
 done:
@@ -248,9 +248,9 @@ static int scatter_backward(NodeObject *self, TensorObject **gout, TensorObject 
         !(y = cddp_rplan_new_layout(&p, dt, 0)))
         goto done;
     if (dt == CDDP_FLOAT32)
-        scatter_bw_f32(cddp_reduce_ptr(il), cddp_reduce_ptr(g), cddp_reduce_ptr(y), p.outer, p.R, p.inner);
+        scatter_bw_f32(RDATA(il), RDATA(g), RDATA(y), p.outer, p.R, p.inner);
     else
-        scatter_bw_f64(cddp_reduce_ptr(il), cddp_reduce_ptr(g), cddp_reduce_ptr(y), p.outer, p.R, p.inner);
+        scatter_bw_f64(RDATA(il), RDATA(g), RDATA(y), p.outer, p.R, p.inner);
     gin[0] = cddp_rplan_unlayout(&p, y);
     rc = gin[0] ? 0 : -1;
 done:
@@ -292,9 +292,9 @@ static int select_reduce(const char *fname, const char *node_name, TensorObject 
     if (((want & 1) && !(*vals = cddp_tensor_new(x->dtype, p.out_ndim, p.out_shape, 0))) ||
         ((want & 2) && !(*idx = cddp_tensor_new(CDDP_INT64, p.out_ndim, p.out_shape, 0))))
         goto fail;
-    void *vp = *vals ? cddp_reduce_ptr(*vals) : NULL;
-    int64_t *ip = *idx ? (int64_t *)cddp_reduce_ptr(*idx) : NULL;
-    CDDP_REDUCE_NOGIL(p.outer * p.R * p.inner, select_run(x->dtype, ismin, cddp_reduce_ptr(xl), vp,
+    void *vp = *vals ? RDATA(*vals) : NULL;
+    int64_t *ip = *idx ? (int64_t *)RDATA(*idx) : NULL;
+    CDDP_REDUCE_NOGIL(p.outer * p.R * p.inner, select_run(x->dtype, ismin, RDATA(xl), vp,
                                                           ip, &p));
     Py_CLEAR(xl);
     if (*vals && cddp_is_floating(x->dtype)) {

@@ -19,7 +19,7 @@
 /* ---- kernels -------------------------------------------------------------------------- */
 
 #define NORM_KERNEL(NAME, T)                                                             \
-    CDDP_HOT static void NAME(const T *x, T *out, int64_t outer, int64_t R, double p)             \
+    CDDP_HOT static void NAME(const T *x, T *out, int64_t outer, int64_t R, double p)    \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++) {                                            \
             const T *xr = x + o * R;                                                     \
@@ -130,11 +130,11 @@ static int norm_backward(NodeObject *self, TensorObject **gout, TensorObject **g
         goto done;
     int64_t n = p.outer * p.R;
     if (dt == CDDP_FLOAT32)
-        CDDP_REDUCE_NOGIL(n, norm_bw_f32(cddp_reduce_ptr(xl), cddp_reduce_ptr(ol), cddp_reduce_ptr(g),
-                                         cddp_reduce_ptr(y), p.outer, p.R, self->d[0]));
+        CDDP_REDUCE_NOGIL(n, norm_bw_f32(RDATA(xl), RDATA(ol), RDATA(g),
+                                         RDATA(y), p.outer, p.R, self->d[0]));
     else
-        CDDP_REDUCE_NOGIL(n, norm_bw_f64(cddp_reduce_ptr(xl), cddp_reduce_ptr(ol), cddp_reduce_ptr(g),
-                                         cddp_reduce_ptr(y), p.outer, p.R, self->d[0]));
+        CDDP_REDUCE_NOGIL(n, norm_bw_f64(RDATA(xl), RDATA(ol), RDATA(g),
+                                         RDATA(y), p.outer, p.R, self->d[0]));
     Py_SETREF(y, cddp_rplan_unlayout(&p, y));
     if (y)
         gin[0] = cddp_tensor_cast_raw(y, self->meta[0].dtype);
@@ -212,9 +212,9 @@ static PyObject *norm_impl(const char *fname, TensorObject *x, PyObject *po, PyO
         goto done;
     int64_t n = pl.outer * pl.R;
     if (dt == CDDP_FLOAT32)
-        CDDP_REDUCE_NOGIL(n, norm_f32(cddp_reduce_ptr(xl), cddp_reduce_ptr(out), pl.outer, pl.R, p));
+        CDDP_REDUCE_NOGIL(n, norm_f32(RDATA(xl), RDATA(out), pl.outer, pl.R, p));
     else
-        CDDP_REDUCE_NOGIL(n, norm_f64(cddp_reduce_ptr(xl), cddp_reduce_ptr(out), pl.outer, pl.R, p));
+        CDDP_REDUCE_NOGIL(n, norm_f64(RDATA(xl), RDATA(out), pl.outer, pl.R, p));
     NodeObject *node = cddp_maybe_node("LinalgVectorNormBackward0", norm_backward, 1, &x, &err);
     if (err)
         goto done;

@@ -158,10 +158,10 @@ static int softmax_backward(NodeObject *self, TensorObject **gout, TensorObject 
         goto done;
     int64_t n = p.outer * p.R * p.inner;
     if (dt == CDDP_FLOAT32)
-        CDDP_REDUCE_NOGIL(n, softmax_bw_f32(cddp_reduce_ptr(yl), cddp_reduce_ptr(g), cddp_reduce_ptr(r), p.outer,
+        CDDP_REDUCE_NOGIL(n, softmax_bw_f32(RDATA(yl), RDATA(g), RDATA(r), p.outer,
                                             p.R, p.inner, lg));
     else
-        CDDP_REDUCE_NOGIL(n, softmax_bw_f64(cddp_reduce_ptr(yl), cddp_reduce_ptr(g), cddp_reduce_ptr(r), p.outer,
+        CDDP_REDUCE_NOGIL(n, softmax_bw_f64(RDATA(yl), RDATA(g), RDATA(r), p.outer,
                                             p.R, p.inner, lg));
     gin[0] = cddp_tensor_cast_raw(r, self->meta[0].dtype);   /* softmax(dtype=) casts back */
     rc = gin[0] ? 0 : -1;
@@ -203,10 +203,10 @@ static PyObject *softmax_impl(TensorObject *x, PyObject *dimo, PyObject *dto, in
         goto done;
     int64_t n = p.outer * p.R * p.inner;
     if (dt == CDDP_FLOAT32)
-        CDDP_REDUCE_NOGIL(n, softmax_f32(cddp_reduce_ptr(xl), cddp_reduce_ptr(out), p.outer, p.R, p.inner,
+        CDDP_REDUCE_NOGIL(n, softmax_f32(RDATA(xl), RDATA(out), p.outer, p.R, p.inner,
                                          lg));
     else
-        CDDP_REDUCE_NOGIL(n, softmax_f64(cddp_reduce_ptr(xl), cddp_reduce_ptr(out), p.outer, p.R, p.inner,
+        CDDP_REDUCE_NOGIL(n, softmax_f64(RDATA(xl), RDATA(out), p.outer, p.R, p.inner,
                                          lg));
     if (cddp_is_floating(x->dtype)) {
         NodeObject *node = cddp_maybe_node(lg ? "LogSoftmaxBackward0" : "SoftmaxBackward0",
@@ -334,7 +334,7 @@ LSE_KERNEL(lse_f64, double, f64)
 
 /* Rows: gin = g * exp(x - out). */
 #define LSE_BACKWARD(NAME, T, EXP)                                                       \
-    CDDP_HOT static void NAME(const T *x, const T *out, const T *g, T *gin, int64_t outer,        \
+    CDDP_HOT static void NAME(const T *x, const T *out, const T *g, T *gin, int64_t outer, \
                      int64_t R)                                                          \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++)                                              \
@@ -360,9 +360,9 @@ static int logsumexp_backward(NodeObject *self, TensorObject **gout, TensorObjec
         !(g = cddp_rplan_grad(&p, gout[0], dt)) || !(y = cddp_rplan_new_layout(&p, dt, 0)))
         goto done;
     if (dt == CDDP_FLOAT32)
-        lse_bw_f32(cddp_reduce_ptr(xl), cddp_reduce_ptr(ol), cddp_reduce_ptr(g), cddp_reduce_ptr(y), p.outer, p.R);
+        lse_bw_f32(RDATA(xl), RDATA(ol), RDATA(g), RDATA(y), p.outer, p.R);
     else
-        lse_bw_f64(cddp_reduce_ptr(xl), cddp_reduce_ptr(ol), cddp_reduce_ptr(g), cddp_reduce_ptr(y), p.outer, p.R);
+        lse_bw_f64(RDATA(xl), RDATA(ol), RDATA(g), RDATA(y), p.outer, p.R);
     gin[0] = cddp_rplan_unlayout(&p, y);
     rc = gin[0] ? 0 : -1;
 done:
@@ -398,9 +398,9 @@ PyObject *cddp_reduce_logsumexp(PyObject *self, PyObject *const *args, Py_ssize_
         goto done;
     int64_t n = p.outer * p.R;
     if (dt == CDDP_FLOAT32)
-        CDDP_REDUCE_NOGIL(n, lse_f32(cddp_reduce_ptr(xl), cddp_reduce_ptr(out), p.outer, p.R));
+        CDDP_REDUCE_NOGIL(n, lse_f32(RDATA(xl), RDATA(out), p.outer, p.R));
     else
-        CDDP_REDUCE_NOGIL(n, lse_f64(cddp_reduce_ptr(xl), cddp_reduce_ptr(out), p.outer, p.R));
+        CDDP_REDUCE_NOGIL(n, lse_f64(RDATA(xl), RDATA(out), p.outer, p.R));
     if (cddp_is_floating(x->dtype)) {
         NodeObject *node = cddp_maybe_node("LogsumexpBackward0", logsumexp_backward, 1, &x, &err);
         if (err)

@@ -257,6 +257,62 @@ def test_max_gradients_ties():
     close(x.grad, [[1, 0, 0], [0, 2, 3]])
 
 
+@pytest.mark.parametrize("length", [1, 7, 8, 31, 63, 64, 65, 100, 257, 1000])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_long_rows_take_the_vector_paths(length, dtype):
+    """Rows long enough for the 32-wide max, the 8-wide search and the 128-element pairwise
+    blocks, with ties, NaNs and infinities placed at varied positions."""
+    rng = np.random.default_rng(length)
+    a = rng.integers(-50, 50, (6, length)).astype(dtype)     # many ties
+    a[1, rng.integers(0, length)] = np.nan                    # one NaN
+    a[2, -1] = np.nan                                         # NaN last
+    a[3, :] = -np.inf
+    a[4, rng.integers(0, length)] = np.inf
+    a[5, 0] = np.nan if length > 1 else 1.0
+    if length > 1:
+        a[5, -1] = np.nan
+    x = t(a)
+    for fn, nf, af in (("max", np.max, np.argmax), ("min", np.min, np.argmin)):
+        v, i = getattr(x, fn)(1)
+        np.testing.assert_array_equal(n(v), nf(a, axis=1))
+        np.testing.assert_array_equal(n(i), af(a, axis=1))
+        np.testing.assert_array_equal(n(getattr(x, "a" + fn)(1)), nf(a, axis=1))
+        xt = cddp.from_numpy(np.ascontiguousarray(a.T))        # the column (lanes) path
+        np.testing.assert_array_equal(n(getattr(xt, fn)(0)[1]), af(a, axis=1))
+        np.testing.assert_array_equal(n(getattr(xt, fn)(0)[0]), nf(a, axis=1))
+    np.testing.assert_array_equal(n(x.argmax()), np.argmax(a))
+    assert np.isnan(x.max().item()) and np.isnan(x.min().item())
+    b = a[[0, 3, 4]]                                           # no NaN rows
+    y = t(b)
+    assert y.max().item() == np.max(b) and y.min().item() == np.min(b)
+    with np.errstate(all="ignore"):
+        sm = np.exp(b - b.max(1, keepdims=True))
+        sm = sm / sm.sum(1, keepdims=True)
+    close(y.softmax(1), sm, rtol=2e-6, atol=1e-7)
+    c = rng.standard_normal((3, length)).astype(dtype) * 30
+    z = t(c)
+    m = c.max(1, keepdims=True)
+    e = np.exp(c.astype(np.float64) - m)
+    close(z.softmax(-1), e / e.sum(1, keepdims=True), rtol=2e-6, atol=1e-7)
+    close(z.log_softmax(-1), (c - m) - np.log(e.sum(1, keepdims=True)), rtol=2e-6, atol=2e-6)
+    close(z.logsumexp(1), (np.log(e.sum(1)) + m[:, 0]), rtol=2e-6)
+    close(z.sum(1), c.astype(np.float64).sum(1), rtol=1e-6, atol=1e-4)
+    close(z.norm(dim=1), np.sqrt((c.astype(np.float64) ** 2).sum(1)), rtol=1e-6)
+
+
+def test_exp_accuracy_float32():
+    """softmax([0, v]) = [1, e^v] / (1 + e^v) over v in [-110, 0]: checks the float32 exp over
+    its whole range (into the subnormals) to a few ulps."""
+    v = np.linspace(-110, 0, 40001).astype(np.float32)
+    a = np.stack([np.zeros_like(v), v], 1)
+    got = n(t(a).softmax(1))
+    e = np.exp(v.astype(np.float64))
+    np.testing.assert_allclose(got[:, 1], e / (1 + e), rtol=4e-7, atol=3e-45)
+    np.testing.assert_allclose(got[:, 0], 1 / (1 + e), rtol=4e-7)
+    np.testing.assert_allclose(n(t(a).log_softmax(1))[:, 1], v - np.log1p(e), rtol=4e-7,
+                               atol=1e-6)
+
+
 # ---- softmax / log_softmax / logsumexp ---------------------------------------------------
 
 
@@ -479,6 +535,23 @@ def test_against_torch(torch, name, op, ties):
     out.backward(t(w))
     tout.backward(torch.from_numpy(w))
     np.testing.assert_allclose(n(x.grad), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name,op", TORCH_OPS, ids=[o[0] for o in TORCH_OPS])
+def test_long_rows_against_torch(torch, name, op):
+    """The same ops on (3, 40, 300): rows long enough for every vector path, both ways."""
+    rng = np.random.default_rng(11)
+    a = (rng.standard_normal((3, 40, 300)) * 3).astype(np.float32)
+    if name == "prod":
+        a = (1 + 0.001 * a).astype(np.float32)
+    x = t(a, requires_grad=True)
+    tx = torch.tensor(a, requires_grad=True)
+    out, tout = op(cddp, x), op(torch, tx)
+    np.testing.assert_allclose(n(out), tout.detach().numpy(), rtol=2e-5, atol=1e-5)
+    w = rng.standard_normal(tout.shape).astype(np.float32)
+    out.backward(t(w))
+    tout.backward(torch.from_numpy(w))
+    np.testing.assert_allclose(n(x.grad), tx.grad.numpy(), rtol=2e-5, atol=1e-5)
 
 
 def test_indices_against_torch(torch):
