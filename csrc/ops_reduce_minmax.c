@@ -7,7 +7,12 @@
  *   amax(dim=(), keepdim=False) / amin -> values only        AmaxBackward0 (ties share evenly)
  *   argmax(dim=None, keepdim=False) / argmin -> int64 indices (dim=None: into the flattened input)
  * Semantics as torch's CPU kernels: NaN propagates (the first NaN is selected); among equal
- * values the first index wins; bool and integer inputs work (no gradient).
+ * values the first index wins; bool and integer inputs work (no gradient). Known difference:
+ * when amax/amin selects a NaN, its gradient is shared among the NaNs (as torch's max() does)
+ * where torch's amax gives NaN everywhere.
+ *
+ * Rows (inner == 1) take a vector path: a 32-wide max, then a vector search for the first
+ * index holding it. Columns (inner > 1) compare LANES positions at once.
  *
  * Layout legend: input as (outer, R, inner) with R the reduced extent (ops_reduce.h).
  */

@@ -6,9 +6,10 @@
  *   logsumexp(dim, keepdim=False)   max + log(sum(exp(x - max)))           LogsumexpBackward0
  *   torch.softmax / nn.functional.softmax(input, dim=None, _stacklevel=3, dtype=None)
  *
- * Each row is normalized in one pass of C loops while it is in cache: max, then exp and the
- * sum (in double), then the scale. Subtracting the max keeps exp finite, so softmax([1000,
- * 1000]) is [0.5, 0.5]. Backward is one fused loop over the saved output y:
+ * Each row is normalized by one C call while it is in cache: a vector max, exp(x - max) into
+ * the output (float32 uses cddp_exp_f32, which vectorizes), a pairwise sum in double, then
+ * the scale. Subtracting the max keeps exp finite, so softmax([1000, 1000]) is [0.5, 0.5].
+ * Backward is one fused pass per row over the saved output y:
  *   softmax:     gin = y * (g - sum(g * y))        log_softmax: gin = g - exp(y) * sum(g)
  *
  * Layout legend: input as (outer, R, inner), R the softmax dim (ops_reduce.h).
