@@ -121,6 +121,7 @@ POWS_LOOPS(pows_recip, (scalar_t)1 / x)
 POWS_LOOPS(pows_recip_sq, (scalar_t)1 / (x * x))
 EW_LOOP1(ipows_i64, int64_t, int64_t, ew_ipow(x, ctx->p0.i64))
 EW_LOOP1(ipows_i32, int32_t, int32_t, (int32_t)ew_ipow(x, ctx->p0.i64))
+EW_LOOP1(ipows_b8, uint8_t, uint8_t, ctx->p0.i64 ? x : 1)
 
 /* backward kernels: x is the incoming gradient */
 EW_FLOAT_LOOPS3(div_other_bw, float, float, double, double, -x * ((y / z) / z))
@@ -257,11 +258,23 @@ static TensorObject *op_add_sub(ew_operand *a, ew_operand *b, const bparams *p, 
     TensorObject *out;
     double alpha = 1.0;
     int plain = 1;
-    if (p->sub && cdt == CDDP_BOOL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "Subtraction, the `-` operator, with two bool tensors is not supported. "
-                        "Use the `^` or `logical_xor()` operator instead.");
-        return NULL;
+    if (p->sub) {
+        /* torch refuses any bool operand, a Python bool included */
+        int ba = a->t ? a->t->dtype == CDDP_BOOL : a->kind == 0;
+        int bb = b->t ? b->t->dtype == CDDP_BOOL : b->kind == 0;
+        if (ba && bb) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "Subtraction, the `-` operator, with two bool tensors is not "
+                            "supported. Use the `^` or `logical_xor()` operator instead.");
+            return NULL;
+        }
+        if (ba || bb) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "Subtraction, the `-` operator, with a bool tensor is not "
+                            "supported. If you are trying to invert a mask, use the `~` or "
+                            "`logical_not()` operator instead.");
+            return NULL;
+        }
     }
     if (p->alpha) {
         al = *p->alpha;
@@ -440,15 +453,14 @@ static TensorObject *pow_tensor_scalar(ew_operand *a, ew_operand *b, cddp_dtype 
     TensorObject *out = NULL;
     double e = b->d;
     if (!cddp_is_floating(cdt)) {
-        if (cdt == CDDP_BOOL)
-            cdt = CDDP_INT64;
         if (b->kind != 2 && b->l < 0) {
             PyErr_SetString(PyExc_RuntimeError,
                             "Integers to negative integer powers are not allowed.");
             return NULL;
         }
         ctx.p0.i64 = b->l;
-        fn = cdt == CDDP_INT64 ? ipows_i64 : ipows_i32;
+        /* bool ** bool stays bool (x ** True is x, x ** False is True), as torch */
+        fn = cdt == CDDP_INT64 ? ipows_i64 : cdt == CDDP_INT32 ? ipows_i32 : ipows_b8;
     } else {
         tbl = e == 2.0 ? pows_sq_loops : e == 3.0 ? pows_cube_loops
             : e == 0.5 ? pows_sqrt_loops : e == -0.5 ? pows_rsqrt_loops

@@ -247,7 +247,10 @@ TensorObject *cddp_ew_map(cddp_dtype out_dt, int nin, ew_src *srcs, const cddp_d
             continue;
         if (nd == t->ndim && memcmp(shape, t->shape, sizeof(int64_t) * (size_t)nd) == 0)
             continue;
-        if (cddp_broadcast_shapes(nd, shape, t->ndim, t->shape, &nd, shape) < 0)
+        /* cddp_broadcast_shapes must not write over its own input */
+        int64_t prev[CDDP_MAX_DIMS];
+        memcpy(prev, shape, sizeof(int64_t) * (size_t)nd);
+        if (cddp_broadcast_shapes(nd, prev, t->ndim, t->shape, &nd, shape) < 0)
             return NULL;
     }
     if (out) {
@@ -460,8 +463,17 @@ PyObject *cddp_ew_inplace_finish(TensorObject *x, TensorObject *r)
     }
     if (check_no_internal_overlap(x) < 0 || cddp_copy_into(x, r) < 0)
         goto fail;
-    if (r->grad_fn)
-        cddp_set_history(x, r->grad_fn, r->output_nr);
+    if (r->grad_fn) {
+        NodeObject *node = r->grad_fn;
+        cddp_set_history(x, node, r->output_nr);
+        /* a saved output now lives in x: save x instead (as torch does), so modifying x again
+         * before backward is caught by the version check, and r's memory is freed */
+        for (int i = 0; i < node->n_saved; i++) {
+            TensorObject *s = (TensorObject *)node->saved[i];
+            if (s && s->storage == r->storage && cddp_node_save_output(node, i, x) < 0)
+                goto fail;
+        }
+    }
     Py_DECREF(r);
     return Py_NewRef(x);
 fail:

@@ -42,7 +42,8 @@ static const cddp_loop_fn clamp_loops[] = {clamp_f32, clamp_f64, clamp_i64, clam
 #define CLAMP_CODE(x, y, z)                                                                \
     (((x) >= (y) && (x) <= (z)) ? 0 : ((x) < (y) && (y) < (z)) ? 1                         \
                                     : ((x) > (z) || (z) < (y)) ? 2 : 3)
-EW_FLOAT_LOOPS3(clamp_code, float, float, double, double, CLAMP_CODE(x, y, z))
+EW_LOOP3(clamp_code_f32, uint8_t, float, float, float, CLAMP_CODE(x, y, z))
+EW_LOOP3(clamp_code_f64, uint8_t, double, double, double, CLAMP_CODE(x, y, z))
 static const cddp_loop_fn clamp_code_loops[] = EW_FLOAT_TABLE(clamp_code);
 
 /* gradient where the code/condition equals ctx->p0.b8, else 0 */
