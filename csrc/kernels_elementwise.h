@@ -234,6 +234,10 @@ TensorObject *cddp_ew_tensor_arg(PyObject *o, const char *fname, const char *arg
     X(floor) X(ceil) X(round) X(trunc) X(logical_not) X(bitwise_not) X(isnan) X(isinf)     \
     X(isfinite)
 
+/* `//` and `%` (ops_binary.c), for tp slots not wired in tensor_type.c yet */
+PyObject *cddp_nb_floordiv(PyObject *a, PyObject *b);
+PyObject *cddp_nb_remainder(PyObject *a, PyObject *b);
+
 /* impl(self, argv) receives the parsed arguments after self/input. */
 #define EW_DEFINE_PY(op, fname, impl, npos, nreq, ...)                                     \
     PyObject *cddp_ew_m_##op(PyObject *self, PyObject *const *args, Py_ssize_t nargs,      \

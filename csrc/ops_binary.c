@@ -2,7 +2,8 @@
  * broadcasting, torch's dtype promotion and autograd: add/sub (with alpha), mul, div (true,
  * 'trunc', 'floor'), pow, maximum/minimum; their in-place forms; the +, -, *, /, ** slots.
  *
- * Mirrors: torch.add / sub / mul / div / true_divide / floor_divide / pow / maximum / minimum,
+ * Mirrors: torch.add / sub / mul / div / true_divide / floor_divide / remainder / fmod / pow /
+ * maximum / minimum,
  * Tensor.add_ / sub_ / mul_ / div_ / pow_, and the nodes AddBackward0, SubBackward0,
  * MulBackward0, DivBackward0, PowBackward0 (tensor ** scalar), PowBackward1 (tensor ** tensor),
  * PowBackward2 (scalar ** tensor), MaximumBackward0, MinimumBackward0.
@@ -40,6 +41,15 @@ static inline int64_t ew_ifloordiv(int64_t a, int64_t b)
     return q;
 }
 
+/* Python's % on integers (sign of the divisor); b != 0 and b != -1 (caller). */
+static inline int64_t ew_iremainder(int64_t a, int64_t b)
+{
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0)))
+        r += b;
+    return r;
+}
+
 /* torch's div_floor_floating: floor of the quotient computed from fmod so that results agree
  * with Python's // on floats. */
 #define EW_DEF_FLOORDIV(T, SUF)                                                            \
@@ -71,6 +81,11 @@ EW_DEF_FLOORDIV(double, f64)
     ((y) == 0 ? (ctx->err = 1, (scalar_t)0)                                                \
               : (y) == -1 ? (scalar_t)(0 - U64(x)) : (scalar_t)(EXPR))
 
+#define IMOD_GUARD(x, y, EXPR)                                                             \
+    ((y) == 0 ? (ctx->err = 1, (scalar_t)0) : (y) == -1 ? (scalar_t)0 : (scalar_t)(EXPR))
+#define EW_REMAINDER(x, y)                                                                 \
+    ((fmod(x, y) != 0 && ((y) < 0) != (fmod(x, y) < 0)) ? fmod(x, y) + (y) : fmod(x, y))
+
 /* ---- kernels ---------------------------------------------------------------------------- */
 
 /* all five dtypes: float expression, integer expression, bool expression */
@@ -96,6 +111,8 @@ ALL_LOOPS2(mul, x * y, (scalar_t)(U64(x) * U64(y)), x & y)
 EW_FLOAT_LOOPS2(truediv, float, double, x / y)
 NUM_LOOPS2(truncdiv, trunc(x / y), IDIV_GUARD(x, y, x / y))
 NUM_LOOPS2(floordiv, EW_FLOORDIV(x, y), IDIV_GUARD(x, y, ew_ifloordiv(x, y)))
+NUM_LOOPS2(remainder, EW_REMAINDER(x, y), IMOD_GUARD(x, y, ew_iremainder(x, y)))
+NUM_LOOPS2(fmod, fmod(x, y), IMOD_GUARD(x, y, x % y))
 NUM_LOOPS2(pow, pow(x, y), (scalar_t)ew_ipow(x, y))
 ALL_LOOPS2(maximum, (x > y || x != x) ? x : y, x > y ? x : y, x | y)
 ALL_LOOPS2(minimum, (x < y || x != x) ? x : y, x < y ? x : y, x & y)
@@ -105,6 +122,8 @@ static const cddp_loop_fn add_loops[] = ALL_TABLE(add), axpy_loops[] = ALL_TABLE
                           truediv_loops[] = EW_FLOAT_TABLE(truediv),
                           truncdiv_loops[] = NUM_TABLE(truncdiv),
                           floordiv_loops[] = NUM_TABLE(floordiv), pow_loops[] = NUM_TABLE(pow),
+                          remainder_loops[] = NUM_TABLE(remainder),
+                          fmod_loops[] = NUM_TABLE(fmod),
                           maximum_loops[] = ALL_TABLE(maximum),
                           minimum_loops[] = ALL_TABLE(minimum);
 
@@ -133,6 +152,9 @@ EW_FLOAT_LOOPS3(pow_exp_bw, float, float, double, double,
 EW_FLOAT_LOOPS2(pow_sbase_bw, float, double,
                 ((scalar_t)ctx->d0 == 0 && y >= 0) ? 0
                 : x * (pow((scalar_t)ctx->d0, y) * log((scalar_t)ctx->d0)))
+/* remainder / fmod: d/db (a - b * q) = -q with q the floor / truncated quotient */
+EW_FLOAT_LOOPS3(remainder_other_bw, float, float, double, double, -x * EW_FLOORDIV(y, z))
+EW_FLOAT_LOOPS3(fmod_other_bw, float, float, double, double, -x * trunc(y / z))
 /* maximum/minimum: ties split the gradient in half, as torch */
 EW_FLOAT_LOOPS3(keep_ge_bw, float, float, double, double, y == z ? x / 2 : (y < z ? 0 : x))
 EW_FLOAT_LOOPS3(keep_le_bw, float, float, double, double, y == z ? x / 2 : (y > z ? 0 : x))
@@ -142,7 +164,9 @@ static const cddp_loop_fn div_other_bw_loops[] = EW_FLOAT_TABLE(div_other_bw),
                           pow_exp_bw_loops[] = EW_FLOAT_TABLE(pow_exp_bw),
                           pow_sbase_bw_loops[] = EW_FLOAT_TABLE(pow_sbase_bw),
                           keep_ge_bw_loops[] = EW_FLOAT_TABLE(keep_ge_bw),
-                          keep_le_bw_loops[] = EW_FLOAT_TABLE(keep_le_bw);
+                          keep_le_bw_loops[] = EW_FLOAT_TABLE(keep_le_bw),
+                          remainder_other_bw_loops[] = EW_FLOAT_TABLE(remainder_other_bw),
+                          fmod_other_bw_loops[] = EW_FLOAT_TABLE(fmod_other_bw);
 
 /* ---- driver ----------------------------------------------------------------------------- */
 
@@ -388,6 +412,48 @@ static TensorObject *op_div(ew_operand *a, ew_operand *b, const bparams *p, Tens
         return record2(out, "DivBackward1", zero_backward, a, b, 0, 0);
     return record2(out, "DivBackward0", div_backward, a, b,
                    (cddp_ew_operand_needs_grad(b) ? 1 : 0) | 2, 0);
+}
+
+/* ---- remainder / fmod ------------------------------------------------------------------- */
+
+static int mod_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
+{
+    TensorObject *g = gout[0];
+    ew_src s[2];
+    if (!g)
+        return 0;
+    if (WANTS(0) && !(gin[0] = cddp_ew_grad_to((TensorObject *)Py_NewRef(g), &self->meta[0])))
+        return -1;
+    if (WANTS(1)) {
+        const cddp_loop_fn *tbl = self->i[0] ? remainder_other_bw_loops : fmod_other_bw_loops;
+        if (cddp_ew_saved_src(self, 0, &s[0], g->dtype) < 0 ||
+            cddp_ew_saved_src(self, 1, &s[1], g->dtype) < 0 ||
+            !(gin[1] = cddp_ew_grad_to(bw_map(tbl, g, 2, s, NULL), &self->meta[1])))
+            return -1;
+    }
+    return 0;
+}
+
+/* p->mode: 1 fmod (sign of the dividend), 2 remainder (sign of the divisor, Python's %) */
+static TensorObject *op_mod(ew_operand *a, ew_operand *b, const bparams *p, TensorObject *into)
+{
+    ew_operand ops[2] = {*a, *b};
+    cddp_dtype cdt = cddp_ew_result_type(2, ops);
+    const cddp_loop_fn *tbl = p->mode == 2 ? remainder_loops : fmod_loops;
+    ew_ctx ctx = {0};
+    TensorObject *out;
+    if (!tbl[cdt]) {
+        not_implemented_for(p->mode == 2 ? "remainder_cpu" : "fmod_cpu", cdt);
+        return NULL;
+    }
+    out = binary_run(a, b, cdt, cdt, tbl[cdt], &ctx, into);
+    if (into)
+        return out;
+    out = record2(out, p->mode == 2 ? "RemainderBackward0" : "FmodBackward0", mod_backward, a,
+                  b, cddp_ew_operand_needs_grad(b) ? 3 : 0, 0);
+    if (out && out->grad_fn && out->grad_fn->backward == mod_backward)
+        out->grad_fn->i[0] = p->mode == 2;
+    return out;
 }
 
 /* ---- pow -------------------------------------------------------------------------------- */
@@ -655,6 +721,18 @@ EW_DEFINE_PY(div_, "div_", div__impl, 1, 1, "other", "rounding_mode")
 EW_DEFINE_PY(true_divide, "true_divide", true_divide_impl, 1, 1, "other")
 EW_DEFINE_PY(floor_divide, "floor_divide", floor_divide_impl, 1, 1, "other")
 
+static const bparams fmod_params = {NULL, 0, 1}, remainder_params = {NULL, 0, 2};
+static PyObject *fmod_impl(PyObject *s, PyObject **argv)
+{
+    return py_binary(s, argv[0], op_mod, &fmod_params, "fmod", "other", 0);
+}
+static PyObject *remainder_impl(PyObject *s, PyObject **argv)
+{
+    return py_binary(s, argv[0], op_mod, &remainder_params, "remainder", "other", 0);
+}
+EW_DEFINE_PY(fmod, "fmod", fmod_impl, 1, 1, "other")
+EW_DEFINE_PY(remainder, "remainder", remainder_impl, 1, 1, "other")
+
 static PyObject *pow_impl(PyObject *s, PyObject **argv)
 {
     return py_binary(s, argv[0], op_pow, &plain_params, "pow", "exponent", 0);
@@ -731,6 +809,17 @@ PyObject *cddp_nb_pow(PyObject *a, PyObject *b, PyObject *mod)
     if (mod != Py_None)
         Py_RETURN_NOTIMPLEMENTED;
     return slot_binary(a, b, op_pow, &plain_params);
+}
+
+/* `//` and `%`: ready for the Tensor type's nb_floor_divide / nb_remainder slots */
+static const bparams floordiv_params = {NULL, 0, 2};
+PyObject *cddp_nb_floordiv(PyObject *a, PyObject *b)
+{
+    return slot_binary(a, b, op_div, &floordiv_params);
+}
+PyObject *cddp_nb_remainder(PyObject *a, PyObject *b)
+{
+    return slot_binary(a, b, op_mod, &remainder_params);
 }
 
 PyObject *cddp_nb_iadd(PyObject *a, PyObject *b)

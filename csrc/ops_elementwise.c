@@ -525,7 +525,8 @@ int cddp_ew_parse(const char *fname, PyObject *const *args, Py_ssize_t nargs, Py
 /* ---- method tables ---------------------------------------------------------------------- */
 
 #define EW_PY_LIST(X)                                                                      \
-    X(add) X(sub) X(mul) X(div) X(true_divide) X(floor_divide) X(pow) X(maximum) X(minimum)  \
+    X(add) X(sub) X(mul) X(div) X(true_divide) X(floor_divide) X(remainder) X(fmod) X(pow)   \
+    X(maximum) X(minimum)                                                                  \
     X(eq) X(ne) X(lt) X(le) X(gt) X(ge) X(logical_and) X(logical_or) X(logical_xor)       \
     X(bitwise_and) X(bitwise_or) X(bitwise_xor) X(clamp) X(add_) X(sub_) X(mul_) X(div_)  \
     X(pow_) X(clamp_)
@@ -547,12 +548,14 @@ PyObject *cddp_ew_where_function(PyObject *mod, PyObject *const *args, Py_ssize_
 #define UM(name, op) {name, cddp_ew_u_##op, METH_NOARGS, NULL},
 #define UMI(name, op) {name "_", cddp_ew_u_##op##_, METH_NOARGS, NULL},
 #define UF(name, op) {name, cddp_ew_u_##op, METH_O, NULL},
+#define UFI(name, op) {name "_", cddp_ew_u_##op##_, METH_O, NULL},
 
 /* torch names: each op under its torch spelling(s); in-place variants with a trailing _. */
 #define EW_BIN_NAMES(X)                                                                    \
     X("add", add) X("sub", sub) X("subtract", sub) X("mul", mul) X("multiply", mul)      \
     X("div", div) X("divide", div) X("true_divide", true_divide)                         \
-    X("floor_divide", floor_divide) X("pow", pow) X("maximum", maximum)                  \
+    X("floor_divide", floor_divide) X("remainder", remainder) X("fmod", fmod)            \
+    X("pow", pow) X("maximum", maximum)                                                  \
     X("minimum", minimum) X("eq", eq) X("ne", ne) X("not_equal", ne) X("lt", lt)          \
     X("less", lt) X("le", le) X("less_equal", le) X("gt", gt) X("greater", gt) X("ge", ge) \
     X("greater_equal", ge) X("logical_and", logical_and) X("logical_or", logical_or)     \
@@ -593,6 +596,8 @@ PyMethodDef cddp_elementwise_tensor_methods[] = {
 PyMethodDef cddp_elementwise_module_methods[] = {
     EW_BIN_NAMES(F)
     EW_UN_NAMES(UF)
+    EW_UN_INPLACE_NAMES(UFI)
+    F("clamp_", clamp_) F("clip_", clamp_)
     {"where", (PyCFunction)(void (*)(void))cddp_ew_where_function, FC,
      "where(condition, input, other): input where condition else other"},
     {NULL},

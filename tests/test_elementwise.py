@@ -146,6 +146,11 @@ def test_division_modes_against_numpy():
     check(t(ia) / t(ib), (ia / ib).astype(np.float32))          # true division -> default float
     check(cddp.div(t(ia), t(ib), rounding_mode="floor"), ia // ib)
     check(cddp.div(t(ia), t(ib), rounding_mode="trunc"), np.trunc(ia / ib).astype(np.int64))
+    check(cddp.remainder(t(a), t(b)), np.mod(a, b))
+    check(t(a).fmod(t(b)), np.fmod(a, b))
+    check(cddp.remainder(t(ia), t(ib)), np.mod(ia, ib))
+    check(cddp.fmod(t(ia), 4), np.fmod(ia, 4))
+    check(cddp.remainder(t(ia), -1), np.zeros_like(ia))
     i32 = ia.astype(np.int32)
     check(cddp.div(t(i32), 3, rounding_mode="floor"), (i32 // 3).astype(np.int32))
 
@@ -441,6 +446,8 @@ GRADCHECKS = {
     "pow_ts2": (lambda a: a ** 2, [normal(4)]),
     "pow_ts_neg": (lambda a: a.pow(-1.5), [pos(4)]),
     "pow_st": (lambda a: 1.7 ** a, [normal(2, 3)]),
+    "remainder": (cddp.remainder, [normal(3, 4) * 3, away(4)]),
+    "fmod": (lambda a, b: a.fmod(b), [normal(3, 4) * 3, away(3, 1)]),
     "maximum": (cddp.maximum, [away(3, 4), away(4)]),
     "minimum": (cddp.minimum, [away(3, 4), away(3, 1)]),
     "where": (lambda a, b: cddp.where(t(np.arange(12).reshape(3, 4) % 3 == 0), a, b),
@@ -523,6 +530,11 @@ TORCH_CASES = {
     "pow_ts_half": (lambda L, a: a.pow(0.5), [pos(5)]),
     "pow_st": (lambda L, a: 2.5 ** a, [KINKS]),
     "pow_st0": (lambda L, a: 0.0 ** a, [np.array([0.0, 1.0, 2.0])]),
+    "remainder": (lambda L, a, b: L.remainder(a, b), [normal(3, 4) * 3, away(4)]),
+    "fmod": (lambda L, a, b: L.fmod(a, b), [normal(3, 4) * 3, away(3, 1)]),
+    "div_floor": (lambda L, a, b: L.div(a, b, rounding_mode="floor") * a,
+                  [normal(5) * 3, away(5)]),
+    "div_trunc": (lambda L, a, b: a.div(b, rounding_mode="trunc") + b, [normal(5) * 3, away(5)]),
     "maximum_ties": (lambda L, a, b: L.maximum(a, b), [KINKS, KINKS[::-1].copy()]),
     "minimum_ties": (lambda L, a, b: L.minimum(a, b), [KINKS, np.zeros_like(KINKS)]),
     "abs_kink": (lambda L, a: a.abs(), [KINKS]),
@@ -596,7 +608,8 @@ def test_iadd_is_in_place_and_bumps_version():
     x -= 1
     x *= 2
     x /= 4
-    np.testing.assert_allclose(n(x), a * 2 / 4, rtol=1e-6)
+    one = np.float32(1)
+    np.testing.assert_array_equal(n(x), ((a + one) - one) * np.float32(2) / np.float32(4))
     assert x._version == v + 4
 
 
@@ -616,6 +629,13 @@ def test_in_place_methods_return_self():
     x = t(np.array([7, -7]))
     x.div_(2, rounding_mode="floor")
     np.testing.assert_array_equal(n(x), [3, -4])
+
+
+def test_module_level_in_place_functions():
+    a = normal(4)
+    x = t(a)
+    assert cddp.relu_(x) is x and cddp.sigmoid_(x) is x and cddp.clamp_(x, max=0.6) is x
+    np.testing.assert_allclose(n(x), np.minimum(1 / (1 + np.exp(-np.maximum(a, 0))), 0.6))
 
 
 def test_in_place_writes_through_views_and_strides():
