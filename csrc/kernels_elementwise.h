@@ -3,7 +3,10 @@
  * the loop-generator macros every kernel is written with, and the in-place protocol.
  *
  *   ops_elementwise.c         operands, promotion, runner, argument parsing, type slots, tables
- *   ops_binary.c              add sub mul div pow maximum minimum, comparisons, logical, bitwise
+ *   ops_binary_driver.c       the two-operand driver shared by the binary op files
+ *   ops_binary.c              add sub mul div remainder fmod, the arithmetic slots
+ *   ops_binary_pow.c          pow, maximum, minimum
+ *   ops_binary_compare.c      comparisons, logical and bitwise ops (no gradients)
  *   ops_unary.c               exp log sqrt ... sigmoid tanh relu abs neg sign, predicates
  *   ops_elementwise_select.c  clamp (scalar or tensor bounds), where
  *
@@ -215,6 +218,58 @@ int cddp_ew_parse(const char *fname, PyObject *const *args, Py_ssize_t nargs, Py
                   const char *const *names, int nnames, int npos, int nreq, PyObject **out);
 /* self as a tensor for a method/function: TypeError otherwise. */
 TensorObject *cddp_ew_tensor_arg(PyObject *o, const char *fname, const char *argname);
+
+/* ---- binary ops (ops_binary_driver.c) ----------------------------------------------------- */
+
+/* Five-dtype loop families: float expression, integer expression (computed unsigned via U64:
+ * wraparound, never undefined behaviour), bool expression; tables indexed by cddp_dtype. */
+#define U64(v) ((uint64_t)(int64_t)(v))
+#define EW_ALL_LOOPS2(op, EF, EI, EB)                                                      \
+    EW_LOOP2(op##_f32, float, float, float, EF)                                            \
+    EW_LOOP2(op##_f64, double, double, double, EF)                                         \
+    EW_LOOP2(op##_i64, int64_t, int64_t, int64_t, EI)                                      \
+    EW_LOOP2(op##_i32, int32_t, int32_t, int32_t, EI)                                      \
+    EW_LOOP2(op##_b8, uint8_t, uint8_t, uint8_t, EB)
+#define EW_ALL_TABLE(op) {op##_f32, op##_f64, op##_i64, op##_i32, op##_b8}
+#define EW_NUM_LOOPS2(op, EF, EI)                                                          \
+    EW_LOOP2(op##_f32, float, float, float, EF)                                            \
+    EW_LOOP2(op##_f64, double, double, double, EF)                                         \
+    EW_LOOP2(op##_i64, int64_t, int64_t, int64_t, EI)                                      \
+    EW_LOOP2(op##_i32, int32_t, int32_t, int32_t, EI)
+#define EW_NUM_TABLE(op) {op##_f32, op##_f64, op##_i64, op##_i32, NULL}
+
+/* Inside a backward function: whether input i wants a gradient. */
+#define EW_WANTS(i) (self->next[(i)].node != NULL)
+
+typedef struct {
+    const ew_operand *alpha;    /* add/sub: NULL means 1 */
+    int sub;                    /* add_sub: subtract */
+    int mode;                   /* div: 0 true, 1 'trunc', 2 'floor'; mod: 1 fmod, 2 remainder */
+} ew_bparams;
+
+/* Every binary op: into == NULL computes a new tensor and records history; into != NULL
+ * writes the result into that tensor (the in-place direct path, never recorded). */
+typedef TensorObject *(*ew_binary_fn)(ew_operand *a, ew_operand *b, const ew_bparams *p,
+                                      TensorObject *into);
+
+/* NotImplementedError "\"<kname>\" not implemented for '<dtype>'" (torch's); returns -1. */
+int cddp_ew_not_implemented(const char *kname, cddp_dtype dt);
+/* out = fn(a, b) with a, b read in cdt and out written in odt; into as ew_binary_fn. */
+TensorObject *cddp_ew_binary_run(ew_operand *a, ew_operand *b, cddp_dtype cdt, cddp_dtype odt,
+                                 cddp_loop_fn fn, ew_ctx *ctx, TensorObject *into);
+/* History for a floating result of a binary op (d0 into node->d[0]). Steals out. */
+TensorObject *cddp_ew_record2(TensorObject *out, const char *name, cddp_backward_fn fn,
+                              ew_operand *a, ew_operand *b, int save, double d0);
+/* tbl[g dtype] over (g, extra...) in g's dtype; nin extra sources (<= 2). New reference. */
+TensorObject *cddp_ew_bw_map(const cddp_loop_fn *tbl, TensorObject *g, int nin, ew_src *extra,
+                             ew_ctx *ctx);
+/* op(self, other) from Python (TypeError naming the argument); in place through the protocol
+ * above when inplace. */
+PyObject *cddp_ew_py_binary(PyObject *self, PyObject *other, ew_binary_fn fn,
+                            const ew_bparams *p, const char *fname, const char *argname,
+                            int inplace);
+/* A number slot: NotImplemented when either side is not a tensor or number. */
+PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const ew_bparams *p);
 
 /* ---- entry points (implemented in the op files, listed in ops_elementwise.c's tables) ---- */
 
