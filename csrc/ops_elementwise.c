@@ -571,7 +571,7 @@ PyObject *cddp_ew_where_function(PyObject *mod, PyObject *const *args, Py_ssize_
     X("round", round) X("trunc", trunc) X("logical_not", logical_not)                    \
     X("bitwise_not", bitwise_not) X("isnan", isnan) X("isinf", isinf)                    \
     X("isfinite", isfinite)
-/* unary ops that have an in-place method (predicates and dtype-changing ones do not) */
+/* unary ops with an in-place form (x.exp_(), cddp.relu_(x)); the predicates have none */
 #define EW_UN_INPLACE_NAMES(X)                                                             \
     X("neg", neg) X("negative", neg) X("abs", abs) X("absolute", abs) X("exp", exp)      \
     X("log", log) X("log2", log2) X("log10", log10) X("log1p", log1p) X("expm1", expm1)  \
