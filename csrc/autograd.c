@@ -60,6 +60,8 @@ static void node_dealloc(NodeObject *self)
     PyObject_GC_UnTrack(self);
     /* long chains free recursively; the trashcan bounds the C stack depth */
     Py_TRASHCAN_BEGIN(self, node_dealloc)
+    if (self->weakreflist)
+        PyObject_ClearWeakRefs((PyObject *)self);
     node_clear(self);
     PyMem_Free(self->next);
     PyMem_Free(self->meta);
@@ -112,6 +114,11 @@ static PyObject *node_metadata(NodeObject *self, void *c)
     return Py_NewRef(self->dict);
 }
 
+static PyMemberDef node_members[] = {
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(NodeObject, weakreflist), READONLY},
+    {NULL},
+};
+
 static PyGetSetDef node_getset[] = {
     {"next_functions", (getter)node_next_functions, NULL, NULL, NULL},
     {"variable", (getter)node_variable, NULL, NULL, NULL},
@@ -130,6 +137,7 @@ static PyType_Slot node_slots[] = {
     {Py_tp_clear, node_clear},
     {Py_tp_repr, node_repr},
     {Py_tp_getset, node_getset},
+    {Py_tp_members, node_members},
     {Py_tp_methods, node_methods},
     {Py_tp_doc, "An autograd graph node (a tensor's grad_fn)."},
     {0, NULL},

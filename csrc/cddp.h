@@ -59,6 +59,7 @@ typedef struct cddp_storage {
     int device;
     int64_t version;
     void *owner;                                  /* foreign owner (e.g. a NumPy array) */
+    int inline_block;                             /* struct and data share one allocation */
     void (*release)(struct cddp_storage *self);   /* frees data / drops owner; NULL = free() */
 } cddp_storage;
 
@@ -144,7 +145,8 @@ TensorObject *cddp_scalar_tensor(double v, cddp_dtype dt);
 double cddp_get_double(const TensorObject *t, int64_t flat_index);
 static inline void cddp_bump_version(TensorObject *t) { t->storage->version++; }
 
-/* Broadcasting: out = broadcast(a, b) shape; IndexError-free, RuntimeError with torch's text. */
+/* Broadcasting: out = broadcast(a, b) shape (out may alias sa or sb); RuntimeError with
+ * torch's text when the shapes do not broadcast. */
 int cddp_broadcast_shapes(int na, const int64_t *sa, int nb, const int64_t *sb,
                           int *nout, int64_t *out);
 /* Strides (elements) that view t as `shape` (t broadcastable to it; 0 on broadcast dims). */
@@ -219,6 +221,7 @@ struct NodeObject {
     PyObject *pre_hooks;              /* dict output_nr -> list (Tensor.register_hook) */
     PyObject *retain;                 /* dict output_nr -> weakref of non-leaf retaining grad */
     PyObject *dict;
+    PyObject *weakreflist;
     /* engine scratch, valid during one backward pass */
     int64_t epoch;
     int64_t deps;
@@ -283,6 +286,8 @@ PyObject *cddp_nb_add(PyObject *a, PyObject *b);          /* ops_elementwise.c *
 PyObject *cddp_nb_sub(PyObject *a, PyObject *b);
 PyObject *cddp_nb_mul(PyObject *a, PyObject *b);
 PyObject *cddp_nb_truediv(PyObject *a, PyObject *b);
+PyObject *cddp_nb_floordiv(PyObject *a, PyObject *b);
+PyObject *cddp_nb_remainder(PyObject *a, PyObject *b);
 PyObject *cddp_nb_pow(PyObject *a, PyObject *b, PyObject *mod);
 PyObject *cddp_nb_neg(PyObject *a);
 PyObject *cddp_nb_abs(PyObject *a);

@@ -302,8 +302,6 @@ PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const e
     X(isfinite)
 
 /* `//` and `%` (ops_binary.c), for tp slots not wired in tensor_type.c yet */
-PyObject *cddp_nb_floordiv(PyObject *a, PyObject *b);
-PyObject *cddp_nb_remainder(PyObject *a, PyObject *b);
 
 /* impl(self, argv) receives the parsed arguments after self/input. */
 #define EW_DEFINE_PY(op, fname, impl, npos, nreq, ...)                                     \

@@ -251,6 +251,11 @@ int cddp_broadcast_shapes(int na, const int64_t *sa, int nb, const int64_t *sb,
                           int *nout, int64_t *out)
 {
     int n = na > nb ? na : nb;
+    int64_t res[CDDP_MAX_DIMS];          /* out may alias sa/sb: write it only at the end */
+    if (n > CDDP_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions", CDDP_MAX_DIMS);
+        return -1;
+    }
     for (int i = 0; i < n; i++) {
         int ia = na - n + i, ib = nb - n + i;
         int64_t a = ia >= 0 ? sa[ia] : 1, b = ib >= 0 ? sb[ib] : 1;
@@ -264,8 +269,9 @@ int cddp_broadcast_shapes(int na, const int64_t *sa, int nb, const int64_t *sb,
                          (long long)a, (long long)b, i, ba, bb);
             return -1;
         }
-        out[i] = a == 1 ? b : a;
+        res[i] = a == 1 ? b : a;
     }
+    memcpy(out, res, sizeof(int64_t) * (size_t)n);
     *nout = n;
     return 0;
 }

@@ -629,6 +629,8 @@ static PyType_Slot tensor_slots[] = {
     {Py_nb_subtract, cddp_nb_sub},
     {Py_nb_multiply, cddp_nb_mul},
     {Py_nb_true_divide, cddp_nb_truediv},
+    {Py_nb_floor_divide, cddp_nb_floordiv},
+    {Py_nb_remainder, cddp_nb_remainder},
     {Py_nb_power, cddp_nb_pow},
     {Py_nb_negative, cddp_nb_neg},
     {Py_nb_absolute, cddp_nb_abs},
