@@ -262,6 +262,39 @@ static int scalar_i64(const cddp_scalar *s, int64_t *out)
     return 0;
 }
 
+/* Floating arange values as torch's AVX2 kernel writes them (single-threaded, i.e. n <= 32768;
+ * torch splits longer ranges across threads, which moves the chunk bases): blocks of two
+ * 8-float (4-double) vectors, each lane base + k * step with base = start + step * block
+ * start rounded to the dtype, then a scalar tail start + step * i. torch's compiler fuses
+ * these multiply-adds; so does fma() here. */
+static void arange_fill(TensorObject *t, int64_t n, double start, double step)
+{
+    int64_t w = t->dtype == CDDP_FLOAT32 ? 8 : 4, i = 0;
+    if (t->dtype == CDDP_FLOAT32) {
+        float *d = (float *)cddp_data(t);
+        for (; i <= n - 2 * w; i += 2 * w) {
+            for (int64_t v = i; v < i + 2 * w; v += w) {
+                float base = (float)fma(step, (double)v, start);
+                for (int64_t k = 0; k < w; k++)
+                    d[v + k] = (float)fma((double)k, step, (double)base);
+            }
+        }
+        for (; i < n; i++)
+            d[i] = (float)fma(step, (double)i, start);
+    } else {
+        double *d = (double *)cddp_data(t);
+        for (; i <= n - 2 * w; i += 2 * w) {
+            for (int64_t v = i; v < i + 2 * w; v += w) {
+                double base = fma(step, (double)v, start);
+                for (int64_t k = 0; k < w; k++)
+                    d[v + k] = fma((double)k, step, base);
+            }
+        }
+        for (; i < n; i++)
+            d[i] = fma(step, (double)i, start);
+    }
+}
+
 /* arange(end) / arange(start, end, step=1): torch's length and value rules (values computed
  * as start + i * step in int64 for int64, in double otherwise). */
 static PyObject *py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
@@ -309,7 +342,7 @@ static PyObject *py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
             scalar_i64(&sv[2], &st) < 0)
             return NULL;
         if (st == 0) {
-            PyErr_SetString(PyExc_RuntimeError, "step must be nonzero");
+            PyErr_SetString(PyExc_ValueError, "step must be nonzero");
             return NULL;
         }
         if (!((st > 0 && b >= a) || (st < 0 && b <= a))) {
@@ -347,17 +380,18 @@ static PyObject *py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     t = cddp_tensor_new(dt, 1, &n, 0);
     if (!t)
         return NULL;
-    char *p = cddp_data(t);
-    for (int64_t i = 0; i < n; i++) {
-        cddp_scalar e = {2, 0, a + st * (double)i};
-        if (dt == CDDP_FLOAT32)
-            ((float *)p)[i] = (float)e.d;
-        else if (dt == CDDP_FLOAT64)
-            ((double *)p)[i] = e.d;
-        else if (cddp_scalar_store(&e, dt, p + i * (int64_t)cddp_dtype_size[dt]) < 0) {
+    if (cddp_is_floating(dt)) {
+        arange_fill(t, n, a, st);
+    } else {
+        /* int32: torch's size from the double range, values from int64-truncated start/step */
+        int64_t ia, ist;
+        char *p = cddp_data(t);
+        if (scalar_i64(&sv[0], &ia) < 0 || scalar_i64(&sv[2], &ist) < 0) {
             Py_DECREF(t);
             return NULL;
         }
+        for (int64_t i = 0; i < n; i++)
+            ((int32_t *)p)[i] = (int32_t)(ia + ist * i);
     }
     return cddp_factory_finish(t, rg);
 }
@@ -410,23 +444,20 @@ static PyObject *py_linspace(PyObject *m, PyObject *const *args, Py_ssize_t narg
     t = cddp_tensor_new(dt, 1, &steps, 0);
     if (!t)
         return NULL;
-    half = steps / 2;
+    half = steps == 1 ? 1 : steps / 2;      /* one step: just start, as torch */
+    /* torch's serial kernel: start + step * i below halfway, end - step * (steps - i - 1)
+     * above, step in the output precision (double for integers), multiply-adds fused */
     if (dt == CDDP_FLOAT32) {
         float a = (float)scalar_d(&s0), b = (float)scalar_d(&s1), *d = (float *)cddp_data(t);
         float st = steps > 1 ? (b - a) / (float)(steps - 1) : 0.0f;
         for (int64_t i = 0; i < steps; i++)
-            d[i] = i < half ? a + st * (float)i : b - st * (float)(steps - i - 1);
-        if (steps == 1)
-            d[0] = a;
+            d[i] = i < half ? fmaf(st, (float)i, a) : fmaf(-st, (float)(steps - i - 1), b);
     } else if (dt == CDDP_FLOAT64) {
         double a = scalar_d(&s0), b = scalar_d(&s1), *d = (double *)cddp_data(t);
         double st = steps > 1 ? (b - a) / (double)(steps - 1) : 0.0;
         for (int64_t i = 0; i < steps; i++)
-            d[i] = i < half ? a + st * (double)i : b - st * (double)(steps - i - 1);
-        if (steps == 1)
-            d[0] = a;
+            d[i] = i < half ? fma(st, (double)i, a) : fma(-st, (double)(steps - i - 1), b);
     } else {
-        /* integer outputs: start/end converted to the dtype, steps in double */
         int64_t a, b;
         char *p = cddp_data(t);
         if (scalar_i64(&s0, &a) < 0 || scalar_i64(&s1, &b) < 0) {
@@ -435,8 +466,9 @@ static PyObject *py_linspace(PyObject *m, PyObject *const *args, Py_ssize_t narg
         }
         double st = steps > 1 ? ((double)b - (double)a) / (double)(steps - 1) : 0.0;
         for (int64_t i = 0; i < steps; i++) {
-            double x = i < half ? (double)a + st * (double)i : (double)b - st * (double)(steps - i - 1);
-            cddp_scalar e = {2, 0, steps == 1 ? (double)a : x};
+            double x = i < half ? fma(st, (double)i, (double)a)
+                                : fma(-st, (double)(steps - i - 1), (double)b);
+            cddp_scalar e = {2, 0, x};
             if (cddp_scalar_store(&e, dt, p + i * (int64_t)cddp_dtype_size[dt]) < 0) {
                 Py_DECREF(t);
                 return NULL;
@@ -590,9 +622,33 @@ static int copy_backward(NodeObject *self, TensorObject **gout, TensorObject **g
     return 0;
 }
 
+/* [lo, hi) bytes a tensor can touch */
+static void byte_range(const TensorObject *t, uintptr_t *lo, uintptr_t *hi)
+{
+    intptr_t a = 0, b = 0, isz = (intptr_t)cddp_dtype_size[t->dtype];
+    for (int d = 0; d < t->ndim; d++) {
+        intptr_t ext = (intptr_t)(t->shape[d] - 1) * (intptr_t)t->strides[d] * isz;
+        if (t->shape[d] == 0)
+            ext = 0;
+        if (ext < 0) a += ext; else b += ext;
+    }
+    *lo = (uintptr_t)cddp_data(t) + (uintptr_t)a;
+    *hi = (uintptr_t)cddp_data(t) + (uintptr_t)b + (uintptr_t)isz;
+}
+
+static int may_overlap(const TensorObject *a, const TensorObject *b)
+{
+    uintptr_t alo, ahi, blo, bhi;
+    if (cddp_numel(a) == 0 || cddp_numel(b) == 0)
+        return 0;
+    byte_range(a, &alo, &ahi);
+    byte_range(b, &blo, &bhi);
+    return alo < bhi && blo < ahi;
+}
+
 static int same_view(const TensorObject *a, const TensorObject *b)
 {
-    return a->storage == b->storage && a->offset == b->offset && a->ndim == b->ndim &&
+    return cddp_data(a) == cddp_data(b) && a->ndim == b->ndim &&
            a->dtype == b->dtype &&
            memcmp(a->shape, b->shape, sizeof(int64_t) * a->ndim) == 0 &&
            memcmp(a->strides, b->strides, sizeof(int64_t) * a->ndim) == 0;
@@ -621,7 +677,7 @@ static PyObject *t_copy_(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     src = (TensorObject *)v[0];
     if (cddp_check_inplace(dst) < 0)
         return NULL;
-    if (src->storage == dst->storage && !same_view(src, dst)) {
+    if (!same_view(src, dst) && may_overlap(src, dst)) {
         /* overlapping memory: copy through a temporary so no element is read after it was
          * overwritten */
         tmp = cddp_tensor_new(src->dtype, src->ndim, src->shape, 0);

@@ -313,22 +313,42 @@ static PyObject *gen_device(GeneratorObject *g, void *c)
     return PyUnicode_FromString(g->device < 0 ? "cpu" : "cuda");
 }
 
-/* pickling: Generator(device) then __setstate__(state tensor) */
+/* pickling: Generator(device) then __setstate__(the state words as bytes), so pickling a
+ * generator does not depend on tensors being picklable */
 static PyObject *gen_reduce(GeneratorObject *g, PyObject *unused)
 {
-    PyObject *dev = gen_device(g, NULL), *state = NULL, *res = NULL;
+    PyObject *dev = gen_device(g, NULL), *state = NULL, *bytes = NULL, *res = NULL;
     if (dev)
         state = gen_get_state(g, NULL);
     if (state)
-        res = Py_BuildValue("O(O)O", (PyObject *)Py_TYPE(g), dev, state);
+        bytes = PyBytes_FromStringAndSize(cddp_data((TensorObject *)state),
+                                          CDDP_STATE_LEN * (Py_ssize_t)sizeof(int64_t));
+    if (bytes)
+        res = Py_BuildValue("O(O)O", (PyObject *)Py_TYPE(g), dev, bytes);
     Py_XDECREF(dev);
     Py_XDECREF(state);
+    Py_XDECREF(bytes);
     return res;
 }
 
 static PyObject *gen_setstate(GeneratorObject *g, PyObject *state)
 {
-    PyObject *r = gen_set_state(g, state);
+    PyObject *r;
+    if (PyBytes_Check(state)) {
+        int64_t shape[1] = {CDDP_STATE_LEN};
+        TensorObject *t;
+        if (PyBytes_GET_SIZE(state) != CDDP_STATE_LEN * (Py_ssize_t)sizeof(int64_t)) {
+            PyErr_SetString(PyExc_RuntimeError, "Invalid mt19937 state");
+            return NULL;
+        }
+        if (!(t = cddp_tensor_new(CDDP_INT64, 1, shape, 0)))
+            return NULL;
+        memcpy(cddp_data(t), PyBytes_AS_STRING(state), (size_t)PyBytes_GET_SIZE(state));
+        r = gen_set_state(g, (PyObject *)t);
+        Py_DECREF(t);
+    } else {
+        r = gen_set_state(g, state);
+    }
     if (!r)
         return NULL;
     Py_DECREF(r);

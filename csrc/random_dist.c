@@ -38,7 +38,7 @@ static inline double normal_f64(GeneratorObject *g, double mean, double std)
     double u1, u2, r, theta;
     if (g->has_next_double) {
         g->has_next_double = 0;
-        return g->next_double * std + mean;
+        return fma(g->next_double, std, mean);
     }
     u1 = uniform_f64(g);
     u2 = uniform_f64(g);
@@ -46,7 +46,7 @@ static inline double normal_f64(GeneratorObject *g, double mean, double std)
     theta = 2.0 * PI_D * u1;
     g->next_double = r * sin(theta);
     g->has_next_double = 1;
-    return r * cos(theta) * std + mean;
+    return fma(r * cos(theta), std, mean);     /* torch's val * std + mean, fused */
 }
 
 /* ---- the strided draw loop ------------------------------------------------------------ */
@@ -83,11 +83,12 @@ static void draw_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
     for (int64_t i = 0; i < n; i++, p += s) {
         switch (c->kind) {
         case D_UNIFORM:
+            /* torch's x * (to - from) + from is compiled to a fused multiply-add */
             if (c->dt == CDDP_FLOAT32) {
                 float from = (float)c->a, to = (float)c->b;
-                *(float *)p = uniform_f32(g) * (to - from) + from;
+                *(float *)p = fmaf(uniform_f32(g), to - from, from);
             } else {
-                *(double *)p = uniform_f64(g) * (c->b - c->a) + c->a;
+                *(double *)p = fma(uniform_f64(g), c->b - c->a, c->a);
             }
             break;
         case D_NORMAL: {
@@ -292,8 +293,8 @@ static void normal16_f64(double *d, double mean, double std)
         const double u2 = d[j + 8];
         const double radius = sqrt(-2 * log(u1));
         const double theta = 2.0f * PI_D * u2;
-        d[j] = radius * cos(theta) * std + mean;
-        d[j + 8] = radius * sin(theta) * std + mean;
+        d[j] = fma(radius * cos(theta), std, mean);
+        d[j + 8] = fma(radius * sin(theta), std, mean);
     }
 }
 
@@ -618,26 +619,24 @@ int cddp_random_bernoulli_fill(TensorObject *t, PyObject *p_obj, GeneratorObject
     double p = 0.5;
     c.g = g;
     if (p_obj && cddp_tensor_check(p_obj)) {
-        /* per-element probabilities: uniforms into a float64 buffer, compared in place */
-        TensorObject *pt = (TensorObject *)p_obj, *u, *pb = NULL;
+        /* per-element probabilities: bernoulli_distribution<float> for float32 p (24-bit
+         * uniforms), <double> for float64 p; uniforms drawn in t's (contiguous) order */
+        TensorObject *pt = (TensorObject *)p_obj, *u = NULL, *pb = NULL, *pd = NULL, *ud = NULL;
         int64_t pst[CDDP_MAX_DIMS], n = cddp_numel(t);
         int rc = -1;
+        if (!cddp_is_floating(pt->dtype)) {
+            PyErr_Format(PyExc_NotImplementedError,
+                         "\"bernoulli_tensor_cpu_p_\" not implemented for '%s'",
+                         cpp_name[pt->dtype]);
+            return -1;
+        }
         if (cddp_broadcast_strides(pt, t->ndim, t->shape, pst) < 0)
             return -1;
-        if (!(u = cddp_tensor_new(CDDP_FLOAT64, t->ndim, t->shape, 0)))
-            return -1;
-        if (!(pb = cddp_tensor_alias(pt, t->ndim, t->shape, pst, pt->offset)))
+        if (!(pb = cddp_tensor_alias(pt, t->ndim, t->shape, pst, pt->offset)) ||
+            !(pd = cddp_tensor_new(CDDP_FLOAT64, t->ndim, t->shape, 0)) ||
+            cddp_copy_into(pd, pb) < 0)
             goto pdone;
-        {
-            /* probabilities as float64, contiguous, in t's shape */
-            TensorObject *pd = cddp_tensor_new(CDDP_FLOAT64, t->ndim, t->shape, 0);
-            if (!pd || cddp_copy_into(pd, pb) < 0) {
-                Py_XDECREF(pd);
-                goto pdone;
-            }
-            Py_SETREF(pb, pd);
-        }
-        const double *pv = (const double *)cddp_data(pb);
+        const double *pv = (const double *)cddp_data(pd);
         for (int64_t i = 0; i < n; i++) {
             if (!(pv[i] >= 0 && pv[i] <= 1)) {
                 PyErr_SetString(PyExc_RuntimeError,
@@ -646,20 +645,30 @@ int cddp_random_bernoulli_fill(TensorObject *t, PyObject *p_obj, GeneratorObject
             }
         }
         c.kind = D_UNIFORM;
-        c.dt = CDDP_FLOAT64;
+        c.dt = pt->dtype;
         c.a = 0.0;
         c.b = 1.0;
-        if (draw_into(u, &c) < 0)
+        if (!(u = cddp_tensor_new(pt->dtype, t->ndim, t->shape, 0)) || draw_into(u, &c) < 0 ||
+            !(ud = cddp_tensor_cast_raw(u, CDDP_FLOAT64)))
             goto pdone;
         {
-            double *ud = (double *)cddp_data(u);
+            double *uv = (double *)cddp_data(ud);     /* exact: float32 widens losslessly */
+            if (ud == u) {
+                Py_SETREF(ud, cddp_tensor_new(CDDP_FLOAT64, t->ndim, t->shape, 0));
+                if (!ud)
+                    goto pdone;
+                memcpy(cddp_data(ud), cddp_data(u), (size_t)n * sizeof(double));
+                uv = (double *)cddp_data(ud);
+            }
             for (int64_t i = 0; i < n; i++)
-                ud[i] = ud[i] < pv[i];
+                uv[i] = uv[i] < pv[i];
         }
-        rc = cddp_copy_into(t, u);
+        rc = cddp_copy_into(t, ud);
 pdone:
         Py_XDECREF(pb);
-        Py_DECREF(u);
+        Py_XDECREF(pd);
+        Py_XDECREF(u);
+        Py_XDECREF(ud);
         return rc;
     }
     if (p_obj && arg_double(p_obj, 0.5, &p, "bernoulli", "p") < 0)

@@ -3,7 +3,7 @@
  * Mirrors torch/_tensor_str.py (precision 4, threshold 1000, edgeitems 3, linewidth 80):
  *   _Formatter: over the (summarized) values, integer-valued floats print as `1.`, floats
  *     with `precision` decimals, scientific when max/min of the nonzero finite |values| > 1000,
- *     max > 1e8 or (non-integer) min < 1e-4; every element padded to the widest one.
+ *     max > 1e8 or min < 1e-4; every element padded to the widest one.
  *   summarization: more than `threshold` elements print `edgeitems` rows/values from each end
  *     of every dimension with `...` between.
  *   suffixes: device (CUDA), size= for empty non-1-d, dtype= unless the dtype is the default
@@ -198,15 +198,15 @@ static fmt_t make_formatter(const TensorObject *t, int summarize)
     s.dt = t->dtype;
     visit(&s, t, cddp_data(t), 0);
     if (s.f.floating && s.count > 0) {
-        if (s.f.int_mode)
-            s.f.sci_mode = s.amax / s.amin > 1000.0 || s.amax > 1.0e8;
+        /* a forced sci_mode applies before the widths are measured (and not at all when no
+         * value is nonzero and finite: torch returns early there) */
+        if (opts.sci_mode >= 0)
+            s.f.sci_mode = opts.sci_mode;
         else
             s.f.sci_mode = s.amax / s.amin > 1000.0 || s.amax > 1.0e8 || s.amin < 1.0e-4;
         s.pass = 1;
         visit(&s, t, cddp_data(t), 0);
     }
-    if (s.f.floating && opts.sci_mode >= 0)
-        s.f.sci_mode = opts.sci_mode;
     return s.f;
 }
 
