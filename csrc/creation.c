@@ -366,8 +366,10 @@ static PyObject *py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     if (!isfinite(a) || !isfinite(b)) {
-        PyErr_Format(PyExc_RuntimeError, "unsupported range: %R -> %R", v[0] ? v[0] : Py_None,
-                     v[1]);
+        char ba[64], bb[64];
+        PyOS_snprintf(ba, sizeof ba, "%g", a);
+        PyOS_snprintf(bb, sizeof bb, "%g", b);
+        PyErr_Format(PyExc_RuntimeError, "unsupported range: %s -> %s", ba, bb);
         return NULL;
     }
     if (!((st > 0 && b >= a) || (st < 0 && b <= a))) {

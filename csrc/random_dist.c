@@ -15,6 +15,10 @@
 #include "creation.h"
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define CDDP_X86_AVX2 1
+#endif
 
 #define NOGIL_NUMEL 65536
 static const double PI_D = 3.14159265358979323846;
@@ -242,9 +246,9 @@ static inline __attribute__((always_inline)) void cephes_sincosf(float x, float 
     *c = u2f(f2u(use_cos_poly ? yc : ys) ^ sign_cos);
 }
 
-/* Box-Muller on 16 uniforms: u1 = 1 - d[j], u2 = d[j + 8] (normal_fill_16_AVX2). Compiled
- * twice: with hardware FMA (and AVX2 for the compiler to vectorize) and without (fmaf from
- * libm: same results, slower); picked at run time. */
+/* Box-Muller on 16 uniforms: u1 = 1 - d[j], u2 = d[j + 8] (normal_fill_16_AVX2). Two
+ * versions with identical results, picked at run time: AVX2 + FMA lanes, and this portable
+ * one (fmaf from libm). */
 static inline __attribute__((always_inline)) void normal16_body(float *d, float mean, float std)
 {
     const float two_pi = (float)(2.0f * PI_D);
@@ -258,10 +262,90 @@ static inline __attribute__((always_inline)) void normal16_body(float *d, float 
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef CDDP_X86_AVX2
+/* The same 8 lanes with AVX2 + FMA: operation for operation the scalar code above (and the
+ * kernel torch runs), 8 values at a time. */
+__attribute__((target("avx2,fma"))) static inline __m256 logf8(__m256 x)
+{
+    const __m256 one = _mm256_set1_ps(1.0f);
+    __m256 invalid = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LE_OQ);
+    __m256i bits, ei;
+    __m256 e, y, z, small, tmp;
+    x = _mm256_max_ps(x, _mm256_set1_ps(1.17549435e-38f));
+    bits = _mm256_castps_si256(x);
+    ei = _mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(0x7f));
+    bits = _mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(~0x7f800000)),
+                           _mm256_set1_epi32(0x3f000000));
+    x = _mm256_castsi256_ps(bits);
+    e = _mm256_add_ps(_mm256_cvtepi32_ps(ei), one);
+    small = _mm256_cmp_ps(x, _mm256_set1_ps(0.707106781186547524f), _CMP_LT_OQ);
+    tmp = _mm256_and_ps(small, x);
+    x = _mm256_sub_ps(x, one);
+    e = _mm256_sub_ps(e, _mm256_and_ps(small, one));
+    x = _mm256_add_ps(x, tmp);
+    z = _mm256_mul_ps(x, x);
+    y = _mm256_set1_ps(7.0376836292E-2f);
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(-1.1514610310E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.1676998740E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(-1.2420140846E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.4249322787E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(-1.6668057665E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(2.0000714765E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(-2.4999993993E-1f));
+    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(3.3333331174E-1f));
+    y = _mm256_mul_ps(y, x);
+    y = _mm256_fmadd_ps(y, z, _mm256_mul_ps(e, _mm256_set1_ps(-2.12194440e-4f)));
+    y = _mm256_fmadd_ps(z, _mm256_set1_ps(-0.5f), y);
+    x = _mm256_add_ps(x, y);
+    x = _mm256_fmadd_ps(e, _mm256_set1_ps(0.693359375f), x);
+    return _mm256_or_ps(x, invalid);               /* NaN where x <= 0 */
+}
+
+__attribute__((target("avx2,fma"))) static inline void sincosf8(__m256 x, __m256 *s, __m256 *c)
+{
+    const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+    const __m256i two = _mm256_set1_epi32(2), four = _mm256_set1_epi32(4);
+    __m256 sign_sin = _mm256_and_ps(x, signmask), sign_cos, y, z, yc, ys, poly;
+    __m256i j;
+    x = _mm256_andnot_ps(signmask, x);
+    j = _mm256_cvttps_epi32(_mm256_mul_ps(x, _mm256_set1_ps(1.27323954473516f)));
+    j = _mm256_and_si256(_mm256_add_epi32(j, _mm256_set1_epi32(1)), _mm256_set1_epi32(~1));
+    y = _mm256_cvtepi32_ps(j);
+    sign_sin = _mm256_xor_ps(sign_sin,
+                             _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(j, four), 29)));
+    poly = _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(j, two), _mm256_setzero_si256()));
+    sign_cos = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_andnot_si256(_mm256_sub_epi32(j, two), four), 29));
+    x = _mm256_fmadd_ps(y, _mm256_set1_ps(-0.78515625f), x);
+    x = _mm256_fmadd_ps(y, _mm256_set1_ps(-2.4187564849853515625e-4f), x);
+    x = _mm256_fmadd_ps(y, _mm256_set1_ps(-3.77489497744594108e-8f), x);
+    z = _mm256_mul_ps(x, x);
+    yc = _mm256_set1_ps(2.443315711809948E-005f);
+    yc = _mm256_fmadd_ps(yc, z, _mm256_set1_ps(-1.388731625493765E-003f));
+    yc = _mm256_fmadd_ps(yc, z, _mm256_set1_ps(4.166664568298827E-002f));
+    yc = _mm256_mul_ps(yc, z);
+    yc = _mm256_fmadd_ps(yc, z, _mm256_xor_ps(_mm256_mul_ps(z, _mm256_set1_ps(0.5f)), signmask));
+    yc = _mm256_add_ps(yc, _mm256_set1_ps(1.0f));
+    ys = _mm256_set1_ps(-1.9515295891E-4f);
+    ys = _mm256_fmadd_ps(ys, z, _mm256_set1_ps(8.3321608736E-3f));
+    ys = _mm256_fmadd_ps(ys, z, _mm256_set1_ps(-1.6666654611E-1f));
+    ys = _mm256_mul_ps(ys, z);
+    ys = _mm256_fmadd_ps(ys, x, x);
+    *s = _mm256_xor_ps(_mm256_blendv_ps(yc, ys, poly), sign_sin);
+    *c = _mm256_xor_ps(_mm256_blendv_ps(ys, yc, poly), sign_cos);
+}
+
 __attribute__((target("avx2,fma"))) static void normal16_fma(float *d, float mean, float std)
 {
-    normal16_body(d, mean, std);
+    __m256 u1 = _mm256_sub_ps(_mm256_set1_ps(1.0f), _mm256_loadu_ps(d));
+    __m256 u2 = _mm256_loadu_ps(d + 8);
+    __m256 radius = _mm256_sqrt_ps(_mm256_mul_ps(_mm256_set1_ps(-2.0f), logf8(u1)));
+    __m256 theta = _mm256_mul_ps(_mm256_set1_ps((float)(2.0f * PI_D)), u2), sn, cs;
+    sincosf8(theta, &sn, &cs);
+    _mm256_storeu_ps(d, _mm256_fmadd_ps(_mm256_mul_ps(radius, cs), _mm256_set1_ps(std),
+                                        _mm256_set1_ps(mean)));
+    _mm256_storeu_ps(d + 8, _mm256_fmadd_ps(_mm256_mul_ps(radius, sn), _mm256_set1_ps(std),
+                                            _mm256_set1_ps(mean)));
 }
 #endif
 
@@ -272,7 +356,7 @@ static void normal16_plain(float *d, float mean, float std)
 
 static void normal16_f32(float *d, float mean, float std)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
+#ifdef CDDP_X86_AVX2
     static int have_fma = -1;
     if (have_fma < 0) {
         __builtin_cpu_init();

@@ -331,8 +331,9 @@ PyObject *cddp_tensor_repr(PyObject *self)
     int64_t numel = cddp_numel(t);
     sbuf b = {NULL, 0, 0, 0};
     PyObject *res = NULL;
-    const char *tname = _PyType_Name(Py_TYPE(self));
+    const char *tname = strrchr(Py_TYPE(self)->tp_name, '.');
 
+    tname = tname ? tname + 1 : Py_TYPE(self)->tp_name;
     /* torch prints "tensor(" for Tensor and Parameter (which adds its own wrapper) */
     if (Py_TYPE(self) == st->tensor_type || strcmp(tname, "Parameter") == 0) {
         sb_str(&b, "tensor(");
