@@ -56,6 +56,11 @@ int cddp_check_sizes(const char *fname, int ndim, const int64_t *shape);
 /* module function implemented in repr.c, listed in creation.c's module table */
 PyObject *cddp_py_set_printoptions(PyObject *m, PyObject *args, PyObject *kw);
 
+/* creation_range.c */
+PyObject *cddp_py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+PyObject *cddp_py_linspace(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+PyObject *cddp_py_eye(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+
 /* creation_data.c */
 PyObject *cddp_py_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *cddp_py_as_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);

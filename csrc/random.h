@@ -66,6 +66,46 @@ GeneratorObject *cddp_generator_get(PyObject *o, const char *fname);
 void cddp_gen_acquire(GeneratorObject *g, int nogil);
 static inline void cddp_gen_release(GeneratorObject *g) { PyThread_release_lock(g->lock); }
 
+/* torch's uniform_real_distribution<float/double>(0, 1): the low 24 / 53 bits of a draw */
+static inline float cddp_uniform_f32(GeneratorObject *g)
+{
+    return (float)(cddp_gen_random(g) & 0xFFFFFFu) * (1.0f / 16777216.0f);
+}
+
+static inline double cddp_uniform_f64(GeneratorObject *g)
+{
+    return (double)(cddp_gen_random64(g) & 0x1FFFFFFFFFFFFFULL) * (1.0 / 9007199254740992.0);
+}
+
+/* ---- draws into tensors (random_dist.c) ----------------------------------------------- */
+
+enum { CDDP_D_UNIFORM, CDDP_D_NORMAL, CDDP_D_FROM_TO, CDDP_D_FULL64, CDDP_D_DEFAULT,
+       CDDP_D_BERNOULLI, CDDP_D_EXPONENTIAL };
+
+typedef struct {
+    GeneratorObject *g;
+    int kind;
+    cddp_dtype dt;
+    double a, b;               /* uniform from/to, normal mean/std, bernoulli p, lambda */
+    uint64_t range;            /* random_(from, to): to - from, and base = from */
+    int64_t base;
+} cddp_draw;
+
+/* Validate and fill c for dtype dt (torch's checks and messages). 0 / -1. */
+int cddp_draw_uniform(cddp_draw *c, TensorObject *t, double from, double to);
+int cddp_draw_normal(cddp_draw *c, TensorObject *t, double mean, double std);
+int cddp_draw_from_to(cddp_draw *c, TensorObject *t, int64_t from, int64_t to);
+/* Draw every element of t (memory order; contiguous float normals via normal_fill). */
+int cddp_draw_into(TensorObject *t, cddp_draw *c);
+/* NotImplementedError "\"kernel\" not implemented for 'Long'" unless dt is floating. */
+int cddp_check_floating(cddp_dtype dt, const char *kernel);
+/* An int argument (not float/bool-like floats); TypeError naming fname/arg. */
+int cddp_arg_int64(PyObject *o, int64_t *out, const char *fname, const char *arg);
+/* random_normal.c: torch's normal_fill on a contiguous float tensor of n >= 16 elements
+ * (g locked by the caller). */
+void cddp_normal_fill_contig(GeneratorObject *g, TensorObject *t, int64_t n, double mean,
+                             double std);
+
 /* Exported for other files (DistributedSampler): torch.randperm(n, generator=g) into out[0..n).
  * generator_or_NULL: a cddp.Generator, None or NULL (the default generator). 0 / -1. */
 int cddp_randperm_fill(PyObject *generator_or_NULL, int64_t n, int64_t *out);
