@@ -227,11 +227,15 @@ typedef struct {
     int ndim;
 } store_t;
 
-/* One Python leaf into *p. */
+static int store_block(store_t *st, PyObject *o);
+
+/* One Python leaf into *p (0-d tensors and arrays go through store_block). */
 static int store_leaf(store_t *st, PyObject *o)
 {
     cddp_scalar v;
     cddp_dtype dt = st->out->dtype;
+    if (cddp_tensor_check(o) || PyArray_Check(o))
+        return store_block(st, o);
     if (PyFloat_CheckExact(o) && dt == CDDP_FLOAT32) {       /* the common cases first */
         *(float *)st->p = (float)PyFloat_AS_DOUBLE(o);
     } else if (PyFloat_CheckExact(o) && dt == CDDP_FLOAT64) {

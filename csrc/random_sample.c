@@ -100,8 +100,6 @@ PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         cddp_parse_dtype_opt(v[4], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[5]) < 0 ||
         cddp_parse_flag(v[6], &rg) < 0)
         return NULL;
-    if (!v[0])
-        v[0] = NULL;
     int mt = v[0] && cddp_tensor_check(v[0]), stt = v[1] && cddp_tensor_check(v[1]);
     if (!mt && !stt) {
         double mean = 0.0, std = 1.0;
@@ -345,11 +343,10 @@ PyObject *cddp_py_multinomial(PyObject *m, PyObject *const *args, Py_ssize_t nar
             return NULL;
         }
     }
-    shape[0] = n_dist;
+    /* (n_sample,) for one distribution, (n_dist, n_sample) for rows */
+    shape[0] = p->ndim == 1 ? n_sample : n_dist;
     shape[1] = n_sample;
-    if (p->ndim == 1)
-        shape[0] = n_sample;
-    if (!(out = cddp_tensor_new(CDDP_INT64, p->ndim, p->ndim == 1 ? shape : shape, 0)))
+    if (!(out = cddp_tensor_new(CDDP_INT64, p->ndim, shape, 0)))
         return NULL;
     if (repl && n_sample > 1) {
         if (!(scratch = PyMem_Malloc((size_t)n_cat * sizeof(double)))) {

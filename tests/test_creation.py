@@ -76,6 +76,8 @@ def test_tensor_from_tensors_copies():
     same(cddp.tensor([cddp.tensor(1), cddp.tensor(2.5, dtype=cddp.float64)]), [1.0, 2.5], cddp.float64)
     same(cddp.tensor([t([1.0, 2.0]), t([3.0, 4.0])]), [[1, 2], [3, 4]], cddp.float64)
     same(cddp.tensor([np.arange(3), np.arange(3)]), [[0, 1, 2], [0, 1, 2]], cddp.int64)
+    same(cddp.tensor([1.0, np.array(2.0), cddp.tensor(3.0)]), [1.0, 2.0, 3.0], cddp.float64)
+    same(cddp.tensor([[np.array(2), 3]]), [[2, 3]], cddp.int64)
     # a transposed tensor is read in logical order
     tr = cddp.from_numpy(np.arange(6.0).reshape(2, 3).T)
     same(cddp.tensor(tr), np.arange(6.0).reshape(2, 3).T)
@@ -502,6 +504,18 @@ def test_set_printoptions(torch):
         torch.set_printoptions(profile="default", sci_mode=None)
         cddp.set_printoptions(profile="default", sci_mode=None)
     assert repr(cddp.tensor([1.5])) == "tensor([1.5000])"
+
+
+def test_repr_of_subclasses():
+    class MyT(cddp.Tensor):
+        pass
+
+    class Parameter(cddp.Tensor):          # torch prints Parameter data as "tensor(" too
+        pass
+
+    assert repr(MyT(2)) == "MyT([0., 0.])"
+    assert repr(MyT(2, 2)) == "MyT([[0., 0.],\n     [0., 0.]])"
+    assert repr(Parameter(2)) == "tensor([0., 0.])"
 
 
 def test_repr_leaves_tensor_untouched():
