@@ -418,7 +418,7 @@ static PyObject *py_initial_seed(PyObject *m, PyObject *unused)
     return gen_initial_seed((GeneratorObject *)cddp_state()->default_generator, NULL);
 }
 
-static PyObject *py_get_rng_state(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *py_get_rng_state(PyObject *m, PyObject *unused)
 {
     return gen_get_state((GeneratorObject *)cddp_state()->default_generator, NULL);
 }
@@ -437,7 +437,7 @@ static PyMethodDef random_module_methods[] = {
      "manual_seed(seed) -> Generator: seed the default generator; returns it"},
     {"seed", py_seed, METH_NOARGS, NULL},
     {"initial_seed", py_initial_seed, METH_NOARGS, NULL},
-    {"get_rng_state", (PyCFunction)(void (*)(void))py_get_rng_state, METH_FASTCALL, NULL},
+    {"get_rng_state", (PyCFunction)py_get_rng_state, METH_NOARGS, NULL},
     {"set_rng_state", py_set_rng_state, METH_O, NULL},
     {NULL},
 };
