@@ -92,7 +92,9 @@ def _serialize(obj):
     structure = _encode(obj, tensors, "")
     header, chunks, offset = {}, [], 0
     for i, t in enumerate(tensors):
-        arr = np.ascontiguousarray(t.numpy())
+        arr = t.numpy()
+        if not arr.flags.c_contiguous:       # (np.ascontiguousarray would make 0-d arrays 1-d)
+            arr = arr.copy(order="C")
         name, _np = _DTYPES[str(t.dtype).split(".")[-1]]
         raw = arr.tobytes()
         header[f"t{i}"] = {"dtype": name, "shape": list(arr.shape),

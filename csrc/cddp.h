@@ -315,5 +315,7 @@ int cddp_device_fallback(PyObject *device_spec);                                
 TensorObject *cddp_tensor_from_data(PyObject *data, int has_dtype, cddp_dtype dtype);  /* creation.c */
 /* 0-dim or 1-element tensor to Python number. */
 PyObject *cddp_tensor_item(TensorObject *t);                                        /* creation.c */
+/* torch.randperm(n, generator=g) bit for bit into out[n]; NULL/None = default generator. */
+int cddp_randperm_fill(PyObject *generator_or_NULL, int64_t n, int64_t *out);        /* random.c */
 
 #endif

@@ -343,7 +343,9 @@ static PyObject *ce_common(PyObject *args, int logits)
         goto fail;
     {
         int err;
-        NodeObject *node = cddp_maybe_node("NllLossBackward0", ce_backward, 1, &x, &err);
+        /* torch's graph ends in the smoothing add when label_smoothing > 0 */
+        NodeObject *node = cddp_maybe_node(eps > 0 && !p.probs ? "AddBackward0" : "NllLossBackward0",
+                                           ce_backward, 1, &x, &err);
         if (err)
             goto fail;
         if (node) {

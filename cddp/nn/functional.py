@@ -71,7 +71,14 @@ def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training or p == 0.0:
         return input
-    return _C._dropout(input, float(p), bool(inplace))
+    # torch's CPU recipe, op for op (so a seeded run draws the same mask): a Bernoulli(1-p)
+    # noise tensor scaled by 1/(1-p), multiplied in; every step is one C kernel
+    if p == 1.0:
+        noise = _C.zeros((), dtype=input.dtype)
+    else:
+        noise = _C.empty_like(input).bernoulli_(1.0 - p)
+        noise.div_(1.0 - p)
+    return input.mul_(noise) if inplace else input * noise
 
 
 def one_hot(tensor, num_classes=-1):
