@@ -4,8 +4,9 @@ from .dataset import (Dataset, IterableDataset, TensorDataset, Subset, ConcatDat
 from .sampler import (Sampler, SequentialSampler, RandomSampler, SubsetRandomSampler,
                       BatchSampler)
 from .dataloader import DataLoader, default_collate, default_convert, get_worker_info
+from .distributed import DistributedSampler
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
            "random_split", "Sampler", "SequentialSampler", "RandomSampler",
            "SubsetRandomSampler", "BatchSampler", "DataLoader", "default_collate",
-           "default_convert", "get_worker_info"]
+           "default_convert", "get_worker_info", "DistributedSampler"]

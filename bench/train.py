@@ -1,0 +1,98 @@
+"""Single-process training throughput: cddp vs torch (one thread), same models, same data.
+
+    python bench/train.py [--quick]
+
+Rows: an MLP 784-1024-1024-10 at batch 64 with SGD(momentum=0.9) (samples/s), and the
+tutorials' model Linear(20, 1) + MSELoss at batch 32 (steps/s, where per-step overhead
+dominates). Each figure is the median of several timed windows; ratios are cddp / torch from
+the same run. Threads are pinned to one (OpenBLAS for cddp, torch.set_num_threads(1)).
+"""
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+import cddp
+
+
+def _libs():
+    libs = {"cddp": cddp}
+    try:
+        import torch
+        torch.set_num_threads(1)
+        libs["torch"] = torch
+    except ImportError:
+        pass
+    if hasattr(cddp, "set_num_threads"):
+        cddp.set_num_threads(1)
+    return libs
+
+
+def _make(lib, sizes, X, Y, lr, momentum, loss):
+    lib.manual_seed(0)
+    layers = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        layers.append(lib.nn.Linear(a, b))
+        if i < len(sizes) - 2:
+            layers.append(lib.nn.ReLU())
+    model = lib.nn.Sequential(*layers)
+    opt = lib.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    crit = lib.nn.CrossEntropyLoss() if loss == "ce" else lib.nn.MSELoss()
+    x, y = lib.tensor(X), lib.tensor(Y)
+
+    def step():
+        opt.zero_grad()
+        out = crit(model(x), y)
+        out.backward()
+        opt.step()
+    return step
+
+
+def _time(step, min_time, windows):
+    step()                                       # warm up
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        dt = time.perf_counter() - t0
+        if dt >= min_time:
+            break
+        n *= 2
+    rates = []
+    for _ in range(windows):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        rates.append(n / (time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="smoke run: tiny windows")
+    args = ap.parse_args()
+    min_time, windows = (0.05, 3) if args.quick else (0.5, 7)
+    libs = _libs()
+    rng = np.random.default_rng(0)
+    cases = [
+        ("MLP 784-1024-1024-10, batch 64 (samples/s)", [784, 1024, 1024, 10], 64,
+         rng.standard_normal((64, 784)).astype(np.float32), rng.integers(0, 10, 64), "ce", 64),
+        ("Linear(20,1)+MSE, batch 32 (steps/s)", [20, 1], 32,
+         rng.standard_normal((32, 20)).astype(np.float32),
+         rng.standard_normal((32, 1)).astype(np.float32), "mse", 1),
+    ]
+    print(f"{'case':46s} " + " ".join(f"{k:>12s}" for k in libs) +
+          ("   cddp/torch" if "torch" in libs else ""))
+    for name, sizes, _, X, Y, loss, per_step in cases:
+        rates = {k: _time(_make(lib, sizes, X, Y, 0.01, 0.9, loss), min_time, windows) * per_step
+                 for k, lib in libs.items()}
+        line = f"{name:46s} " + " ".join(f"{rates[k]:12.1f}" for k in libs)
+        if "torch" in rates:
+            line += f"   {rates['cddp'] / rates['torch']:10.2f}x"
+        print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
