@@ -915,7 +915,70 @@ static PyObject *py_backward(PyObject *m, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+/* _reachable_leaves(tensors) -> set of id() of the leaves whose gradient the graph of
+ * `tensors` would produce (DDP's find_unused_parameters). Iterative DFS over next_functions. */
+static PyObject *py_reachable_leaves(PyObject *m, PyObject *arg)
+{
+    PyObject *fast = PySequence_Fast(arg, "_reachable_leaves expects a sequence of tensors");
+    PyObject *out = NULL;
+    node_vec stack = {0};
+    int64_t epoch = ++cddp_state()->engine_epoch;
+    if (!fast)
+        return NULL;
+    out = PySet_New(NULL);
+    if (!out)
+        goto fail;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(fast); i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+        TensorObject *t = (TensorObject *)o;
+        if (!cddp_tensor_check(o))
+            continue;
+        if (t->grad_fn) {
+            if (t->grad_fn->epoch != epoch) {
+                t->grad_fn->epoch = epoch;
+                if (vec_push(&stack, t->grad_fn) < 0)
+                    goto fail;
+            }
+        } else if (t->requires_grad) {
+            PyObject *id = PyLong_FromVoidPtr(t);
+            if (!id || PySet_Add(out, id) < 0) {
+                Py_XDECREF(id);
+                goto fail;
+            }
+            Py_DECREF(id);
+        }
+    }
+    while (stack.n) {
+        NodeObject *node = stack.v[--stack.n];
+        if (node->variable) {
+            PyObject *id = PyLong_FromVoidPtr(node->variable);
+            if (!id || PySet_Add(out, id) < 0) {
+                Py_XDECREF(id);
+                goto fail;
+            }
+            Py_DECREF(id);
+        }
+        for (int e = 0; e < node->n_next; e++) {
+            NodeObject *c = node->next[e].node;
+            if (c && c->epoch != epoch) {
+                c->epoch = epoch;
+                if (vec_push(&stack, c) < 0)
+                    goto fail;
+            }
+        }
+    }
+    PyMem_Free(stack.v);
+    Py_DECREF(fast);
+    return out;
+fail:
+    PyMem_Free(stack.v);
+    Py_DECREF(fast);
+    Py_XDECREF(out);
+    return NULL;
+}
+
 PyMethodDef cddp_autograd_module_methods[] = {
+    {"_reachable_leaves", py_reachable_leaves, METH_O, NULL},
     {"_set_grad_enabled", py_set_grad_enabled, METH_O, "set grad mode; returns the previous"},
     {"is_grad_enabled", py_is_grad_enabled, METH_NOARGS, NULL},
     {"_backward", (PyCFunction)py_backward, METH_VARARGS | METH_KEYWORDS, NULL},

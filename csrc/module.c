@@ -10,6 +10,7 @@ int cddp_node_type_init(PyObject *m, cddp_state_t *st);
 int cddp_tensor_type_init(PyObject *m, cddp_state_t *st, PyMethodDef *methods);
 int cddp_random_init(PyObject *m, cddp_state_t *st);
 int cddp_blas_init(PyObject *m);
+int cddp_reducer_init(PyObject *m);
 
 static PyMethodDef *tensor_tables[] = {
     cddp_tensor_core_methods, cddp_autograd_tensor_methods, cddp_elementwise_tensor_methods,
@@ -119,7 +120,7 @@ static int cddp_exec(PyObject *m)
         goto fail;
     if (cddp_dtype_init(m, st) < 0 || cddp_node_type_init(m, st) < 0 ||
         cddp_tensor_type_init(m, st, tmeth) < 0 || cddp_random_init(m, st) < 0 ||
-        cddp_blas_init(m) < 0)
+        cddp_blas_init(m) < 0 || cddp_reducer_init(m) < 0)
         goto fail;
     return 0;
 fail:

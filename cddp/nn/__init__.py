@@ -4,4 +4,5 @@ from .modules import (Module, Sequential, ModuleList, ModuleDict, ParameterList,
                       Linear, Identity, ReLU, Tanh, Sigmoid, Softmax, LogSoftmax, Dropout,
                       Flatten, CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
                       BCEWithLogitsLoss)
-from . import functional, init, utils  # noqa: F401
+from . import functional, init, utils, parallel  # noqa: F401
+from .parallel import DataParallel
