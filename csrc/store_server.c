@@ -1,0 +1,1040 @@
+/* store_server.c — the rendezvous store's TCP server: one background pthread, a poll() loop
+ * over nonblocking sockets, a hash map key -> bytes (pure C, no Python.h).
+ *
+ * Mirrors: c10d's TCPStore server (TCPStoreBackend.cpp / the libuv backend), which rank 0's
+ * process hosts on MASTER_ADDR:MASTER_PORT.
+ *
+ *   server thread:
+ *       loop: poll(listen fd, wake eventfd, every client)  -- timeout = nearest deadline
+ *             accept; read into the client's buffer; run each complete frame;
+ *             a GET/WAIT whose keys are missing stays parked (its frame kept unconsumed)
+ *             and is rerun after every change to the map, or answered TIMEOUT at its deadline
+ *
+ * Per client at most one request is in flight: a client's next frame is not read while a
+ * reply is unsent or a request is parked, so buffers stay bounded by one frame each, and a
+ * peer that never reads cannot make the server queue replies. Buffers grow as bytes arrive,
+ * never to a length a peer merely announces.
+ *
+ * fork(): the process may fork while the thread runs (multiprocessing's default start
+ * method). A pthread_atfork handler takes each server's lock in the parent around fork(),
+ * so the child gets a consistent copy, then closes the copy's sockets in the child: a child
+ * must not keep the port or a client connection open after the parent lets go of it.
+ */
+#include "store_proto.h"
+
+#include <errno.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CLIENTS 16384
+#define MAX_TOTAL_BYTES ((size_t)1 << 30)    /* all keys + values held */
+#define HELLO_DEADLINE_MS 10000              /* a silent unauthenticated peer is dropped */
+#define CLOSING_DEADLINE_MS 1000             /* a refused peer that does not read its reply */
+#define ACCEPT_PAUSE_MS 100                  /* after EMFILE: the listen fd stays readable */
+#define BUF_MIN 16384
+#define BUF_KEEP (1u << 20)                  /* larger idle buffers are freed */
+#define NO_DEADLINE INT64_MAX
+
+typedef struct entry {
+    struct entry *next;
+    uint64_t hash;
+    uint32_t klen, vlen;
+    uint8_t *val;                 /* vlen bytes, malloc'd; NULL when vlen == 0 */
+    uint8_t key[];                /* klen bytes */
+} entry;
+
+typedef struct {
+    int fd;
+    char authed;                  /* HELLO accepted */
+    char parked;                  /* frame at in + in_off is a GET/WAIT waiting for keys */
+    char closing;                 /* close once the reply is flushed (refused peers) */
+    char dead;
+    int64_t deadline;             /* parked / hello / closing deadline, ms */
+    uint8_t *in;                  /* [in_off, in_len) received, unconsumed */
+    size_t in_off, in_len, in_cap;
+    uint8_t *out;                 /* [out_off, out_len) to send */
+    size_t out_off, out_len, out_cap;
+} conn;
+
+struct cddp_store_server {
+    int lfd, efd, port;
+    pthread_t thread;
+    pthread_mutex_t mu;           /* held by the thread while it touches state; fork takes it */
+    int stop;                     /* atomic */
+    int forked;                   /* this is a fork child's copy: sockets closed, no thread */
+    pid_t owner;
+    conn **conns;
+    size_t nconns, cap_conns;
+    entry **buckets;
+    size_t nbuckets, nkeys, bytes;
+    uint64_t seed;
+    int changed;                  /* a key appeared or changed this round: rerun parked */
+    int64_t accept_pause_until;
+    int64_t n_clients, n_dropped; /* atomic, read by cddp_store_server_stats */
+    int has_token;
+    size_t token_len;
+    uint8_t token[CDDP_STORE_MAX_TOKEN];
+    struct cddp_store_server *reg_next;   /* fork registry */
+};
+
+int64_t cddp_store_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int64_t deadline_after(int64_t now, uint64_t ms)
+{
+    return ms >= (uint64_t)1 << 50 ? NO_DEADLINE : now + (int64_t)ms;
+}
+
+/* ---- fork safety ---------------------------------------------------------------------- */
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static cddp_store_server *reg_head;
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&reg_mu);
+    for (cddp_store_server *s = reg_head; s; s = s->reg_next)
+        pthread_mutex_lock(&s->mu);
+}
+
+static void fork_parent(void)
+{
+    for (cddp_store_server *s = reg_head; s; s = s->reg_next)
+        pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&reg_mu);
+}
+
+/* The child has no server thread; its copies of the sockets would keep the port bound and
+ * clients' connections half-open after the parent closes them. */
+static void fork_child(void)
+{
+    for (cddp_store_server *s = reg_head; s; s = s->reg_next) {
+        s->forked = 1;
+        close(s->lfd);
+        close(s->efd);
+        for (size_t i = 0; i < s->nconns; i++)
+            close(s->conns[i]->fd);
+        pthread_mutex_unlock(&s->mu);
+    }
+    pthread_mutex_unlock(&reg_mu);
+}
+
+static void reg_init(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* ---- the map -------------------------------------------------------------------------- */
+
+/* Seeded 64-bit hash (FNV-1a steps, 8 bytes at a time, murmur finalizer): the seed is random
+ * per server so colliding keys cannot be precomputed. */
+static uint64_t key_hash(uint64_t seed, const uint8_t *k, size_t n)
+{
+    uint64_t h = seed ^ 0xcbf29ce484222325ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, k + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = (h ^ k[i]) * 0x100000001b3ull;
+    h ^= n;
+    h ^= h >> 33; h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
+static entry **map_slot(cddp_store_server *s, const uint8_t *k, uint32_t n, uint64_t *hash)
+{
+    uint64_t h = key_hash(s->seed, k, n);
+    entry **p = &s->buckets[h & (s->nbuckets - 1)];
+    *hash = h;
+    for (; *p; p = &(*p)->next)
+        if ((*p)->hash == h && (*p)->klen == n && memcmp((*p)->key, k, n) == 0)
+            break;
+    return p;
+}
+
+static entry *map_find(cddp_store_server *s, const uint8_t *k, uint32_t n)
+{
+    uint64_t h;
+    return *map_slot(s, k, n, &h);
+}
+
+/* Doubles the bucket array; on allocation failure keeps the longer chains (still correct). */
+static void map_grow(cddp_store_server *s)
+{
+    size_t nb = s->nbuckets * 2;
+    entry **b = calloc(nb, sizeof(entry *));
+    if (!b)
+        return;
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (entry *e = s->buckets[i], *next; e; e = next) {
+            next = e->next;
+            e->next = b[e->hash & (nb - 1)];
+            b[e->hash & (nb - 1)] = e;
+        }
+    free(s->buckets);
+    s->buckets = b;
+    s->nbuckets = nb;
+}
+
+/* key := a ++ b (the concatenation lets APPEND share this). 0, or -1 with *why set when the
+ * store is full or memory ran out; the old value is untouched on failure. */
+static int map_put(cddp_store_server *s, const uint8_t *k, uint32_t klen, const uint8_t *a,
+                   size_t alen, const uint8_t *b, size_t blen, const char **why)
+{
+    uint64_t h;
+    entry **slot = map_slot(s, k, klen, &h), *e = *slot;
+    size_t vlen = alen + blen, old = e ? e->vlen : 0, grow = vlen + (e ? 0 : klen);
+    uint8_t *v = NULL;
+    if (vlen > CDDP_STORE_MAX_VALUE) {
+        *why = "value over the 64 MiB limit";
+        return -1;
+    }
+    if (s->bytes - old + grow > MAX_TOTAL_BYTES) {
+        *why = "store is full (1 GiB of keys and values)";
+        return -1;
+    }
+    if (vlen && !(v = malloc(vlen))) {
+        *why = "out of memory";
+        return -1;
+    }
+    if (alen)
+        memcpy(v, a, alen);
+    if (blen)
+        memcpy(v + alen, b, blen);
+    if (!e) {
+        if (!(e = malloc(sizeof(entry) + klen))) {
+            free(v);
+            *why = "out of memory";
+            return -1;
+        }
+        e->hash = h;
+        e->klen = klen;
+        memcpy(e->key, k, klen);
+        e->val = NULL;
+        e->vlen = 0;
+        e->next = NULL;
+        *slot = e;
+        s->nkeys++;
+    }
+    free(e->val);
+    e->val = v;
+    e->vlen = (uint32_t)vlen;
+    s->bytes = s->bytes - old + grow;
+    s->changed = 1;
+    if (s->nkeys > s->nbuckets)
+        map_grow(s);
+    return 0;
+}
+
+static int map_delete(cddp_store_server *s, const uint8_t *k, uint32_t klen)
+{
+    uint64_t h;
+    entry **slot = map_slot(s, k, klen, &h), *e = *slot;
+    if (!e)
+        return 0;
+    *slot = e->next;
+    s->bytes -= e->klen + (size_t)e->vlen;
+    s->nkeys--;
+    free(e->val);
+    free(e);
+    return 1;
+}
+
+/* ---- per-client buffers --------------------------------------------------------------- */
+
+static void conn_free(conn *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->in);
+    free(c->out);
+    free(c);
+}
+
+/* Reserves a reply frame of `plen` payload bytes after the status byte; returns where the
+ * payload goes, or NULL (the client is then marked dead: it cannot be answered). */
+static uint8_t *reply_begin(conn *c, uint8_t status, size_t plen)
+{
+    size_t need;
+    if (c->out_off == c->out_len)
+        c->out_off = c->out_len = 0;
+    need = c->out_len + 5 + plen;
+    if (need > c->out_cap) {
+        size_t cap = c->out_cap ? c->out_cap : BUF_MIN;
+        uint8_t *p;
+        while (cap < need)
+            cap *= 2;
+        if (!(p = realloc(c->out, cap))) {
+            c->dead = 1;
+            return NULL;
+        }
+        c->out = p;
+        c->out_cap = cap;
+    }
+    cddp_wr_u32(c->out + c->out_len, (uint32_t)(1 + plen));
+    c->out[c->out_len + 4] = status;
+    c->out_len += 5 + plen;
+    return c->out + c->out_len - plen;
+}
+
+static void reply_msg(conn *c, uint8_t status, const char *msg)
+{
+    size_t n = strlen(msg);
+    uint8_t *p = reply_begin(c, status, n);
+    if (p)
+        memcpy(p, msg, n);
+}
+
+static void reply_i64(conn *c, int64_t v)
+{
+    uint8_t *p = reply_begin(c, CDDP_STORE_ST_OK, 8);
+    if (p)
+        cddp_wr_u64(p, (uint64_t)v);
+}
+
+static void reply_u8(conn *c, int v)
+{
+    uint8_t *p = reply_begin(c, CDDP_STORE_ST_OK, 1);
+    if (p)
+        *p = (uint8_t)v;
+}
+
+static void reply_bytes(conn *c, const uint8_t *v, size_t n)
+{
+    uint8_t *p = reply_begin(c, CDDP_STORE_ST_OK, n);
+    if (p && n)
+        memcpy(p, v, n);
+}
+
+/* Sends what it can without blocking; a dead peer marks the client dead. */
+static void conn_flush(conn *c)
+{
+    while (!c->dead && c->out_off < c->out_len) {
+        ssize_t k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k > 0)
+            c->out_off += (size_t)k;
+        else if (k < 0 && errno == EINTR)
+            continue;
+        else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        else
+            c->dead = 1;
+    }
+    if (c->out_off == c->out_len) {
+        c->out_off = c->out_len = 0;
+        if (c->out_cap > BUF_KEEP) {
+            free(c->out);
+            c->out = NULL;
+            c->out_cap = 0;
+        }
+        if (c->closing)
+            c->dead = 1;
+    }
+}
+
+/* Length of the frame at the head of the input (after its 4-byte length field), 0 when the
+ * length is not complete yet, -1 when it breaks the caps. */
+static int64_t frame_len(const conn *c)
+{
+    uint32_t n;
+    if (c->in_len - c->in_off < 4)
+        return 0;
+    n = cddp_ld_u32(c->in + c->in_off);
+    if (n == 0 || n > CDDP_STORE_MAX_FRAME || (!c->authed && n > CDDP_STORE_MAX_HELLO))
+        return -1;
+    return n;
+}
+
+/* One recv into the input buffer, growing it toward the announced frame length only as far
+ * as bytes actually arrive (doubling). 0 ok (possibly nothing read), -1 close the client. */
+static int conn_read(conn *c)
+{
+    int64_t flen;
+    ssize_t k;
+    if (c->in_off > 0) {                     /* compact: the head frame starts at 0 */
+        memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+        c->in_len -= c->in_off;
+        c->in_off = 0;
+    }
+    if ((flen = frame_len(c)) < 0)
+        return -1;
+    if (c->in_len == c->in_cap) {
+        size_t want = flen ? 4 + (size_t)flen : BUF_MIN, cap;
+        uint8_t *p;
+        if (c->in_len >= want)
+            return 0;                        /* a whole frame is waiting to be run */
+        cap = c->in_cap ? c->in_cap * 2 : BUF_MIN;
+        if (cap > want && want > BUF_MIN)
+            cap = want;
+        if (!(p = realloc(c->in, cap)))
+            return -1;
+        c->in = p;
+        c->in_cap = cap;
+    }
+    k = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
+    if (k > 0) {
+        c->in_len += (size_t)k;
+        return frame_len(c) < 0 ? -1 : 0;
+    }
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 0;
+    return -1;                               /* EOF or error */
+}
+
+/* ---- requests ------------------------------------------------------------------------- */
+
+/* The handlers get the payload of one frame; they return 0 (frame done, reply queued),
+ * 1 (parked: keys missing, frame kept), or -1 (protocol violation: close the client). */
+
+static int op_hello(cddp_store_server *s, conn *c, cddp_rd *r, int64_t now)
+{
+    uint32_t magic, version;
+    unsigned diff = 0;
+    if (cddp_rd_u32(r, &magic) < 0 || cddp_rd_u32(r, &version) < 0 || magic != CDDP_STORE_MAGIC)
+        return -1;
+    if (version != CDDP_STORE_VERSION) {
+        reply_msg(c, CDDP_STORE_ST_ERROR, "cddp store protocol version mismatch");
+        c->closing = 1;
+        c->deadline = now + CLOSING_DEADLINE_MS;
+        return 0;
+    }
+    if (s->has_token) {
+        /* constant time in the token's bytes */
+        diff = r->n != s->token_len;
+        for (size_t i = 0; i < s->token_len; i++)
+            diff |= s->token[i] ^ (i < r->n ? r->p[i] : 0);
+    }
+    if (diff) {
+        reply_msg(c, CDDP_STORE_ST_REFUSED, "bad or missing CDDP_TOKEN");
+        c->closing = 1;
+        c->deadline = now + CLOSING_DEADLINE_MS;
+        return 0;
+    }
+    c->authed = 1;
+    c->deadline = NO_DEADLINE;
+    reply_bytes(c, NULL, 0);
+    return 0;
+}
+
+static int op_set(cddp_store_server *s, conn *c, cddp_rd *r, int append)
+{
+    const uint8_t *k;
+    uint32_t kn;
+    const char *why;
+    entry *e;
+    if (cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 || r->n > CDDP_STORE_MAX_VALUE)
+        return -1;
+    e = append ? map_find(s, k, kn) : NULL;
+    if (map_put(s, k, kn, e ? e->val : NULL, e ? e->vlen : 0, r->p, r->n, &why) < 0)
+        reply_msg(c, CDDP_STORE_ST_ERROR, why);
+    else
+        reply_bytes(c, NULL, 0);
+    return 0;
+}
+
+/* Parks the frame until its keys exist or wait_ms passes; deadline fixed at first park. */
+static int park(conn *c, uint64_t wait_ms, int64_t now)
+{
+    if (!c->parked) {
+        c->parked = 1;
+        c->deadline = deadline_after(now, wait_ms);
+    }
+    return 1;
+}
+
+static int op_get(cddp_store_server *s, conn *c, cddp_rd *r, int64_t now)
+{
+    uint64_t wait_ms;
+    const uint8_t *k;
+    uint32_t kn;
+    entry *e;
+    if (cddp_rd_u64(r, &wait_ms) < 0 || cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 || r->n)
+        return -1;
+    if (!(e = map_find(s, k, kn)))
+        return park(c, wait_ms, now);
+    reply_bytes(c, e->val, e->vlen);
+    return 0;
+}
+
+/* WAIT and CHECK: are all n keys present? -1 on a malformed list. */
+static int all_present(cddp_store_server *s, cddp_rd *r)
+{
+    uint32_t n, kn;
+    const uint8_t *k;
+    int all = 1;
+    if (cddp_rd_u32(r, &n) < 0 || n > CDDP_STORE_MAX_KEYS)
+        return -1;
+    for (uint32_t i = 0; i < n; i++) {
+        if (cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0)
+            return -1;
+        if (all && !map_find(s, k, kn))
+            all = 0;
+    }
+    return r->n ? -1 : all;
+}
+
+static int op_wait(cddp_store_server *s, conn *c, cddp_rd *r, int64_t now)
+{
+    uint64_t wait_ms;
+    int all;
+    if (cddp_rd_u64(r, &wait_ms) < 0 || (all = all_present(s, r)) < 0)
+        return -1;
+    if (!all)
+        return park(c, wait_ms, now);
+    reply_bytes(c, NULL, 0);
+    return 0;
+}
+
+static int op_check(cddp_store_server *s, conn *c, cddp_rd *r)
+{
+    int all = all_present(s, r);
+    if (all < 0)
+        return -1;
+    reply_u8(c, all);
+    return 0;
+}
+
+/* Strict decimal int64 (torch stores counters as their decimal text). */
+static int parse_i64(const uint8_t *p, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    uint64_t v = 0, lim;
+    if (n && (p[0] == '-' || p[0] == '+'))
+        neg = p[i++] == '-';
+    if (i == n || n > 20)
+        return -1;
+    lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9' || v > (lim - (p[i] - '0')) / 10)
+            return -1;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+static int op_add(cddp_store_server *s, conn *c, cddp_rd *r)
+{
+    uint64_t amount;
+    const uint8_t *k;
+    uint32_t kn;
+    int64_t cur = 0, next;
+    entry *e;
+    char text[24];
+    const char *why;
+    if (cddp_rd_u64(r, &amount) < 0 || cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 || r->n)
+        return -1;
+    if ((e = map_find(s, k, kn)) && parse_i64(e->val, e->vlen, &cur) < 0) {
+        reply_msg(c, CDDP_STORE_ST_ERROR, "add: the key's value is not an integer");
+        return 0;
+    }
+    if (__builtin_add_overflow(cur, (int64_t)amount, &next)) {
+        reply_msg(c, CDDP_STORE_ST_ERROR, "add: int64 overflow");
+        return 0;
+    }
+    snprintf(text, sizeof text, "%lld", (long long)next);
+    if (map_put(s, k, kn, (const uint8_t *)text, strlen(text), NULL, 0, &why) < 0)
+        reply_msg(c, CDDP_STORE_ST_ERROR, why);
+    else
+        reply_i64(c, next);
+    return 0;
+}
+
+/* torch's compareSet: a missing key is set when expected is empty (else expected comes back);
+ * a present key is set when it equals expected; the reply is the value now held (or
+ * expected, for a missing key left missing). */
+static int op_cas(cddp_store_server *s, conn *c, cddp_rd *r)
+{
+    const uint8_t *k, *x;
+    uint32_t kn, xn;
+    entry *e;
+    const char *why;
+    if (cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 ||
+        cddp_rd_str(r, CDDP_STORE_MAX_VALUE, &x, &xn) < 0 || r->n > CDDP_STORE_MAX_VALUE)
+        return -1;
+    e = map_find(s, k, kn);
+    if (e ? (e->vlen == xn && (xn == 0 || memcmp(e->val, x, xn) == 0)) : xn == 0) {
+        if (map_put(s, k, kn, r->p, r->n, NULL, 0, &why) < 0)
+            reply_msg(c, CDDP_STORE_ST_ERROR, why);
+        else
+            reply_bytes(c, r->p, r->n);
+    } else if (e) {
+        reply_bytes(c, e->val, e->vlen);
+    } else {
+        reply_bytes(c, x, xn);
+    }
+    return 0;
+}
+
+static int op_delete(cddp_store_server *s, conn *c, cddp_rd *r)
+{
+    const uint8_t *k;
+    uint32_t kn;
+    if (cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 || r->n)
+        return -1;
+    reply_u8(c, map_delete(s, k, kn));
+    return 0;
+}
+
+static int run_frame(cddp_store_server *s, conn *c, int64_t now)
+{
+    uint32_t n = cddp_ld_u32(c->in + c->in_off);
+    uint8_t op = c->in[c->in_off + 4];
+    cddp_rd r = {c->in + c->in_off + 5, n - 1};
+    if (!c->authed)
+        return op == CDDP_STORE_OP_HELLO ? op_hello(s, c, &r, now) : -1;
+    switch (op) {
+    case CDDP_STORE_OP_SET: return op_set(s, c, &r, 0);
+    case CDDP_STORE_OP_APPEND: return op_set(s, c, &r, 1);
+    case CDDP_STORE_OP_GET: return op_get(s, c, &r, now);
+    case CDDP_STORE_OP_ADD: return op_add(s, c, &r);
+    case CDDP_STORE_OP_WAIT: return op_wait(s, c, &r, now);
+    case CDDP_STORE_OP_CHECK: return op_check(s, c, &r);
+    case CDDP_STORE_OP_CAS: return op_cas(s, c, &r);
+    case CDDP_STORE_OP_DELETE: return op_delete(s, c, &r);
+    case CDDP_STORE_OP_NUM_KEYS:
+        if (r.n)
+            return -1;
+        reply_i64(c, (int64_t)s->nkeys);
+        return 0;
+    default:
+        return -1;                           /* HELLO twice, or an unknown op */
+    }
+}
+
+static void consume_frame(conn *c)
+{
+    c->in_off += 4 + (size_t)cddp_ld_u32(c->in + c->in_off);
+    if (c->in_off == c->in_len) {
+        c->in_off = c->in_len = 0;
+        if (c->in_cap > BUF_KEEP) {
+            free(c->in);
+            c->in = NULL;
+            c->in_cap = 0;
+        }
+    }
+}
+
+static void drop(cddp_store_server *s, conn *c)
+{
+    if (!c->dead)
+        __atomic_add_fetch(&s->n_dropped, 1, __ATOMIC_RELAXED);
+    c->dead = 1;
+}
+
+/* Runs complete frames while the client has no reply pending and nothing parked. */
+static void conn_service(cddp_store_server *s, conn *c, int64_t now)
+{
+    for (;;) {
+        int64_t flen;
+        int rc;
+        if (c->dead || c->closing || c->parked || c->out_off < c->out_len)
+            return;
+        if ((flen = frame_len(c)) < 0) {
+            drop(s, c);
+            return;
+        }
+        if (flen == 0 || c->in_len - c->in_off < 4 + (size_t)flen)
+            return;
+        rc = run_frame(s, c, now);
+        if (rc < 0) {
+            drop(s, c);
+            return;
+        }
+        if (rc == 0) {
+            consume_frame(c);
+            conn_flush(c);
+        }
+    }
+}
+
+/* Reruns parked GET/WAITs after a change; answers those past their deadline. */
+static void rerun_parked(cddp_store_server *s, int64_t now)
+{
+    int rounds = 0;
+    do {
+        int expired_only = !s->changed;
+        s->changed = 0;
+        for (size_t i = 0; i < s->nconns; i++) {
+            conn *c = s->conns[i];
+            if (c->dead || !c->parked)
+                continue;
+            if (!expired_only) {
+                c->parked = 0;
+                if (run_frame(s, c, now) == 0) {
+                    consume_frame(c);
+                    c->deadline = NO_DEADLINE;
+                    conn_flush(c);
+                    conn_service(s, c, now);
+                    continue;
+                }
+                c->parked = 1;               /* run_frame reparked it: deadline kept */
+            }
+            if (now >= c->deadline) {
+                c->parked = 0;
+                c->deadline = NO_DEADLINE;
+                consume_frame(c);
+                reply_begin(c, CDDP_STORE_ST_TIMEOUT, 0);
+                conn_flush(c);
+                conn_service(s, c, now);
+            }
+        }
+    } while (s->changed && ++rounds < 64);
+}
+
+/* ---- the loop ------------------------------------------------------------------------- */
+
+static void accept_clients(cddp_store_server *s, int64_t now)
+{
+    for (int i = 0; i < 64; i++) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
+        conn *c;
+        if (fd < 0) {
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                s->accept_pause_until = now + ACCEPT_PAUSE_MS;
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                continue;
+            return;
+        }
+        if (s->nconns >= MAX_CLIENTS) {
+            close(fd);
+            continue;
+        }
+        if (s->nconns == s->cap_conns) {
+            size_t cap = s->cap_conns ? s->cap_conns * 2 : 16;
+            conn **p = realloc(s->conns, cap * sizeof(conn *));
+            if (!p) {
+                close(fd);
+                continue;
+            }
+            s->conns = p;
+            s->cap_conns = cap;
+        }
+        if (!(c = calloc(1, sizeof(conn)))) {
+            close(fd);
+            continue;
+        }
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        c->fd = fd;
+        c->deadline = now + HELLO_DEADLINE_MS;
+        s->conns[s->nconns++] = c;
+    }
+}
+
+static void reap(cddp_store_server *s)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < s->nconns; i++) {
+        conn *c = s->conns[i];
+        if (c->dead)
+            conn_free(c);
+        else
+            s->conns[k++] = c;
+    }
+    s->nconns = k;
+    __atomic_store_n(&s->n_clients, (int64_t)k, __ATOMIC_RELAXED);
+}
+
+static int poll_timeout(cddp_store_server *s, int64_t now)
+{
+    int64_t next = NO_DEADLINE;
+    if (s->changed)
+        return 0;                            /* parked requests still to rerun */
+    for (size_t i = 0; i < s->nconns; i++)
+        if (s->conns[i]->deadline < next)
+            next = s->conns[i]->deadline;
+    if (s->accept_pause_until > now && s->accept_pause_until < next)
+        next = s->accept_pause_until;
+    if (next == NO_DEADLINE)
+        return -1;
+    if (next <= now)
+        return 0;
+    return next - now > 60000 ? 60000 : (int)(next - now);
+}
+
+static void *server_main(void *arg)
+{
+    cddp_store_server *s = arg;
+    struct pollfd *pfd = NULL;
+    size_t pcap = 0;
+    pthread_mutex_lock(&s->mu);
+    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+        size_t n = s->nconns, np = n + 2;
+        int64_t now = cddp_store_now_ms();
+        int timeout, rc;
+        if (np > pcap) {
+            struct pollfd *p = realloc(pfd, np * 2 * sizeof *p);
+            if (!p) {                        /* retry after a pause; nothing is lost */
+                pthread_mutex_unlock(&s->mu);
+                poll(NULL, 0, 10);
+                pthread_mutex_lock(&s->mu);
+                continue;
+            }
+            pfd = p;
+            pcap = np * 2;
+        }
+        pfd[0] = (struct pollfd){s->lfd, now >= s->accept_pause_until ? POLLIN : 0, 0};
+        pfd[1] = (struct pollfd){s->efd, POLLIN, 0};
+        for (size_t i = 0; i < n; i++) {
+            conn *c = s->conns[i];
+            short ev = POLLRDHUP;
+            if (!c->parked && !c->closing && c->out_off == c->out_len)
+                ev |= POLLIN;
+            if (c->out_off < c->out_len)
+                ev |= POLLOUT;
+            pfd[i + 2] = (struct pollfd){c->fd, ev, 0};
+        }
+        timeout = poll_timeout(s, now);
+        pthread_mutex_unlock(&s->mu);
+        rc = poll(pfd, np, timeout);
+        pthread_mutex_lock(&s->mu);
+        if (rc < 0 && errno != EINTR) {
+            pthread_mutex_unlock(&s->mu);
+            poll(NULL, 0, 10);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        now = cddp_store_now_ms();
+        if (rc > 0 && (pfd[1].revents & POLLIN)) {
+            uint64_t v;
+            if (read(s->efd, &v, sizeof v) < 0) { /* drained; the stop flag says why */ }
+        }
+        for (size_t i = 0; rc > 0 && i < n; i++) {
+            conn *c = s->conns[i];
+            short re = pfd[i + 2].revents;
+            if (re & (POLLERR | POLLNVAL))
+                c->dead = 1;
+            if (!c->dead && (re & POLLOUT))
+                conn_flush(c);
+            if (!c->dead && (re & POLLIN)) {
+                if (conn_read(c) < 0) {
+                    if (frame_len(c) < 0)
+                        drop(s, c);
+                    c->dead = 1;
+                }
+            } else if (!c->dead && (re & (POLLHUP | POLLRDHUP))) {
+                c->dead = 1;                 /* gone while parked or sending */
+            }
+            conn_service(s, c, now);
+        }
+        for (size_t i = 0; i < n; i++) {      /* hello / closing deadlines */
+            conn *c = s->conns[i];
+            if (!c->dead && !c->parked && now >= c->deadline)
+                c->dead = 1;
+        }
+        rerun_parked(s, now);
+        if (rc > 0 && (pfd[0].revents & POLLIN))
+            accept_clients(s, now);
+        reap(s);
+    }
+    for (size_t i = 0; i < s->nconns; i++)
+        conn_free(s->conns[i]);
+    s->nconns = 0;
+    pthread_mutex_unlock(&s->mu);
+    free(pfd);
+    return NULL;
+}
+
+/* ---- start / stop --------------------------------------------------------------------- */
+
+static int is_loopback_host(const char *h)
+{
+    return strcmp(h, "localhost") == 0 || strncmp(h, "127.", 4) == 0 || strcmp(h, "::1") == 0;
+}
+
+/* socket + SO_REUSEADDR + bind + listen; the fd, or -1 with errno kept in *e. */
+static int listen_on(const struct sockaddr *sa, socklen_t sl, int *e)
+{
+    int one = 1, zero = 0;
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *e = errno;
+        return -1;
+    }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (sa->sa_family == AF_INET6)          /* [::] also takes IPv4 clients */
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    if (bind(fd, sa, sl) == 0 && listen(fd, 2048) == 0)
+        return fd;
+    *e = errno;
+    close(fd);
+    return -1;
+}
+
+/* A listening nonblocking socket for host:port (the policy: cddp_store_server_start), or -1
+ * with a message. */
+static int open_listener(const char *host, int port, char *err, size_t errlen)
+{
+    struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons(port)};
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+    int fd, e = 0;
+    if (strcmp(host, "::1") == 0) {
+        a6.sin6_addr = in6addr_loopback;
+        fd = listen_on((struct sockaddr *)&a6, sizeof a6, &e);
+    } else if (is_loopback_host(host)) {
+        if (inet_pton(AF_INET, host, &a4.sin_addr) != 1)
+            a4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        fd = listen_on((struct sockaddr *)&a4, sizeof a4, &e);
+    } else {
+        a6.sin6_addr = in6addr_any;
+        fd = listen_on((struct sockaddr *)&a6, sizeof a6, &e);
+        if (fd < 0 && e != EADDRINUSE) {     /* no IPv6 here */
+            a4.sin_addr.s_addr = htonl(INADDR_ANY);
+            fd = listen_on((struct sockaddr *)&a4, sizeof a4, &e);
+        }
+    }
+    if (fd < 0)
+        snprintf(err, errlen, "cannot listen on %s:%d: %s", host, port, strerror(e));
+    return fd;
+}
+
+int cddp_store_server_start(const char *host, int port, int listen_fd, const uint8_t *token,
+                            size_t token_len, cddp_store_server **out, char *err, size_t errlen)
+{
+    cddp_store_server *s;
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    sigset_t all, old;
+    int rc;
+    if (token_len > CDDP_STORE_MAX_TOKEN) {
+        snprintf(err, errlen, "CDDP_TOKEN is longer than %u bytes", CDDP_STORE_MAX_TOKEN);
+        return CDDP_STORE_EPROTO;
+    }
+    if (!(s = calloc(1, sizeof *s))) {
+        snprintf(err, errlen, "out of memory");
+        return CDDP_STORE_ESYS;
+    }
+    s->lfd = s->efd = -1;
+    s->nbuckets = 64;
+    if (!(s->buckets = calloc(s->nbuckets, sizeof(entry *)))) {
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (getrandom(&s->seed, sizeof s->seed, GRND_NONBLOCK) != sizeof s->seed)
+        s->seed = (uint64_t)cddp_store_now_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+    if (token) {
+        s->has_token = 1;
+        s->token_len = token_len;
+        memcpy(s->token, token, token_len);
+    }
+    if (listen_fd >= 0) {
+        if ((s->lfd = fcntl(listen_fd, F_DUPFD_CLOEXEC, 0)) < 0 ||
+            fcntl(s->lfd, F_SETFL, fcntl(s->lfd, F_GETFL) | O_NONBLOCK) < 0 ||
+            listen(s->lfd, 2048) < 0) {
+            snprintf(err, errlen, "cannot use listen fd %d: %s", listen_fd, strerror(errno));
+            goto fail;
+        }
+    } else if ((s->lfd = open_listener(host, port, err, errlen)) < 0) {
+        goto fail;
+    }
+    if (getsockname(s->lfd, (struct sockaddr *)&ss, &sl) < 0) {
+        snprintf(err, errlen, "getsockname: %s", strerror(errno));
+        goto fail;
+    }
+    s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
+    if ((s->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) {
+        snprintf(err, errlen, "eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    s->owner = getpid();
+    pthread_once(&reg_once, reg_init);
+    pthread_mutex_lock(&reg_mu);
+    /* the thread must not take the process's signals (Python handles them on the main one) */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    rc = pthread_create(&s->thread, NULL, server_main, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0) {
+        s->reg_next = reg_head;
+        reg_head = s;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    if (rc != 0) {
+        snprintf(err, errlen, "pthread_create: %s", strerror(rc));
+        pthread_mutex_destroy(&s->mu);
+        goto fail;
+    }
+    *out = s;
+    return CDDP_STORE_OK;
+fail:
+    if (s->lfd >= 0)
+        close(s->lfd);
+    if (s->efd >= 0)
+        close(s->efd);
+    free(s->buckets);
+    free(s);
+    return CDDP_STORE_ESYS;
+}
+
+int cddp_store_server_port(const cddp_store_server *s)
+{
+    return s->port;
+}
+
+void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64_t *dropped)
+{
+    *clients = __atomic_load_n(&s->n_clients, __ATOMIC_RELAXED);
+    *dropped = __atomic_load_n(&s->n_dropped, __ATOMIC_RELAXED);
+}
+
+void cddp_store_server_stop(cddp_store_server *s)
+{
+    pthread_mutex_lock(&reg_mu);
+    for (cddp_store_server **p = &reg_head; *p; p = &(*p)->reg_next)
+        if (*p == s) {
+            *p = s->reg_next;
+            break;
+        }
+    pthread_mutex_unlock(&reg_mu);
+    if (!s->forked) {
+        uint64_t one = 1;
+        __atomic_store_n(&s->stop, 1, __ATOMIC_RELEASE);
+        while (write(s->efd, &one, sizeof one) < 0 && errno == EINTR)
+            ;
+        pthread_join(s->thread, NULL);
+        close(s->lfd);
+        close(s->efd);
+    } else {
+        for (size_t i = 0; i < s->nconns; i++) {
+            s->conns[i]->fd = -1;            /* closed at fork */
+            conn_free(s->conns[i]);
+        }
+    }
+    for (size_t i = 0; i < s->nbuckets; i++)
+        for (entry *e = s->buckets[i], *next; e; e = next) {
+            next = e->next;
+            free(e->val);
+            free(e);
+        }
+    pthread_mutex_destroy(&s->mu);
+    free(s->buckets);
+    free(s->conns);
+    free(s);
+}
