@@ -6,7 +6,9 @@
  *
  *   open:  until the deadline: resolve host, connect (nonblocking + poll), say HELLO;
  *          refused/unreachable -> back off (10 ms doubling to 1 s) and retry
- *   call:  lock (timed) -> send frame -> read the reply frame -> unlock
+ *   call:  take a free connection (or open another, up to MAX_CONNS, so a thread blocked in
+ *          get() never holds up another thread's set() on the same store) -> send frame ->
+ *          read the reply frame -> give the connection back
  *
  * A reply that does not come by the deadline, or a wait cut short by a signal, leaves the
  * connection out of step (a reply may still be on its way): the socket is dropped and the
@@ -29,15 +31,19 @@
 #include <unistd.h>
 
 #define CONNECT_ATTEMPT_MS 10000     /* one SYN that is never answered is retried after this */
+#define MAX_CONNS 16                 /* concurrent requests per client (threads sharing it) */
 
 struct cddp_store_client {
-    int fd;                          /* -1: out of step; reconnect before the next request */
+    pthread_mutex_t mu;              /* guards the slots and `broken` */
+    pthread_cond_t freed;            /* a slot was released (monotonic clock) */
+    int fds[MAX_CONNS];              /* -1: not connected (or out of step): connect first */
+    char busy[MAX_CONNS];
+    int nconns;
     int broken;                      /* the server closed the connection */
     int port;
     char host[256];
     size_t token_len;
     uint8_t token[CDDP_STORE_MAX_TOKEN];
-    pthread_mutex_t mu;              /* one request at a time */
 };
 
 static int (*interrupt_hook)(void);
@@ -250,8 +256,9 @@ static int connect_once(const struct addrinfo *ai, int64_t deadline, int *why, i
     return fd;
 }
 
-/* Connects c->fd (closed before), retrying until the deadline. */
-static int client_connect(cddp_store_client *c, int64_t deadline, char *err, size_t errlen)
+/* A new connection that passed HELLO, in *out_fd, retrying until the deadline. */
+static int client_connect(cddp_store_client *c, int64_t deadline, int *out_fd, char *err,
+                          size_t errlen)
 {
     char port[16], last[400] = "no attempt finished";
     int backoff = 10;
@@ -275,7 +282,7 @@ static int client_connect(cddp_store_client *c, int64_t deadline, char *err, siz
             rc = handshake(c, fd, deadline, err, errlen);
             if (rc == CDDP_STORE_OK) {
                 freeaddrinfo(res);
-                c->fd = fd;
+                *out_fd = fd;
                 return CDDP_STORE_OK;
             }
             close(fd);
@@ -301,7 +308,8 @@ int cddp_store_client_open(const char *host, int port, const uint8_t *token, siz
                            int64_t timeout_ms, cddp_store_client **out, char *err, size_t errlen)
 {
     cddp_store_client *c;
-    int rc;
+    pthread_condattr_t ca;
+    int rc, fd = -1;
     if (strlen(host) >= sizeof c->host || token_len > CDDP_STORE_MAX_TOKEN) {
         snprintf(err, errlen, "host name or CDDP_TOKEN too long");
         return CDDP_STORE_EPROTO;
@@ -310,40 +318,61 @@ int cddp_store_client_open(const char *host, int port, const uint8_t *token, siz
         snprintf(err, errlen, "out of memory");
         return CDDP_STORE_ESYS;
     }
-    c->fd = -1;
     c->port = port;
     strcpy(c->host, host);
     c->token_len = token_len;
     if (token_len)
         memcpy(c->token, token, token_len);
-    if ((rc = client_connect(c, deadline_in(timeout_ms), err, errlen))) {
+    if ((rc = client_connect(c, deadline_in(timeout_ms), &fd, err, errlen))) {
         free(c);
         return rc;
     }
+    c->fds[0] = fd;
+    c->nconns = 1;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->freed, &ca);
+    pthread_condattr_destroy(&ca);
     *out = c;
     return CDDP_STORE_OK;
 }
 
-/* Takes c->mu, waiting at most until the deadline (realtime clock for timedlock). */
-static int lock_until(cddp_store_client *c, int64_t deadline)
+/* A slot index for one request (marked busy), waiting for one to free up until the
+ * deadline when all MAX_CONNS are busy; -1 on timeout. */
+static int take_slot(cddp_store_client *c, int64_t deadline)
 {
-    struct timespec ts;
-    int64_t left = deadline - cddp_store_now_ms();
-    if (pthread_mutex_trylock(&c->mu) == 0)
-        return 0;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    if (left < 0)
-        left = 0;
-    if (left > (int64_t)1 << 40)
-        left = (int64_t)1 << 40;
-    ts.tv_sec += left / 1000;
-    ts.tv_nsec += (left % 1000) * 1000000;
-    if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
+    int slot = -1;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        struct timespec ts;
+        for (int i = 0; i < c->nconns && slot < 0; i++)
+            if (!c->busy[i])
+                slot = i;
+        if (slot < 0 && c->nconns < MAX_CONNS) {
+            slot = c->nconns++;
+            c->fds[slot] = -1;
+        }
+        if (slot >= 0 || cddp_store_now_ms() >= deadline)
+            break;
+        ts.tv_sec = deadline / 1000;
+        ts.tv_nsec = (deadline % 1000) * 1000000;
+        pthread_cond_timedwait(&c->freed, &c->mu, &ts);
     }
-    return pthread_mutex_timedlock(&c->mu, &ts) == 0 ? 0 : -1;
+    if (slot >= 0)
+        c->busy[slot] = 1;
+    pthread_mutex_unlock(&c->mu);
+    return slot;
+}
+
+static void give_slot(cddp_store_client *c, int slot, int fd, int broken)
+{
+    pthread_mutex_lock(&c->mu);
+    c->fds[slot] = fd;
+    c->busy[slot] = 0;
+    c->broken |= broken;
+    pthread_cond_signal(&c->freed);
+    pthread_mutex_unlock(&c->mu);
 }
 
 int cddp_store_client_call(cddp_store_client *c, uint8_t op, const uint8_t *head, size_t head_len,
@@ -353,39 +382,41 @@ int cddp_store_client_call(cddp_store_client *c, uint8_t op, const uint8_t *head
     int64_t deadline = deadline_in(timeout_ms);
     uint8_t hdr[5];
     struct iovec iov[3];
-    int rc;
+    int rc, slot, fd, broken;
     if (1 + head_len + tail_len > CDDP_STORE_MAX_FRAME) {
         snprintf(err, errlen, "request of %zu bytes is over the frame limit", head_len + tail_len);
         return CDDP_STORE_EPROTO;
     }
-    if (lock_until(c, deadline) < 0) {
-        snprintf(err, errlen, "another thread's request on this store did not finish");
+    if ((slot = take_slot(c, deadline)) < 0) {
+        snprintf(err, errlen, "%d other requests on this store did not finish", MAX_CONNS);
         return CDDP_STORE_ETIMEOUT;
     }
-    if (c->broken) {
-        rc = CDDP_STORE_ECLOSED;
-        goto done;
+    pthread_mutex_lock(&c->mu);
+    fd = c->fds[slot];
+    broken = c->broken;
+    pthread_mutex_unlock(&c->mu);
+    if (broken) {
+        give_slot(c, slot, fd, 0);
+        return CDDP_STORE_ECLOSED;
     }
-    if (c->fd < 0 && (rc = client_connect(c, deadline, err, errlen)))
-        goto done;
+    if (fd < 0 && (rc = client_connect(c, deadline, &fd, err, errlen))) {
+        give_slot(c, slot, -1, 0);
+        return rc;
+    }
     cddp_wr_u32(hdr, (uint32_t)(1 + head_len + tail_len));
     hdr[4] = op;
     iov[0] = (struct iovec){hdr, 5};
     iov[1] = (struct iovec){(void *)head, head_len};
     iov[2] = (struct iovec){(void *)tail, tail_len};
-    rc = send_all(c->fd, iov, 3, deadline);
+    rc = send_all(fd, iov, 3, deadline);
     if (rc == CDDP_STORE_OK)
-        rc = recv_frame(c->fd, deadline, reply, reply_len, err, errlen);
-    if (rc == CDDP_STORE_ECLOSED || rc == CDDP_STORE_EPROTO) {
-        c->broken = 1;
-        close(c->fd);
-        c->fd = -1;
-    } else if (rc != CDDP_STORE_OK) {        /* out of step: a reply may still come */
-        close(c->fd);
-        c->fd = -1;
+        rc = recv_frame(fd, deadline, reply, reply_len, err, errlen);
+    broken = rc == CDDP_STORE_ECLOSED || rc == CDDP_STORE_EPROTO;
+    if (rc != CDDP_STORE_OK) {               /* gone, or out of step: a reply may still come */
+        close(fd);
+        fd = -1;
     }
-done:
-    pthread_mutex_unlock(&c->mu);
+    give_slot(c, slot, fd, broken);
     return rc;
 }
 
@@ -394,8 +425,10 @@ void cddp_store_client_close(cddp_store_client *c)
     if (!c)
         return;
     /* close, never shutdown: a forked child may hold a copy of this object */
-    if (c->fd >= 0)
-        close(c->fd);
+    for (int i = 0; i < c->nconns; i++)
+        if (c->fds[i] >= 0)
+            close(c->fds[i]);
+    pthread_cond_destroy(&c->freed);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }

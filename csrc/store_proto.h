@@ -172,8 +172,8 @@ int cddp_store_client_open(const char *host, int port, const uint8_t *token, siz
                            int64_t timeout_ms, cddp_store_client **out, char *err, size_t errlen);
 /* One request/reply: sends op + payload, waits for the reply until timeout_ms passes.
  * On success *reply is a malloc'd buffer of *reply_len >= 1 bytes: status byte, then the
- * reply payload; the caller frees it. Thread-safe (one request at a time per client; waiting
- * for the turn counts against timeout_ms). Blocks: call it with the GIL released. */
+ * reply payload; the caller frees it. Thread-safe: concurrent calls use separate connections
+ * (opened on demand, up to 16). Blocks: call it with the GIL released. */
 int cddp_store_client_call(cddp_store_client *c, uint8_t op, const uint8_t *head, size_t head_len,
                            const uint8_t *tail, size_t tail_len, int64_t timeout_ms,
                            uint8_t **reply, size_t *reply_len, char *err, size_t errlen);
