@@ -685,15 +685,21 @@ static void rerun_parked(cddp_store_server *s, int64_t now)
             if (c->dead || !c->parked)
                 continue;
             if (!expired_only) {
+                int64_t deadline = c->deadline;
+                int rc;
                 c->parked = 0;
-                if (run_frame(s, c, now) == 0) {
+                if ((rc = run_frame(s, c, now)) == 0) {
                     consume_frame(c);
                     c->deadline = NO_DEADLINE;
                     conn_flush(c);
                     conn_service(s, c, now);
                     continue;
                 }
-                c->parked = 1;               /* run_frame reparked it: deadline kept */
+                if (rc < 0) {                /* cannot happen: the frame parsed when parked */
+                    drop(s, c);
+                    continue;
+                }
+                c->deadline = deadline;      /* parked again: the first deadline stands */
             }
             if (now >= c->deadline) {
                 c->parked = 0;

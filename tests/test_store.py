@@ -227,6 +227,29 @@ def test_wait_and_get_time_out_on_time():
     assert s.get("after") == b"ok"
 
 
+def test_parked_get_keeps_its_deadline_while_other_keys_change():
+    s = master()
+    stop = threading.Event()
+
+    def churn():
+        w = client(s.port)
+        i = 0
+        while not stop.is_set():
+            w.set(f"other{i % 5}", str(i))       # every change reruns the parked get
+            i += 1
+            time.sleep(0.005)
+    th = threading.Thread(target=churn)
+    th.start()
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError):
+            s.wait(["never"], TD(seconds=0.3))
+        assert time.monotonic() - t0 < 0.8
+    finally:
+        stop.set()
+        th.join(5)
+
+
 def test_threads_sharing_one_store():
     s = master()
     got = []
