@@ -1,5 +1,6 @@
 /* store_server.c — the rendezvous store's TCP server: one background pthread, a poll() loop
- * over nonblocking sockets, a hash map key -> bytes (pure C, no Python.h).
+ * over nonblocking sockets (pure C, no Python.h); the map and the request handlers are in
+ * store_ops.c.
  *
  * Mirrors: c10d's TCPStore server (TCPStoreBackend.cpp / the libuv backend), which rank 0's
  * process hosts on MASTER_ADDR:MASTER_PORT.
@@ -20,86 +21,31 @@
  * so the child gets a consistent copy, then closes the copy's sockets in the child: a child
  * must not keep the port or a client connection open after the parent lets go of it.
  */
-#include "store_proto.h"
+#include "store_server.h"
 
-#include <errno.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_CLIENTS 16384
-#define MAX_TOTAL_BYTES ((size_t)1 << 30)    /* all keys + values held */
 #define HELLO_DEADLINE_MS 10000              /* a silent unauthenticated peer is dropped */
-#define CLOSING_DEADLINE_MS 1000             /* a refused peer that does not read its reply */
 #define ACCEPT_PAUSE_MS 100                  /* after EMFILE: the listen fd stays readable */
-#define BUF_MIN 16384
-#define BUF_KEEP (1u << 20)                  /* larger idle buffers are freed */
-#define NO_DEADLINE INT64_MAX
-
-typedef struct entry {
-    struct entry *next;
-    uint64_t hash;
-    uint32_t klen, vlen;
-    uint8_t *val;                 /* vlen bytes, malloc'd; NULL when vlen == 0 */
-    uint8_t key[];                /* klen bytes */
-} entry;
-
-typedef struct {
-    int fd;
-    char authed;                  /* HELLO accepted */
-    char parked;                  /* frame at in + in_off is a GET/WAIT waiting for keys */
-    char closing;                 /* close once the reply is flushed (refused peers) */
-    char dead;
-    int64_t deadline;             /* parked / hello / closing deadline, ms */
-    uint8_t *in;                  /* [in_off, in_len) received, unconsumed */
-    size_t in_off, in_len, in_cap;
-    uint8_t *out;                 /* [out_off, out_len) to send */
-    size_t out_off, out_len, out_cap;
-} conn;
-
-struct cddp_store_server {
-    int lfd, efd, port;
-    pthread_t thread;
-    pthread_mutex_t mu;           /* held by the thread while it touches state; fork takes it */
-    int stop;                     /* atomic */
-    int forked;                   /* this is a fork child's copy: sockets closed, no thread */
-    pid_t owner;
-    conn **conns;
-    size_t nconns, cap_conns;
-    entry **buckets;
-    size_t nbuckets, nkeys, bytes;
-    uint64_t seed;
-    int changed;                  /* a key appeared or changed this round: rerun parked */
-    int64_t accept_pause_until;
-    int64_t n_clients, n_dropped; /* atomic, read by cddp_store_server_stats */
-    int has_token;
-    size_t token_len;
-    uint8_t token[CDDP_STORE_MAX_TOKEN];
-    struct cddp_store_server *reg_next;   /* fork registry */
-};
 
 int64_t cddp_store_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static int64_t deadline_after(int64_t now, uint64_t ms)
-{
-    return ms >= (uint64_t)1 << 50 ? NO_DEADLINE : now + (int64_t)ms;
 }
 
 /* ---- fork safety ---------------------------------------------------------------------- */
@@ -142,130 +88,9 @@ static void reg_init(void)
     pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-/* ---- the map -------------------------------------------------------------------------- */
-
-/* Seeded 64-bit hash (FNV-1a steps, 8 bytes at a time, murmur finalizer): the seed is random
- * per server so colliding keys cannot be precomputed. */
-static uint64_t key_hash(uint64_t seed, const uint8_t *k, size_t n)
-{
-    uint64_t h = seed ^ 0xcbf29ce484222325ull;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t w;
-        memcpy(&w, k + i, 8);
-        h = (h ^ w) * 0x100000001b3ull;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++)
-        h = (h ^ k[i]) * 0x100000001b3ull;
-    h ^= n;
-    h ^= h >> 33; h *= 0xff51afd7ed558ccdull;
-    h ^= h >> 33; h *= 0xc4ceb9fe1a85ec53ull;
-    return h ^ (h >> 33);
-}
-
-static entry **map_slot(cddp_store_server *s, const uint8_t *k, uint32_t n, uint64_t *hash)
-{
-    uint64_t h = key_hash(s->seed, k, n);
-    entry **p = &s->buckets[h & (s->nbuckets - 1)];
-    *hash = h;
-    for (; *p; p = &(*p)->next)
-        if ((*p)->hash == h && (*p)->klen == n && memcmp((*p)->key, k, n) == 0)
-            break;
-    return p;
-}
-
-static entry *map_find(cddp_store_server *s, const uint8_t *k, uint32_t n)
-{
-    uint64_t h;
-    return *map_slot(s, k, n, &h);
-}
-
-/* Doubles the bucket array; on allocation failure keeps the longer chains (still correct). */
-static void map_grow(cddp_store_server *s)
-{
-    size_t nb = s->nbuckets * 2;
-    entry **b = calloc(nb, sizeof(entry *));
-    if (!b)
-        return;
-    for (size_t i = 0; i < s->nbuckets; i++)
-        for (entry *e = s->buckets[i], *next; e; e = next) {
-            next = e->next;
-            e->next = b[e->hash & (nb - 1)];
-            b[e->hash & (nb - 1)] = e;
-        }
-    free(s->buckets);
-    s->buckets = b;
-    s->nbuckets = nb;
-}
-
-/* key := a ++ b (the concatenation lets APPEND share this). 0, or -1 with *why set when the
- * store is full or memory ran out; the old value is untouched on failure. */
-static int map_put(cddp_store_server *s, const uint8_t *k, uint32_t klen, const uint8_t *a,
-                   size_t alen, const uint8_t *b, size_t blen, const char **why)
-{
-    uint64_t h;
-    entry **slot = map_slot(s, k, klen, &h), *e = *slot;
-    size_t vlen = alen + blen, old = e ? e->vlen : 0, grow = vlen + (e ? 0 : klen);
-    uint8_t *v = NULL;
-    if (vlen > CDDP_STORE_MAX_VALUE) {
-        *why = "value over the 64 MiB limit";
-        return -1;
-    }
-    if (s->bytes - old + grow > MAX_TOTAL_BYTES) {
-        *why = "store is full (1 GiB of keys and values)";
-        return -1;
-    }
-    if (vlen && !(v = malloc(vlen))) {
-        *why = "out of memory";
-        return -1;
-    }
-    if (alen)
-        memcpy(v, a, alen);
-    if (blen)
-        memcpy(v + alen, b, blen);
-    if (!e) {
-        if (!(e = malloc(sizeof(entry) + klen))) {
-            free(v);
-            *why = "out of memory";
-            return -1;
-        }
-        e->hash = h;
-        e->klen = klen;
-        memcpy(e->key, k, klen);
-        e->val = NULL;
-        e->vlen = 0;
-        e->next = NULL;
-        *slot = e;
-        s->nkeys++;
-    }
-    free(e->val);
-    e->val = v;
-    e->vlen = (uint32_t)vlen;
-    s->bytes = s->bytes - old + grow;
-    s->changed = 1;
-    if (s->nkeys > s->nbuckets)
-        map_grow(s);
-    return 0;
-}
-
-static int map_delete(cddp_store_server *s, const uint8_t *k, uint32_t klen)
-{
-    uint64_t h;
-    entry **slot = map_slot(s, k, klen, &h), *e = *slot;
-    if (!e)
-        return 0;
-    *slot = e->next;
-    s->bytes -= e->klen + (size_t)e->vlen;
-    s->nkeys--;
-    free(e->val);
-    free(e);
-    return 1;
-}
-
 /* ---- per-client buffers --------------------------------------------------------------- */
 
-static void conn_free(conn *c)
+static void conn_free(store_conn *c)
 {
     if (c->fd >= 0)
         close(c->fd);
@@ -274,63 +99,8 @@ static void conn_free(conn *c)
     free(c);
 }
 
-/* Reserves a reply frame of `plen` payload bytes after the status byte; returns where the
- * payload goes, or NULL (the client is then marked dead: it cannot be answered). */
-static uint8_t *reply_begin(conn *c, uint8_t status, size_t plen)
-{
-    size_t need;
-    if (c->out_off == c->out_len)
-        c->out_off = c->out_len = 0;
-    need = c->out_len + 5 + plen;
-    if (need > c->out_cap) {
-        size_t cap = c->out_cap ? c->out_cap : BUF_MIN;
-        uint8_t *p;
-        while (cap < need)
-            cap *= 2;
-        if (!(p = realloc(c->out, cap))) {
-            c->dead = 1;
-            return NULL;
-        }
-        c->out = p;
-        c->out_cap = cap;
-    }
-    cddp_wr_u32(c->out + c->out_len, (uint32_t)(1 + plen));
-    c->out[c->out_len + 4] = status;
-    c->out_len += 5 + plen;
-    return c->out + c->out_len - plen;
-}
-
-static void reply_msg(conn *c, uint8_t status, const char *msg)
-{
-    size_t n = strlen(msg);
-    uint8_t *p = reply_begin(c, status, n);
-    if (p)
-        memcpy(p, msg, n);
-}
-
-static void reply_i64(conn *c, int64_t v)
-{
-    uint8_t *p = reply_begin(c, CDDP_STORE_ST_OK, 8);
-    if (p)
-        cddp_wr_u64(p, (uint64_t)v);
-}
-
-static void reply_u8(conn *c, int v)
-{
-    uint8_t *p = reply_begin(c, CDDP_STORE_ST_OK, 1);
-    if (p)
-        *p = (uint8_t)v;
-}
-
-static void reply_bytes(conn *c, const uint8_t *v, size_t n)
-{
-    uint8_t *p = reply_begin(c, CDDP_STORE_ST_OK, n);
-    if (p && n)
-        memcpy(p, v, n);
-}
-
 /* Sends what it can without blocking; a dead peer marks the client dead. */
-static void conn_flush(conn *c)
+static void conn_flush(store_conn *c)
 {
     while (!c->dead && c->out_off < c->out_len) {
         ssize_t k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
@@ -358,7 +128,7 @@ static void conn_flush(conn *c)
 
 /* Length of the frame at the head of the input (after its 4-byte length field), 0 when the
  * length is not complete yet, -1 when it breaks the caps. */
-static int64_t frame_len(const conn *c)
+static int64_t frame_len(const store_conn *c)
 {
     uint32_t n;
     if (c->in_len - c->in_off < 4)
@@ -371,7 +141,7 @@ static int64_t frame_len(const conn *c)
 
 /* One recv into the input buffer, growing it toward the announced frame length only as far
  * as bytes actually arrive (doubling). 0 ok (possibly nothing read), -1 close the client. */
-static int conn_read(conn *c)
+static int conn_read(store_conn *c)
 {
     int64_t flen;
     ssize_t k;
@@ -405,229 +175,7 @@ static int conn_read(conn *c)
     return -1;                               /* EOF or error */
 }
 
-/* ---- requests ------------------------------------------------------------------------- */
-
-/* The handlers get the payload of one frame; they return 0 (frame done, reply queued),
- * 1 (parked: keys missing, frame kept), or -1 (protocol violation: close the client). */
-
-static int op_hello(cddp_store_server *s, conn *c, cddp_rd *r, int64_t now)
-{
-    uint32_t magic, version;
-    unsigned diff = 0;
-    if (cddp_rd_u32(r, &magic) < 0 || cddp_rd_u32(r, &version) < 0 || magic != CDDP_STORE_MAGIC)
-        return -1;
-    if (version != CDDP_STORE_VERSION) {
-        reply_msg(c, CDDP_STORE_ST_ERROR, "cddp store protocol version mismatch");
-        c->closing = 1;
-        c->deadline = now + CLOSING_DEADLINE_MS;
-        return 0;
-    }
-    if (s->has_token) {
-        /* constant time in the token's bytes */
-        diff = r->n != s->token_len;
-        for (size_t i = 0; i < s->token_len; i++)
-            diff |= s->token[i] ^ (i < r->n ? r->p[i] : 0);
-    }
-    if (diff) {
-        reply_msg(c, CDDP_STORE_ST_REFUSED, "bad or missing CDDP_TOKEN");
-        c->closing = 1;
-        c->deadline = now + CLOSING_DEADLINE_MS;
-        return 0;
-    }
-    c->authed = 1;
-    c->deadline = NO_DEADLINE;
-    reply_bytes(c, NULL, 0);
-    return 0;
-}
-
-static int op_set(cddp_store_server *s, conn *c, cddp_rd *r, int append)
-{
-    const uint8_t *k;
-    uint32_t kn;
-    const char *why;
-    entry *e;
-    if (cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 || r->n > CDDP_STORE_MAX_VALUE)
-        return -1;
-    e = append ? map_find(s, k, kn) : NULL;
-    if (map_put(s, k, kn, e ? e->val : NULL, e ? e->vlen : 0, r->p, r->n, &why) < 0)
-        reply_msg(c, CDDP_STORE_ST_ERROR, why);
-    else
-        reply_bytes(c, NULL, 0);
-    return 0;
-}
-
-/* Parks the frame until its keys exist or wait_ms passes; deadline fixed at first park. */
-static int park(conn *c, uint64_t wait_ms, int64_t now)
-{
-    if (!c->parked) {
-        c->parked = 1;
-        c->deadline = deadline_after(now, wait_ms);
-    }
-    return 1;
-}
-
-static int op_get(cddp_store_server *s, conn *c, cddp_rd *r, int64_t now)
-{
-    uint64_t wait_ms;
-    const uint8_t *k;
-    uint32_t kn;
-    entry *e;
-    if (cddp_rd_u64(r, &wait_ms) < 0 || cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 || r->n)
-        return -1;
-    if (!(e = map_find(s, k, kn)))
-        return park(c, wait_ms, now);
-    reply_bytes(c, e->val, e->vlen);
-    return 0;
-}
-
-/* WAIT and CHECK: are all n keys present? -1 on a malformed list. */
-static int all_present(cddp_store_server *s, cddp_rd *r)
-{
-    uint32_t n, kn;
-    const uint8_t *k;
-    int all = 1;
-    if (cddp_rd_u32(r, &n) < 0 || n > CDDP_STORE_MAX_KEYS)
-        return -1;
-    for (uint32_t i = 0; i < n; i++) {
-        if (cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0)
-            return -1;
-        if (all && !map_find(s, k, kn))
-            all = 0;
-    }
-    return r->n ? -1 : all;
-}
-
-static int op_wait(cddp_store_server *s, conn *c, cddp_rd *r, int64_t now)
-{
-    uint64_t wait_ms;
-    int all;
-    if (cddp_rd_u64(r, &wait_ms) < 0 || (all = all_present(s, r)) < 0)
-        return -1;
-    if (!all)
-        return park(c, wait_ms, now);
-    reply_bytes(c, NULL, 0);
-    return 0;
-}
-
-static int op_check(cddp_store_server *s, conn *c, cddp_rd *r)
-{
-    int all = all_present(s, r);
-    if (all < 0)
-        return -1;
-    reply_u8(c, all);
-    return 0;
-}
-
-/* Strict decimal int64 (torch stores counters as their decimal text). */
-static int parse_i64(const uint8_t *p, size_t n, int64_t *out)
-{
-    size_t i = 0;
-    int neg = 0;
-    uint64_t v = 0, lim;
-    if (n && (p[0] == '-' || p[0] == '+'))
-        neg = p[i++] == '-';
-    if (i == n || n > 20)
-        return -1;
-    lim = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    for (; i < n; i++) {
-        if (p[i] < '0' || p[i] > '9' || v > (lim - (p[i] - '0')) / 10)
-            return -1;
-        v = v * 10 + (p[i] - '0');
-    }
-    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
-    return 0;
-}
-
-static int op_add(cddp_store_server *s, conn *c, cddp_rd *r)
-{
-    uint64_t amount;
-    const uint8_t *k;
-    uint32_t kn;
-    int64_t cur = 0, next;
-    entry *e;
-    char text[24];
-    const char *why;
-    if (cddp_rd_u64(r, &amount) < 0 || cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 || r->n)
-        return -1;
-    if ((e = map_find(s, k, kn)) && parse_i64(e->val, e->vlen, &cur) < 0) {
-        reply_msg(c, CDDP_STORE_ST_ERROR, "add: the key's value is not an integer");
-        return 0;
-    }
-    if (__builtin_add_overflow(cur, (int64_t)amount, &next)) {
-        reply_msg(c, CDDP_STORE_ST_ERROR, "add: int64 overflow");
-        return 0;
-    }
-    snprintf(text, sizeof text, "%lld", (long long)next);
-    if (map_put(s, k, kn, (const uint8_t *)text, strlen(text), NULL, 0, &why) < 0)
-        reply_msg(c, CDDP_STORE_ST_ERROR, why);
-    else
-        reply_i64(c, next);
-    return 0;
-}
-
-/* torch's compareSet: a missing key is set when expected is empty (else expected comes back);
- * a present key is set when it equals expected; the reply is the value now held (or
- * expected, for a missing key left missing). */
-static int op_cas(cddp_store_server *s, conn *c, cddp_rd *r)
-{
-    const uint8_t *k, *x;
-    uint32_t kn, xn;
-    entry *e;
-    const char *why;
-    if (cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 ||
-        cddp_rd_str(r, CDDP_STORE_MAX_VALUE, &x, &xn) < 0 || r->n > CDDP_STORE_MAX_VALUE)
-        return -1;
-    e = map_find(s, k, kn);
-    if (e ? (e->vlen == xn && (xn == 0 || memcmp(e->val, x, xn) == 0)) : xn == 0) {
-        if (map_put(s, k, kn, r->p, r->n, NULL, 0, &why) < 0)
-            reply_msg(c, CDDP_STORE_ST_ERROR, why);
-        else
-            reply_bytes(c, r->p, r->n);
-    } else if (e) {
-        reply_bytes(c, e->val, e->vlen);
-    } else {
-        reply_bytes(c, x, xn);
-    }
-    return 0;
-}
-
-static int op_delete(cddp_store_server *s, conn *c, cddp_rd *r)
-{
-    const uint8_t *k;
-    uint32_t kn;
-    if (cddp_rd_str(r, CDDP_STORE_MAX_KEY, &k, &kn) < 0 || r->n)
-        return -1;
-    reply_u8(c, map_delete(s, k, kn));
-    return 0;
-}
-
-static int run_frame(cddp_store_server *s, conn *c, int64_t now)
-{
-    uint32_t n = cddp_ld_u32(c->in + c->in_off);
-    uint8_t op = c->in[c->in_off + 4];
-    cddp_rd r = {c->in + c->in_off + 5, n - 1};
-    if (!c->authed)
-        return op == CDDP_STORE_OP_HELLO ? op_hello(s, c, &r, now) : -1;
-    switch (op) {
-    case CDDP_STORE_OP_SET: return op_set(s, c, &r, 0);
-    case CDDP_STORE_OP_APPEND: return op_set(s, c, &r, 1);
-    case CDDP_STORE_OP_GET: return op_get(s, c, &r, now);
-    case CDDP_STORE_OP_ADD: return op_add(s, c, &r);
-    case CDDP_STORE_OP_WAIT: return op_wait(s, c, &r, now);
-    case CDDP_STORE_OP_CHECK: return op_check(s, c, &r);
-    case CDDP_STORE_OP_CAS: return op_cas(s, c, &r);
-    case CDDP_STORE_OP_DELETE: return op_delete(s, c, &r);
-    case CDDP_STORE_OP_NUM_KEYS:
-        if (r.n)
-            return -1;
-        reply_i64(c, (int64_t)s->nkeys);
-        return 0;
-    default:
-        return -1;                           /* HELLO twice, or an unknown op */
-    }
-}
-
-static void consume_frame(conn *c)
+static void consume_frame(store_conn *c)
 {
     c->in_off += 4 + (size_t)cddp_ld_u32(c->in + c->in_off);
     if (c->in_off == c->in_len) {
@@ -640,7 +188,7 @@ static void consume_frame(conn *c)
     }
 }
 
-static void drop(cddp_store_server *s, conn *c)
+static void drop(cddp_store_server *s, store_conn *c)
 {
     if (!c->dead)
         __atomic_add_fetch(&s->n_dropped, 1, __ATOMIC_RELAXED);
@@ -648,7 +196,7 @@ static void drop(cddp_store_server *s, conn *c)
 }
 
 /* Runs complete frames while the client has no reply pending and nothing parked. */
-static void conn_service(cddp_store_server *s, conn *c, int64_t now)
+static void conn_service(cddp_store_server *s, store_conn *c, int64_t now)
 {
     for (;;) {
         int64_t flen;
@@ -661,7 +209,7 @@ static void conn_service(cddp_store_server *s, conn *c, int64_t now)
         }
         if (flen == 0 || c->in_len - c->in_off < 4 + (size_t)flen)
             return;
-        rc = run_frame(s, c, now);
+        rc = cddp_store_run_frame(s, c, now);
         if (rc < 0) {
             drop(s, c);
             return;
@@ -681,14 +229,14 @@ static void rerun_parked(cddp_store_server *s, int64_t now)
         int expired_only = !s->changed;
         s->changed = 0;
         for (size_t i = 0; i < s->nconns; i++) {
-            conn *c = s->conns[i];
+            store_conn *c = s->conns[i];
             if (c->dead || !c->parked)
                 continue;
             if (!expired_only) {
                 int64_t deadline = c->deadline;
                 int rc;
                 c->parked = 0;
-                if ((rc = run_frame(s, c, now)) == 0) {
+                if ((rc = cddp_store_run_frame(s, c, now)) == 0) {
                     consume_frame(c);
                     c->deadline = NO_DEADLINE;
                     conn_flush(c);
@@ -705,7 +253,7 @@ static void rerun_parked(cddp_store_server *s, int64_t now)
                 c->parked = 0;
                 c->deadline = NO_DEADLINE;
                 consume_frame(c);
-                reply_begin(c, CDDP_STORE_ST_TIMEOUT, 0);
+                cddp_store_reply_begin(c, CDDP_STORE_ST_TIMEOUT, 0);
                 conn_flush(c);
                 conn_service(s, c, now);
             }
@@ -719,7 +267,7 @@ static void accept_clients(cddp_store_server *s, int64_t now)
 {
     for (int i = 0; i < 64; i++) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC), one = 1;
-        conn *c;
+        store_conn *c;
         if (fd < 0) {
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
                 s->accept_pause_until = now + ACCEPT_PAUSE_MS;
@@ -733,7 +281,7 @@ static void accept_clients(cddp_store_server *s, int64_t now)
         }
         if (s->nconns == s->cap_conns) {
             size_t cap = s->cap_conns ? s->cap_conns * 2 : 16;
-            conn **p = realloc(s->conns, cap * sizeof(conn *));
+            store_conn **p = realloc(s->conns, cap * sizeof(store_conn *));
             if (!p) {
                 close(fd);
                 continue;
@@ -741,7 +289,7 @@ static void accept_clients(cddp_store_server *s, int64_t now)
             s->conns = p;
             s->cap_conns = cap;
         }
-        if (!(c = calloc(1, sizeof(conn)))) {
+        if (!(c = calloc(1, sizeof(store_conn)))) {
             close(fd);
             continue;
         }
@@ -756,7 +304,7 @@ static void reap(cddp_store_server *s)
 {
     size_t k = 0;
     for (size_t i = 0; i < s->nconns; i++) {
-        conn *c = s->conns[i];
+        store_conn *c = s->conns[i];
         if (c->dead)
             conn_free(c);
         else
@@ -807,7 +355,7 @@ static void *server_main(void *arg)
         pfd[0] = (struct pollfd){s->lfd, now >= s->accept_pause_until ? POLLIN : 0, 0};
         pfd[1] = (struct pollfd){s->efd, POLLIN, 0};
         for (size_t i = 0; i < n; i++) {
-            conn *c = s->conns[i];
+            store_conn *c = s->conns[i];
             short ev = POLLRDHUP;
             if (!c->parked && !c->closing && c->out_off == c->out_len)
                 ev |= POLLIN;
@@ -831,7 +379,7 @@ static void *server_main(void *arg)
             if (read(s->efd, &v, sizeof v) < 0) { /* drained; the stop flag says why */ }
         }
         for (size_t i = 0; rc > 0 && i < n; i++) {
-            conn *c = s->conns[i];
+            store_conn *c = s->conns[i];
             short re = pfd[i + 2].revents;
             if (re & (POLLERR | POLLNVAL))
                 c->dead = 1;
@@ -849,7 +397,7 @@ static void *server_main(void *arg)
             conn_service(s, c, now);
         }
         for (size_t i = 0; i < n; i++) {      /* hello / closing deadlines */
-            conn *c = s->conns[i];
+            store_conn *c = s->conns[i];
             if (!c->dead && !c->parked && now >= c->deadline)
                 c->dead = 1;
         }
@@ -936,13 +484,10 @@ int cddp_store_server_start(const char *host, int port, int listen_fd, const uin
         return CDDP_STORE_ESYS;
     }
     s->lfd = s->efd = -1;
-    s->nbuckets = 64;
-    if (!(s->buckets = calloc(s->nbuckets, sizeof(entry *)))) {
+    if (cddp_store_map_init(s) < 0) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    if (getrandom(&s->seed, sizeof s->seed, GRND_NONBLOCK) != sizeof s->seed)
-        s->seed = (uint64_t)cddp_store_now_ms() * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     if (token) {
         s->has_token = 1;
         s->token_len = token_len;
@@ -994,7 +539,7 @@ fail:
         close(s->lfd);
     if (s->efd >= 0)
         close(s->efd);
-    free(s->buckets);
+    cddp_store_map_free(s);
     free(s);
     return CDDP_STORE_ESYS;
 }
@@ -1033,14 +578,8 @@ void cddp_store_server_stop(cddp_store_server *s)
             conn_free(s->conns[i]);
         }
     }
-    for (size_t i = 0; i < s->nbuckets; i++)
-        for (entry *e = s->buckets[i], *next; e; e = next) {
-            next = e->next;
-            free(e->val);
-            free(e);
-        }
+    cddp_store_map_free(s);
     pthread_mutex_destroy(&s->mu);
-    free(s->buckets);
     free(s->conns);
     free(s);
 }
