@@ -281,6 +281,7 @@ extern PyMethodDef cddp_optim_module_methods[];
 extern PyMethodDef cddp_clip_module_methods[];
 extern PyMethodDef cddp_linear_module_methods[];
 extern PyMethodDef cddp_sampler_module_methods[];
+extern PyMethodDef cddp_store_module_methods[];
 
 /* Type slots implemented by the op files (tensor_type.c wires them into the Tensor type). */
 PyObject *cddp_nb_add(PyObject *a, PyObject *b);          /* ops_elementwise.c */

@@ -1,0 +1,1 @@
+from .store import TCPStore, FileStore, PrefixStore, HashStore, Store
