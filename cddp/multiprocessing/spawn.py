@@ -134,7 +134,7 @@ class ProcessContext:
                 except OSError:
                     pass
 
-    def terminate(self, grace_period=5.0):
+    def terminate(self, grace_period=5.0, _keep_files=False):
         """SIGTERM every live process, SIGKILL after `grace_period` s, join them all."""
         for p in self.processes:
             if p.is_alive():
@@ -144,7 +144,8 @@ class ProcessContext:
             if p.is_alive():
                 p.kill()
             p.join()
-        self._cleanup_files()
+        if not _keep_files:
+            self._cleanup_files()
 
     def join(self, timeout=None, grace_period=None):
         """Wait up to `timeout` s for a process to exit. Returns True when all have exited 0,
@@ -168,7 +169,7 @@ class ProcessContext:
 
         if grace_period is not None:          # let the others stop by themselves first
             self._join_procs_with_timeout(grace_period)
-        self.terminate(30 if grace_period is None else grace_period)
+        self.terminate(30 if grace_period is None else grace_period, _keep_files=True)
 
         failed = self.processes[error_index]
         try:
