@@ -291,6 +291,22 @@ def test_rank_prefixes_on_stdout_and_stderr(job):
         assert [p for rank, p in e if rank == r] == [f"err {r} {i}" for i in range(3)]
 
 
+def test_heavy_output_keeps_every_line_whole(job):
+    n = 4000
+    rc, out, err, _ = job(f"""
+    for i in range({n}):
+        print(f"line {{RANK}} {{i}} " + "x" * 100)
+        if i % 4 == 0:
+            print(f"eline {{RANK}} {{i}}", file=sys.stderr)
+    """).run("cddp.run", "--nproc-per-node=2")
+    assert rc == 0, err
+    o = prefixed(out, "stdout")
+    for r in (0, 1):
+        assert [p for rank, p in o if rank == r] == [f"line {r} {i} " + "x" * 100
+                                                      for i in range(n)]
+    assert len(prefixed(err, "stderr")) == 2 * n // 4
+
+
 def test_local_ranks_filter(job):
     rc, out, err, _ = job(OUTPUT).run("cddp.run", "--nproc-per-node=2",
                                       "--local-ranks-filter=1")
@@ -385,6 +401,11 @@ def test_child_killed_by_signal(job):
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_signal_to_launcher_stops_everything(job, sig):
     j = job("""
+    def on_signal(signum, frame):          # the launcher forwards the signal it received
+        mark(f"got{signum}")
+        sys.exit(0)
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
     g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     mark("grandchild", g.pid)
     time.sleep(60)
@@ -396,6 +417,7 @@ def test_signal_to_launcher_stops_everything(job, sig):
     rc, out, err, secs = j.finish()
     assert rc == 128 + sig, err
     assert f"received {signal.Signals(sig).name}" in err
+    assert len(j.pids(f"got{int(sig)}")) == 2            # every worker saw the signal
     assert secs < 2 + 2
     assert wait_dead(j.pids(), 1.0) == []
 

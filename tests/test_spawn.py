@@ -302,6 +302,37 @@ def test_notebook_launch_exit_and_timeout(tmp_path, piddir):
     assert len(pids) == 2 and wait_dead(pids, 1.0) == []
 
 
+def test_notebook_launch_interrupted_stops_children(tmp_path, piddir):
+    # interrupting the kernel = SIGINT to the parent only (forked children do not get it)
+    code = textwrap.dedent(f"""
+        import os, time
+        from cddp.distributed.notebook import notebook_launch
+
+        def train():
+            open(os.path.join({str(piddir)!r}, "pid-%d" % os.getpid()), "w").close()
+            time.sleep(60)
+
+        try:
+            notebook_launch(train, nprocs=2, grace_period=1)
+        except KeyboardInterrupt:
+            print("interrupted", flush=True)
+        time.sleep(60)                   # the kernel lives on: no atexit cleanup to rely on
+        """)
+    p = subprocess.Popen([PY, "-c", code], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+                         text=True, start_new_session=True)
+    try:
+        _wait_marks(piddir, 2)
+        assert len(_pids(piddir)) == 2
+        os.kill(p.pid, signal.SIGINT)
+        assert p.stdout.readline() == "interrupted\n"
+        assert wait_dead(_pids(piddir), 0.5) == []
+        assert p.poll() is None
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
 def test_notebook_launch_in_jupyter_kernel(tmp_path):
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")

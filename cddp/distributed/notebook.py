@@ -40,6 +40,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 
 from cddp.multiprocessing.spawn import (ProcessExitedException, ProcessRaisedException,
                                         _exit_message, _set_pdeathsig)
@@ -138,7 +139,9 @@ def notebook_launch(fn, args=(), nprocs=2, master_addr="127.0.0.1", master_port=
                     stream.flush()
                 except Exception:
                     pass
-            p.start()
+            with warnings.catch_warnings():   # 3.12+: "multi-threaded ... fork()": see caveats
+                warnings.filterwarnings("ignore", message=r".*fork\(\)", category=DeprecationWarning)
+                p.start()
             w.close()   # later children must not inherit this rank's write end
             procs.append(p)
             conns.append(r)
