@@ -431,6 +431,19 @@ def test_launcher_killed_takes_workers_down(job):
     assert wait_dead(j.pids(), 3.0) == []
 
 
+def test_worker_keeps_death_signal_after_importing_cddp(job):
+    # PR_GET_PDEATHSIG (2): the launcher asks for SIGKILL; importing cddp must not undo it
+    rc, out, err, _ = job("""
+    import ctypes
+    import cddp.multiprocessing
+    v = ctypes.c_int(-1)
+    ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0)
+    print(v.value)
+    """).run("cddp.run")
+    assert rc == 0, err
+    assert prefixed(out, "stdout") == [(0, str(int(signal.SIGKILL)))]
+
+
 def test_max_restarts(job):
     j = job("""
     count = os.environ["TORCHELASTIC_RESTART_COUNT"]

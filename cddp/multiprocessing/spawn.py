@@ -31,25 +31,31 @@ __all__ = ["ProcessContext", "ProcessException", "ProcessExitedException",
            "ProcessRaisedException", "spawn", "SpawnContext", "start_processes"]
 
 _PR_SET_PDEATHSIG = 1
-_libc = None
+_prctl = None
+
+
+def _load_prctl():
+    """Resolve prctl(2) once, in the parent (ctypes' first call is not something to run
+    between fork and exec). Never calls it: importing this module must not change the
+    process's own death signal (a launched worker keeps the one its launcher set)."""
+    global _prctl
+    if sys.platform.startswith("linux") and _prctl is None:
+        try:
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            _prctl = False
+    return _prctl
 
 
 def _set_pdeathsig(sig):
     """Ask Linux to send `sig` to this process when its parent thread exits; no-op elsewhere.
-    Safe between fork and exec: one prctl(2) call through a handle resolved once."""
-    global _libc
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        if _libc is None:
-            _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
+    Safe between fork and exec once _load_prctl() ran in the parent."""
+    prctl = _load_prctl()
+    if prctl:
+        prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
 
 
-if sys.platform.startswith("linux"):   # resolve prctl in the parent, not after fork
-    _set_pdeathsig(0)
+_load_prctl()
 
 
 class ProcessException(Exception):
