@@ -265,7 +265,8 @@ def test_notebook_launch_reraises_child_error_and_stops_others(tmp_path, piddir)
     assert r.returncode == 0, r.stderr
     assert "index 1 exception KeyError('missing shard 1')" in r.stdout
     assert "-- Process 1 terminated with the following error:" in r.stdout
-    assert re.search(r'File "<string>", line \d+, in train', r.stdout) and "KeyError: 'missing shard 1'" in r.stdout
+    assert re.search(r'File "<string>", line \d+, in train', r.stdout)
+    assert "KeyError: 'missing shard 1'" in r.stdout
     assert float(r.stdout.rsplit("seconds ", 1)[1]) < 2 + 2
     pids = _pids(piddir)
     assert len(pids) == 2 and wait_dead(pids, 1.0) == []
@@ -321,11 +322,11 @@ def test_notebook_launch_interrupted_stops_children(tmp_path, piddir):
     p = subprocess.Popen([PY, "-c", code], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
                          text=True, start_new_session=True)
     try:
-        _wait_marks(piddir, 2)
-        assert len(_pids(piddir)) == 2
+        _wait_marks(piddir, 1)        # the parent may still be starting rank 1: that window too
         os.kill(p.pid, signal.SIGINT)
         assert p.stdout.readline() == "interrupted\n"
-        assert wait_dead(_pids(piddir), 0.5) == []
+        time.sleep(0.3)               # a child missed by the cleanup would mark itself by now
+        assert _pids(piddir) and wait_dead(_pids(piddir), 0.5) == []
         assert p.poll() is None
     finally:
         if p.poll() is None:

@@ -43,7 +43,8 @@ import traceback
 import warnings
 
 from cddp.multiprocessing.spawn import (ProcessExitedException, ProcessRaisedException,
-                                        _exit_message, _set_pdeathsig)
+                                        _deferred_sigint, _exit_message,
+                                        _restore_sigint_in_child, _set_pdeathsig)
 
 __all__ = ["notebook_launch"]
 
@@ -52,6 +53,7 @@ def _child(fn, args, env, conn):
     """Runs in the forked child: set the rank's environment, call fn, send one message:
     ("ok", value-or-None) or ("err", traceback text, pickled exception or None)."""
     _set_pdeathsig(signal.SIGKILL)
+    _restore_sigint_in_child()
     os.environ.update(env)
     rank = int(env["RANK"])
     try:
@@ -125,26 +127,28 @@ def notebook_launch(fn, args=(), nprocs=2, master_addr="127.0.0.1", master_port=
 
     procs, conns = [], []
     try:
-        for rank in range(nprocs):
-            env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nprocs),
-                   "LOCAL_WORLD_SIZE": str(nprocs), "GROUP_RANK": "0",
-                   "MASTER_ADDR": str(master_addr), "MASTER_PORT": str(master_port),
-                   "CDDP_TOKEN": token}
-            r, w = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_child, args=(fn, args, env, w), daemon=True,
-                            name=f"cddp-notebook-rank{rank}")
-            # flush so the children do not inherit (and print again) buffered output
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
-            with warnings.catch_warnings():   # 3.12+: "multi-threaded ... fork()": see caveats
-                warnings.filterwarnings("ignore", message=r".*fork\(\)", category=DeprecationWarning)
-                p.start()
-            w.close()   # later children must not inherit this rank's write end
-            procs.append(p)
-            conns.append(r)
+        with _deferred_sigint():   # a Ctrl-C mid-start must not leave an untracked child
+            for rank in range(nprocs):
+                env = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nprocs),
+                       "LOCAL_WORLD_SIZE": str(nprocs), "GROUP_RANK": "0",
+                       "MASTER_ADDR": str(master_addr), "MASTER_PORT": str(master_port),
+                       "CDDP_TOKEN": token}
+                r, w = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_child, args=(fn, args, env, w), daemon=True,
+                                name=f"cddp-notebook-rank{rank}")
+                # flush so the children do not inherit (and print again) buffered output
+                for stream in (sys.stdout, sys.stderr):
+                    try:
+                        stream.flush()
+                    except Exception:
+                        pass
+                with warnings.catch_warnings():   # 3.12+ warns of fork with threads: caveats
+                    warnings.filterwarnings("ignore", message=r".*fork\(\)",
+                                            category=DeprecationWarning)
+                    p.start()
+                w.close()   # later children must not inherit this rank's write end
+                procs.append(p)
+                conns.append(r)
         return _collect(procs, conns, timeout, grace_period)
     finally:
         _stop(procs, grace_period)   # no-op when all exited; Ctrl-C/timeout/errors otherwise

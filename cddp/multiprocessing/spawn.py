@@ -58,6 +58,48 @@ def _set_pdeathsig(sig):
 _load_prctl()
 
 
+class _SigintRecorder:
+    """SIGINT handler used while children are being started: a Ctrl-C landing between a
+    fork and the bookkeeping that follows it would otherwise leave that child untracked (and
+    orphaned). The signal is re-delivered, to the previous handler, once all are started."""
+
+    def __init__(self, previous):
+        self.previous = previous
+        self.pending = False
+
+    def __call__(self, signum, frame):
+        self.pending = True
+
+
+class _deferred_sigint:
+    """Context manager: hold SIGINT back (main thread only; elsewhere a no-op)."""
+
+    def __enter__(self):
+        self.rec = None
+        try:
+            self.rec = _SigintRecorder(signal.getsignal(signal.SIGINT))
+            signal.signal(signal.SIGINT, self.rec)
+        except (ValueError, OSError, TypeError):   # not the main thread, or no signals
+            self.rec = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.rec is not None:
+            prev = self.rec.previous
+            signal.signal(signal.SIGINT, signal.default_int_handler if prev is None else prev)
+            if self.rec.pending:
+                signal.raise_signal(signal.SIGINT)   # the previous handler runs now
+        return False
+
+
+def _restore_sigint_in_child():
+    """A forked child inherits the recorder: give it back the parent's previous handler."""
+    h = signal.getsignal(signal.SIGINT)
+    if isinstance(h, _SigintRecorder):
+        signal.signal(signal.SIGINT,
+                      signal.default_int_handler if h.previous is None else h.previous)
+
+
 class ProcessException(Exception):
     __slots__ = ["error_index", "error_pid"]
 
@@ -94,6 +136,7 @@ def _wrap(fn, i, args, error_file):
     """Child entry point: run fn(i, *args); on an exception write its traceback to
     `error_file` and exit 1 (Ctrl-C from the parent ends the child quietly)."""
     _set_pdeathsig(signal.SIGINT)
+    _restore_sigint_in_child()
     try:
         fn(i, *args)
     except KeyboardInterrupt:
@@ -209,14 +252,15 @@ def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method
     processes, error_files = [], []
     ctx = ProcessContext(processes, error_files)
     try:
-        for i in range(nprocs):
-            fd, name = tempfile.mkstemp(prefix="cddp-errorfile-", suffix=".txt")
-            os.close(fd)
-            os.unlink(name)     # the child creates it only when fn raised
-            error_files.append(name)
-            p = mp.Process(target=_wrap, args=(fn, i, args, name), daemon=daemon)
-            p.start()
-            processes.append(p)
+        with _deferred_sigint():
+            for i in range(nprocs):
+                fd, name = tempfile.mkstemp(prefix="cddp-errorfile-", suffix=".txt")
+                os.close(fd)
+                os.unlink(name)     # the child creates it only when fn raised
+                error_files.append(name)
+                p = mp.Process(target=_wrap, args=(fn, i, args, name), daemon=daemon)
+                p.start()
+                processes.append(p)
         ctx.sentinels = {p.sentinel: i for i, p in enumerate(processes)}
         if not join:
             return ctx
