@@ -22,7 +22,7 @@ for _name in dir(_C):
 del _name
 
 from . import _tensor_py  # noqa: E402,F401  (a few Python-level Tensor properties)
-from . import nn, optim, utils, cuda, backends  # noqa: E402,F401
+from . import nn, optim, utils, cuda, backends, multiprocessing, distributed  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 
 __version__ = "0.1.0"

@@ -1,0 +1,558 @@
+"""The agent behind `python -m cddp.run` (torchrun) and `python -m cddp.launch` (the legacy
+torch.distributed.launch): argument parsing, the worker environment, output prefixing, failure
+handling and restarts. Pure Python, no dependency on the rest of cddp.
+
+Mirrors torch/distributed/run.py + torch/distributed/launch.py (same options, spellings with
+'-' and '_', PET_* environment defaults) with a simpler agent than torchelastic's: one node
+runs its `nproc_per_node` workers, there is no rendezvous between nodes (every node is told its
+--node-rank and the master address, torch's "static" backend), and the worker group is
+restarted as a whole on failure up to --max-restarts times.
+
+    launcher (this process)
+      ├── worker rank R  (own session = own process group; stdout/stderr are pipes)
+      │     └── its children (DataLoader workers, ...) share the worker's process group
+      ├── pump threads: one per worker stream; each line becomes "[rankR]: line"
+      └── waiter threads: one per worker; Popen.wait() -> event queue (exit order)
+
+Exit status of the launcher: 0 when every worker exits 0; otherwise the exit code of the first
+worker seen failing (128 + N when it died of signal N, as shells report it; torchrun itself
+exits 1); 128 + N when the launcher is stopped by signal N (130 for Ctrl-C, 143 for SIGTERM).
+
+Shutdown of a worker group (a worker failed, or the launcher got a signal): the signal (SIGTERM
+on failure, the received signal otherwise) goes to every worker's process group, the agent
+waits up to the grace period (--shutdown-timeout, else $CDDP_LAUNCH_GRACE, else 5 s), then
+SIGKILLs every group. Groups are SIGKILLed after a clean exit too, so no grandchild outlives
+the launcher; workers also get PR_SET_PDEATHSIG(SIGKILL) so they die if the launcher is killed.
+"""
+import argparse
+import collections
+import os
+import queue
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+
+from cddp.multiprocessing.spawn import _set_pdeathsig
+
+DEFAULT_MASTER_PORT = 29500
+DEFAULT_GRACE = 5.0
+TAIL_LINES = 20           # lines kept per rank for the failure report
+
+
+# ----------------------------------------------------------------------------------------------
+# argument parsing (torch's names, defaults and PET_* environment fallbacks)
+# ----------------------------------------------------------------------------------------------
+
+class _Env(argparse.Action):
+    """An option whose default comes from $PET_<DEST> when set (torch's `env` action)."""
+
+    def __init__(self, dest, default=None, required=False, **kwargs):
+        default = os.environ.get(f"PET_{dest.upper()}", default)
+        if default:
+            required = False
+        super().__init__(dest=dest, default=default, required=required, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+
+
+class _CheckEnv(argparse.Action):
+    """A flag that is also on when $PET_<DEST> is a non-zero integer (torch's `check_env`)."""
+
+    def __init__(self, dest, default=False, **kwargs):
+        default = bool(int(os.environ.get(f"PET_{dest.upper()}", "1" if default else "0")))
+        super().__init__(dest=dest, const=True, default=default, nargs=0, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, self.const)
+
+
+def get_args_parser(prog="cddp.run", legacy=False):
+    """torchrun's parser; `legacy` adds torch.distributed.launch's --use-env/--use_env."""
+    p = argparse.ArgumentParser(
+        prog=f"python -m {prog}",
+        description="cddp distributed launcher (torchrun-compatible)" if not legacy else
+        "cddp legacy launcher (torch.distributed.launch-compatible): passes --local_rank=N "
+        "to the script unless --use_env is given")
+    a = p.add_argument
+    a("--nnodes", action=_Env, type=str, default="1:1",
+      help="Number of nodes, or MIN:MAX (cddp needs MIN == MAX).")
+    a("--nproc-per-node", "--nproc_per_node", action=_Env, type=str, default="1",
+      help="Workers per node: an integer, or auto/cpu (= os.cpu_count()).")
+    a("--rdzv-backend", "--rdzv_backend", action=_Env, type=str, default="static",
+      help="Accepted for compatibility; cddp always uses the static scheme.")
+    a("--rdzv-endpoint", "--rdzv_endpoint", action=_Env, type=str, default="",
+      help="HOST:PORT; used as MASTER_ADDR:MASTER_PORT when --master-port is not given.")
+    a("--rdzv-id", "--rdzv_id", action=_Env, type=str, default="none",
+      help="Job id, given to workers as TORCHELASTIC_RUN_ID.")
+    a("--rdzv-conf", "--rdzv_conf", action=_Env, type=str, default="",
+      help="Accepted for compatibility; ignored.")
+    a("--standalone", action=_CheckEnv,
+      help="Single-node job on a free port with a fresh run id.")
+    a("--max-restarts", "--max_restarts", action=_Env, type=int, default=0,
+      help="Restart the whole worker group up to this many times when a worker fails.")
+    a("--monitor-interval", "--monitor_interval", action=_Env, type=float, default=0.1,
+      help="Seconds between checks of the workers' state.")
+    a("--start-method", "--start_method", action=_Env, type=str, default="spawn",
+      choices=["spawn", "fork", "forkserver"],
+      help="Accepted for compatibility; workers are always fresh processes.")
+    a("--role", action=_Env, type=str, default="default", help="Workers' ROLE_NAME.")
+    a("-m", "--module", action=_CheckEnv,
+      help="Run the script argument as a module, like 'python -m'.")
+    a("--no-python", "--no_python", action=_CheckEnv,
+      help="Execute the script directly instead of through the Python interpreter.")
+    a("--run-path", "--run_path", action=_CheckEnv,
+      help="Accepted for compatibility; the script runs as 'python -u SCRIPT'.")
+    a("--log-dir", "--log_dir", action=_Env, type=str, default=None,
+      help="Not supported by cddp (output goes to the console with [rankN]: prefixes).")
+    a("-r", "--redirects", action=_Env, type=str, default="0", help="Not supported; ignored.")
+    a("-t", "--tee", action=_Env, type=str, default="0", help="Not supported; ignored.")
+    a("--local-ranks-filter", "--local_ranks_filter", action=_Env, type=str, default="",
+      help="Only show the output of these local ranks (e.g. 0,1).")
+    a("--node-rank", "--node_rank", action=_Env, type=int, default=0,
+      help="Rank of this node among --nnodes.")
+    a("--master-addr", "--master_addr", action=_Env, type=str, default="127.0.0.1",
+      help="Address of the node hosting rank 0.")
+    a("--master-port", "--master_port", action=_Env, type=int, default=None,
+      help="Port on the master node. Default: a free port for a single-node job (as torchrun "
+           "2.x), 29500 otherwise.")
+    a("--local-addr", "--local_addr", action=_Env, type=str, default=None,
+      help="Accepted for compatibility; ignored.")
+    a("--signals-to-handle", "--signals_to_handle", action=_Env, type=str,
+      default="SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+      help="Signals forwarded to the workers' process groups.")
+    a("--shutdown-timeout", "--shutdown_timeout", action=_Env, type=float, default=None,
+      help="Seconds between SIGTERM and SIGKILL when stopping workers "
+           "(default: $CDDP_LAUNCH_GRACE or 5).")
+    a("--virtual-local-rank", "--virtual_local_rank", action=_CheckEnv,
+      help="Give every worker LOCAL_RANK=0.")
+    if legacy:
+        a("--use-env", "--use_env", default=False, action="store_true",
+          help="Pass the local rank only through $LOCAL_RANK instead of --local_rank=N.")
+    a("training_script", type=str, help="The script (or module with -m) to run on each rank.")
+    a("training_script_args", nargs=argparse.REMAINDER)
+    return p
+
+
+class LaunchConfig:
+    """What one node's agent runs; built by `config_from_args`."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _parse_nnodes(text):
+    parts = text.split(":")
+    try:
+        lo, hi = (int(parts[0]), int(parts[0])) if len(parts) == 1 else (int(parts[0]),
+                                                                         int(parts[1]))
+    except (ValueError, IndexError):
+        raise ValueError(f'--nnodes={text} is neither N nor "MIN:MAX"') from None
+    if len(parts) > 2 or not 0 < lo <= hi:
+        raise ValueError(f'--nnodes={text} is neither N nor "MIN:MAX" with 0 < MIN <= MAX')
+    if lo != hi:
+        raise ValueError(f"--nnodes={text}: elastic node ranges are not supported by cddp; "
+                         "give a fixed number of nodes")
+    return lo
+
+
+def _parse_nproc(text):
+    try:
+        n = int(text)
+    except ValueError:
+        if text in ("auto", "cpu"):
+            return os.cpu_count() or 1
+        if text == "gpu":
+            raise ValueError("--nproc-per-node=gpu: Cuda is not available.") from None
+        raise ValueError(f"Unsupported nproc_per_node value: {text}") from None
+    if n < 1:
+        raise ValueError(f"--nproc-per-node must be >= 1, got {n}")
+    return n
+
+
+def free_port(host=""):
+    """A TCP port free right now (bound then released: another process may take it, as with
+    torch's own free-port pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _parse_signals(text):
+    sigs = []
+    for name in filter(None, (s.strip() for s in text.split(","))):
+        try:
+            sigs.append(signal.Signals[name if name.startswith("SIG") else "SIG" + name])
+        except KeyError:
+            raise ValueError(f"--signals-to-handle: unknown signal {name!r}") from None
+    return sigs
+
+
+def config_from_args(args, prog, legacy):
+    """Validate the parsed arguments and decide ports, sizes and the worker command line."""
+    nnodes = _parse_nnodes(args.nnodes)
+    nproc = _parse_nproc(args.nproc_per_node)
+    if not 0 <= args.node_rank < nnodes:
+        raise ValueError(f"--node-rank={args.node_rank} is outside [0, {nnodes}) for "
+                         f"--nnodes={args.nnodes}")
+    if args.max_restarts < 0:
+        raise ValueError("--max-restarts must be >= 0")
+    use_env = (not legacy) or args.use_env
+    if args.no_python and args.module:
+        raise ValueError("Don't use both the '--no-python' flag and the '--module' flag "
+                         "at the same time.")
+    if legacy and args.no_python and not use_env:
+        raise ValueError("When using the '--no-python' flag, you must also set the "
+                         "'--use-env' flag.")
+
+    run_id = args.rdzv_id
+    master_addr, master_port = args.master_addr, args.master_port
+    if args.standalone:
+        if nnodes != 1:
+            raise ValueError("--standalone is for single-node jobs (--nnodes=1)")
+        run_id, master_port = str(uuid.uuid4()), None
+    elif master_port is None and args.rdzv_endpoint:
+        host, _, port = args.rdzv_endpoint.rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"--rdzv-endpoint={args.rdzv_endpoint} is not HOST:PORT")
+        master_addr = "127.0.0.1" if host == "localhost" else host
+        master_port = int(port) or None
+    # torchrun 2.x: a single-node job without an explicit port gets a free one; a multi-node
+    # job must agree on one without talking first, hence torch's fixed default.
+    fixed_port = master_port is not None
+    if master_port is None and nnodes > 1:
+        master_port, fixed_port = DEFAULT_MASTER_PORT, True
+
+    ignored = [opt for opt, val, default in (("--log-dir", args.log_dir, None),
+                                             ("--redirects", args.redirects, "0"),
+                                             ("--tee", args.tee, "0")) if val != default]
+    filt = None
+    if args.local_ranks_filter:
+        try:
+            filt = {int(x) for x in args.local_ranks_filter.split(",")}
+        except ValueError:
+            raise ValueError("--local_ranks_filter must be a comma-separated list of integers "
+                             "e.g. --local_ranks_filter=0,1,2") from None
+
+    if args.no_python:
+        cmd = [args.training_script]
+    else:
+        cmd = [os.environ.get("PYTHON_EXEC", sys.executable), "-u"]
+        cmd += ["-m", args.training_script] if args.module else [args.training_script]
+
+    if args.shutdown_timeout is not None:
+        grace = float(args.shutdown_timeout)
+    else:
+        try:
+            grace = float(os.environ.get("CDDP_LAUNCH_GRACE", DEFAULT_GRACE))
+        except ValueError:
+            raise ValueError("CDDP_LAUNCH_GRACE must be a number of seconds") from None
+
+    return LaunchConfig(
+        prog=prog, nnodes=nnodes, nproc=nproc, node_rank=args.node_rank,
+        master_addr=master_addr, master_port=master_port, fixed_port=fixed_port,
+        run_id=run_id, role=args.role, max_restarts=args.max_restarts,
+        monitor_interval=max(0.01, float(args.monitor_interval)), grace=max(0.0, grace),
+        cmd=cmd, script_args=list(args.training_script_args), use_env=use_env,
+        local_ranks_filter=filt, virtual_local_rank=args.virtual_local_rank,
+        signals=_parse_signals(args.signals_to_handle), ignored=ignored)
+
+
+# ----------------------------------------------------------------------------------------------
+# output pumps
+# ----------------------------------------------------------------------------------------------
+
+class _Sink:
+    """One of the launcher's output streams, shared by the pumps: whole lines are written under
+    a lock so ranks never interleave inside a line; a closed stream (EPIPE) is dropped quietly
+    while the pumps keep draining the workers' pipes so they never block."""
+
+    def __init__(self, stream):
+        self.buf = getattr(stream, "buffer", None)
+        self.text = stream
+        self.lock = threading.Lock()
+        self.broken = False
+
+    def write(self, data: bytes):
+        with self.lock:
+            if self.broken:
+                return
+            try:
+                if self.buf is not None:
+                    self.buf.write(data)
+                    self.buf.flush()
+                else:
+                    self.text.write(data.decode("utf-8", "replace"))
+                    self.text.flush()
+            except (OSError, ValueError):
+                self.broken = True
+
+
+def _pump(pipe, prefix: bytes, sink, tail, show):
+    """Copy `pipe` to `sink` line by line with `prefix`; remember the last lines in `tail`."""
+    try:
+        for line in iter(pipe.readline, b""):
+            if not line.endswith(b"\n"):
+                line += b"\n"
+            tail.append(prefix.decode() + line[:-1].decode("utf-8", "replace"))
+            if show:
+                sink.write(prefix + line)
+    except (OSError, ValueError):
+        pass
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
+
+
+# ----------------------------------------------------------------------------------------------
+# the agent
+# ----------------------------------------------------------------------------------------------
+
+class _Worker:
+    def __init__(self, local_rank, rank):
+        self.local_rank, self.rank = local_rank, rank
+        self.proc = None
+        self.pumps = []
+        self.tail = collections.deque(maxlen=TAIL_LINES)
+        self.returncode = None
+
+
+def _describe(code):
+    """(launcher exit status, human text) for a Popen returncode."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return 128 - code, f"signal {name}"
+    return code, f"exit code {code}"
+
+
+def _killpg(pid, sig):
+    try:
+        os.killpg(pid, sig)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+class Agent:
+    """Runs one node's worker group until success, failure or a signal; `run()` returns the
+    launcher's exit status."""
+
+    def __init__(self, cfg: LaunchConfig):
+        self.cfg = cfg
+        self.token = os.environ.get("CDDP_TOKEN") or secrets.token_hex(16)
+        self.events = queue.SimpleQueue()   # put() is reentrant: signal handlers use it
+        self.gen = 0                        # worker-group generation (restarts)
+        self.out = _Sink(sys.stdout)
+        self.err = _Sink(sys.stderr)
+        self.workers = []
+
+    # -- messages ------------------------------------------------------------------------------
+    def say(self, msg):
+        self.err.write(f"{self.cfg.prog}: {msg}\n".encode("utf-8", "replace"))
+
+    # -- starting ------------------------------------------------------------------------------
+    def _env(self, w, restart_count, master_port):
+        c = self.cfg
+        world = c.nnodes * c.nproc
+        env = dict(os.environ)
+        env.update({
+            "RANK": str(w.rank), "LOCAL_RANK": "0" if c.virtual_local_rank else str(w.local_rank),
+            "WORLD_SIZE": str(world), "LOCAL_WORLD_SIZE": str(c.nproc),
+            "GROUP_RANK": str(c.node_rank), "GROUP_WORLD_SIZE": str(c.nnodes),
+            "ROLE_RANK": str(w.rank), "ROLE_NAME": c.role, "ROLE_WORLD_SIZE": str(world),
+            "MASTER_ADDR": c.master_addr, "MASTER_PORT": str(master_port),
+            "TORCHELASTIC_RESTART_COUNT": str(restart_count),
+            "TORCHELASTIC_MAX_RESTARTS": str(c.max_restarts),
+            "TORCHELASTIC_RUN_ID": c.run_id,
+            # rank 0 hosts the store (there is no agent-side store in cddp)
+            "TORCHELASTIC_USE_AGENT_STORE": "False",
+            "CDDP_TOKEN": self.token, "PYTHONUNBUFFERED": "1",
+        })
+        env.setdefault("OMP_NUM_THREADS", "1")
+        return env
+
+    def _start(self, restart_count):
+        c = self.cfg
+        self.gen += 1
+        gen = self.gen
+        port = c.master_port if c.fixed_port else free_port()
+        parent = os.getpid()
+
+        def preexec():  # in the child between fork and exec: die with the launcher
+            _set_pdeathsig(signal.SIGKILL)
+            if os.getppid() != parent:
+                os._exit(1)
+
+        self.workers = []
+        for lr in range(c.nproc):
+            w = _Worker(lr, c.node_rank * c.nproc + lr)
+            argv = c.cmd + ([] if c.use_env else [f"--local_rank={lr}"]) + c.script_args
+            try:
+                w.proc = subprocess.Popen(
+                    argv, env=self._env(w, restart_count, port), stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, start_new_session=True, preexec_fn=preexec)
+            except OSError as e:
+                self.say(f"cannot start rank {w.rank}: {e}")
+                self._stop(signal.SIGTERM)
+                return False
+            self.workers.append(w)
+            prefix = f"[rank{w.rank}]: ".encode()
+            show = c.local_ranks_filter is None or lr in c.local_ranks_filter
+            for pipe, sink in ((w.proc.stdout, self.out), (w.proc.stderr, self.err)):
+                t = threading.Thread(target=_pump, args=(pipe, prefix, sink, w.tail, show),
+                                     daemon=True, name=f"cddp-pump-{w.rank}")
+                t.start()
+                w.pumps.append(t)
+            threading.Thread(target=self._waiter, args=(gen, lr, w.proc), daemon=True,
+                             name=f"cddp-wait-{w.rank}").start()
+        return True
+
+    def _waiter(self, gen, idx, proc):
+        self.events.put(("exit", gen, idx, proc.wait()))
+
+    def _on_signal(self, signum, frame):
+        self.events.put(("signal", signum))
+
+    # -- stopping ------------------------------------------------------------------------------
+    def _next_event(self, timeout):
+        try:
+            return self.events.get(timeout=max(0.0, timeout))
+        except queue.Empty:
+            return None
+
+    def _record(self, ev):
+        """Apply an exit event of the current generation; returns the worker or None."""
+        if ev[0] == "exit" and ev[1] == self.gen:
+            w = self.workers[ev[2]]
+            w.returncode = ev[3]
+            return w
+        return None
+
+    def _stop(self, sig):
+        """Signal every worker group, wait up to the grace period for the workers, then SIGKILL
+        every group (grandchildren included). A second signal to the launcher skips the wait.
+        Returns the signal number received meanwhile, if any."""
+        got = None
+        for w in self.workers:
+            _killpg(w.proc.pid, sig)
+        deadline = time.monotonic() + self.cfg.grace
+        while any(w.returncode is None for w in self.workers):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            ev = self._next_event(min(left, self.cfg.monitor_interval))
+            if ev is None:
+                continue
+            if ev[0] == "signal":
+                got = got or ev[1]
+                break
+            self._record(ev)
+        for w in self.workers:
+            _killpg(w.proc.pid, signal.SIGKILL)
+        for w in self.workers:
+            try:
+                w.returncode = w.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:  # unkillable (D state): nothing more to do
+                self.say(f"rank {w.rank} (pid {w.proc.pid}) did not die after SIGKILL")
+        self._join_pumps(self.workers, 2.0)
+        return got
+
+    def _join_pumps(self, workers, timeout):
+        deadline = time.monotonic() + timeout
+        for w in workers:
+            for t in w.pumps:
+                t.join(max(0.0, deadline - time.monotonic()))
+
+    def _report(self, w):
+        code, what = _describe(w.returncode)
+        self._join_pumps([w], 1.0)   # its last lines, unless a grandchild holds the pipe
+        lines = [f"{self.cfg.prog}: rank {w.rank} (local_rank {w.local_rank}, pid {w.proc.pid}) "
+                 f"failed with {what}"]
+        if w.tail:
+            lines.append(f"{self.cfg.prog}: last {len(w.tail)} lines of rank {w.rank}:")
+            lines += ["    " + t for t in w.tail]
+        self.err.write(("\n".join(lines) + "\n").encode("utf-8", "replace"))
+        return code
+
+    # -- main loop -----------------------------------------------------------------------------
+    def _run_group(self, restart_count):
+        """One attempt. Returns ("ok", 0), ("failed", code) or ("signal", signum)."""
+        if not self._start(restart_count):
+            return "failed", 1
+        while any(w.returncode is None for w in self.workers):
+            ev = self._next_event(max(self.cfg.monitor_interval, 0.5))
+            if ev is None:
+                continue
+            if ev[0] == "signal":
+                return "signal", self._shutdown_on_signal(ev[1])
+            w = self._record(ev)
+            if w is not None and w.returncode != 0:
+                code = self._report(w)
+                self.say(f"stopping the other workers (SIGTERM, SIGKILL after "
+                         f"{self.cfg.grace:g} s)")
+                got = self._stop(signal.SIGTERM)
+                if got is not None:
+                    return "signal", got
+                return "failed", code
+        # all exited 0: kill whatever they left behind in their process groups
+        got = self._stop(signal.SIGTERM)
+        if got is not None:
+            return "signal", got
+        return "ok", 0
+
+    def _shutdown_on_signal(self, signum):
+        self.say(f"received {signal.Signals(signum).name}, stopping the workers")
+        self._stop(signum)
+        return signum
+
+    def run(self):
+        c = self.cfg
+        for opt in c.ignored:
+            self.say(f"warning: {opt} is not supported and is ignored")
+        installed = {}
+        if threading.current_thread() is threading.main_thread():
+            for s in c.signals:
+                try:
+                    installed[s] = signal.signal(s, self._on_signal)
+                except (OSError, ValueError):
+                    pass
+        try:
+            restart = 0
+            while True:
+                kind, val = self._run_group(restart)
+                if kind == "ok":
+                    return 0
+                if kind == "signal":
+                    return 128 + val
+                if restart >= c.max_restarts:
+                    return val
+                restart += 1
+                self.say(f"restarting the worker group (restart {restart} of "
+                         f"{c.max_restarts})")
+        finally:
+            for w in self.workers:        # never leave anything behind, whatever happened
+                if w.proc is not None and w.proc.poll() is None:
+                    _killpg(w.proc.pid, signal.SIGKILL)
+            for s, h in installed.items():
+                signal.signal(s, h)
+
+
+def main(argv=None, prog="cddp.run", legacy=False):
+    """Parse `argv` (default sys.argv[1:]), run the agent, return the exit status."""
+    parser = get_args_parser(prog, legacy)
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_from_args(args, prog, legacy)
+    except ValueError as e:
+        parser.error(str(e))
+    return Agent(cfg).run()
