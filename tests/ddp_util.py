@@ -1,0 +1,46 @@
+"""Helpers for multi-process DDP tests: run a script on N ranks under `python -m cddp.run`
+on a free loopback port, with a hard timeout, and collect what each rank saved."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+from conftest import subprocess_env
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(tmp_path, body, nprocs=2, timeout=120, extra_env=None, launcher="cddp.run",
+              args=()):
+    """Write `body` (a script; it may use OUT, the output directory) and launch it.
+    Returns the CompletedProcess; kills the whole process group on timeout."""
+    script = tmp_path / f"job_{abs(hash(body)) % 10 ** 8}.py"
+    script.write_text("OUT = %r\n" % str(tmp_path) + textwrap.dedent(body))
+    if launcher == "cddp.run":
+        cmd = [sys.executable, "-m", "cddp.run", f"--nproc-per-node={nprocs}",
+               f"--master-port={free_port()}", str(script), *args]
+    else:
+        cmd = [sys.executable, str(script), *args]
+    env = subprocess_env(**(extra_env or {}))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=tmp_path, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise AssertionError(f"job timed out after {timeout}s\nstdout:\n{out[-3000:]}\n"
+                             f"stderr:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
+
+
+def load(tmp_path, name):
+    return np.load(os.path.join(tmp_path, name))

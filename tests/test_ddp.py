@@ -1,0 +1,217 @@
+"""DistributedDataParallel end to end: real ranks on loopback under cddp.run.
+
+Equivalence is the core promise: 2 ranks x batch B for K steps end with the same weights as
+1 process x batch 2B over the same samples (SGD with momentum and weight decay, several
+buckets forced by a tiny bucket_cap_mb)."""
+import numpy as np
+import pytest
+
+from ddp_util import load, run_ranks
+
+COMMON = """
+import os, sys
+import numpy as np
+import cddp
+import cddp.distributed as dist
+import cddp.nn as nn
+from cddp.nn.parallel import DistributedDataParallel as DDP
+
+def make_model(kind, seed):
+    cddp.manual_seed(seed)
+    if kind == "linear":
+        return nn.Linear(6, 3)
+    return nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+
+def data(steps, batch):
+    rng = np.random.default_rng(123)
+    X = rng.standard_normal((steps, batch, 6)).astype(np.float32)
+    Y = rng.integers(0, 3, (steps, batch))
+    return X, Y
+"""
+
+
+def _single_process_reference(kind, steps, B):
+    import cddp
+    import cddp.nn as nn
+    cddp.manual_seed(0)
+    model = nn.Linear(6, 3) if kind == "linear" else nn.Sequential(
+        nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+    opt = cddp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+    rng = np.random.default_rng(123)
+    X = rng.standard_normal((steps, 2 * B, 6)).astype(np.float32)
+    Y = rng.integers(0, 3, (steps, 2 * B))
+    for s in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(cddp.tensor(X[s])), cddp.tensor(Y[s])).backward()
+        opt.step()
+    return [p.detach().numpy().copy() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("kind", ["linear", "mlp"])
+def test_two_ranks_equal_one_process_with_double_batch(tmp_path, kind):
+    steps, B = 5, 8
+    body = COMMON + f"""
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+model = DDP(make_model({kind!r}, seed=rank), bucket_cap_mb=0.00005)   # ranks start different
+assert len(model.reducer.buckets) > 1 or {kind!r} == "linear"
+opt = cddp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
+X, Y = data({steps}, {2 * B})
+for s in range({steps}):
+    opt.zero_grad()
+    x = cddp.tensor(X[s, rank * {B}:(rank + 1) * {B}])
+    y = cddp.tensor(Y[s, rank * {B}:(rank + 1) * {B}])
+    nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+for i, p in enumerate(model.module.parameters()):
+    np.save(os.path.join(OUT, f"r{{rank}}_p{{i}}.npy"), p.detach().numpy())
+dist.destroy_process_group()
+"""
+    r = run_ranks(tmp_path, body)
+    assert r.returncode == 0, r.stderr[-3000:]
+    ref = _single_process_reference(kind, steps, B)
+    for i, want in enumerate(ref):
+        for rank in (0, 1):
+            got = load(tmp_path, f"r{rank}_p{i}.npy")
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"rank {rank} parameter {i}")
+
+
+def test_no_sync_accumulation_equals_large_batch(tmp_path):
+    body = COMMON + """
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = DDP(make_model("mlp", 0))
+X, Y = data(2, 8)
+with model.no_sync():
+    nn.functional.cross_entropy(model(cddp.tensor(X[0, rank*4:(rank+1)*4])), cddp.tensor(Y[0, rank*4:(rank+1)*4])).backward()
+nn.functional.cross_entropy(model(cddp.tensor(X[1, rank*4:(rank+1)*4])), cddp.tensor(Y[1, rank*4:(rank+1)*4])).backward()
+for i, p in enumerate(model.module.parameters()):
+    np.save(os.path.join(OUT, f"g{rank}_{i}.npy"), p.grad.numpy())
+dist.destroy_process_group()
+"""
+    r = run_ranks(tmp_path, body)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import cddp
+    import cddp.nn as nn
+    cddp.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+    rng = np.random.default_rng(123)
+    X = rng.standard_normal((2, 8, 6)).astype(np.float32)
+    Y = rng.integers(0, 3, (2, 8))
+    # ranks sum grads of two micro-batches of 4 locally, then average over 2 ranks:
+    # = sum over micro-batch means of the 4-sample halves / 2
+    for s in range(2):
+        for rk in range(2):
+            loss = nn.functional.cross_entropy(model(cddp.tensor(X[s, rk * 4:(rk + 1) * 4])),
+                                               cddp.tensor(Y[s, rk * 4:(rk + 1) * 4])) / 2
+            loss.backward()
+    for i, p in enumerate(model.parameters()):
+        for rank in (0, 1):
+            np.testing.assert_allclose(load(tmp_path, f"g{rank}_{i}.npy"), p.grad.numpy(),
+                                       rtol=1e-5, atol=1e-6)
+
+
+def test_find_unused_parameters_and_unused_error(tmp_path):
+    body = COMMON + """
+class Branchy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(6, 3)
+        self.b = nn.Linear(6, 3)
+    def forward(self, x, use_b=False):
+        return self.b(x) if use_b else self.a(x)
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+cddp.manual_seed(0)
+m = DDP(Branchy(), find_unused_parameters=True)
+X, Y = data(3, 4)
+for s in range(3):
+    m.zero_grad()
+    nn.functional.cross_entropy(m(cddp.tensor(X[s]), use_b=False), cddp.tensor(Y[s])).backward()
+assert m.module.a.weight.grad is not None
+np.save(os.path.join(OUT, f"ok{rank}.npy"), np.array(1))
+cddp.manual_seed(0)
+m2 = DDP(Branchy())
+nn.functional.cross_entropy(m2(cddp.tensor(X[0])), cddp.tensor(Y[0])).backward()
+try:
+    m2(cddp.tensor(X[1]))
+except RuntimeError as e:
+    assert "Expected to have finished reduction" in str(e) and "b.weight" in str(e), str(e)
+    np.save(os.path.join(OUT, f"err{rank}.npy"), np.array(1))
+dist.destroy_process_group()
+"""
+    r = run_ranks(tmp_path, body)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for rank in (0, 1):
+        assert load(tmp_path, f"ok{rank}.npy") == 1
+        assert load(tmp_path, f"err{rank}.npy") == 1
+
+
+def test_construction_broadcasts_and_checks_shapes(tmp_path):
+    body = COMMON + """
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+m = DDP(make_model("mlp", seed=100 + rank))
+np.save(os.path.join(OUT, f"w{rank}.npy"), m.module[0].weight.detach().numpy())
+assert list(m.state_dict())[0].startswith("module.")
+assert DDP(make_model("linear", 0)).in_features == 6      # falls through to the module
+try:
+    DDP(nn.Linear(6, 3 + rank))
+except RuntimeError as e:
+    assert "weight" in str(e) and "rank 1" in str(e), str(e)
+    np.save(os.path.join(OUT, f"mismatch{rank}.npy"), np.array(1))
+dist.destroy_process_group()
+"""
+    r = run_ranks(tmp_path, body)
+    assert r.returncode == 0, r.stderr[-3000:]
+    np.testing.assert_array_equal(load(tmp_path, "w0.npy"), load(tmp_path, "w1.npy"))
+    assert load(tmp_path, "mismatch0.npy") == 1 and load(tmp_path, "mismatch1.npy") == 1
+
+
+def test_same_losses_as_torch_ddp(tmp_path):
+    torch = pytest.importorskip("torch")  # noqa: F841 (the oracle runs in subprocesses)
+    steps, B = 6, 8
+    body = """
+import os, sys
+import numpy as np
+LIB = sys.argv[1]
+if LIB == "torch":
+    import torch as lib
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+else:
+    import cddp as lib
+    import cddp.distributed as dist
+    from cddp.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+rng = np.random.default_rng(7)
+W1 = rng.standard_normal((16, 6)).astype(np.float32) * 0.3
+W2 = rng.standard_normal((3, 16)).astype(np.float32) * 0.3
+model = lib.nn.Sequential(lib.nn.Linear(6, 16), lib.nn.ReLU(), lib.nn.Linear(16, 3))
+with lib.no_grad():
+    model[0].weight.copy_(lib.tensor(W1)); model[0].bias.zero_()
+    model[2].weight.copy_(lib.tensor(W2)); model[2].bias.zero_()
+m = DDP(model)
+opt = lib.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+X = rng.standard_normal((%d, %d, 6)).astype(np.float32)
+Y = rng.integers(0, 3, (%d, %d))
+losses = []
+for s in range(%d):
+    opt.zero_grad()
+    sl = slice(rank * %d, (rank + 1) * %d)
+    loss = lib.nn.functional.cross_entropy(m(lib.tensor(X[s, sl])), lib.tensor(Y[s, sl]))
+    loss.backward()
+    opt.step()
+    losses.append(loss.item())
+np.save(os.path.join(OUT, f"{LIB}{rank}.npy"), np.array(losses))
+dist.destroy_process_group()
+""" % (steps, 2 * B, steps, 2 * B, steps, B, B)
+    for lib in ("cddp", "torch"):
+        r = run_ranks(tmp_path, body, args=(lib,))
+        assert r.returncode == 0, (lib, r.stderr[-3000:])
+    for rank in (0, 1):
+        np.testing.assert_allclose(load(tmp_path, f"cddp{rank}.npy"),
+                                   load(tmp_path, f"torch{rank}.npy"), rtol=1e-4)
