@@ -1,0 +1,22 @@
+"""cddp.distributed — torch.distributed for cddp: process groups and collectives
+(distributed_c10d, over the C engine in csrc/pg_*.c), rendezvous stores (store), launchers.
+
+    import cddp.distributed as dist
+    dist.init_process_group("gloo")          # env:// by default, as torch
+    dist.all_reduce(t); dist.barrier(); dist.destroy_process_group()
+"""
+from .distributed_c10d import *  # noqa: F401,F403
+from .distributed_c10d import (  # noqa: F401  (names torch scripts reach for)
+    ReduceOp, Backend, GroupMember, group, ProcessGroup, Work, P2POp,
+    DistBackendError, DistTimeoutError, default_pg_timeout,
+)
+
+try:                                   # the store helper's classes, when merged
+    from .store import TCPStore, FileStore, PrefixStore, HashStore, Store  # noqa: F401
+except ImportError:
+    pass
+
+try:                                   # the launch helper's notebook launcher, when merged
+    from .notebook import notebook_launch  # noqa: F401
+except ImportError:
+    pass
