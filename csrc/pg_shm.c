@@ -91,7 +91,7 @@ typedef struct {
     uint32_t myseq;                    /* last value this rank published */
     int64_t dstep;                     /* data steps used so far (same on every rank) */
     uint32_t bell_seen;
-    int64_t spin_ns;
+    int64_t spin_ns, yield_ns;
     size_t small_max;                  /* all_reduce bytes taking the one-step path */
     const void **srcs;                 /* [n] scratch for reductions */
     uint64_t *tx_next, *tx_serve, *rx_next, *rx_serve;   /* [n] p2p FIFO tickets */
@@ -241,21 +241,29 @@ static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
     return 0;
 }
 
-/* Wait until rank j has published `target`. 0, or -1 with w->err set. */
+/* Wait until rank j has published `target`. 0, or -1 with w->err set.
+ * Three phases: spin (the peer is running on another core: answers within ~1 us), then
+ * yield the CPU for a while (the peer may be waiting for ours: 2 cores, 4 ranks, or other
+ * load), then sleep on the futex in 2 ms slices with the liveness checks between them. */
 static int wait_seq(cddp_pg *pg, shm_t *s, cddp_work *w, int j, uint32_t target)
 {
     seg_ctl *c = ctl(s, j);
     if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
         return 0;
+    int64_t t0 = now_ns();
     if (s->spin_ns > 0) {
-        int64_t end = now_ns() + s->spin_ns;
         for (unsigned i = 1;; i++) {
             cpu_relax();
             if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
                 return 0;
-            if ((i & 63) == 0 && now_ns() > end)
+            if ((i & 63) == 0 && now_ns() - t0 > s->spin_ns)
                 break;
         }
+    }
+    while (now_ns() - t0 < s->yield_ns) {
+        sched_yield();
+        if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
+            return 0;
     }
     for (;;) {
         if (atomic_load(&s->h->broken) || atomic_load(&pg->abort))
@@ -486,6 +494,8 @@ static int shm_run(cddp_pg *pg, cddp_work *w)
     plan_t p = {0};
     int n = s->n;
     size_t sub = (s->C / (size_t)n) & ~(size_t)63;      /* per-destination sub-slot */
+    if (atomic_load(&s->h->broken))    /* a peer failed earlier (maybe while we were away) */
+        return fail_broken(pg, s, w, -1);
     p.es = cddp_pg_dtype_size[a->dtype];
     switch (a->op) {
     case CDDP_PG_ALLREDUCE: case CDDP_PG_REDUCE:
@@ -846,8 +856,9 @@ static int shm_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
     s->rx_next = s->tx_next + 2 * n;
     s->rx_serve = s->tx_next + 3 * n;
     /* spinning only pays when every rank has a core; oversubscribed, go to sleep at once */
-    s->spin_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_SPIN_US", (ncpu > 0 && n <= ncpu) ? 50 : 0,
+    s->spin_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_SPIN_US", (ncpu > 0 && n <= ncpu) ? 20 : 2,
                                            0, 1000000) * 1000;
+    s->yield_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_YIELD_US", 100, 0, 1000000) * 1000;
     if ((s->r == 0 ? create_segment(pg, s, deadline, err)
                    : attach_segment(pg, s, deadline, err)) < 0)
         goto fail;

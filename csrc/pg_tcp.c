@@ -95,8 +95,10 @@ static int confirm_dead(cddp_pg *pg, int j)
     return 0;
 }
 
-/* Tell every peer that rank `who` failed (one urgent byte), then stop writing: peers blocked
- * on us see the notice or EOF at once. Connections stay open (no RST) until the group ends. */
+/* Tell every peer that rank `who` failed, then stop writing: peers blocked on us see the
+ * notice or EOF at once. The notice is one urgent byte on the send/recv connection (normally
+ * idle, so there is room for it even when the collective connection's buffer is full) and on
+ * the collective one. Connections stay open (no RST) until the group ends. */
 static void tcp_break(tcp_t *t, int who)
 {
     unsigned char b = (unsigned char)(who + 1 < 255 ? who + 1 : 255);
@@ -104,10 +106,14 @@ static void tcp_break(tcp_t *t, int who)
         return;
     t->broke = 1;
     for (int j = 0; j < t->n; j++) {
-        if (t->fd[j] >= 0) {
+        if (t->pfd[j] >= 0)
+            send(t->pfd[j], &b, 1, MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (t->fd[j] >= 0)
             send(t->fd[j], &b, 1, MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+    for (int j = 0; j < t->n; j++) {
+        if (t->fd[j] >= 0)
             shutdown(t->fd[j], SHUT_WR);
-        }
         if (t->pfd[j] >= 0)
             shutdown(t->pfd[j], SHUT_WR);
     }
@@ -129,13 +135,14 @@ static int fail_peer(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, int e)
     return -1;
 }
 
-/* Peer j sent an urgent byte: some rank failed. */
+/* Peer j sent an urgent byte (on either connection): some rank failed. */
 static int fail_notice(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
 {
     unsigned char b = 0;
     char pre[96], msg[CDDP_PG_ERRLEN];
     int d;
-    if (recv(t->fd[j], &b, 1, MSG_OOB | MSG_DONTWAIT) != 1)
+    if (recv(t->pfd[j], &b, 1, MSG_OOB | MSG_DONTWAIT) != 1 &&
+        recv(t->fd[j], &b, 1, MSG_OOB | MSG_DONTWAIT) != 1)
         return fail_peer(pg, t, w, j, 0);
     d = b >= 1 && b < 255 ? b - 1 : -1;
     op_prefix(w, pre, sizeof pre);
@@ -184,12 +191,12 @@ static int check_time(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
  * shutdown and deadline checks (`waitfor`: the rank named if the deadline passed). */
 static int pollset_run(cddp_pg *pg, tcp_t *t, cddp_work *w, const short *ev, int waitfor)
 {
-    struct pollfd stack_p[65], *p = stack_p;
-    int stack_peer[65], *peer = stack_peer, np = 0, rc, to_ms, notice = -1;
+    struct pollfd stack_p[129], *p = stack_p;
+    int stack_peer[129], *peer = stack_peer, np = 0, rc, to_ms, notice = -1;
     double left = w->t_start + pg->timeout_s - cddp_pg_now();
-    if (t->n + 1 > 65) {
-        p = malloc(sizeof *p * (size_t)(t->n + 1));
-        peer = malloc(sizeof *peer * (size_t)(t->n + 1));
+    if (2 * t->n + 1 > 129) {
+        p = malloc(sizeof *p * (size_t)(2 * t->n + 1));
+        peer = malloc(sizeof *peer * (size_t)(2 * t->n + 1));
         if (!p || !peer) {
             if (p != stack_p) free(p);
             if (peer != stack_peer) free(peer);
@@ -202,6 +209,8 @@ static int pollset_run(cddp_pg *pg, tcp_t *t, cddp_work *w, const short *ev, int
     for (int j = 0; j < t->n; j++)
         if (t->fd[j] >= 0) {
             p[np] = (struct pollfd){.fd = t->fd[j], .events = (short)(ev[j] | POLLPRI)};
+            peer[np++] = j;
+            p[np] = (struct pollfd){.fd = t->pfd[j], .events = POLLPRI};
             peer[np++] = j;
         }
     to_ms = left <= 0 ? 0 : left > 0.1 ? 100 : (int)(left * 1000) + 1;
@@ -224,6 +233,16 @@ static int pollset_run(cddp_pg *pg, tcp_t *t, cddp_work *w, const short *ev, int
 
 /* ---- non-blocking I/O ------------------------------------------------------------------ */
 
+/* EOF or reset from rank j: a failure notice from j may trail its FIN by a moment (it
+ * travels on the other connection) — prefer naming the rank that failed first. */
+static int fail_closed(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, int e)
+{
+    struct pollfd p[2] = {{.fd = t->fd[j], .events = POLLPRI}, {.fd = t->pfd[j], .events = POLLPRI}};
+    if (poll(p, 2, 20) > 0 && ((p[0].revents | p[1].revents) & POLLPRI))
+        return fail_notice(pg, t, w, j);
+    return fail_peer(pg, t, w, j, e);
+}
+
 /* Move up to len bytes; returns bytes moved (0 on EAGAIN), -1 with w->err on failure. */
 static ssize_t io_send(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, const char *buf, size_t len)
 {
@@ -235,7 +254,7 @@ static ssize_t io_send(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, const char *b
         return k;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return 0;
-    return fail_peer(pg, t, w, j, errno);
+    return fail_closed(pg, t, w, j, errno);
 }
 
 static ssize_t io_recv(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, char *buf, size_t len)
@@ -246,16 +265,11 @@ static ssize_t io_recv(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, char *buf, si
     k = recv(t->fd[j], buf, len, MSG_DONTWAIT);
     if (k > 0)
         return k;
-    if (k == 0) {
-        /* EOF: maybe a failure notice raced the FIN — prefer naming the failed rank */
-        struct pollfd p = {.fd = t->fd[j], .events = POLLPRI};
-        if (poll(&p, 1, 0) > 0 && (p.revents & POLLPRI))
-            return fail_notice(pg, t, w, j);
-        return fail_peer(pg, t, w, j, 0);
-    }
+    if (k == 0)
+        return fail_closed(pg, t, w, j, 0);
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return 0;
-    return fail_peer(pg, t, w, j, errno);
+    return fail_closed(pg, t, w, j, errno);
 }
 
 /* ---- engine 1: independent transfers with several peers ------------------------------ */

@@ -153,8 +153,10 @@ static PyObject *work_wait(WorkObject *self, PyObject *args, PyObject *kw)
         return NULL;
     if (rc == 1) {
         const cddp_work *w = self->w;
-        PyErr_Format(DistTimeoutError, "Work.wait: %s #%lld still running after %.3f s",
-                     cddp_pg_op_name[w->a.op], (long long)w->seq, timeout);
+        char msg[160];
+        snprintf(msg, sizeof msg, "Work.wait: %s #%lld still running after %.3f s",
+                 cddp_pg_op_name[w->a.op], (long long)w->seq, timeout);
+        PyErr_SetString(DistTimeoutError, msg);
         return NULL;
     }
     if (rc < 0)
