@@ -94,11 +94,11 @@ static inline void pg_divide(void *x, int64_t n, int dtype, int d)
 
 #define PG_RED_BLOCK 4096   /* bytes: the running result stays in L1 */
 
-/* dst = srcs[0] op srcs[1] op ... op srcs[nsrc-1] (then / avg_n when op is AVG), n elements.
- * Works block by block through an L1 scratch, so dst may alias any source and every source is
- * read exactly once. nsrc >= 1. */
-static inline void pg_reduce_n(void *dst, const void *const *srcs, int nsrc, int64_t n,
-                               int dtype, int op, int avg_n)
+/* dst = srcs[0] op srcs[1] op ... op srcs[nsrc-1] (then / avg_n when op is AVG), n elements;
+ * also copied to dst2 when it is not NULL. Works block by block through an L1 scratch, so
+ * dst may alias any source and every source is read exactly once. nsrc >= 1. */
+static inline void pg_reduce_n2(void *dst, void *dst2, const void *const *srcs, int nsrc,
+                                int64_t n, int dtype, int op, int avg_n)
 {
     size_t es = cddp_pg_dtype_size[dtype];
     int64_t blk = PG_RED_BLOCK / (int64_t)es;
@@ -115,7 +115,15 @@ static inline void pg_reduce_n(void *dst, const void *const *srcs, int nsrc, int
         if (op == CDDP_RED_AVG)
             pg_divide(tmp, m, dtype, avg_n);
         memcpy((char *)dst + bo, tmp, (size_t)m * es);
+        if (dst2)
+            memcpy((char *)dst2 + bo, tmp, (size_t)m * es);
     }
+}
+
+static inline void pg_reduce_n(void *dst, const void *const *srcs, int nsrc, int64_t n,
+                               int dtype, int op, int avg_n)
+{
+    pg_reduce_n2(dst, NULL, srcs, nsrc, n, dtype, op, avg_n);
 }
 
 #endif

@@ -423,11 +423,38 @@ static int run_stepped(cddp_pg *pg, shm_t *s, cddp_work *w, const plan_t *p)
 
 /* ---- all_reduce / reduce on large buffers: reduce-scatter + all-gather per chunk ------- */
 
-/* Per chunk k (C bytes of the tensor): every rank copies it into its slot and publishes A_k;
- * rank r reduces slice r (1/n of the chunk, 64-byte aligned) across all slots in place and
- * publishes R_k; then copies chunk k+1 in (A_{k+1}) before waiting for R_k, and copies every
- * slice out. Publication order A0 R0 A1 R1 ...: rank j publishes R_{k-1} (hence A_k) only
- * after its copy-out of k-2, so writing step k+1 = (k-2) % 3 after seeing A_k is safe. */
+/* Slice j of a window of len bytes: ceil(len / n) rounded up to 64 bytes (a whole number of
+ * elements, since every element size divides 64). */
+static void slice_of(size_t len, int n, int j, size_t *lo, size_t *hi)
+{
+    size_t ps = ((len + (size_t)n - 1) / (size_t)n + 63) & ~(size_t)63;
+    *lo = (size_t)j * ps < len ? (size_t)j * ps : len;
+    *hi = *lo + ps < len ? *lo + ps : len;
+}
+
+/* Rank r's part of window k: copy the slices the OTHER ranks reduce into its slot (its own
+ * slice never leaves private memory). */
+static void copy_in_others(shm_t *s, const char *in, size_t off, size_t len, int64_t d)
+{
+    for (int j = 0; j < s->n; j++) {
+        size_t lo, hi;
+        if (j == s->r)
+            continue;
+        slice_of(len, s->n, j, &lo, &hi);
+        if (hi > lo)
+            memcpy(slot(s, s->r, d) + lo, in + off + lo, hi - lo);
+    }
+}
+
+/* Per chunk k (C bytes of the tensor): every rank copies the others' slices into its slot and
+ * publishes A_k; rank r reduces slice r (its own input straight from private memory, the
+ * others' from their slots) into its output and its slot, publishes R_k, copies chunk k+1 in
+ * (A_{k+1}) before waiting for R_k, then copies the other slices out of their owners' slots.
+ * Per rank and byte that is ~4 memory passes instead of 5.5 for copy-everything-in.
+ * Publication order A0 R0 A1 R1 ...: rank j publishes R_{k-1} (hence A_k) only after its
+ * copy-out of k-2, so writing step k+1 = (k-2) % 3 after seeing A_k is safe.
+ * reduce(): only the root needs results — others reduce into their slot alone and skip the
+ * copy-out, the root keeps its own slice in its output only. */
 static int run_allreduce_chunked(cddp_pg *pg, shm_t *s, cddp_work *w)
 {
     const cddp_pg_args *a = &w->a;
@@ -435,11 +462,11 @@ static int run_allreduce_chunked(cddp_pg *pg, shm_t *s, cddp_work *w)
     size_t B = (size_t)a->count * es, C = s->C;
     int64_t K = (int64_t)((B + C - 1) / C);
     int n = s->n, r = s->r;
-    int copyout = a->op == CDDP_PG_ALLREDUCE || r == a->root;
+    int all = a->op == CDDP_PG_ALLREDUCE, copyout = all || r == a->root;
     char *in = a->in, *out = a->out;
 
     put_header(s, w);
-    memcpy(slot(s, r, s->dstep), in, B < C ? B : C);
+    copy_in_others(s, in, 0, B < C ? B : C, s->dstep);
     publish(s, s->myseq + 1);
     if (wait_all(pg, s, w, s->myseq) < 0)
         return -1;
@@ -449,32 +476,31 @@ static int run_allreduce_chunked(cddp_pg *pg, shm_t *s, cddp_work *w)
     }
     for (int64_t k = 0; k < K; k++) {
         int64_t d = s->dstep + k;
-        size_t off = (size_t)k * C, len = B - off < C ? B - off : C;
-        /* slice size in bytes: ceil(len / n) rounded up to 64 bytes (a whole number of
-         * elements since every element size divides 64) */
-        size_t ps = ((len + (size_t)n - 1) / (size_t)n + 63) & ~(size_t)63;
-        size_t lo = (size_t)r * ps < len ? (size_t)r * ps : len;
-        size_t hi = lo + ps < len ? lo + ps : len;
+        size_t off = (size_t)k * C, len = B - off < C ? B - off : C, lo, hi;
         uint32_t rk;
+        slice_of(len, n, r, &lo, &hi);
         if (hi > lo) {
             for (int j = 0; j < n; j++)
-                s->srcs[j] = slot(s, j, d) + lo;
-            pg_reduce_n(slot(s, r, d) + lo, s->srcs, n, (int64_t)((hi - lo) / es), a->dtype,
-                        a->redop, n);
+                s->srcs[j] = j == r ? in + off + lo : slot(s, j, d) + lo;
+            pg_reduce_n2(copyout ? out + off + lo : slot(s, r, d) + lo,
+                         all ? slot(s, r, d) + lo : NULL, s->srcs, n,
+                         (int64_t)((hi - lo) / es), a->dtype, a->redop, n);
         }
         publish(s, s->myseq + 1);
         rk = s->myseq;
         if (k + 1 < K) {
-            size_t off2 = off + C, len2 = B - off2 < C ? B - off2 : C;
-            memcpy(slot(s, r, d + 1), in + off2, len2);
+            size_t off2 = off + C;
+            copy_in_others(s, in, off2, B - off2 < C ? B - off2 : C, d + 1);
             publish(s, s->myseq + 1);
         }
         if (wait_all(pg, s, w, rk) < 0)
             return -1;
         if (copyout)
             for (int j = 0; j < n; j++) {
-                size_t l2 = (size_t)j * ps < len ? (size_t)j * ps : len;
-                size_t h2 = l2 + ps < len ? l2 + ps : len;
+                size_t l2, h2;
+                if (j == r)
+                    continue;
+                slice_of(len, n, j, &l2, &h2);
                 if (h2 > l2)
                     memcpy(out + off + l2, slot(s, j, d) + l2, h2 - l2);
             }
