@@ -54,7 +54,17 @@ typedef struct {
     int tag;                   /* send/recv */
     int64_t count;
     void *in, *out;
+    /* optional [size] block addresses replacing in + j * block / out + j * block: outputs of
+     * all_gather / gather, inputs of scatter / reduce_scatter given as separate tensors.
+     * malloc'ed by the caller, owned (freed) by the Work from submit on. */
+    void **iblk, **oblk;
 } cddp_pg_args;
+
+/* Rank j's block of a blocked buffer (blocks[j], or base + j * block_bytes). */
+static inline char *cddp_pg_block(void *base, void *const *blocks, int j, size_t block_bytes)
+{
+    return blocks ? (char *)blocks[j] : (char *)base + (size_t)j * block_bytes;
+}
 
 /* What rendezvous learned about the group (filled by py_pg.c from the store). */
 typedef struct {

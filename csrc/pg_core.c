@@ -174,8 +174,11 @@ void cddp_work_incref(cddp_work *w) { atomic_fetch_add(&w->refcnt, 1); }
 
 void cddp_work_decref(cddp_work *w)
 {
-    if (w && atomic_fetch_sub(&w->refcnt, 1) == 1)
+    if (w && atomic_fetch_sub(&w->refcnt, 1) == 1) {
+        free(w->a.iblk);
+        free(w->a.oblk);
         free(w);
+    }
 }
 
 int cddp_work_state(cddp_work *w)
@@ -431,8 +434,11 @@ static int validate(cddp_pg *pg, const cddp_pg_args *a, char *err)
 cddp_work *cddp_pg_submit(cddp_pg *pg, const cddp_pg_args *a, int allow_inline)
 {
     cddp_work *w = calloc(1, sizeof *w);
-    if (!w)
+    if (!w) {
+        free(a->iblk);
+        free(a->oblk);
         return NULL;
+    }
     atomic_init(&w->refcnt, 2);       /* the caller's and the executor's */
     w->pg = pg;
     w->a = *a;

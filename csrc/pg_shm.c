@@ -344,7 +344,7 @@ static void step_write(shm_t *s, cddp_work *w, const plan_t *p, int64_t k)
         /* fallthrough */
     case CDDP_PG_ALLTOALL: case CDDP_PG_REDUCE_SCATTER:
         for (int j = 0; j < s->n; j++)         /* sub-slot j: what rank j reads */
-            memcpy(dst + (size_t)j * p->W, (char *)a->in + (size_t)j * p->Bm + off, len);
+            memcpy(dst + (size_t)j * p->W, cddp_pg_block(a->in, a->iblk, j, p->Bm) + off, len);
         break;
     }
 }
@@ -366,14 +366,15 @@ static void step_read(shm_t *s, cddp_work *w, const plan_t *p, int64_t k)
         /* fallthrough */
     case CDDP_PG_ALLGATHER:
         for (int j = 0; j < s->n; j++)
-            memcpy(out + (size_t)j * p->Bm + off, slot(s, j, d), len);
+            memcpy(cddp_pg_block(out, a->oblk, j, p->Bm) + off, slot(s, j, d), len);
         break;
     case CDDP_PG_SCATTER:
         memcpy(out + off, slot(s, a->root, d) + (size_t)s->r * p->W, len);
         break;
     case CDDP_PG_ALLTOALL:
         for (int j = 0; j < s->n; j++)
-            memcpy(out + (size_t)j * p->Bm + off, slot(s, j, d) + (size_t)s->r * p->W, len);
+            memcpy(cddp_pg_block(out, a->oblk, j, p->Bm) + off, slot(s, j, d) + (size_t)s->r * p->W,
+                   len);
         break;
     case CDDP_PG_REDUCE_SCATTER:
         for (int j = 0; j < s->n; j++)

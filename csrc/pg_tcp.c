@@ -629,8 +629,8 @@ static int tcp_allgather(cddp_pg *pg, tcp_t *t, cddp_work *w)
     rseg *ss, *rs;
     if (exchange_headers(pg, t, w, NULL, 0) < 0)
         return -1;
-    if (out + (size_t)r * Bm != (char *)a->in)
-        memmove(out + (size_t)r * Bm, a->in, Bm);
+    if (cddp_pg_block(out, a->oblk, r, Bm) != (char *)a->in)
+        memmove(cddp_pg_block(out, a->oblk, r, Bm), a->in, Bm);
     if (!Bm)
         return 0;
     ss = malloc(sizeof *ss * (size_t)(2 * n));
@@ -640,8 +640,8 @@ static int tcp_allgather(cddp_pg *pg, tcp_t *t, cddp_work *w)
     }
     rs = ss + n;
     for (int s = 0; s < n - 1; s++) {
-        ss[s] = (rseg){out + (size_t)mod(r - s, n) * Bm, Bm, 0};
-        rs[s] = (rseg){out + (size_t)mod(r - s - 1, n) * Bm, Bm, ACT_COPY};
+        ss[s] = (rseg){cddp_pg_block(out, a->oblk, mod(r - s, n), Bm), Bm, 0};
+        rs[s] = (rseg){cddp_pg_block(out, a->oblk, mod(r - s - 1, n), Bm), Bm, ACT_COPY};
     }
     rc = run_ring(pg, t, w, mod(r + 1, n), ss, n - 1, mod(r - 1, n), rs, n - 1, Bm);
     free(ss);
@@ -669,20 +669,20 @@ static int tcp_direct(cddp_pg *pg, tcp_t *t, cddp_work *w)
     switch (a->op) {
     case CDDP_PG_GATHER:
         if (r == a->root) {
-            memcpy((char *)a->out + (size_t)r * Bm, in, Bm);
+            memcpy(cddp_pg_block(a->out, a->oblk, r, Bm), in, Bm);
             for (int j = 0; j < n; j++)
                 if (j != r)
-                    x[nx++] = (xfer){j, 0, (char *)a->out + (size_t)j * Bm, Bm, 0};
+                    x[nx++] = (xfer){j, 0, cddp_pg_block(a->out, a->oblk, j, Bm), Bm, 0};
         } else {
             x[nx++] = (xfer){a->root, 1, (char *)in, Bm, 0};
         }
         break;
     case CDDP_PG_SCATTER:
         if (r == a->root) {
-            memcpy(a->out, in + (size_t)r * Bm, Bm);
+            memcpy(a->out, cddp_pg_block(a->in, a->iblk, r, Bm), Bm);
             for (int j = 0; j < n; j++)
                 if (j != r)
-                    x[nx++] = (xfer){j, 1, (char *)in + (size_t)j * Bm, Bm, 0};
+                    x[nx++] = (xfer){j, 1, cddp_pg_block(a->in, a->iblk, j, Bm), Bm, 0};
         } else {
             x[nx++] = (xfer){a->root, 0, a->out, Bm, 0};
         }
@@ -721,7 +721,8 @@ static int tcp_reduce_scatter(cddp_pg *pg, tcp_t *t, cddp_work *w)
         return 0;
     if (ensure_scratch(t, w, (size_t)n * Bm) < 0)
         return -1;
-    memcpy(t->scratch, a->in, (size_t)n * Bm);
+    for (int j = 0; j < n; j++)
+        memcpy(t->scratch + (size_t)j * Bm, cddp_pg_block(a->in, a->iblk, j, Bm), Bm);
     ss = malloc(sizeof *ss * (size_t)(2 * n));
     if (!ss) {
         cddp_pg_seterr(w->err, "out of memory");

@@ -9,8 +9,9 @@
  *       rank, size, transport ("shm" | "tcp"), timeout, group_name
  *       allreduce(t, op=0, sync=False) -> Work | None     # sync=True: wait, return None
  *       broadcast(t, root, sync) / reduce(t, root, op, sync)
- *       allgather(out_flat, inp, sync) / gather(out_flat | None, inp, root, sync)
- *       scatter(out, inp_flat | None, root, sync) / reduce_scatter(out, inp_flat, op, sync)
+ *       allgather(out_flat | [outs], inp, sync) / gather(out | [outs] | None, inp, root, sync)
+ *       scatter(out, inp | [inps] | None, root, sync) / reduce_scatter(out, inp | [inps], op, sync)
+ *           (a list of world_size tensors is written / read in place, no flat copy)
  *       alltoall(out_flat, inp_flat, sync) / send(t, dst, tag, sync) / recv(t, src, tag, sync)
  *       barrier(sync) / shutdown(timeout=None)
  *   class Work:
@@ -648,114 +649,186 @@ static PyObject *pg_reduce(PGObject *self, PyObject *const *args, Py_ssize_t nar
     return submit(self, &a, PyTuple_Pack(1, t), Py_BuildValue("[O]", t), sync);
 }
 
-/* out (flat, size * n elements) and inp (n elements) must share a dtype */
-static int check_flat(PGObject *self, const char *op, TensorObject *big, TensorObject *small,
-                      const char *bigname, const char *smallname)
+/* A blocked buffer: one flat tensor of size * m elements, or a list/tuple of `size` tensors
+ * of m elements each (written/read in place: no flat copy); all contiguous, of dtype dt.
+ * Sets *base or *blocks (malloc'ed, owned by the Work once submitted) and appends the tensors
+ * to `keep`. */
+static int blocked_arg(PGObject *self, const char *op, PyObject *o, const char *what,
+                       cddp_dtype dt, int64_t m, void **base, void ***blocks, PyObject *keep)
 {
-    if (big->dtype != small->dtype) {
-        PyErr_Format(PyExc_TypeError, "%s: %s is %s but %s is %s", op, bigname,
-                     cddp_pg_dtype_name[big->dtype], smallname, cddp_pg_dtype_name[small->dtype]);
+    if (PyList_Check(o) || PyTuple_Check(o)) {
+        Py_ssize_t k = PySequence_Fast_GET_SIZE(o);
+        PyObject **items = PySequence_Fast_ITEMS(o);
+        if (k != self->size) {
+            PyErr_Format(PyExc_ValueError, "%s: %s must hold world_size (%d) tensors, got %zd",
+                         op, what, self->size, k);
+            return -1;
+        }
+        *blocks = malloc(sizeof(void *) * (size_t)k);
+        if (!*blocks)
+            return PyErr_NoMemory(), -1;
+        for (Py_ssize_t j = 0; j < k; j++) {
+            TensorObject *t = tensor_arg(op, items[j], what);
+            if (!t)
+                goto fail;
+            if (t->dtype != dt || cddp_numel(t) != m) {
+                PyErr_Format(PyExc_ValueError, "%s: %s[%zd] must be a %s tensor of %lld "
+                             "elements, got %s with %lld", op, what, j, cddp_pg_dtype_name[dt],
+                             (long long)m, cddp_pg_dtype_name[t->dtype], (long long)cddp_numel(t));
+                goto fail;
+            }
+            (*blocks)[j] = cddp_data(t);
+            if (PyList_Append(keep, items[j]) < 0)
+                goto fail;
+        }
+        return 0;
+fail:
+        free(*blocks);
+        *blocks = NULL;
         return -1;
     }
-    if (cddp_numel(big) != (int64_t)self->size * cddp_numel(small)) {
+    TensorObject *t = tensor_arg(op, o, what);
+    if (!t)
+        return -1;
+    if (t->dtype != dt) {
+        PyErr_Format(PyExc_TypeError, "%s: %s is %s but the other tensor is %s", op, what,
+                     cddp_pg_dtype_name[t->dtype], cddp_pg_dtype_name[dt]);
+        return -1;
+    }
+    if (cddp_numel(t) != (int64_t)self->size * m) {
         PyErr_Format(PyExc_ValueError, "%s: %s must hold world_size (%d) x %lld = %lld "
-                     "elements, got %lld", op, bigname, self->size, (long long)cddp_numel(small),
-                     (long long)self->size * cddp_numel(small), (long long)cddp_numel(big));
+                     "elements, got %lld", op, what, self->size, (long long)m,
+                     (long long)self->size * m, (long long)cddp_numel(t));
         return -1;
     }
-    return 0;
+    *base = cddp_data(t);
+    return PyList_Append(keep, o);
 }
 
-/* allgather(out_flat, inp, sync=False) */
+/* keep list -> (tuple for the Work, list for result()) ; steals keep */
+static PyObject *submit_blocked(PGObject *self, cddp_pg_args *a, PyObject *keep,
+                                PyObject *result, int sync)
+{
+    PyObject *tup = PyList_AsTuple(keep);
+    Py_DECREF(keep);
+    if (!tup) {
+        free(a->iblk);
+        free(a->oblk);
+        Py_XDECREF(result);
+        return NULL;
+    }
+    return submit(self, a, tup, result, sync);
+}
+
+/* allgather(out_flat | [out_0..out_{n-1}], inp, sync=False) */
 static PyObject *pg_allgather(PGObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     cddp_pg_args a = {.op = CDDP_PG_ALLGATHER};
-    TensorObject *o, *i;
+    TensorObject *i;
+    PyObject *keep;
     int sync;
     if (nargs_check("allgather", nargs, 2, 3) < 0 ||
-        !(o = tensor_arg("all_gather", args[0], "output")) ||
         !(i = tensor_arg("all_gather", args[1], "input")) ||
-        opt_int(args, nargs, 2, 0, &sync) < 0 ||
-        check_flat(self, "all_gather", o, i, "output", "input") < 0)
+        opt_int(args, nargs, 2, 0, &sync) < 0 || !(keep = PyList_New(0)))
         return NULL;
+    if (PyList_Append(keep, (PyObject *)i) < 0 ||
+        blocked_arg(self, "all_gather", args[0], "output", i->dtype, cddp_numel(i), &a.out,
+                    &a.oblk, keep) < 0) {
+        Py_DECREF(keep);
+        return NULL;
+    }
     a.dtype = i->dtype;
     a.count = cddp_numel(i);
     a.in = cddp_data(i);
-    a.out = cddp_data(o);
-    return submit(self, &a, PyTuple_Pack(2, o, i), Py_BuildValue("[O]", o), sync);
+    return submit_blocked(self, &a, keep, PyList_GetSlice(keep, 1, PY_SSIZE_T_MAX), sync);
 }
 
-/* gather(out_flat or None, inp, root, sync=False): out only on root */
+/* gather(out_flat | [outs] | None, inp, root, sync=False): outputs only on root */
 static PyObject *pg_gather(PGObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     cddp_pg_args a = {.op = CDDP_PG_GATHER};
-    TensorObject *o = NULL, *i;
+    TensorObject *i;
+    PyObject *keep;
     int sync;
     if (nargs_check("gather", nargs, 3, 4) < 0 ||
         !(i = tensor_arg("gather", args[1], "input")) ||
-        opt_int(args, nargs, 2, 0, &a.root) < 0 || opt_int(args, nargs, 3, 0, &sync) < 0)
+        opt_int(args, nargs, 2, 0, &a.root) < 0 || opt_int(args, nargs, 3, 0, &sync) < 0 ||
+        !(keep = PyList_New(0)))
         return NULL;
+    if (PyList_Append(keep, (PyObject *)i) < 0)
+        goto fail;
     if (a.root == self->rank) {
         if (args[0] == Py_None) {
             PyErr_SetString(PyExc_ValueError, "gather: the destination rank needs an output tensor");
-            return NULL;
+            goto fail;
         }
-        if (!(o = tensor_arg("gather", args[0], "output")) ||
-            check_flat(self, "gather", o, i, "output", "input") < 0)
-            return NULL;
-        a.out = cddp_data(o);
+        if (blocked_arg(self, "gather", args[0], "output", i->dtype, cddp_numel(i), &a.out,
+                        &a.oblk, keep) < 0)
+            goto fail;
     }
     a.dtype = i->dtype;
     a.count = cddp_numel(i);
     a.in = cddp_data(i);
-    return submit(self, &a, o ? PyTuple_Pack(2, o, i) : PyTuple_Pack(1, i),
-                  o ? Py_BuildValue("[O]", o) : NULL, sync);
+    return submit_blocked(self, &a, keep, PyList_GetSlice(keep, 1, PY_SSIZE_T_MAX), sync);
+fail:
+    Py_DECREF(keep);
+    return NULL;
 }
 
-/* scatter(out, inp_flat or None, root, sync=False): inp only on root */
+/* scatter(out, inp_flat | [inps] | None, root, sync=False): inputs only on root */
 static PyObject *pg_scatter(PGObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     cddp_pg_args a = {.op = CDDP_PG_SCATTER};
-    TensorObject *o, *i = NULL;
+    TensorObject *o;
+    PyObject *keep;
     int sync;
     if (nargs_check("scatter", nargs, 3, 4) < 0 ||
         !(o = tensor_arg("scatter", args[0], "output")) ||
-        opt_int(args, nargs, 2, 0, &a.root) < 0 || opt_int(args, nargs, 3, 0, &sync) < 0)
+        opt_int(args, nargs, 2, 0, &a.root) < 0 || opt_int(args, nargs, 3, 0, &sync) < 0 ||
+        !(keep = PyList_New(0)))
         return NULL;
+    if (PyList_Append(keep, (PyObject *)o) < 0)
+        goto fail;
     if (a.root == self->rank) {
         if (args[1] == Py_None) {
             PyErr_SetString(PyExc_ValueError, "scatter: the source rank needs an input tensor");
-            return NULL;
+            goto fail;
         }
-        if (!(i = tensor_arg("scatter", args[1], "input")) ||
-            check_flat(self, "scatter", i, o, "input", "output") < 0)
-            return NULL;
-        a.in = cddp_data(i);
+        if (blocked_arg(self, "scatter", args[1], "input", o->dtype, cddp_numel(o), &a.in,
+                        &a.iblk, keep) < 0)
+            goto fail;
     }
     a.dtype = o->dtype;
     a.count = cddp_numel(o);
     a.out = cddp_data(o);
-    return submit(self, &a, i ? PyTuple_Pack(2, o, i) : PyTuple_Pack(1, o),
-                  Py_BuildValue("[O]", o), sync);
+    return submit_blocked(self, &a, keep, Py_BuildValue("[O]", o), sync);
+fail:
+    Py_DECREF(keep);
+    return NULL;
 }
 
-/* reduce_scatter(out, inp_flat, op=0, sync=False) */
+/* reduce_scatter(out, inp_flat | [inps], op=0, sync=False) */
 static PyObject *pg_reduce_scatter(PGObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     cddp_pg_args a = {.op = CDDP_PG_REDUCE_SCATTER};
-    TensorObject *o, *i;
+    TensorObject *o;
+    PyObject *keep;
     int sync;
     if (nargs_check("reduce_scatter", nargs, 2, 4) < 0 ||
         !(o = tensor_arg("reduce_scatter", args[0], "output")) ||
-        !(i = tensor_arg("reduce_scatter", args[1], "input")) ||
         opt_int(args, nargs, 2, 0, &a.redop) < 0 || opt_int(args, nargs, 3, 0, &sync) < 0 ||
-        check_flat(self, "reduce_scatter", i, o, "input", "output") < 0)
+        !(keep = PyList_New(0)))
         return NULL;
+    if (PyList_Append(keep, (PyObject *)o) < 0 ||
+        blocked_arg(self, "reduce_scatter", args[1], "input", o->dtype, cddp_numel(o), &a.in,
+                    &a.iblk, keep) < 0) {
+        Py_DECREF(keep);
+        return NULL;
+    }
     a.dtype = o->dtype;
     a.count = cddp_numel(o);
-    a.in = cddp_data(i);
     a.out = cddp_data(o);
-    return submit(self, &a, PyTuple_Pack(2, o, i), Py_BuildValue("[O]", o), sync);
+    return submit_blocked(self, &a, keep, Py_BuildValue("[O]", o), sync);
 }
 
 /* alltoall(out_flat, inp_flat, sync=False): equal splits */
@@ -841,10 +914,11 @@ static PyMethodDef pg_methods[] = {
     {"allreduce", FAST(pg_allreduce), "allreduce(t, op=0, sync=False)"},
     {"broadcast", FAST(pg_broadcast), "broadcast(t, root, sync=False)"},
     {"reduce", FAST(pg_reduce), "reduce(t, root, op=0, sync=False)"},
-    {"allgather", FAST(pg_allgather), "allgather(out_flat, inp, sync=False)"},
-    {"gather", FAST(pg_gather), "gather(out_flat|None, inp, root, sync=False)"},
-    {"scatter", FAST(pg_scatter), "scatter(out, inp_flat|None, root, sync=False)"},
-    {"reduce_scatter", FAST(pg_reduce_scatter), "reduce_scatter(out, inp_flat, op=0, sync=False)"},
+    {"allgather", FAST(pg_allgather), "allgather(out_flat | [outs], inp, sync=False)"},
+    {"gather", FAST(pg_gather), "gather(out_flat | [outs] | None, inp, root, sync=False)"},
+    {"scatter", FAST(pg_scatter), "scatter(out, inp_flat | [inps] | None, root, sync=False)"},
+    {"reduce_scatter", FAST(pg_reduce_scatter),
+     "reduce_scatter(out, inp_flat | [inps], op=0, sync=False)"},
     {"alltoall", FAST(pg_alltoall), "alltoall(out_flat, inp_flat, sync=False)"},
     {"send", FAST(pg_send), "send(t, dst, tag=0, sync=False)"},
     {"recv", FAST(pg_recv), "recv(t, src, tag=0, sync=False)"},

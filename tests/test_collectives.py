@@ -232,6 +232,19 @@ def _sweep_child(rank, n, d, counts):
     if rank != n - 1:
         check("noncontiguous", "broadcast into transposed", x.numpy(),
               np.zeros((3, 4), np.float32) + f(n - 1, 12, "float32").reshape(3, 4))
+    outs = [T(np.zeros((4, 3), np.float32)).t() for _ in range(n)]    # list of strided views
+    dist.all_gather(outs, T(a.copy()))
+    for j in range(n):
+        check("noncontiguous", f"all_gather into transposed [{j}]", outs[j].numpy(),
+              f(j, 12, "float32").reshape(3, 4))
+    if n > 1:
+        gl = [T(np.zeros((4, 3), np.float32)).t() for _ in range(n)] if rank == 0 else None
+        w = dist.gather(T(a.copy()), gl, dst=0, async_op=True)
+        w.wait()
+        if rank == 0:
+            for j in range(n):
+                check("noncontiguous", f"gather into transposed [{j}]", gl[j].numpy(),
+                      f(j, 12, "float32").reshape(3, 4))
     dist.barrier()
     return fails
 

@@ -637,6 +637,8 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
                          f"{len(tensor_list)}")
     _check_same(tensor_list, tensor, "all_gather")
     inp, _ = _contig(tensor)
+    if all(t.is_contiguous() for t in tensor_list):     # written in place by the engine
+        return _finish(pg._c.allgather(list(tensor_list), inp), async_op)
     m = tensor.numel()
     flat = _empty_flat(tensor, n * m)
 
@@ -681,6 +683,8 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
         raise ValueError(f"gather: gather_list must have world_size ({n}) tensors, got "
                          f"{len(gather_list)}")
     _check_same(gather_list, tensor, "gather")
+    if all(t.is_contiguous() for t in gather_list):
+        return _finish(pg._c.gather(list(gather_list), inp, root), async_op)
     flat = _empty_flat(tensor, n * m)
 
     def post():
@@ -707,10 +711,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
             raise ValueError(f"scatter: scatter_list must have world_size ({n}) tensors, got "
                              f"{len(scatter_list)}")
         _check_same(scatter_list, tensor, "scatter")
-        fa = np.empty(n * m, dtype=_np(tensor).dtype)
-        for i, t in enumerate(scatter_list):
-            fa[i * m:(i + 1) * m] = _np(t).reshape(-1)
-        flat = _from_np(fa)
+        flat = [_contig(t)[0] for t in scatter_list]       # read in place by the engine
     elif scatter_list:
         raise ValueError("Argument ``scatter_list`` must NOT be specified on non-source ranks.")
     return _finish(pg._c.scatter(out, flat, root), async_op, back, (tensor,))
@@ -727,11 +728,9 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
         raise ValueError(f"reduce_scatter: input_list must have world_size ({n}) tensors, got "
                          f"{len(input_list)}")
     _check_same(input_list, output, "reduce_scatter")
-    fa = np.empty(n * m, dtype=_np(output).dtype)
-    for i, t in enumerate(input_list):
-        fa[i * m:(i + 1) * m] = _np(t).reshape(-1)
     out, back = _contig(output)
-    return _finish(pg._c.reduce_scatter(out, _from_np(fa), _red(op)), async_op, back, (output,))
+    ins = [_contig(t)[0] for t in input_list]                # read in place by the engine
+    return _finish(pg._c.reduce_scatter(out, ins, _red(op)), async_op, back, (output,))
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002
