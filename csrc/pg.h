@@ -98,6 +98,9 @@ struct cddp_work {
     int err_kind;
     double t_start;            /* monotonic seconds when it began running */
     void *p2p;                 /* transport state of an in-flight send/recv */
+    int (*intr)(void *ctx);    /* inline runs only: "was the caller interrupted?" (Ctrl-C) */
+    void *intr_ctx;
+    double intr_last;
     cddp_work *next;           /* queue link (pg->mu) */
     char err[CDDP_PG_ERRLEN];
 };
@@ -108,6 +111,10 @@ double cddp_pg_now(void);                          /* CLOCK_MONOTONIC seconds */
 void cddp_pg_seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* 1 when local peer `r` has exited (pidfd, else kill(pid, 0)); 0 alive or unknown. */
 int cddp_pg_peer_dead(cddp_pg *pg, int r);
+/* For ops running on the caller's thread: ask (at most every 50 ms, from the slow part of a
+ * blocking wait) whether the caller was interrupted. 1: stop the op (the transport then tells
+ * the peers, as for a shutdown). */
+int cddp_pg_interrupted(cddp_work *w);
 /* Raise the group-broken state with a message (first caller wins); fails later ops. */
 void cddp_pg_mark_broken(cddp_pg *pg, const char *msg);
 /* Compare the op headers of all ranks (hdrs[r] = 6 int64: seq, op, dtype, count, root, redop);
@@ -159,6 +166,7 @@ struct cddp_pg {
     pthread_t thread;
     int thread_started;
     int n_p2p_active;          /* in-flight send/recv (worker side) */
+    int owner_pid;             /* a forked child must not touch the thread or the peers */
 };
 
 /* Create the group from rendezvous info: opens pidfds, initializes the transport (maps the
@@ -177,6 +185,9 @@ void cddp_pg_destroy(cddp_pg *pg);
  * Returns a new Work reference (never NULL except on malloc failure); a failed validation or
  * a broken group gives a Work already FAILED. Call without the GIL when allow_inline. */
 cddp_work *cddp_pg_submit(cddp_pg *pg, const cddp_pg_args *a, int allow_inline);
+/* Same, with an interrupt hook for the inline run (see cddp_pg_interrupted). */
+cddp_work *cddp_pg_submit_ex(cddp_pg *pg, const cddp_pg_args *a, int allow_inline,
+                             int (*intr)(void *ctx), void *intr_ctx);
 /* Wait up to timeout_s (< 0: the group's deadline governs; the op itself always ends).
  * 0 done, -1 failed, 1 still running after timeout_s. */
 int cddp_work_wait(cddp_work *w, double timeout_s);

@@ -86,6 +86,18 @@ int cddp_pg_peer_dead(cddp_pg *pg, int r)
     return kill(pg->pids[r], 0) < 0 && errno == ESRCH;
 }
 
+int cddp_pg_interrupted(cddp_work *w)
+{
+    double now;
+    if (!w->intr)
+        return 0;
+    now = cddp_pg_now();
+    if (now - w->intr_last < 0.05)
+        return 0;
+    w->intr_last = now;
+    return w->intr(w->intr_ctx) != 0;
+}
+
 void cddp_pg_mark_broken(cddp_pg *pg, const char *msg)
 {
     pthread_mutex_lock(&pg->mu);
@@ -303,8 +315,9 @@ static void p2p_loop(cddp_pg *pg, cddp_work *first)
         for (int i = 0; i < nact; i++) {
             cddp_work *x = act[i];
             int r = pg->ops->p2p_progress(pg, x);
-            if (r == 0 && atomic_load(&pg->abort)) {
-                cddp_pg_seterr(x->err, "%s %s rank %d: process group was shut down",
+            if (r == 0 && (atomic_load(&pg->abort) || cddp_pg_interrupted(x))) {
+                cddp_pg_seterr(x->err, "%s %s rank %d: process group was shut down or "
+                               "interrupted",
                                cddp_pg_op_name[x->a.op], x->a.op == CDDP_PG_SEND ? "to" : "from",
                                x->a.root);
                 r = -1;
@@ -433,6 +446,12 @@ static int validate(cddp_pg *pg, const cddp_pg_args *a, char *err)
 
 cddp_work *cddp_pg_submit(cddp_pg *pg, const cddp_pg_args *a, int allow_inline)
 {
+    return cddp_pg_submit_ex(pg, a, allow_inline, NULL, NULL);
+}
+
+cddp_work *cddp_pg_submit_ex(cddp_pg *pg, const cddp_pg_args *a, int allow_inline,
+                             int (*intr)(void *ctx), void *intr_ctx)
+{
     cddp_work *w = calloc(1, sizeof *w);
     if (!w) {
         free(a->iblk);
@@ -444,6 +463,13 @@ cddp_work *cddp_pg_submit(cddp_pg *pg, const cddp_pg_args *a, int allow_inline)
     w->a = *a;
     if (validate(pg, a, w->err) < 0) {
         w->err_kind = CDDP_ERR_VALUE;
+        w->state = CDDP_WORK_FAILED;
+        atomic_store(&w->refcnt, 1);
+        return w;
+    }
+    if (getpid() != pg->owner_pid) {
+        snprintf(w->err, CDDP_PG_ERRLEN, "%s: this process group belongs to pid %d; a forked "
+                 "child cannot use it", cddp_pg_op_name[a->op], pg->owner_pid);
         w->state = CDDP_WORK_FAILED;
         atomic_store(&w->refcnt, 1);
         return w;
@@ -462,6 +488,9 @@ cddp_work *cddp_pg_submit(cddp_pg *pg, const cddp_pg_args *a, int allow_inline)
     if (allow_inline && !pg->head && !pg->executing) {
         pg->executing = 1;
         w->state = CDDP_WORK_RUNNING;
+        w->intr = intr;
+        w->intr_ctx = intr_ctx;
+        w->intr_last = cddp_pg_now();
         pthread_mutex_unlock(&pg->mu);
         if (is_p2p(w)) {
             p2p_loop(pg, w);
@@ -503,6 +532,7 @@ cddp_pg *cddp_pg_create(const cddp_pg_info *info, char *err)
     pg->size = n;
     pg->timeout_s = info->timeout_s > 0 ? info->timeout_s : 1800.0;
     pg->transport = info->transport;
+    pg->owner_pid = (int)getpid();
     pg->ops = info->transport == CDDP_PG_SHM ? &cddp_pg_shm_ops : &cddp_pg_tcp_ops;
     snprintf(pg->group_name, sizeof pg->group_name, "%s", info->group_name);
     pthread_mutex_init(&pg->mu, NULL);
@@ -543,6 +573,8 @@ fail:
 static void shutdown_drain(cddp_pg *pg, double drain_s)
 {
     struct timespec ts;
+    if (pg->owner_pid && getpid() != pg->owner_pid)
+        return;                 /* forked child: the thread is not ours, locks may be held */
     pthread_mutex_lock(&pg->mu);
     if (pg->stop) {
         pthread_mutex_unlock(&pg->mu);
@@ -567,10 +599,14 @@ static void shutdown_drain(cddp_pg *pg, double drain_s)
         pthread_join(pg->thread, NULL);
         pg->thread_started = 0;
     }
-    /* an inline caller on another thread sees abort at its next check */
+    /* an inline caller on another thread sees abort at its next check; bounded, in case the
+     * caller is this very thread (a signal handler shutting the group down mid-op) */
     pthread_mutex_lock(&pg->mu);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
     while (pg->executing)
-        pthread_cond_wait(&pg->cv_done, &pg->mu);
+        if (pthread_cond_timedwait(&pg->cv_done, &pg->mu, &ts) == ETIMEDOUT)
+            break;
     pthread_mutex_unlock(&pg->mu);
 }
 
@@ -584,6 +620,8 @@ void cddp_pg_destroy(cddp_pg *pg)
 {
     if (!pg)
         return;
+    if (pg->owner_pid && getpid() != pg->owner_pid)
+        return;                 /* forked child: leave the parent's group alone (leaks a little) */
     shutdown_drain(pg, 0);
     if (pg->tr)
         pg->ops->fini(pg);

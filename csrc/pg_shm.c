@@ -199,7 +199,8 @@ static int fail_broken(cddp_pg *pg, shm_t *s, cddp_work *w, int waited_for)
         snprintf(msg, sizeof msg, "rank %d (pid %d) exited%s", d, pg->pids[d],
                  d == waited_for ? "" : " (reported by a peer)");
     else if (kind == BRK_SHUTDOWN)
-        snprintf(msg, sizeof msg, "rank %d shut down its process group during a collective", d);
+        snprintf(msg, sizeof msg, "rank %d aborted (shut down or interrupted) during a "
+                 "collective", d);
     else
         snprintf(msg, sizeof msg, "rank %d did not arrive within the group's timeout (%.1f s)",
                  d, pg->timeout_s);
@@ -220,7 +221,7 @@ static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
 {
     if (atomic_load(&s->h->broken))
         return fail_broken(pg, s, w, j);
-    if (atomic_load(&pg->abort)) {
+    if (atomic_load(&pg->abort) || cddp_pg_interrupted(w)) {
         seg_break(s, s->r, BRK_SHUTDOWN);
         return fail_broken(pg, s, w, j);
     }

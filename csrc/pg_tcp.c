@@ -147,7 +147,8 @@ static int fail_notice(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
     d = b >= 1 && b < 255 ? b - 1 : -1;
     op_prefix(w, pre, sizeof pre);
     if (d == j)
-        snprintf(msg, sizeof msg, "rank %d aborted its process group", j);
+        snprintf(msg, sizeof msg, "rank %d aborted (shut down or interrupted) during a "
+                 "collective", j);
     else if (d >= 0 && d < pg->size && confirm_dead(pg, d))
         snprintf(msg, sizeof msg, "rank %d (pid %d) exited (reported by rank %d)", d,
                  pg->pids[d], j);
@@ -165,10 +166,10 @@ static int fail_notice(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
 static int check_time(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
 {
     char pre[96];
-    if (atomic_load(&pg->abort)) {
+    if (atomic_load(&pg->abort) || cddp_pg_interrupted(w)) {
         op_prefix(w, pre, sizeof pre);
-        cddp_pg_seterr(w->err, "%s: process group was shut down", pre);
-        cddp_pg_mark_broken(pg, "process group was shut down");
+        cddp_pg_seterr(w->err, "%s: process group was shut down or interrupted", pre);
+        cddp_pg_mark_broken(pg, "process group was shut down or interrupted");
         tcp_break(t, t->r);
         return -1;
     }

@@ -513,6 +513,27 @@ static TensorObject *tensor_arg(const char *op, PyObject *o, const char *what)
     return t;
 }
 
+/* The interrupt hook of inline runs: take the GIL back for a moment and run Python's signal
+ * handlers; a handler that raised (KeyboardInterrupt) stops the op. */
+typedef struct {
+    PyThreadState *ts;
+    int raised;
+} intr_ctx;
+
+static int check_interrupt(void *p)
+{
+    intr_ctx *c = p;
+    int rc;
+    if (c->raised)
+        return 1;
+    PyEval_RestoreThread(c->ts);
+    rc = PyErr_CheckSignals();
+    c->ts = PyEval_SaveThread();
+    if (rc < 0)
+        c->raised = 1;
+    return c->raised;
+}
+
 /* Queue (or, when sync, run and wait for) one op. `keep` (tuple of the tensors) and `result`
  * (or NULL) are stolen. Returns the Work, or None when sync. */
 static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, PyObject *result,
@@ -535,9 +556,14 @@ static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, PyObjec
     wo->keep = keep;
     wo->result = result;
     if (sync) {
-        Py_BEGIN_ALLOW_THREADS
-        w = cddp_pg_submit(self->pg, a, 1);
-        Py_END_ALLOW_THREADS
+        intr_ctx ic = {PyEval_SaveThread(), 0};
+        w = cddp_pg_submit_ex(self->pg, a, 1, check_interrupt, &ic);
+        PyEval_RestoreThread(ic.ts);
+        if (ic.raised) {         /* Ctrl-C during an inline op: it was aborted (peers told) */
+            Py_XDECREF(wo);
+            cddp_work_decref(w);
+            return NULL;
+        }
     } else {
         w = cddp_pg_submit(self->pg, a, 0);
     }

@@ -205,6 +205,37 @@ def test_shutdown_aborts_inflight_work(env):
     assert isinstance(r1, dict) and r1["t"] < 2.0, res[1]
 
 
+def _interrupt_child(rank, n, d):
+    import threading
+    import cddp
+    dist = init_group(rank, n, d, timeout=30)
+    x = cddp.from_numpy(np.ones(4, np.float32))
+    dist.barrier()
+    if rank == 0:                  # blocked in a sync all_reduce rank 1 never joins; Ctrl-C
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(x)
+            return "no error"
+        except KeyboardInterrupt:
+            return {"t": time.monotonic() - t0}
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(x)
+        return "no error"
+    except RuntimeError as e:
+        return {"msg": str(e), "t": time.monotonic() - t0}
+
+
+@pytest.mark.parametrize("env", TRANSPORTS, ids=TIDS)
+def test_ctrl_c_interrupts_a_blocked_collective(env):
+    res = run_ranks(2, "test_pg:_interrupt_child", env=env, timeout=60)
+    r0, r1 = res[0].get("ok"), res[1].get("ok")
+    assert isinstance(r0, dict) and 0.25 < r0["t"] < 1.5, res[0]
+    assert isinstance(r1, dict) and "rank 0 aborted" in r1["msg"] and r1["t"] < 1.0, res[1]
+
+
 # ---- Work handles -----------------------------------------------------------------------------
 
 def _work_child(rank, n, d):
