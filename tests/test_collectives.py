@@ -7,6 +7,8 @@ the op folded over f(0..n-1, i) in NumPy. Small chunk knobs (CDDP_SHM_CHUNK, CDD
 push 1000-element tensors through the multi-chunk pipelines. One launch per (world size,
 transport) runs every sweep; the parametrized tests below read their part of the report.
 """
+import os
+
 import numpy as np
 import pytest
 
@@ -280,3 +282,35 @@ def test_closed_form_oracle():
         got = fold([f(r, 5, "float32", SUM) for r in range(n)], "float32", SUM, n)
         want = n * (n + 1) / 2 + n * (np.arange(5) % 5)
         assert np.array_equal(got, want.astype(np.float32))
+
+
+# ---- torch's gloo as the oracle of the reduction semantics -----------------------------------
+
+def _torch_child(rank, n, d):
+    import torch
+    import torch.distributed as tdist
+    tdist.init_process_group("gloo", init_method="file://" + os.path.join(d, "tstore"),
+                             rank=rank, world_size=n)
+    out = {}
+    for dt in DTYPES:
+        for op in ops_for(dt):
+            if op == AVG:
+                continue                     # gloo has no AVG
+            x = torch.from_numpy(f(rank, 30, dt, op).copy())
+            tdist.all_reduce(x, op=getattr(tdist.ReduceOp, OPNAMES[op]))
+            out[f"{dt} {OPNAMES[op]}"] = x.numpy().astype(np.float64).tolist()
+    tdist.destroy_process_group()
+    return out
+
+
+def test_reduction_semantics_match_torch_gloo():
+    """bool SUM = or, PRODUCT/MIN = and, wrapping integer overflow...: what gloo computes is
+    what the closed-form oracle above (and so cddp) computes."""
+    pytest.importorskip("torch")
+    res = run_ranks(2, "test_collectives:_torch_child", timeout=120)
+    assert "ok" in res[0], res[0]
+    for key, got in res[0]["ok"].items():
+        dt, opname = key.split()
+        op = OPNAMES.index(opname)
+        want = fold([f(r, 30, dt, op) for r in range(2)], dt, op, 2).astype(np.float64)
+        assert np.array_equal(np.array(got), want), key
