@@ -282,6 +282,7 @@ extern PyMethodDef cddp_clip_module_methods[];
 extern PyMethodDef cddp_linear_module_methods[];
 extern PyMethodDef cddp_sampler_module_methods[];
 extern PyMethodDef cddp_store_module_methods[];
+extern PyMethodDef cddp_pg_module_methods[];      /* py_pg.c */
 
 /* Type slots implemented by the op files (tensor_type.c wires them into the Tensor type). */
 PyObject *cddp_nb_add(PyObject *a, PyObject *b);          /* ops_elementwise.c */

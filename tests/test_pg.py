@@ -1,0 +1,520 @@
+"""The process-group engine's behaviour beyond values: failures (a SIGKILLed peer, mismatched
+ops, a stuck peer, shutdown with work in flight), Work handles, subgroups, init errors, and a
+smoke run of bench/collectives.py. Real processes on one host; every launch has a timeout.
+"""
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+from _teststore import DirStore, ROOT, init_group, run_ranks
+
+TRANSPORTS = [{}, {"CDDP_TRANSPORT": "tcp"}]
+TIDS = ["shm", "tcp"]
+
+
+def _err(res, r):
+    assert "error" in res[r], f"rank {r} did not raise: {res[r]}"
+    return res[r]["error"]
+
+
+# ---- a peer dies ------------------------------------------------------------------------------
+
+def _kill_child(rank, n, d, mode, victim):
+    """Everyone but `victim` blocks in all_reduce; the victim SIGKILLs itself, either before
+    entering it ("idle") or in the middle of a large one ("mid")."""
+    import cddp
+    dist = init_group(rank, n, d, timeout=30)
+    x = cddp.from_numpy(np.ones(1 << 24, np.float32) if mode == "mid" else np.ones(4, np.float32))
+    dist.all_reduce(x)             # everyone healthy first
+    if rank == victim:
+        if mode == "mid":
+            dist.all_reduce(x, async_op=True)      # 64 MiB: tens of ms at least
+            time.sleep(0.005)
+        else:
+            time.sleep(0.3)
+        with open(os.path.join(d, "killed"), "w") as f:
+            f.write(repr(time.time()))
+            f.flush()
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        dist.all_reduce(x)
+        return "no error"
+    except RuntimeError as e:
+        t = time.time()
+        time.sleep(1.0)            # like a real program reporting: do not vanish at once
+        with open(os.path.join(d, "killed")) as f:
+            return {"msg": str(e), "latency": t - float(f.read())}
+
+
+@pytest.mark.parametrize("env", TRANSPORTS, ids=TIDS)
+@pytest.mark.parametrize("n,mode", [(2, "idle"), (3, "idle"), (4, "mid"), (2, "mid")])
+def test_sigkilled_peer_fails_every_survivor_fast(n, mode, env):
+    victim = 1
+    res = run_ranks(n, "test_pg:_kill_child", args=(mode, victim), env=env, timeout=60)
+    assert "died" in res[victim]
+    lat = []
+    for r in range(n):
+        if r == victim:
+            continue
+        out = res[r].get("ok")
+        assert isinstance(out, dict), f"rank {r}: {res[r]}"
+        assert "rank 1" in out["msg"] and "exited" in out["msg"], out["msg"]
+        assert "all_reduce #" in out["msg"]
+        lat.append(out["latency"])
+    print(f"\n[{n} ranks, {mode}, {env or 'shm'}] detection latency: "
+          + ", ".join(f"{x * 1e3:.1f} ms" for x in lat))
+    # the issue asks for 0.5 s; allow CI noise on a 2-core machine
+    assert max(lat) < 1.0, lat
+
+
+# ---- ranks disagree ---------------------------------------------------------------------------
+
+def _mismatch_child(rank, n, d):
+    import cddp
+    dist = init_group(rank, n, d, timeout=20)
+    T = cddp.from_numpy
+    out = {}
+    dist.barrier()
+    try:                                            # sizes (collective #2)
+        dist.all_reduce(T(np.ones(1000 if rank == 0 else 2000, np.float32)))
+        out["size"] = "no error"
+    except RuntimeError as e:
+        out["size"] = str(e)
+    x = T(np.full(5, rank + 1.0, np.float32))       # the group still works afterwards
+    dist.all_reduce(x)
+    out["after"] = x.numpy().tolist()
+    try:                                            # op kinds
+        if rank == 0:
+            dist.broadcast(T(np.ones(10, np.float32)), src=0)
+        else:
+            dist.all_reduce(T(np.ones(10, np.float32)))
+        out["op"] = "no error"
+    except RuntimeError as e:
+        out["op"] = str(e)
+    try:                                            # dtypes
+        dist.all_reduce(T(np.ones(10, np.float32 if rank == 0 else np.float64)))
+        out["dtype"] = "no error"
+    except RuntimeError as e:
+        out["dtype"] = str(e)
+    try:                                            # roots
+        dist.broadcast(T(np.ones(3, np.float32)), src=rank)
+        out["root"] = "no error"
+    except RuntimeError as e:
+        out["root"] = str(e)
+    w = dist.all_reduce(T(np.ones(7 if rank == 0 else 8, np.int64)), async_op=True)
+    try:
+        w.wait()
+    except RuntimeError:
+        pass
+    out["async_exc"] = repr(w.exception())
+    x = T(np.full(5, rank + 1.0, np.float32))
+    dist.all_reduce(x)
+    out["after2"] = x.numpy().tolist()
+    return out
+
+
+@pytest.mark.parametrize("env", TRANSPORTS, ids=TIDS)
+@pytest.mark.parametrize("n", [2, 3])
+def test_mismatch_raises_on_every_rank(n, env):
+    res = run_ranks(n, "test_pg:_mismatch_child", env=env, timeout=60)
+    for r in range(n):
+        out = res[r].get("ok")
+        assert out, f"rank {r}: {res[r]}"
+        assert out["size"] == ("all_reduce #2: rank 1 passed 2000 float32 elements, rank 0 "
+                               "passed 1000"), out["size"]
+        want = float(sum(range(1, n + 1)))
+        assert out["after"] == [want] * 5 and out["after2"] == [want] * 5
+        assert out["op"] == "collective #4: rank 1 called all_reduce, rank 0 called broadcast"
+        assert out["dtype"] == "all_reduce #5: rank 1 passed float64 tensors, rank 0 passed float32"
+        assert out["root"] == "broadcast #6: rank 1 passed root rank 1, rank 0 passed 0"
+        assert "rank 1 passed 8 int64 elements, rank 0 passed 7" in out["async_exc"]
+
+
+# ---- a live but stuck peer; shutdown with work in flight ---------------------------------------
+
+def _stuck_child(rank, n, d):
+    import cddp
+    dist = init_group(rank, n, d, timeout=1.5)
+    x = cddp.from_numpy(np.ones(4, np.float32))
+    dist.all_reduce(x)
+    if rank == 1:
+        time.sleep(2.5)            # not calling the collective, but alive
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(x)
+            return "no error"
+        except RuntimeError as e:
+            return {"msg": str(e), "t": time.monotonic() - t0}
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(x)
+        return "no error"
+    except RuntimeError as e:
+        return {"msg": str(e), "t": time.monotonic() - t0, "timeout": isinstance(e, TimeoutError)}
+
+
+@pytest.mark.parametrize("env", TRANSPORTS, ids=TIDS)
+def test_stuck_peer_raises_at_group_timeout(env):
+    res = run_ranks(2, "test_pg:_stuck_child", env=env, timeout=60)
+    r0, r1 = res[0].get("ok"), res[1].get("ok")
+    assert isinstance(r0, dict), res[0]
+    assert "timed out after 1.5 s waiting for rank 1" in r0["msg"], r0
+    assert r0["timeout"] and 1.4 < r0["t"] < 3.0, r0
+    assert isinstance(r1, dict), res[1]
+    assert r1["t"] < 1.0, r1           # the late rank learns at once, not after its own timeout
+
+
+def _shutdown_child(rank, n, d):
+    import cddp
+    dist = init_group(rank, n, d, timeout=30)
+    x = cddp.from_numpy(np.ones(4, np.float32))
+    dist.barrier()
+    if rank == 0:
+        w = dist.all_reduce(x, async_op=True)        # rank 1 never joins
+        time.sleep(0.2)
+        t0 = time.monotonic()
+        dist.distributed_c10d._world.default._c.shutdown(0.1)
+        dt = time.monotonic() - t0
+        try:
+            w.wait()
+            return "no error"
+        except RuntimeError as e:
+            return {"msg": str(e), "t": dt}
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(x)
+        return "no error"
+    except RuntimeError as e:
+        return {"msg": str(e), "t": time.monotonic() - t0}
+
+
+@pytest.mark.parametrize("env", TRANSPORTS, ids=TIDS)
+def test_shutdown_aborts_inflight_work(env):
+    res = run_ranks(2, "test_pg:_shutdown_child", env=env, timeout=60)
+    r0, r1 = res[0].get("ok"), res[1].get("ok")
+    assert isinstance(r0, dict) and "shut down" in r0["msg"] and r0["t"] < 2.0, res[0]
+    assert isinstance(r1, dict) and r1["t"] < 2.0, res[1]
+
+
+def _interrupt_child(rank, n, d):
+    import threading
+    import cddp
+    dist = init_group(rank, n, d, timeout=30)
+    x = cddp.from_numpy(np.ones(4, np.float32))
+    dist.barrier()
+    if rank == 0:                  # blocked in a sync all_reduce rank 1 never joins; Ctrl-C
+        threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        t0 = time.monotonic()
+        try:
+            dist.all_reduce(x)
+            return "no error"
+        except KeyboardInterrupt:
+            return {"t": time.monotonic() - t0}
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    try:
+        dist.all_reduce(x)
+        return "no error"
+    except RuntimeError as e:
+        return {"msg": str(e), "t": time.monotonic() - t0}
+
+
+@pytest.mark.parametrize("env", TRANSPORTS, ids=TIDS)
+def test_ctrl_c_interrupts_a_blocked_collective(env):
+    res = run_ranks(2, "test_pg:_interrupt_child", env=env, timeout=60)
+    r0, r1 = res[0].get("ok"), res[1].get("ok")
+    assert isinstance(r0, dict) and 0.25 < r0["t"] < 1.5, res[0]
+    assert isinstance(r1, dict) and "rank 0 aborted" in r1["msg"] and r1["t"] < 1.0, res[1]
+
+
+# ---- Work handles -----------------------------------------------------------------------------
+
+def _work_child(rank, n, d):
+    import cddp
+    dist = init_group(rank, n, d, timeout=20)
+    out = {}
+    x = cddp.from_numpy(np.full(100, rank + 1.0, np.float32))
+    if rank == 1:
+        time.sleep(0.5)
+    w = dist.all_reduce(x, async_op=True)
+    if rank == 0:
+        out["early_completed"] = w.is_completed()
+        try:
+            w.wait(timeout=0.05)
+            out["wait_timeout"] = "no error"
+        except TimeoutError as e:
+            out["wait_timeout"] = str(e)
+        w.wait(datetime.timedelta(seconds=10))
+    out["wait"] = w.wait()
+    out["completed"] = w.is_completed() and w.is_success()
+    out["exception"] = w.exception()
+    out["value"] = x.numpy()[0].item()
+    out["result_is_x"] = w.result()[0] is x
+    # a dropped Work keeps its tensor alive until the op ends
+    y = cddp.from_numpy(np.full(1 << 16, 1.0, np.float32))
+    dist.all_reduce(y, async_op=True)
+    ref = y.numpy()
+    del y
+    dist.barrier()
+    out["dropped"] = float(ref[0])
+    ws = [dist.broadcast(cddp.from_numpy(np.full(10, float(rank), np.float32)), src=k % n,
+                         async_op=True) for k in range(20)]
+    out["many"] = [w.result()[0].numpy()[0].item() for w in ws if w.wait()]
+    return out
+
+
+def test_async_work_handles():
+    res = run_ranks(2, "test_pg:_work_child", timeout=60)
+    r0 = res[0].get("ok")
+    assert r0, res[0]
+    assert r0["early_completed"] is False
+    assert "still running after 0.050 s" in r0["wait_timeout"]
+    for r in range(2):
+        out = res[r]["ok"]
+        assert out["wait"] is True and out["completed"] and out["exception"] is None
+        assert out["value"] == 3.0 and out["result_is_x"]
+        assert out["dropped"] == 2.0
+        assert out["many"] == [float(k % 2) for k in range(20)]
+
+
+# ---- subgroups ----------------------------------------------------------------------------------
+
+def _subgroup_child(rank, n, d):
+    import cddp
+    dist = init_group(rank, n, d, timeout=20)
+    T = cddp.from_numpy
+    evens = dist.new_group([0, 2])
+    odds = dist.new_group([1, 3])
+    everyone = dist.new_group()
+    mine = evens if rank % 2 == 0 else odds
+    other = odds if rank % 2 == 0 else evens
+    out = {"other_is_nonmember": other == dist.GroupMember.NON_GROUP_MEMBER,
+           "sub_rank": dist.get_rank(mine), "sub_size": dist.get_world_size(mine),
+           "other_rank": dist.get_rank(other), "ranks": dist.get_process_group_ranks(mine)}
+    x = T(np.full(3, float(rank), np.float32))
+    dist.all_reduce(x, group=mine)
+    out["sum"] = x.numpy().tolist()
+    y = T(np.full(2, float(rank), np.float32))
+    dist.broadcast(y, src=3 if rank % 2 else 2, group=mine)      # global rank, as torch
+    out["bcast"] = y.numpy().tolist()
+    z = T(np.full(2, float(rank), np.float32))
+    dist.broadcast(z, group_src=0, group=mine)
+    out["bcast_group_src"] = z.numpy().tolist()
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        out["nonmember_call"] = dist.all_reduce(T(np.ones(1, np.float32)), group=other)
+        out["warned"] = any("does not belong" in str(w.message) for w in rec)
+    try:
+        dist.broadcast(T(np.ones(1, np.float32)), src=1 - rank % 2 + 2 * 0, group=mine)
+        out["bad_src"] = "no error"
+    except ValueError as e:
+        out["bad_src"] = str(e)
+    a = T(np.full(2, 1.0, np.float32))
+    dist.all_reduce(a, group=everyone)
+    out["everyone"] = a.numpy().tolist()
+    b = T(np.full(2, float(rank), np.float32))
+    dist.all_reduce(b)                 # the default group is unaffected
+    out["world"] = b.numpy().tolist()
+    dist.destroy_process_group(mine)
+    dist.barrier()
+    return out
+
+
+def test_subgroups():
+    res = run_ranks(4, "test_pg:_subgroup_child", timeout=90)
+    for r in range(4):
+        out = res[r].get("ok")
+        assert out, f"rank {r}: {res[r]}"
+        assert out["other_is_nonmember"] and out["other_rank"] == -1
+        assert out["sub_rank"] == r // 2 and out["sub_size"] == 2
+        assert out["ranks"] == ([0, 2] if r % 2 == 0 else [1, 3])
+        assert out["sum"] == [2.0] * 3 if r % 2 == 0 else out["sum"] == [4.0] * 3
+        assert out["bcast"] == [2.0 if r % 2 == 0 else 3.0] * 2
+        assert out["bcast_group_src"] == [0.0 if r % 2 == 0 else 1.0] * 2
+        assert out["nonmember_call"] is None and out["warned"]
+        assert "is not part of the group" in out["bad_src"]
+        assert out["everyone"] == [4.0, 4.0] and out["world"] == [6.0, 6.0]
+
+
+# ---- p2p, monitored barrier -----------------------------------------------------------------------
+
+def _p2p_child(rank, n, d):
+    import cddp
+    dist = init_group(rank, n, d, timeout=20)
+    T = cddp.from_numpy
+    out = {}
+    big = 1 << 20                  # both directions at once, larger than any buffer
+    s, r_ = T(np.full(big, float(rank), np.float32)), T(np.zeros(big, np.float32))
+    ws = [dist.isend(s, 1 - rank), dist.irecv(r_, 1 - rank)]
+    for w in ws:
+        w.wait()
+    out["exchange"] = float(r_.numpy().mean())
+    ops = [dist.P2POp(dist.isend, T(np.full(3, rank + 10.0, np.float32)), 1 - rank),
+           dist.P2POp(dist.irecv, T(np.zeros(3, np.float32)), 1 - rank)]
+    reqs = dist.batch_isend_irecv(ops)
+    for q in reqs:
+        q.wait()
+    out["batch"] = ops[1].tensor.numpy().tolist()
+    try:
+        if rank == 0:
+            dist.send(T(np.ones(4, np.float32)), 1, tag=1)
+        else:
+            dist.recv(T(np.ones(4, np.float32)), 0, tag=2)
+        out["tag"] = "no error"
+    except RuntimeError as e:
+        out["tag"] = str(e)
+    return out
+
+
+@pytest.mark.parametrize("env", [{"CDDP_SHM_P2P": "4096"}, {"CDDP_TRANSPORT": "tcp"}], ids=TIDS)
+def test_send_recv(env):
+    res = run_ranks(2, "test_pg:_p2p_child", env=env, timeout=60)
+    for r in range(2):
+        out = res[r].get("ok")
+        assert out, res[r]
+        assert out["exchange"] == float(1 - r)
+        assert out["batch"] == [11.0 - r] * 3
+    assert res[1]["ok"]["tag"] == ("recv from rank 0: rank 0 sent 4 float32 elements with tag 1, "
+                                   "rank 1 expected 4 float32 elements with tag 2")
+
+
+def _monitored_child(rank, n, d):
+    dist = init_group(rank, n, d, timeout=20)
+    dist.monitored_barrier(timeout=5)
+    if rank == 2:
+        time.sleep(1.5)
+        return "late"
+    try:
+        dist.monitored_barrier(timeout=datetime.timedelta(seconds=0.5), wait_all_ranks=True)
+        return "no error"
+    except RuntimeError as e:
+        return str(e)
+
+
+def test_monitored_barrier_names_missing_ranks():
+    res = run_ranks(3, "test_pg:_monitored_child", timeout=60)
+    assert res[0]["ok"] == "[Rank 0]: Ranks 2 failed to pass monitoredBarrier in 500 ms"
+    assert "rank 0 did not confirm" in res[1]["ok"]
+
+
+# ---- init / API surface (in this process: world of one) --------------------------------------------
+
+@pytest.fixture
+def dist(tmp_path, monkeypatch):
+    import cddp.distributed as dist
+    for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SLURM_PROCID", "SLURM_NTASKS"):
+        monkeypatch.delenv(k, raising=False)
+    yield dist
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def test_use_before_init(dist):
+    import cddp
+    assert not dist.is_initialized() and dist.is_available() and dist.is_gloo_available()
+    with pytest.raises(RuntimeError, match="Default process group has not been initialized, "
+                                           "please make sure to call init_process_group."):
+        dist.all_reduce(cddp.from_numpy(np.ones(2, np.float32)))
+    with pytest.raises(RuntimeError, match="has not been initialized"):
+        dist.get_rank()
+
+
+def test_env_errors(dist, monkeypatch):
+    with pytest.raises(ValueError, match="Error initializing torch.distributed using env:// "
+                                         "rendezvous: environment variable RANK expected, but not set"):
+        dist.init_process_group("gloo")
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(ValueError, match="environment variable WORLD_SIZE expected"):
+        dist.init_process_group("gloo")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    with pytest.raises(ValueError, match="environment variable MASTER_ADDR expected"):
+        dist.init_process_group("gloo")
+    with pytest.raises(ValueError, match="Invalid rank 3"):
+        dist.init_process_group("gloo", store=DirStore("/tmp/unused-cddp"), rank=3, world_size=2)
+    with pytest.raises(ValueError, match="Invalid backend"):
+        dist.init_process_group("mpi", store=DirStore("/tmp/unused-cddp"), rank=0, world_size=1)
+    assert not dist.is_initialized()
+
+
+def test_single_rank_world(dist, tmp_path):
+    import cddp
+    dist.init_process_group("cpu", store=DirStore(str(tmp_path)), rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=10))
+    with pytest.raises(ValueError, match="trying to initialize the default process group twice!"):
+        dist.init_process_group("gloo", store=DirStore(str(tmp_path)), rank=0, world_size=1)
+    assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
+    assert dist.get_backend() == "gloo" and dist.group.WORLD is dist.GroupMember.WORLD
+    assert str(dist.ReduceOp.SUM) == "RedOpType.SUM" and dist.ReduceOp.RedOpType.MAX == dist.ReduceOp.MAX
+    x = cddp.from_numpy(np.arange(5, dtype=np.float32))
+    assert dist.all_reduce(x, op=dist.ReduceOp.AVG) is None
+    assert x.numpy().tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError, match="Cannot use ReduceOp.BAND with non-integral dtype float32"):
+        dist.all_reduce(x, op=dist.ReduceOp.BAND)
+    with pytest.raises(ValueError, match="AVG needs a floating-point"):
+        dist.all_reduce(cddp.from_numpy(np.ones(2, np.int64)), op=dist.ReduceOp.AVG)
+    with pytest.raises(TypeError, match="Expected parameter `tensor` of type torch.Tensor"):
+        dist.all_reduce([1.0])
+    with pytest.raises(ValueError, match="out of range"):
+        dist.broadcast(x, src=1)
+    with pytest.raises(ValueError, match="must hold world_size"):
+        dist.all_gather_into_tensor(cddp.from_numpy(np.zeros(3, np.float32)), x)
+    with pytest.raises(TypeError, match="does not pickle"):
+        dist.broadcast_object_list([object()], src=0)
+    dist.destroy_process_group()
+    assert not dist.is_initialized()
+    # re-initialising on the same store works (fresh keys per generation)
+    dist.init_process_group("gloo", store=DirStore(str(tmp_path)), rank=0, world_size=1)
+    dist.barrier()
+
+
+def test_nccl_falls_back_with_one_warning(tmp_path):
+    code = f"""
+import sys, warnings, numpy as np
+sys.path[:0] = [{ROOT!r}, {os.path.join(ROOT, 'tests')!r}]
+import cddp, cddp.distributed as dist
+from _teststore import DirStore
+warnings.simplefilter("always")
+with warnings.catch_warnings(record=True) as rec:
+    dist.init_process_group("nccl", store=DirStore({str(tmp_path)!r}), rank=0, world_size=1)
+    t = cddp.from_numpy(np.ones(2, np.float32)).cuda()
+    dist.all_reduce(t)
+print(dist.get_backend(), sum("no GPU is available" in str(w.message) for w in rec))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["nccl", "1"]
+    env = dict(os.environ, CDDP_STRICT_DEVICE="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env=env)
+    assert out.returncode != 0 and "CDDP_STRICT_DEVICE" in out.stderr
+
+
+def test_no_segment_left_behind():
+    res = run_ranks(2, "test_pg:_segments_child", timeout=60)
+    for r in range(2):
+        assert res[r].get("ok") == [], res[r]
+
+
+def _segments_child(rank, n, d):
+    before = {f for f in os.listdir("/dev/shm") if f.startswith("cddp-")}
+    dist = init_group(rank, n, d, timeout=20)
+    dist.barrier()                     # every rank has mapped the segment: it is unlinked
+    after = {f for f in os.listdir("/dev/shm") if f.startswith("cddp-")}
+    return sorted(after - before)
+
+
+def test_bench_quick_runs():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "collectives.py"), "--quick"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "single-thread memcpy" in out.stdout and "all_reduce (2 ranks" in out.stdout
+    assert "1 MiB" in out.stdout and "barrier latency" in out.stdout
