@@ -43,7 +43,12 @@ fi
 grep -E "warning:" build.log >&2 || true
 
 mkdir -p san
-export LD_PRELOAD="$libasan${LD_PRELOAD:+:$LD_PRELOAD}"
+# libstdc++ right after the ASan runtime: ASan resolves the real __cxa_throw when it starts;
+# without a C++ runtime loaded by then, the first C++ exception (torch, the test oracle, throws
+# them on bad input) stops the process with "CHECK failed: ... real___cxa_throw".
+libstdcxx=$(gcc -print-file-name=libstdc++.so.6)
+[ -f "$libstdcxx" ] || libstdcxx=
+export LD_PRELOAD="$libasan${libstdcxx:+:$libstdcxx}${LD_PRELOAD:+:$LD_PRELOAD}"
 export ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:log_path=$work/san/asan"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$work/san/ubsan"
 export PYTHONMALLOC=malloc
@@ -52,7 +57,7 @@ export CDDP_SLOW_TESTS=0
 unset CI
 
 [ $# -gt 0 ] || set -- tests
-echo "sanitize: python -m pytest -q $* (LD_PRELOAD=$libasan, PYTHONMALLOC=malloc)"
+echo "sanitize: python -m pytest -q $* (LD_PRELOAD=$LD_PRELOAD, PYTHONMALLOC=malloc)"
 # --capture=sys: C code writes its reports to fd 2, which then reaches the log below instead of
 # a capture file that dies with the process (UBSan aborts it: -fno-sanitize-recover).
 set +e
