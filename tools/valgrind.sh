@@ -68,7 +68,7 @@ for log in memcheck.*.log; do
     [ -n "$n" ] || n=$(grep -cE "^==[0-9]+== (Invalid|Conditional|Use of uninit|Syscall param|Mismatched|Source and dest|Argument|Process terminating)" "$log" || true)
     if [ "$n" != 0 ]; then
         # the reports, each with a ready-made suppression block, without the banner
-        grep -vE "^==[0-9]+== *$" "$log" | sed -n '/^==[0-9]*== Parent PID/,$p' | head -400 >&2
+        { grep -vE "^==[0-9]+== *$" "$log" | sed -n '/^==[0-9]*== Parent PID/,$p' | head -400 >&2; } || true
     fi
     errors=$((errors + n))
 done
