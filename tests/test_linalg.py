@@ -7,6 +7,7 @@ when it is importable. A subprocess with CDDP_BLAS=none checks the portable GEMM
 """
 import os
 import subprocess
+import tempfile
 import sys
 
 import numpy as np
@@ -471,7 +472,8 @@ print("fallback ok")
 
 
 def test_portable_gemm_without_blas():
-    env = dict(os.environ, CDDP_BLAS="none")
-    r = subprocess.run([sys.executable, "-c", FALLBACK_SCRIPT], cwd=ROOT, env=env,
+    from conftest import subprocess_env
+    env = subprocess_env(CDDP_BLAS="none")
+    r = subprocess.run([sys.executable, "-c", FALLBACK_SCRIPT], cwd=tempfile.gettempdir(), env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "fallback ok" in r.stdout, r.stderr

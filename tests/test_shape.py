@@ -5,6 +5,7 @@ for every backward (conftest.gradcheck), torch for values, gradients and error w
 """
 import os
 import subprocess
+import tempfile
 import sys
 import warnings
 
@@ -551,12 +552,13 @@ def test_to_against_torch(torch):
 # ---- device policy (fresh processes: the warning is once per process) -----------------------
 
 def run_py(code, **env):
-    e = dict(os.environ)
-    e.pop("CDDP_STRICT_DEVICE", None)
-    e.update(env)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    from conftest import subprocess_env
+    e = subprocess_env(**env)
+    if "CDDP_STRICT_DEVICE" not in env:
+        e.pop("CDDP_STRICT_DEVICE", None)
+    # cwd outside the checkout: ./cddp must not shadow the package under test
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          cwd=root, env=e, timeout=60)
+                          cwd=tempfile.gettempdir(), env=e, timeout=60)
 
 
 def test_cuda_fallback_warns_once():
