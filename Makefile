@@ -11,7 +11,7 @@ test: build       ## the suite against the in-place build
 
 test-installed:   ## what CI runs: install, then the suite against the installed package
 	rm -f cddp/_C*.so
-	pip install '.[test]' && $(PYTHON) -m pytest
+	pip install -e '.[test]' && $(PYTHON) -m pytest
 
 sanitize:         ## ASan + UBSan build in a temporary copy; fails on any report
 	tools/sanitize.sh

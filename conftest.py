@@ -8,7 +8,7 @@ fails. Rule, applied before tests/conftest.py imports cddp:
 
     ./cddp has a built _C   -> test the checkout (developer loop: edit, build_ext --inplace, test)
     otherwise               -> drop the checkout from sys.path and test the installed package
-                               (`pip install '.[test]' && python -m pytest`, what CI runs)
+                               (`pip install '.[test]'`; CI runs `pip install -e '.[test]' && python -m pytest`)
     neither importable      -> stop with the two commands that fix it
 
 The run's header names the package under test and where it was loaded from. This file sits at

@@ -1,6 +1,6 @@
 """Train an MLP with DistributedDataParallel on a generated dataset (the README's main job).
 
-    python -m cddp.launch --nproc_per_node=2 examples/mlp_ddp.py [--epochs 8] [--out ckpt_dir]
+    python -m cddp.launch --nproc_per_node=2 examples/mlp_ddp.py [--epochs 10] [--out ckpt_dir]
 
 Every rank builds the same dataset (four interleaved spirals, 4096 points, a fixed seed),
 takes its share through DistributedSampler, and trains the same MLP; DDP averages gradients,
@@ -11,6 +11,7 @@ atomically) at the end. Runs unchanged on one process: `python examples/mlp_ddp.
 import argparse
 import math
 import os
+import socket
 import time
 
 import numpy as np
@@ -28,7 +29,7 @@ def spirals(n=4096, classes=4, features=16, seed=0):
     rng = np.random.default_rng(seed)
     y = rng.integers(0, classes, n)
     r = rng.random(n)
-    theta = 3.0 * r * math.pi + 2 * math.pi * y / classes + rng.normal(0, 0.2, n)
+    theta = 1.5 * r * math.pi + 2 * math.pi * y / classes + rng.normal(0, 0.1, n)
     xy = np.stack([r * np.cos(theta), r * np.sin(theta)], 1)
     lift = rng.standard_normal((2, features))
     x = np.tanh(xy @ lift) + rng.normal(0, 0.05, (n, features))
@@ -37,9 +38,9 @@ def spirals(n=4096, classes=4, features=16, seed=0):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=64, help="per rank")
-    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--out", default="mlp_ddp_out")
     ap.add_argument("--local_rank", "--local-rank", type=int, default=0)  # legacy launcher
     args = ap.parse_args()
@@ -47,7 +48,11 @@ def main():
     if "RANK" in os.environ:
         dist.init_process_group("gloo")
     else:                                    # a world of one, no launcher
-        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0,
+                                world_size=1)
     rank, world = dist.get_rank(), dist.get_world_size()
 
     X, Y = spirals()
