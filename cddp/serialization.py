@@ -224,6 +224,8 @@ def _parse(buf, name):
             _fail(name, f"tensor {key!r}: shape {shape} of {dt} needs {count * npdt.itemsize} "
                         f"bytes, the file gives {end - begin}")
         arr = np.frombuffer(buf, dtype=npdt, count=count, offset=data_start + begin)
+        if not arr.flags.aligned:        # safetensors packs tensors back to back: C kernels
+            arr = arr.copy()             # need element-aligned data, so copy the odd ones
         arrays[key] = arr.reshape(shape)
     return header, meta, arrays
 

@@ -443,6 +443,12 @@ TensorObject *cddp_tensor_from_numpy(PyObject *obj)
                      (PyObject *)PyArray_DESCR(arr));
         return NULL;
     }
+    if (!PyArray_ISALIGNED(arr)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "given numpy array is not aligned to its element size; tensors need "
+                        "aligned memory. Copy it first with array.copy().");
+        return NULL;
+    }
     nd = PyArray_NDIM(arr);
     if (nd > CDDP_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions, got %d",

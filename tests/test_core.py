@@ -139,3 +139,21 @@ def test_set_grad_validates():
     np.testing.assert_array_equal(n(x.grad), [5, 6])
     x.grad = None
     assert x.grad is None
+
+
+def test_from_numpy_refuses_unaligned_memory():
+    raw = np.zeros(17, np.uint8)
+    a = np.frombuffer(raw.data, dtype=np.float32, count=4, offset=1)
+    with pytest.raises(ValueError, match="aligned"):
+        cddp.from_numpy(a)
+
+
+def test_pickle_and_deepcopy_keep_values_and_flags():
+    import copy
+    import pickle
+    x = t([[1.0, 2.0]], requires_grad=True)
+    for y in (pickle.loads(pickle.dumps(x)), copy.deepcopy(x)):
+        assert y is not x and y.requires_grad and y.is_leaf
+        np.testing.assert_array_equal(n(y), [[1.0, 2.0]])
+    with pytest.raises(RuntimeError, match="leaves"):
+        pickle.dumps(x * 2)
