@@ -215,3 +215,110 @@ dist.destroy_process_group()
     for rank in (0, 1):
         np.testing.assert_allclose(load(tmp_path, f"cddp{rank}.npy"),
                                    load(tmp_path, f"torch{rank}.npy"), rtol=1e-4)
+
+
+def test_comm_hooks_bucket_view_and_buffers(tmp_path):
+    body = COMMON + """
+from cddp.distributed.algorithms.ddp_comm_hooks import default_hooks
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+X, Y = data(1, 8)
+x, y = cddp.tensor(X[0, rank*4:(rank+1)*4]), cddp.tensor(Y[0, rank*4:(rank+1)*4])
+grads = {}
+for name, kw, hook in [("plain", {}, None), ("view", {"gradient_as_bucket_view": True}, None),
+                       ("allreduce", {}, default_hooks.allreduce_hook),
+                       ("fp16", {}, default_hooks.fp16_compress_hook)]:
+    m = DDP(make_model("mlp", 0), bucket_cap_mb=0.00005, **kw)
+    if hook is not None:
+        m.register_comm_hook(None, hook)
+    nn.functional.cross_entropy(m(x), y).backward()
+    grads[name] = [p.grad.numpy().copy() for p in m.module.parameters()]
+for name in ("view", "allreduce"):
+    for a, b in zip(grads["plain"], grads[name]):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7, err_msg=name)
+for a, b in zip(grads["plain"], grads["fp16"]):
+    np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-3)       # float16 on the wire
+# broadcast_buffers: rank 0's buffer wins before every forward
+class WithBuf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(6, 3)
+        self.register_buffer("count", cddp.zeros(1))
+    def forward(self, x):
+        return self.lin(x) + self.count
+wb = DDP(WithBuf())
+wb.module.count.fill_(float(rank + 5))
+wb(x)
+np.save(os.path.join(OUT, f"buf{rank}.npy"), wb.module.count.numpy())
+np.save(os.path.join(OUT, f"ok{rank}.npy"), np.array(1))
+dist.destroy_process_group()
+"""
+    r = run_ranks(tmp_path, body)
+    assert r.returncode == 0, r.stderr[-3000:]
+    for rank in (0, 1):
+        assert load(tmp_path, f"ok{rank}.npy") == 1
+        assert load(tmp_path, f"buf{rank}.npy")[0] == 5.0
+
+
+def test_join_with_uneven_inputs(tmp_path):
+    body = COMMON + """
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+m = DDP(make_model("linear", 0))
+opt = cddp.optim.SGD(m.parameters(), lr=0.1)
+X, Y = data(5, 4)
+steps = 5 if rank == 0 else 2                  # rank 1 runs out of data early
+with m.join():
+    for s in range(steps):
+        opt.zero_grad()
+        nn.functional.cross_entropy(m(cddp.tensor(X[s])), cddp.tensor(Y[s])).backward()
+        opt.step()
+np.save(os.path.join(OUT, f"w{rank}.npy"), m.module.weight.detach().numpy())
+dist.destroy_process_group()
+"""
+    r = run_ranks(tmp_path, body, timeout=60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # after the join both ranks hold the model of the rank that ran longest
+    np.testing.assert_allclose(load(tmp_path, "w0.npy"), load(tmp_path, "w1.npy"), rtol=1e-6)
+    # and that model saw: 2 steps averaged over two identical batches, then 3 steps in which
+    # the joined rank contributed zeros (divided by the initial world size, as torch)
+    import cddp
+    import cddp.nn as nn
+    cddp.manual_seed(0)
+    ref = nn.Linear(6, 3)
+    opt = cddp.optim.SGD(ref.parameters(), lr=0.1)
+    rng = np.random.default_rng(123)
+    X = rng.standard_normal((5, 4, 6)).astype(np.float32)
+    Y = rng.integers(0, 3, (5, 4))
+    for s in range(5):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(ref(cddp.tensor(X[s])), cddp.tensor(Y[s]))
+        (loss if s < 2 else loss * 0.5).backward()
+        opt.step()
+    np.testing.assert_allclose(load(tmp_path, "w0.npy"), ref.weight.detach().numpy(),
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_killed_rank_stops_the_job_with_a_clear_error(tmp_path):
+    import time
+    body = COMMON + """
+import signal
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+m = DDP(make_model("mlp", 0))
+opt = cddp.optim.SGD(m.parameters(), lr=0.1)
+X, Y = data(1, 8)
+for s in range(100000):
+    if rank == 1 and s == 20:
+        os.kill(os.getpid(), signal.SIGKILL)
+    opt.zero_grad()
+    nn.functional.cross_entropy(m(cddp.tensor(X[0])), cddp.tensor(Y[0])).backward()
+    opt.step()
+"""
+    t0 = time.monotonic()
+    r = run_ranks(tmp_path, body, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert r.returncode != 0
+    assert elapsed < 30, f"job took {elapsed:.1f}s to stop after a rank died"
+    text = r.stdout + r.stderr
+    assert "rank 1" in text and ("exited" in text or "died" in text or "failed" in text), text[-3000:]

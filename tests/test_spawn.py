@@ -353,3 +353,24 @@ def test_notebook_launch_in_jupyter_kernel(tmp_path):
                    for o in c.get("outputs", []))
     assert "result 0 2 42" in text
     assert "raised ProcessRaisedException ZeroDivisionError" in text
+
+
+def test_example_notebook_trains_with_ddp(tmp_path):
+    """examples/notebook.ipynb: DDP training defined in a cell, launched on 2 ranks."""
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    pytest.importorskip("ipykernel")
+    nb = nbformat.read(REPO / "examples" / "notebook.ipynb", as_version=4)
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), old]))
+    try:
+        nbclient.NotebookClient(nb, timeout=120, kernel_name="python3",
+                                resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        if old is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = old
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                   for o in c.get("outputs", []))
+    assert "'rank': 0" in text and "'accuracy'" in text

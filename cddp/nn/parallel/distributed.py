@@ -143,15 +143,15 @@ class DistributedDataParallel(Module):
                                        f"shape {s0} ({d0}); every rank must build the same "
                                        "model")
 
-    def _broadcast_coalesced(self, tensors):
-        """Broadcast tensors from rank 0, one collective per dtype."""
+    def _broadcast_coalesced(self, tensors, src=0):
+        """Broadcast tensors from group rank src, one collective per dtype."""
         dist = _dist()
         by_dtype = {}
         for t in tensors:
             by_dtype.setdefault(str(t.dtype), []).append(t)
         for group in by_dtype.values():
             flat = _C.cat([t.detach().reshape(-1) for t in group])
-            dist.broadcast(flat, src=dist.get_global_rank(self._pg, 0), group=self._pg)
+            dist.broadcast(flat, src=dist.get_global_rank(self._pg, src), group=self._pg)
             off = 0
             with _C_no_grad():
                 for t in group:
@@ -170,6 +170,7 @@ class DistributedDataParallel(Module):
     def forward(self, *inputs, **kwargs):
         if self._join_active:
             self._join_announce(1)
+            self._join_iters += 1
         unready = self.reducer.unready()
         if unready:
             names = ", ".join(self._param_names[i] for i in unready)
@@ -236,6 +237,7 @@ class DistributedDataParallel(Module):
             yield
             return
         self._join_active = True
+        self._join_iters = 0
         try:
             yield
         finally:
@@ -253,7 +255,7 @@ class DistributedDataParallel(Module):
         while True:
             active = self._join_announce(0)
             if active == 0:
-                return
+                break
             if throw:
                 raise RuntimeError(f"Rank {self.rank} exhausted all inputs.")
             # shadow one iteration: zero buckets, in the same order the active ranks use
@@ -264,6 +266,14 @@ class DistributedDataParallel(Module):
             for buf in self.reducer.buckets:
                 zero = _C.zeros_like(buf)
                 dist.all_reduce(zero, group=self._pg)
+        # as torch's _sync_final_model: the rank that ran the most iterations (the highest
+        # such rank on ties) holds the model everyone should end with
+        key = _C.tensor([self._join_iters * self.world_size + self.rank], dtype=_C.int64)
+        dist.all_reduce(key, op=dist.ReduceOp.MAX, group=self._pg)
+        src = int(key.item()) % self.world_size
+        if self.world_size > 1:
+            self._broadcast_coalesced(list(self.module.parameters()) + list(self.module.buffers()),
+                                      src=src)
 
     def __getattr__(self, name):
         try:
