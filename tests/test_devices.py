@@ -1,0 +1,64 @@
+"""Devices on a machine without a GPU (DESIGN.md, "Devices"): cddp.cuda tells the truth, and
+scripts that ask for CUDA run on the CPU after one warning per process, or fail with
+CDDP_STRICT_DEVICE=1. Each policy check runs in a fresh subprocess (the warning is per process)."""
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+import cddp
+from conftest import subprocess_env
+
+
+def test_cuda_module_api():
+    assert cddp.cuda.is_available() is False
+    assert cddp.cuda.device_count() == 0
+    cddp.cuda.set_device(0)
+    cddp.cuda.manual_seed(3)
+    cddp.cuda.manual_seed_all(3)
+    a = cddp.rand(3)
+    cddp.manual_seed(3)
+    assert cddp.rand(3).tolist() == a.tolist()        # the CPU generator was seeded
+    with pytest.raises(TypeError):
+        cddp.cuda.set_device([0])
+    cddp.backends.cudnn.benchmark = True
+    assert cddp.backends.cudnn.benchmark is True
+
+
+def test_device_objects():
+    d = cddp.device("cuda:1")
+    assert d.type == "cuda" and d.index == 1 and str(d) == "cuda:1"
+    assert cddp.device("cuda", 0) == cddp.device("cuda:0") == "cuda:0"
+    assert cddp.device(2) == cddp.device("cuda:2")
+    assert str(cddp.device("cpu")) == "cpu" and cddp.zeros(1).device == cddp.device("cpu")
+    with pytest.raises(RuntimeError):
+        cddp.device("tpu")
+
+
+PROBE = """
+import warnings, cddp, cddp.nn as nn
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    m = nn.Linear(2, 2).cuda()
+    m.to("cuda:1")
+    m.to(0)
+    x = cddp.ones(2, 2).cuda()
+    y = x.to(cddp.device("cuda", 0))
+    out = m(y)
+print(len([i for i in w if "CUDA requested" in str(i.message)]), out.device, m.weight.device)
+"""
+
+
+def test_module_and_tensor_cuda_fall_back_with_one_warning():
+    r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                       env=subprocess_env(), cwd=tempfile.gettempdir(), timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "cpu", "cpu"]
+
+
+def test_strict_device_raises():
+    r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
+                       env=subprocess_env(CDDP_STRICT_DEVICE=1), cwd=tempfile.gettempdir(),
+                       timeout=60)
+    assert r.returncode != 0 and "CUDA" in r.stderr and "RuntimeError" in r.stderr
