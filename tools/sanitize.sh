@@ -16,8 +16,11 @@ set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 py=${PYTHON:-python}
-work=$(mktemp -d "${TMPDIR:-/tmp}/cddp-sanitize.XXXXXX")
-cleanup() { if [ "${KEEP:-0}" = 1 ]; then echo "sanitize: kept $work"; else rm -rf "$work"; fi; }
+base=$(mktemp -d "${TMPDIR:-/tmp}/cddp-sanitize.XXXXXX")
+work="$base/main"            # beside a link to ../shared, so the seed-script tests run too
+mkdir "$work"
+if [ -d "$root/../shared" ]; then ln -s "$(cd "$root/../shared" && pwd)" "$base/shared"; fi
+cleanup() { if [ "${KEEP:-0}" = 1 ]; then echo "sanitize: kept $work"; else rm -rf "$base"; fi; }
 trap cleanup EXIT
 
 libasan=$(gcc -print-file-name=libasan.so)
