@@ -22,7 +22,16 @@ for _name in dir(_C):
 del _name
 
 from . import _tensor_py  # noqa: E402,F401  (a few Python-level Tensor properties)
-from . import nn, optim, utils, cuda, backends, multiprocessing, distributed  # noqa: E402,F401
+from . import nn, optim, utils, cuda, backends  # noqa: E402,F401
 from .serialization import save, load  # noqa: E402,F401
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # cddp.distributed / cddp.multiprocessing (as `torch.distributed` after `import cddp as
+    # torch`) load on first use: they bring subprocess, json and multiprocessing with them
+    if name in ("distributed", "multiprocessing"):
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
