@@ -376,8 +376,6 @@ def test_numpy_operands_and_scalars():
 # ---- promotion against torch ------------------------------------------------------------------
 
 SCALARS = [True, 3, 2.5]
-TORCH_OPS = {"add": operator.add, "mul": operator.mul, "sub": operator.sub,
-             "div": operator.truediv, "eq": operator.eq, "max": None}
 
 
 def _tdt(torch, d):
@@ -399,7 +397,8 @@ def test_promotion_tensor_tensor_matches_torch(torch, da, db, kind):
     ta, tb = torch.from_numpy(np.array(a)), torch.from_numpy(np.array(b))
     assert torch.result_type(ta, tb) == (ta + tb).dtype or da == db == np.bool_
     for name, op in [("add", operator.add), ("mul", operator.mul), ("div", operator.truediv),
-                     ("lt", operator.lt), ("max", cddp.maximum)]:
+                     ("lt", operator.lt), ("eq", operator.eq),
+                     ("max", cddp.maximum)]:
         if name == "max":
             got, ref = cddp.maximum(t(a), t(b)), torch.maximum(ta, tb)
         else:
