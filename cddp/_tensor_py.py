@@ -52,3 +52,41 @@ def _mT(self):
 Tensor.T = property(_T, doc="the tensor with its dimensions reversed")
 Tensor.mT = property(_mT, doc="the last two dimensions transposed")
 Tensor.__array_priority__ = 1000  # NumPy defers binary ops to Tensor
+
+
+class _HookHandle:
+    """What Tensor.register_hook returns (torch.utils.hooks.RemovableHandle): remove()."""
+    __slots__ = ("_list", "_fn")
+
+    def __init__(self, pair):
+        self._list, self._fn = pair
+
+    def remove(self):
+        for i, h in enumerate(self._list):
+            if h is self._fn:
+                del self._list[i]
+                return
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+_c_register_hook = Tensor.register_hook
+_c_register_post = Tensor.register_post_accumulate_grad_hook
+
+
+def _register_hook(self, hook):
+    """hook(grad) -> Tensor | None runs when this tensor's gradient is computed."""
+    return _HookHandle(_c_register_hook(self, hook))
+
+
+def _register_post_accumulate_grad_hook(self, hook):
+    """hook(tensor) runs after a leaf's .grad has been accumulated."""
+    return _HookHandle(_c_register_post(self, hook))
+
+
+Tensor.register_hook = _register_hook
+Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook

@@ -212,3 +212,48 @@ def test_matches_torch_on_a_small_mlp(torch):
     assert abs(ours[0] - ref[0]) < 1e-5 * max(1, abs(ref[0]))
     np.testing.assert_allclose(ours[1], ref[1], rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(ours[2], ref[2], rtol=1e-4, atol=1e-6)
+
+
+def test_hook_handles_remove():
+    x = t([1.0, 2.0], requires_grad=True)
+    h = x.register_hook(lambda g: g * 100)
+    h.remove()
+    (x * 1).sum().backward()
+    np.testing.assert_allclose(n(x.grad), [1.0, 1.0])
+
+
+def test_autograd_grad_returns_without_accumulating(torch):
+    x = cddp.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = cddp.tensor([0.5], requires_grad=True)
+    (gx, gy) = cddp.autograd.grad((x * x * y).sum(), [x, y])
+    tx = torch.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    ty = torch.tensor([0.5], requires_grad=True)
+    rx, ry = torch.autograd.grad((tx * tx * ty).sum(), [tx, ty])
+    np.testing.assert_allclose(n(gx), rx.numpy())
+    np.testing.assert_allclose(n(gy), ry.numpy())
+    assert x.grad is None and y.grad is None
+    z = cddp.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="not have been used"):
+        cddp.autograd.grad((x * 2).sum(), [z])
+
+
+def test_sort_topk_allclose_equal_match_torch(torch):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 5)).astype(np.float32)
+    for dim in (0, 1, -1):
+        for desc in (False, True):
+            v, i = cddp.sort(cddp.tensor(a), dim=dim, descending=desc)
+            tv, ti = torch.sort(torch.tensor(a), dim=dim, descending=desc)
+            np.testing.assert_array_equal(n(v), tv.numpy())
+            np.testing.assert_array_equal(n(i), ti.numpy())
+    v, i = cddp.tensor(a).topk(2, dim=1)
+    tv, ti = torch.tensor(a).topk(2, dim=1)
+    np.testing.assert_array_equal(n(v), tv.numpy())
+    np.testing.assert_array_equal(n(i), ti.numpy())
+    x = cddp.tensor(a, requires_grad=True)
+    x.topk(2, dim=1).values.sum().backward()
+    assert n(x.grad).sum() == 6.0
+    assert cddp.allclose(cddp.tensor(a), cddp.tensor(a + 1e-7))
+    assert not cddp.allclose(cddp.tensor(a), cddp.tensor(a + 1e-2))
+    assert cddp.equal(cddp.tensor(a), cddp.tensor(a)) and not cddp.equal(cddp.tensor(a), cddp.tensor(a[:2]))
+    assert cddp.tensor([1, 2]).type_as(cddp.tensor([1.0])).dtype == cddp.float32

@@ -5,6 +5,12 @@ from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
 Node = _C.Node
 
 
+def grad(*args, **kwargs):
+    """torch.autograd.grad (see cddp._extras.grad)."""
+    from .._extras import grad as _grad
+    return _grad(*args, **kwargs)
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """torch.autograd.backward: accumulate gradients of `tensors` into the leaves' .grad."""
     if create_graph or inputs is not None:

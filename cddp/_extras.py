@@ -1,0 +1,112 @@
+"""torch functions composed from cddp's C kernels (no per-element Python): allclose, isclose,
+equal, sort/argsort/topk (NumPy's C sort for the order, gather for differentiable values),
+Tensor.type_as, and autograd.grad."""
+import numpy as np
+
+from . import _C
+
+Tensor = _C.Tensor
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    close = (input - other).abs() <= atol + rtol * other.abs()
+    if equal_nan:
+        close = close | (input.isnan() & other.isnan())
+    return close | (input == other)
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
+    return bool(isclose(input, other, rtol, atol, equal_nan).all().item())
+
+
+def equal(input, other):  # noqa: A002
+    """True when both have the same shape and the same elements."""
+    return tuple(input.shape) == tuple(other.shape) and bool((input == other).all().item())
+
+
+class _SortResult(tuple):
+    """torch.return_types.sort / topk: (values, indices) with attribute access."""
+    __slots__ = ()
+
+    def __new__(cls, values, indices):
+        return tuple.__new__(cls, (values, indices))
+
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+
+
+def _order(input, dim, descending, stable=True):  # noqa: A002
+    a = input.detach().numpy()
+    # NumPy sorts NaN last; torch puts NaN first when descending (NaN is "largest")
+    idx = np.argsort(-a if descending and a.dtype.kind in "fiu" else a, axis=dim,
+                     kind="stable" if stable else "quicksort")
+    if descending and a.dtype.kind == "b":
+        idx = np.flip(np.argsort(a, axis=dim, kind="stable"), axis=dim)
+    return _C.from_numpy(np.ascontiguousarray(idx.astype(np.int64)))
+
+
+def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002
+    idx = _order(input, dim, descending, True)
+    return _SortResult(input.gather(dim, idx), idx)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
+    return _order(input, dim, descending, True)
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    n = input.shape[dim] if input.dim() else 1
+    if not 0 <= k <= n:
+        raise RuntimeError(f"selected index k out of range (k={k}, size {n})")
+    idx = _order(input, dim, largest, True).narrow(dim if dim >= 0 else input.dim() + dim, 0, k)
+    return _SortResult(input.gather(dim, idx), idx)
+
+
+def type_as(self, other):
+    return self.to(other.dtype)
+
+
+for _name in ("isclose", "allclose", "equal", "sort", "argsort", "topk"):
+    setattr(Tensor, _name, globals()[_name])
+Tensor.type_as = type_as
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """torch.autograd.grad: gradients of outputs w.r.t. inputs, returned instead of
+    accumulated (the leaves' .grad is left as it was)."""
+    if create_graph:
+        raise NotImplementedError("cddp: create_graph=True (higher-order gradients) is not supported")
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    if grad_outputs is not None and isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    captured = [None] * len(inputs)
+    saved = [x.grad if x.is_leaf else None for x in inputs]
+    handles = []
+    for i, x in enumerate(inputs):
+        if not x.requires_grad:
+            raise RuntimeError(f"One of the differentiated Tensors (index {i}) does not require grad")
+
+        def hook(g, i=i):
+            captured[i] = g if captured[i] is None else captured[i] + g
+        handles.append(x.register_hook(hook))
+    try:
+        _C._backward(tuple(outputs), None if grad_outputs is None else tuple(grad_outputs),
+                     bool(retain_graph))
+    finally:
+        for h in handles:
+            h.remove()
+        for x, g in zip(inputs, saved):
+            if x.is_leaf:
+                x.grad = g
+    if not allow_unused and not materialize_grads:
+        for i, g in enumerate(captured):
+            if g is None:
+                raise RuntimeError(f"One of the differentiated Tensors (index {i}) appears to "
+                                   "not have been used in the graph. Set allow_unused=True if "
+                                   "this is the desired behavior.")
+    if materialize_grads:
+        captured = [_C.zeros_like(x) if g is None else g for x, g in zip(inputs, captured)]
+    return tuple(captured)
