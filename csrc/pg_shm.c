@@ -50,7 +50,9 @@
 #define cpu_relax() ((void)0)
 #endif
 
-enum { BRK_EXITED = 1, BRK_SHUTDOWN = 2, BRK_TIMEOUT = 3 };
+/* broken word kinds; the rank is local except for BRK_REMOTE (a global rank that failed on
+ * another host, reported by global rank `broken_by`) */
+enum { BRK_EXITED = 1, BRK_SHUTDOWN = 2, BRK_TIMEOUT = 3, BRK_REMOTE = 4 };
 
 typedef struct {
     uint64_t magic;                    /* stored last (release) by rank 0 */
@@ -60,6 +62,7 @@ typedef struct {
     uint64_t off_ctl, off_slots, off_mbctl, off_mbdata;
     _Alignas(64) atomic_uint attached; /* ranks 1..n-1 that mapped the segment */
     _Alignas(64) atomic_uint broken;   /* 0, or (rank + 1) | kind << 24 */
+    atomic_uint broken_by;
 } seg_hdr;
 
 typedef struct {
@@ -188,25 +191,30 @@ static void seg_break(shm_t *s, int rank, int kind)
     wake_everyone(s);
 }
 
-/* Describe the broken word into w->err and mark the local group broken. */
+/* Describe the broken word into w->err and mark the local group broken. Ranks in messages
+ * are global (a host-local subgroup maps its members back). */
 static int fail_broken(cddp_pg *pg, shm_t *s, cddp_work *w, int waited_for)
 {
     unsigned b = atomic_load(&s->h->broken);
     int d = (int)(b & 0xffffff) - 1, kind = (int)(b >> 24);
+    int gd = kind == BRK_REMOTE ? d : cddp_pg_gname(pg, d);
     char pre[96], msg[CDDP_PG_ERRLEN];
     op_prefix(w, pre, sizeof pre);
     if (kind == BRK_EXITED)
-        snprintf(msg, sizeof msg, "rank %d (pid %d) exited%s", d, pg->pids[d],
+        snprintf(msg, sizeof msg, "rank %d (pid %d) exited%s", gd, pg->pids[d],
                  d == waited_for ? "" : " (reported by a peer)");
     else if (kind == BRK_SHUTDOWN)
         snprintf(msg, sizeof msg, "rank %d aborted (shut down or interrupted) during a "
-                 "collective", d);
+                 "collective", gd);
+    else if (kind == BRK_REMOTE)
+        snprintf(msg, sizeof msg, "rank %d failed (reported by rank %d)", gd,
+                 (int)atomic_load(&s->h->broken_by));
     else
         snprintf(msg, sizeof msg, "rank %d did not arrive within the group's timeout (%.1f s)",
-                 d, pg->timeout_s);
+                 gd, pg->timeout_s);
     if (kind == BRK_EXITED && d == waited_for)
         cddp_pg_seterr(w->err, "%s: rank %d (pid %d) exited while rank %d was waiting for it",
-                       pre, d, pg->pids[d], s->r);
+                       pre, gd, pg->pids[d], cddp_pg_gname(pg, s->r));
     else
         cddp_pg_seterr(w->err, "%s: %s", pre, msg);
     if (kind == BRK_TIMEOUT)
@@ -215,13 +223,32 @@ static int fail_broken(cddp_pg *pg, shm_t *s, cddp_work *w, int waited_for)
     return -1;
 }
 
+int cddp_pg_shm_broken_rank(cddp_pg *sub)
+{
+    shm_t *s = sub->tr;
+    unsigned b = s ? atomic_load(&s->h->broken) : 0;
+    int d = (int)(b & 0xffffff) - 1;
+    if (!b)
+        return -1;
+    return (int)(b >> 24) == BRK_REMOTE ? d : cddp_pg_gname(sub, d);
+}
+
+void cddp_pg_shm_break_remote(cddp_pg *sub, int who, int reporter)
+{
+    shm_t *s = sub->tr;
+    if (!s)
+        return;
+    atomic_store(&s->h->broken_by, (unsigned)reporter);
+    seg_break(s, who, BRK_REMOTE);
+}
+
 /* Between sleeps: the broken word, shutdown, the deadline, whether `j` is still alive.
  * 0 to keep waiting; -1 with w->err set. */
 static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
 {
     if (atomic_load(&s->h->broken))
         return fail_broken(pg, s, w, j);
-    if (atomic_load(&pg->abort) || cddp_pg_interrupted(w)) {
+    if (cddp_pg_aborting(pg) || cddp_pg_interrupted(w)) {
         seg_break(s, s->r, BRK_SHUTDOWN);
         return fail_broken(pg, s, w, j);
     }
@@ -233,7 +260,7 @@ static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
         char pre[96];
         op_prefix(w, pre, sizeof pre);
         cddp_pg_seterr(w->err, "%s: rank %d timed out after %.1f s waiting for rank %d",
-                       pre, s->r, pg->timeout_s, j);
+                       pre, cddp_pg_gname(pg, s->r), pg->timeout_s, cddp_pg_gname(pg, j));
         w->err_kind = CDDP_ERR_TIMEOUT;
         seg_break(s, j, BRK_TIMEOUT);
         cddp_pg_mark_broken(pg, w->err);
@@ -267,7 +294,7 @@ static int wait_seq(cddp_pg *pg, shm_t *s, cddp_work *w, int j, uint32_t target)
             return 0;
     }
     for (;;) {
-        if (atomic_load(&s->h->broken) || atomic_load(&pg->abort))
+        if (atomic_load(&s->h->broken) || cddp_pg_aborting(pg))
             return check_fail(pg, s, w, j);
         atomic_fetch_add(&c->seq_waiters, 1);
         uint32_t v = atomic_load(&c->seq);
@@ -703,7 +730,7 @@ static void shm_p2p_wait(cddp_pg *pg, double max_s)
     shm_t *s = pg->tr;
     seg_ctl *c = ctl(s, s->r);
     uint32_t v = atomic_load(&c->bell);
-    if (v == s->bell_seen && !atomic_load(&pg->abort)) {
+    if (v == s->bell_seen && !cddp_pg_aborting(pg)) {
         atomic_fetch_add(&c->bell_waiters, 1);
         futex_wait(&c->bell, v, (int64_t)(max_s * 1e9));
         atomic_fetch_sub(&c->bell_waiters, 1);

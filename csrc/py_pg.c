@@ -365,20 +365,26 @@ static PyObject *pg_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     if (!strcmp(transport, "auto")) want = 0;
     else if (!strcmp(transport, "shm")) want = CDDP_PG_SHM;
     else if (!strcmp(transport, "tcp")) want = CDDP_PG_TCP;
+    else if (!strcmp(transport, "hier")) want = CDDP_PG_HIER;
     else {
-        PyErr_Format(PyExc_ValueError, "transport must be 'auto', 'shm' or 'tcp' "
+        PyErr_Format(PyExc_ValueError, "transport must be 'auto', 'shm', 'tcp' or 'hier' "
                      "(CDDP_TRANSPORT), got '%s'", transport);
         return NULL;
     }
     if (gethostname(host, sizeof host) < 0)
         snprintf(host, sizeof host, "localhost");
     host[sizeof host - 1] = 0;
+    read_boot_id(boot, sizeof boot);
+    env = getenv("CDDP_HOST_ID");       /* tests: pretend ranks of one machine sit on several */
+    if (env && *env) {
+        snprintf(host, sizeof host, "%s", env);
+        snprintf(boot, sizeof boot, "simulated");
+    }
     for (char *c = host; *c; c++)
         if (*c == ' ') *c = '_';
-    read_boot_id(boot, sizeof boot);
     if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
         nonce = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ULL ^ (unsigned long long)(cddp_pg_now() * 1e9);
-    if (size > 1 && want != CDDP_PG_SHM) {
+    if (size > 1 && want != CDDP_PG_SHM) {        /* TCP may be needed: listen before publishing */
         lfd = cddp_pg_tcp_listen(&port, err);
         if (lfd < 0) {
             PyErr_SetString(DistBackendError, err);
@@ -394,28 +400,38 @@ static PyObject *pg_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     info.local = PyMem_Calloc((size_t)size, 1);
     info.addrs = PyMem_Calloc((size_t)size, sizeof(char *));
     info.ports = PyMem_Calloc((size_t)size, sizeof(int));
-    if (!peers || !info.pids || !info.local || !info.addrs || !info.ports) {
+    info.host = PyMem_Calloc((size_t)size, sizeof(int));
+    if (!peers || !info.pids || !info.local || !info.addrs || !info.ports || !info.host) {
         PyErr_NoMemory();
         goto fail;
     }
     if (exchange(store, prefix, rank, size, mine, peers) < 0)
         goto fail;
-    int all_local = 1;
+    int all_local = 1, shared_host = 0;
     for (int j = 0; j < size; j++) {
         info.pids[j] = peers[j].pid;
         info.local[j] = !strcmp(peers[j].host, host) && !strcmp(peers[j].boot, boot);
         info.addrs[j] = peers[j].addr;
         info.ports[j] = peers[j].port;
+        info.host[j] = j;
+        for (int i = 0; i < j; i++)       /* host index: the first rank seen on that host */
+            if (!strcmp(peers[i].host, peers[j].host) && !strcmp(peers[i].boot, peers[j].boot)) {
+                info.host[j] = info.host[i];
+                shared_host = 1;
+                break;
+            }
         all_local &= info.local[j];
     }
     if (want == CDDP_PG_SHM && !all_local) {
         PyErr_SetString(PyExc_ValueError, "transport 'shm' needs every rank on one host");
         goto fail;
     }
-    info.transport = want ? want : all_local ? CDDP_PG_SHM : CDDP_PG_TCP;
+    /* one host: shared memory; several, some with several ranks: hierarchical; else TCP */
+    info.transport = want ? want : all_local ? CDDP_PG_SHM
+                                 : shared_host ? CDDP_PG_HIER : CDDP_PG_TCP;
     if (size == 1)
         info.transport = CDDP_PG_SHM;
-    if (info.transport == CDDP_PG_TCP && lfd < 0) {
+    if (info.transport != CDDP_PG_SHM && lfd < 0) {
         PyErr_SetString(DistBackendError, "TCP transport chosen but no listener was created");
         goto fail;
     }
@@ -460,6 +476,7 @@ fail:
     PyMem_Free(info.local);
     PyMem_Free(info.addrs);
     PyMem_Free(info.ports);
+    PyMem_Free(info.host);
     if (self && !self->name)
         Py_CLEAR(self);
     return (PyObject *)self;
@@ -923,7 +940,9 @@ static PyObject *pg_get_timeout(PGObject *self, void *c) { return PyFloat_FromDo
 static PyObject *pg_get_name(PGObject *self, void *c) { return Py_NewRef(self->name); }
 static PyObject *pg_get_transport(PGObject *self, void *c)
 {
-    return PyUnicode_FromString(self->transport == CDDP_PG_SHM ? "shm" : "tcp");
+    return PyUnicode_FromString(self->transport == CDDP_PG_SHM   ? "shm"
+                                : self->transport == CDDP_PG_TCP ? "tcp"
+                                                                 : "hier");
 }
 
 static PyGetSetDef pg_getset[] = {
