@@ -44,8 +44,8 @@ typedef struct {
     PyObject_HEAD
     cddp_work *w;
     PyObject *pg;
-    PyObject *keep;                    /* tensors the op reads or writes */
-    PyObject *result;                  /* list for result(), or NULL */
+    PyObject *keep;                    /* tuple: tensors the op reads or writes */
+    Py_ssize_t rfrom, rcount;          /* result() = list(keep[rfrom:rfrom + rcount]) */
     PyObject *exc;                     /* cached exception instance */
 } WorkObject;
 
@@ -60,20 +60,23 @@ static void work_dealloc(WorkObject *self)
     cddp_work_decref(self->w);
     Py_XDECREF(self->pg);
     Py_XDECREF(self->keep);
-    Py_XDECREF(self->result);
     Py_XDECREF(self->exc);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+static PyObject *exception_class(const cddp_work *w)
+{
+    return w->err_kind == CDDP_ERR_VALUE ? PyExc_ValueError
+           : w->err_kind == CDDP_ERR_TIMEOUT ? DistTimeoutError
+                                             : DistBackendError;
 }
 
 /* The failed op's exception (created once). New reference. */
 static PyObject *work_exception_obj(WorkObject *self)
 {
     if (!self->exc) {
-        PyObject *cls = self->w->err_kind == CDDP_ERR_VALUE ? PyExc_ValueError
-                        : self->w->err_kind == CDDP_ERR_TIMEOUT ? DistTimeoutError
-                                                               : DistBackendError;
-        self->exc = PyObject_CallFunction(cls, "s", self->w->err);
+        self->exc = PyObject_CallFunction(exception_class(self->w), "s", self->w->err);
         if (!self->exc)
             return NULL;
     }
@@ -184,9 +187,9 @@ static PyObject *work_exception(WorkObject *self, PyObject *unused)
 
 static PyObject *work_result(WorkObject *self, PyObject *unused)
 {
-    if (self->result)
-        return PySequence_List(self->result);
-    return PyList_New(0);
+    if (!self->keep || self->rcount <= 0)
+        return PyList_New(0);
+    return PyList_GetSlice(self->keep, self->rfrom, self->rfrom + self->rcount);
 }
 
 static PyMethodDef work_methods[] = {
@@ -551,43 +554,64 @@ static int check_interrupt(void *p)
     return c->raised;
 }
 
-/* Queue (or, when sync, run and wait for) one op. `keep` (tuple of the tensors) and `result`
- * (or NULL) are stolen. Returns the Work, or None when sync. */
-static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, PyObject *result,
-                        int sync)
+/* Queue (or, when sync, run and wait for) one op. `keep` (a tuple of the tensors) is
+ * stolen; result() will list keep[rfrom:rfrom + rcount]. Returns the Work, or None when sync.
+ * The sync fast path (run inline on this thread, GIL released) creates no Work object. */
+static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, Py_ssize_t rfrom,
+                        Py_ssize_t rcount, int sync)
 {
     WorkObject *wo;
     cddp_work *w;
     int rc;
-    if (!keep)
-        goto fail;
+    if (!keep) {
+        free(a->iblk);
+        free(a->oblk);
+        return NULL;
+    }
     if (!self->pg) {
         PyErr_SetString(PyExc_RuntimeError, "process group is not initialized");
-        goto fail;
+        free(a->iblk);
+        free(a->oblk);
+        Py_DECREF(keep);
+        return NULL;
     }
     ring_sweep(self, 0);
-    wo = (WorkObject *)WorkType->tp_alloc(WorkType, 0);
-    if (!wo)
-        goto fail;
-    wo->pg = Py_NewRef(self);
-    wo->keep = keep;
-    wo->result = result;
     if (sync) {
         intr_ctx ic = {PyEval_SaveThread(), 0};
         w = cddp_pg_submit_ex(self->pg, a, 1, check_interrupt, &ic);
         PyEval_RestoreThread(ic.ts);
-        if (ic.raised) {         /* Ctrl-C during an inline op: it was aborted (peers told) */
-            Py_XDECREF(wo);
+        if (ic.raised || !w) {  /* Ctrl-C during an inline op: it was aborted (peers told) */
             cddp_work_decref(w);
-            return NULL;
+            Py_DECREF(keep);
+            return w ? NULL : PyErr_NoMemory();
+        }
+        rc = cddp_work_state(w);
+        if (rc >= CDDP_WORK_DONE) {          /* ran inline (or was refused): no Work needed */
+            Py_DECREF(keep);
+            if (rc == CDDP_WORK_FAILED)
+                PyErr_SetString(exception_class(w), w->err);
+            cddp_work_decref(w);
+            if (rc == CDDP_WORK_FAILED)
+                return NULL;
+            Py_RETURN_NONE;
         }
     } else {
         w = cddp_pg_submit(self->pg, a, 0);
+        if (!w) {
+            Py_DECREF(keep);
+            return PyErr_NoMemory();
+        }
     }
-    if (!w) {
-        Py_DECREF(wo);
-        return PyErr_NoMemory();
+    wo = (WorkObject *)WorkType->tp_alloc(WorkType, 0);
+    if (!wo) {
+        /* the op may still run: the tensors must outlive it, so they leak with it */
+        cddp_work_decref(w);
+        return NULL;
     }
+    wo->pg = Py_NewRef(self);
+    wo->keep = keep;
+    wo->rfrom = rfrom;
+    wo->rcount = rcount;
     wo->w = w;
     if (!sync) {
         if (cddp_work_state(w) < CDDP_WORK_DONE && ring_push(self, (PyObject *)wo) < 0) {
@@ -596,8 +620,8 @@ static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, PyObjec
         }
         return (PyObject *)wo;
     }
-    rc = wait_loop(w, -1);
-    if (rc == -2) {                  /* interrupted: the op still runs, keep its tensors */
+    rc = wait_loop(w, -1);             /* queued behind async work */
+    if (rc == -2) {                    /* interrupted: the op still runs, keep its tensors */
         ring_push(self, (PyObject *)wo);
         Py_DECREF(wo);
         return NULL;
@@ -609,10 +633,6 @@ static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, PyObjec
     }
     Py_DECREF(wo);
     Py_RETURN_NONE;
-fail:
-    Py_XDECREF(keep);
-    Py_XDECREF(result);
-    return NULL;
 }
 
 static int opt_int(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i, int dflt, int *out)
@@ -621,7 +641,7 @@ static int opt_int(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i, int df
         *out = dflt;
         return 0;
     }
-    if (PyObject_HasAttrString(args[i], "value") && !PyLong_Check(args[i])) {  /* enum member */
+    if (!PyLong_Check(args[i]) && PyObject_HasAttrString(args[i], "value")) {  /* enum member */
         PyObject *v = PyObject_GetAttrString(args[i], "value");
         if (!v)
             return -1;
@@ -656,7 +676,7 @@ static PyObject *pg_allreduce(PGObject *self, PyObject *const *args, Py_ssize_t 
     a.dtype = t->dtype;
     a.count = cddp_numel(t);
     a.in = a.out = cddp_data(t);
-    return submit(self, &a, PyTuple_Pack(1, t), Py_BuildValue("[O]", t), sync);
+    return submit(self, &a, PyTuple_Pack(1, t), 0, 1, sync);
 }
 
 /* broadcast(t, root, sync=False) */
@@ -672,7 +692,7 @@ static PyObject *pg_broadcast(PGObject *self, PyObject *const *args, Py_ssize_t 
     a.dtype = t->dtype;
     a.count = cddp_numel(t);
     a.in = a.out = cddp_data(t);
-    return submit(self, &a, PyTuple_Pack(1, t), Py_BuildValue("[O]", t), sync);
+    return submit(self, &a, PyTuple_Pack(1, t), 0, 1, sync);
 }
 
 /* reduce(t, root, op=0, sync=False) */
@@ -689,7 +709,7 @@ static PyObject *pg_reduce(PGObject *self, PyObject *const *args, Py_ssize_t nar
     a.dtype = t->dtype;
     a.count = cddp_numel(t);
     a.in = a.out = cddp_data(t);
-    return submit(self, &a, PyTuple_Pack(1, t), Py_BuildValue("[O]", t), sync);
+    return submit(self, &a, PyTuple_Pack(1, t), 0, 1, sync);
 }
 
 /* A blocked buffer: one flat tensor of size * m elements, or a list/tuple of `size` tensors
@@ -748,19 +768,13 @@ fail:
     return PyList_Append(keep, o);
 }
 
-/* keep list -> (tuple for the Work, list for result()) ; steals keep */
+/* keep list -> the Work's tuple (steals keep); result() = keep[rfrom:rfrom + rcount] */
 static PyObject *submit_blocked(PGObject *self, cddp_pg_args *a, PyObject *keep,
-                                PyObject *result, int sync)
+                                Py_ssize_t rfrom, Py_ssize_t rcount, int sync)
 {
     PyObject *tup = PyList_AsTuple(keep);
     Py_DECREF(keep);
-    if (!tup) {
-        free(a->iblk);
-        free(a->oblk);
-        Py_XDECREF(result);
-        return NULL;
-    }
-    return submit(self, a, tup, result, sync);
+    return submit(self, a, tup, rfrom, rcount, sync);
 }
 
 /* allgather(out_flat | [out_0..out_{n-1}], inp, sync=False) */
@@ -783,7 +797,7 @@ static PyObject *pg_allgather(PGObject *self, PyObject *const *args, Py_ssize_t 
     a.dtype = i->dtype;
     a.count = cddp_numel(i);
     a.in = cddp_data(i);
-    return submit_blocked(self, &a, keep, PyList_GetSlice(keep, 1, PY_SSIZE_T_MAX), sync);
+    return submit_blocked(self, &a, keep, 1, PyList_GET_SIZE(keep) - 1, sync);
 }
 
 /* gather(out_flat | [outs] | None, inp, root, sync=False): outputs only on root */
@@ -812,7 +826,7 @@ static PyObject *pg_gather(PGObject *self, PyObject *const *args, Py_ssize_t nar
     a.dtype = i->dtype;
     a.count = cddp_numel(i);
     a.in = cddp_data(i);
-    return submit_blocked(self, &a, keep, PyList_GetSlice(keep, 1, PY_SSIZE_T_MAX), sync);
+    return submit_blocked(self, &a, keep, 1, PyList_GET_SIZE(keep) - 1, sync);
 fail:
     Py_DECREF(keep);
     return NULL;
@@ -844,7 +858,7 @@ static PyObject *pg_scatter(PGObject *self, PyObject *const *args, Py_ssize_t na
     a.dtype = o->dtype;
     a.count = cddp_numel(o);
     a.out = cddp_data(o);
-    return submit_blocked(self, &a, keep, Py_BuildValue("[O]", o), sync);
+    return submit_blocked(self, &a, keep, 0, 1, sync);
 fail:
     Py_DECREF(keep);
     return NULL;
@@ -871,7 +885,7 @@ static PyObject *pg_reduce_scatter(PGObject *self, PyObject *const *args, Py_ssi
     a.dtype = o->dtype;
     a.count = cddp_numel(o);
     a.out = cddp_data(o);
-    return submit_blocked(self, &a, keep, Py_BuildValue("[O]", o), sync);
+    return submit_blocked(self, &a, keep, 0, 1, sync);
 }
 
 /* alltoall(out_flat, inp_flat, sync=False): equal splits */
@@ -895,7 +909,7 @@ static PyObject *pg_alltoall(PGObject *self, PyObject *const *args, Py_ssize_t n
     a.count = cddp_numel(i);
     a.in = cddp_data(i);
     a.out = cddp_data(o);
-    return submit(self, &a, PyTuple_Pack(2, o, i), Py_BuildValue("[O]", o), sync);
+    return submit(self, &a, PyTuple_Pack(2, o, i), 0, 1, sync);
 }
 
 static PyObject *p2p(PGObject *self, PyObject *const *args, Py_ssize_t nargs, int op)
@@ -911,7 +925,7 @@ static PyObject *p2p(PGObject *self, PyObject *const *args, Py_ssize_t nargs, in
     a.dtype = t->dtype;
     a.count = cddp_numel(t);
     a.in = a.out = cddp_data(t);
-    return submit(self, &a, PyTuple_Pack(1, t), Py_BuildValue("[O]", t), sync);
+    return submit(self, &a, PyTuple_Pack(1, t), 0, 1, sync);
 }
 
 static PyObject *pg_send(PGObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -931,7 +945,7 @@ static PyObject *pg_barrier(PGObject *self, PyObject *const *args, Py_ssize_t na
     int sync;
     if (nargs_check("barrier", nargs, 0, 1) < 0 || opt_int(args, nargs, 0, 0, &sync) < 0)
         return NULL;
-    return submit(self, &a, PyTuple_New(0), NULL, sync);
+    return submit(self, &a, PyTuple_New(0), 0, 0, sync);
 }
 
 static PyObject *pg_get_rank(PGObject *self, void *c) { return PyLong_FromLong(self->rank); }

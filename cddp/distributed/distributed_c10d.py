@@ -161,13 +161,15 @@ _world = _World()
 
 # ---- small helpers --------------------------------------------------------------------------
 
+_TensorT = _C.Tensor
+
+
 def _Tensor():
-    from .. import Tensor
-    return Tensor
+    return _TensorT
 
 
 def _check_tensor(t, name="tensor"):
-    if not isinstance(t, _Tensor()):
+    if not isinstance(t, _TensorT):
         raise TypeError(f"Invalid function argument. Expected parameter `{name}` of type "
                         f"torch.Tensor but got {type(t)} instead.")
 
@@ -249,6 +251,8 @@ def _group_rank(pg, rank, group_rank, what, opname):
 
 
 def _red(op):
+    if type(op) is ReduceOp:
+        return op
     try:
         return ReduceOp(op)
     except ValueError:
@@ -575,11 +579,15 @@ def get_group_rank(group, global_rank):
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """torch.distributed.all_reduce: tensor = op over ranks, in place."""
-    pg = _resolve(group, "all_reduce")
+    pg = _world.default if group is None else None
     if pg is None:
-        return None
-    _check_tensor(tensor)
-    op = _red(op)
+        pg = _resolve(group, "all_reduce")
+        if pg is None:
+            return None
+    if type(tensor) is not _TensorT:
+        _check_tensor(tensor)
+    if type(op) is not ReduceOp:
+        op = _red(op)
     if tensor.is_contiguous():         # the fast path: no Python work beyond this call
         if async_op:
             return pg._c.allreduce(tensor, op)
