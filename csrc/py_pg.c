@@ -187,9 +187,15 @@ static PyObject *work_exception(WorkObject *self, PyObject *unused)
 
 static PyObject *work_result(WorkObject *self, PyObject *unused)
 {
+    PyObject *t, *l;
     if (!self->keep || self->rcount <= 0)
         return PyList_New(0);
-    return PyList_GetSlice(self->keep, self->rfrom, self->rfrom + self->rcount);
+    t = PyTuple_GetSlice(self->keep, self->rfrom, self->rfrom + self->rcount);
+    if (!t)
+        return NULL;
+    l = PySequence_List(t);
+    Py_DECREF(t);
+    return l;
 }
 
 static PyMethodDef work_methods[] = {
