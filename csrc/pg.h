@@ -13,6 +13,17 @@
  * Element counts are int64 elements of the op's dtype (cddp_dtype values: 0 float32,
  * 1 float64, 2 int64, 3 int32, 4 bool). Every blocking wait has a deadline (the group's
  * timeout per op) and watches for dead peers, so no call hangs.
+ *
+ * Environment knobs (read when a group is created; sizes accept k/m suffixes):
+ *   CDDP_TRANSPORT     auto | shm | tcp | hier   (tests force tcp on one host)
+ *   CDDP_SHM_CHUNK     bytes per slot buffer: the all_reduce pipeline's chunk (256k)
+ *   CDDP_SHM_SMALL     all_reduce up to this many bytes takes the one-step path (16k)
+ *   CDDP_SHM_P2P       send/recv mailbox buffer bytes (64k; 16k above 8 local ranks)
+ *   CDDP_SHM_SPIN_US / CDDP_SHM_YIELD_US   spin, then sched_yield, before the futex (20/100;
+ *                      2 us spin when ranks outnumber cores)
+ *   CDDP_TCP_CHUNK     ring pipeline granularity (256k); CDDP_TCP_SMALL: eager all_reduce (16k)
+ *   CDDP_SOCKET_ADDR   the address peers use to reach this rank (else the route to MASTER_ADDR)
+ *   CDDP_HOST_ID       tests: a host identity overriding hostname + boot id (simulated hosts)
  */
 #ifndef CDDP_PG_H
 #define CDDP_PG_H

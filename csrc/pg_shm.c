@@ -94,7 +94,8 @@ typedef struct {
     uint32_t myseq;                    /* last value this rank published */
     int64_t dstep;                     /* data steps used so far (same on every rank) */
     uint32_t bell_seen;
-    int64_t spin_ns, yield_ns;
+    int64_t spin_ns, yield_ns;         /* spin ceiling, yield phase */
+    int64_t spin_cur;                  /* adaptive spin budget (wait_seq) */
     size_t small_max;                  /* all_reduce bytes taking the one-step path */
     const void **srcs;                 /* [n] scratch for reductions */
     uint64_t *tx_next, *tx_serve, *rx_next, *rx_serve;   /* [n] p2p FIFO tickets */
@@ -270,29 +271,42 @@ static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
 }
 
 /* Wait until rank j has published `target`. 0, or -1 with w->err set.
- * Three phases: spin (the peer is running on another core: answers within ~1 us), then
- * yield the CPU for a while (the peer may be waiting for ours: 2 cores, 4 ranks, or other
- * load), then sleep on the futex in 2 ms slices with the liveness checks between them. */
+ * Three phases: spin (the peer runs on another core: it answers within ~1 us), then yield the
+ * CPU (the peer may be waiting for this core: 4 ranks on 2 cores, or a busy machine), then
+ * sleep on the futex in 2 ms slices with the liveness checks between them.
+ * The spin budget adapts: a sched_yield that returns at once means nobody else wanted this
+ * core, so spinning was right (double it); one that ran someone else, or reaching the futex,
+ * means we share a core (halve it, down to 1 us — still enough to notice a peer that came
+ * back to another core). */
 static int wait_seq(cddp_pg *pg, shm_t *s, cddp_work *w, int j, uint32_t target)
 {
     seg_ctl *c = ctl(s, j);
+    int64_t t0, t1, slow_yields = 0;
     if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
         return 0;
-    int64_t t0 = now_ns();
-    if (s->spin_ns > 0) {
-        for (unsigned i = 1;; i++) {
-            cpu_relax();
-            if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
-                return 0;
-            if ((i & 63) == 0 && now_ns() - t0 > s->spin_ns)
-                break;
-        }
-    }
-    while (now_ns() - t0 < s->yield_ns) {
-        sched_yield();
+    t0 = now_ns();
+    for (unsigned i = 1;; i++) {
+        cpu_relax();
         if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
             return 0;
+        if ((i & 31) == 0 && now_ns() - t0 > s->spin_cur)
+            break;
     }
+    for (t1 = now_ns(); t1 - t0 < s->yield_ns;) {
+        int64_t ty = t1;
+        sched_yield();
+        t1 = now_ns();
+        if (t1 - ty > 3000)
+            slow_yields++;
+        if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target)) {
+            if (slow_yields)
+                s->spin_cur = s->spin_cur / 2 > 1000 ? s->spin_cur / 2 : 1000;
+            else
+                s->spin_cur = 2 * s->spin_cur < s->spin_ns ? 2 * s->spin_cur : s->spin_ns;
+            return 0;
+        }
+    }
+    s->spin_cur = s->spin_cur / 2 > 1000 ? s->spin_cur / 2 : 1000;
     for (;;) {
         if (atomic_load(&s->h->broken) || cddp_pg_aborting(pg))
             return check_fail(pg, s, w, j);
@@ -914,6 +928,7 @@ static int shm_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
     s->spin_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_SPIN_US", (ncpu > 0 && n <= ncpu) ? 20 : 2,
                                            0, 1000000) * 1000;
     s->yield_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_YIELD_US", 100, 0, 1000000) * 1000;
+    s->spin_cur = s->spin_ns;
     if ((s->r == 0 ? create_segment(pg, s, deadline, err)
                    : attach_segment(pg, s, deadline, err)) < 0)
         goto fail;

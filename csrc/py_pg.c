@@ -954,6 +954,17 @@ static PyObject *pg_barrier(PGObject *self, PyObject *const *args, Py_ssize_t na
     return submit(self, &a, PyTuple_New(0), 0, 0, sync);
 }
 
+/* _handle() -> PyCapsule "cddp._C.pg" holding the cddp_pg * (pg.h), for C code such as a DDP
+ * reducer that submits work without Python in between. The caller keeps this object alive. */
+static PyObject *pg_handle(PGObject *self, PyObject *unused)
+{
+    if (!self->pg) {
+        PyErr_SetString(PyExc_RuntimeError, "process group is not initialized");
+        return NULL;
+    }
+    return PyCapsule_New(self->pg, "cddp._C.pg", NULL);
+}
+
 static PyObject *pg_get_rank(PGObject *self, void *c) { return PyLong_FromLong(self->rank); }
 static PyObject *pg_get_size(PGObject *self, void *c) { return PyLong_FromLong(self->size); }
 static PyObject *pg_get_timeout(PGObject *self, void *c) { return PyFloat_FromDouble(self->timeout); }
@@ -988,6 +999,8 @@ static PyMethodDef pg_methods[] = {
     {"send", FAST(pg_send), "send(t, dst, tag=0, sync=False)"},
     {"recv", FAST(pg_recv), "recv(t, src, tag=0, sync=False)"},
     {"barrier", FAST(pg_barrier), "barrier(sync=False)"},
+    {"_handle", (PyCFunction)pg_handle, METH_NOARGS,
+     "_handle() -> PyCapsule('cddp._C.pg') of the C group (for C callers of cddp_pg_submit)"},
     {"shutdown", (PyCFunction)(void (*)(void))pg_shutdown, METH_VARARGS | METH_KEYWORDS,
      "shutdown(timeout=None): finish queued work (up to timeout s, default the group's), "
      "then stop"},
