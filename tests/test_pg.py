@@ -540,3 +540,38 @@ def test_bench_quick_runs():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "single-thread memcpy" in out.stdout and "all_reduce (2 ranks" in out.stdout
     assert "1 MiB" in out.stdout and "barrier latency" in out.stdout
+
+
+def test_exit_with_unfinished_async_work_does_not_hang(tmp_path):
+    """A script that leaves an async all_reduce its peer never joins and just exits: the atexit
+    hook gives the work a short drain, then aborts it; the process ends promptly."""
+    code = f"""
+import sys, time, datetime, numpy as np
+sys.path[:0] = [{ROOT!r}, {os.path.join(ROOT, 'tests')!r}]
+import cddp, cddp.distributed as dist
+from _teststore import DirStore
+rank = int(sys.argv[1])
+dist.init_process_group("gloo", store=DirStore({str(tmp_path)!r}), rank=rank, world_size=2,
+                        timeout=datetime.timedelta(seconds=20))
+dist.barrier()
+if rank == 0:
+    dist.all_reduce(cddp.from_numpy(np.ones(8, np.float32)), async_op=True)
+    print("leaving", flush=True)
+else:
+    time.sleep(8)
+"""
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for r in range(2)]
+    try:
+        t0 = time.monotonic()
+        out, err = procs[0].communicate(timeout=30)
+        dt = time.monotonic() - t0
+        assert procs[0].returncode == 0, err[-2000:]
+        assert "leaving" in out
+        assert dt < 7.0, dt            # atexit drains for at most 3 s, not the 20 s timeout
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()

@@ -531,7 +531,7 @@ def _atexit_shutdown():
     # unwaited async work gets a few seconds; a live but stuck peer must not hang the exit
     for pg in reversed(_world.groups):
         try:
-            _shutdown(pg, min(5.0, pg._c.timeout))
+            _shutdown(pg, min(3.0, pg._c.timeout))
         except Exception:       # noqa: BLE001 — nothing to report to at exit
             pass
 
