@@ -363,7 +363,7 @@ def test_subgroups():
         assert out["bcast"] == [2.0 if r % 2 == 0 else 3.0] * 2
         assert out["bcast_group_src"] == [0.0 if r % 2 == 0 else 1.0] * 2
         assert out["nonmember_call"] is None and out["warned"]
-        assert "is not part of the group" in out["bad_src"]
+        assert "is not part of group" in out["bad_src"]
         assert out["everyone"] == [4.0, 4.0] and out["world"] == [6.0, 6.0]
 
 
@@ -487,6 +487,11 @@ def test_single_rank_world(dist, tmp_path):
         dist.all_reduce([1.0])
     with pytest.raises(ValueError, match="out of range"):
         dist.broadcast(x, src=1)
+    with pytest.raises(ValueError, match="Must specify global_rank or group_rank"):
+        dist.broadcast(x)
+    gl = [cddp.from_numpy(np.zeros(5, np.float32))]
+    dist.gather(x, gl)                 # gather / scatter default to rank 0, as torch
+    assert gl[0].numpy().tolist() == [0, 1, 2, 3, 4]
     with pytest.raises(ValueError, match="must hold world_size"):
         dist.all_gather_into_tensor(cddp.from_numpy(np.zeros(3, np.float32)), x)
     with pytest.raises(TypeError, match="does not pickle"):

@@ -228,17 +228,21 @@ def _resolve(grp, opname):
     raise TypeError(f"{opname}: group must be a ProcessGroup or None, got {type(grp).__name__}")
 
 
-def _group_rank(pg, rank, group_rank, what, opname):
-    """Group-local rank from a global `rank` (torch's src/dst) or a `group_rank`."""
+def _group_rank(pg, rank, group_rank, what, opname, default=None):
+    """Group-local rank from a global `rank` (torch's src/dst) or a `group_rank`. With neither,
+    `default` (a global rank: 0 for gather/scatter and the object ops, as torch) or torch's
+    ValueError."""
     if group_rank is not None:
         if rank is not None:
-            raise ValueError(f"{opname}: can only specify {what} or group_{what}, not both")
+            raise ValueError("Can't specify both group_rank and global_rank")
         if not 0 <= group_rank < pg.size():
             raise ValueError(f"{opname}: group_{what}={group_rank} is out of range for a group "
                              f"of size {pg.size()}")
         return group_rank
     if rank is None:
-        rank = 0 if pg is _world.default else pg._ranks[0]
+        if default is None:
+            raise ValueError("Must specify global_rank or group_rank")
+        rank = default
     if pg is _world.default:
         if not 0 <= rank < pg.size():
             raise ValueError(f"{opname}: {what}={rank} is out of range for a world of size "
@@ -247,7 +251,7 @@ def _group_rank(pg, rank, group_rank, what, opname):
     try:
         return pg._index[rank]
     except KeyError:
-        raise ValueError(f"The global rank {rank} is not part of the group {pg.group_name}") from None
+        raise ValueError(f"Global rank {rank} is not part of group {pg.group_name}") from None
 
 
 def _red(op):
@@ -296,6 +300,18 @@ class _PostWork:
 
     def result(self):
         return list(self._outputs)
+
+
+def _call(fn, args, async_op, post=None, outputs=()):
+    """Run engine method fn(*args): synchronously (sync=True: on this thread when the group is
+    idle, no Work object) or async, wrapping the Work when outputs need copying back."""
+    if not async_op:
+        fn(*args, True)
+        if post is not None:
+            post()
+        return None
+    w = fn(*args)
+    return w if post is None else _PostWork(w, post, outputs)
 
 
 def _finish(work, async_op, post=None, outputs=()):
@@ -594,7 +610,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         pg._c.allreduce(tensor, op, True)
         return None
     c, back = _contig(tensor)
-    return _finish(pg._c.allreduce(c, op), async_op, back, (tensor,))
+    return _call(pg._c.allreduce, (c, op), async_op, back, (tensor,))
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
@@ -607,7 +623,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     if back is None and not async_op:
         pg._c.broadcast(c, root, True)
         return None
-    return _finish(pg._c.broadcast(c, root), async_op, back, (tensor,))
+    return _call(pg._c.broadcast, (c, root), async_op, back, (tensor,))
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
@@ -620,7 +636,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     c, back = _contig(tensor)
     if back is not None and pg.rank() != root:
         back = None
-    return _finish(pg._c.reduce(c, root, _red(op)), async_op, back, (tensor,))
+    return _call(pg._c.reduce, (c, root, _red(op)), async_op, back, (tensor,))
 
 
 def _check_same(tensors, ref, opname):
@@ -646,7 +662,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     _check_same(tensor_list, tensor, "all_gather")
     inp, _ = _contig(tensor)
     if all(t.is_contiguous() for t in tensor_list):     # written in place by the engine
-        return _finish(pg._c.allgather(list(tensor_list), inp), async_op)
+        return _call(pg._c.allgather, (list(tensor_list), inp), async_op)
     m = tensor.numel()
     flat = _empty_flat(tensor, n * m)
 
@@ -654,7 +670,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
         f = _np(flat)
         for i, t in enumerate(tensor_list):
             _np(t)[...] = f[i * m:(i + 1) * m].reshape(_np(t).shape)
-    return _finish(pg._c.allgather(flat, inp), async_op, post, tensor_list)
+    return _call(pg._c.allgather, (flat, inp), async_op, post, tensor_list)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -669,7 +685,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     if back is None and not async_op:
         pg._c.allgather(out, inp, True)
         return None
-    return _finish(pg._c.allgather(out, inp), async_op, back, (output_tensor,))
+    return _call(pg._c.allgather, (out, inp), async_op, back, (output_tensor,))
 
 
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
@@ -677,13 +693,13 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     if pg is None:
         return None
     _check_tensor(tensor)
-    root = _group_rank(pg, dst, group_dst, "dst", "gather")
+    root = _group_rank(pg, dst, group_dst, "dst", "gather", default=0)
     n, m = pg.size(), tensor.numel()
     inp, _ = _contig(tensor)
     if pg.rank() != root:
         if gather_list:
             raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-        return _finish(pg._c.gather(None, inp, root), async_op)
+        return _call(pg._c.gather, (None, inp, root), async_op)
     if gather_list is None:
         raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
     _check_list(gather_list, "gather_list")
@@ -692,14 +708,14 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
                          f"{len(gather_list)}")
     _check_same(gather_list, tensor, "gather")
     if all(t.is_contiguous() for t in gather_list):
-        return _finish(pg._c.gather(list(gather_list), inp, root), async_op)
+        return _call(pg._c.gather, (list(gather_list), inp, root), async_op)
     flat = _empty_flat(tensor, n * m)
 
     def post():
         f = _np(flat)
         for i, t in enumerate(gather_list):
             _np(t)[...] = f[i * m:(i + 1) * m].reshape(_np(t).shape)
-    return _finish(pg._c.gather(flat, inp, root), async_op, post, gather_list)
+    return _call(pg._c.gather, (flat, inp, root), async_op, post, gather_list)
 
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
@@ -707,7 +723,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     if pg is None:
         return None
     _check_tensor(tensor)
-    root = _group_rank(pg, src, group_src, "src", "scatter")
+    root = _group_rank(pg, src, group_src, "src", "scatter", default=0)
     n, m = pg.size(), tensor.numel()
     out, back = _contig(tensor)
     flat = None
@@ -722,7 +738,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
         flat = [_contig(t)[0] for t in scatter_list]       # read in place by the engine
     elif scatter_list:
         raise ValueError("Argument ``scatter_list`` must NOT be specified on non-source ranks.")
-    return _finish(pg._c.scatter(out, flat, root), async_op, back, (tensor,))
+    return _call(pg._c.scatter, (out, flat, root), async_op, back, (tensor,))
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
@@ -738,7 +754,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     _check_same(input_list, output, "reduce_scatter")
     out, back = _contig(output)
     ins = [_contig(t)[0] for t in input_list]                # read in place by the engine
-    return _finish(pg._c.reduce_scatter(out, ins, _red(op)), async_op, back, (output,))
+    return _call(pg._c.reduce_scatter, (out, ins, _red(op)), async_op, back, (output,))
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002
@@ -749,7 +765,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     _check_tensor(input, "input")
     out, back = _contig(output)
     inp, _ = _contig(input)
-    return _finish(pg._c.reduce_scatter(out, inp, _red(op)), async_op, back, (output,))
+    return _call(pg._c.reduce_scatter, (out, inp, _red(op)), async_op, back, (output,))
 
 
 def _rows(t, splits, name):
@@ -774,7 +790,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     out, back = _contig(output)
     inp, _ = _contig(input)
     if not output_split_sizes and not input_split_sizes:
-        return _finish(pg._c.alltoall(out, inp), async_op, back, (output,))
+        return _call(pg._c.alltoall, (out, inp), async_op, back, (output,))
     if output.dtype != input.dtype:
         raise TypeError("all_to_all_single: output and input must have the same dtype")
     n_in = input.shape[0] if input.dim() else 1
@@ -1042,7 +1058,7 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     pg = _resolve(group, "broadcast_object_list")
     if pg is None:
         return None
-    root = _group_rank(pg, src, group_src, "src", "broadcast_object_list")
+    root = _group_rank(pg, src, group_src, "src", "broadcast_object_list", default=0)
     n = len(object_list)
     if pg.rank() == root:
         blobs = [_encode(o, "broadcast_object_list") for o in object_list]
@@ -1083,7 +1099,7 @@ def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=
     pg = _resolve(group, "gather_object")
     if pg is None:
         return None
-    root = _group_rank(pg, dst, group_dst, "dst", "gather_object")
+    root = _group_rank(pg, dst, group_dst, "dst", "gather_object", default=0)
     n, me = pg.size(), pg.rank()
     if me == root and (object_gather_list is None or len(object_gather_list) != n):
         raise ValueError(f"gather_object: object_gather_list must have world_size ({n}) "
@@ -1106,7 +1122,7 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     pg = _resolve(group, "scatter_object_list")
     if pg is None:
         return None
-    root = _group_rank(pg, src, group_src, "src", "scatter_object_list")
+    root = _group_rank(pg, src, group_src, "src", "scatter_object_list", default=0)
     n, me = pg.size(), pg.rank()
     if not isinstance(scatter_object_output_list, list) or len(scatter_object_output_list) < 1:
         raise ValueError("Expected argument scatter_object_output_list to be a list of size at least 1.")
