@@ -1057,8 +1057,12 @@ void cddp_pg_local_addr(char *buf, size_t len)
 
 static void tune(int fd)
 {
-    int one = 1;
+    int one = 1, buf = (int)cddp_pg_env_size("CDDP_TCP_BUF", 0, 0, 256 << 20);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (buf > 0) {             /* 0: the kernel's autotuning (usually best on loopback) */
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 

@@ -288,6 +288,14 @@ def _work_child(rank, n, d):
     del y
     dist.barrier()
     out["dropped"] = float(ref[0])
+    # torch.futures-style chaining, as DDP comm hooks use it
+    z = cddp.from_numpy(np.full(4, rank + 1.0, np.float32))
+    fut = dist.all_reduce(z, async_op=True).get_future()
+    halved = fut.then(lambda f: [float(v) / 2 for v in f.value()[0].numpy()])
+    seen = []
+    fut.add_done_callback(lambda f: seen.append(f.done()))
+    out["future"] = halved.wait()
+    out["future_done"] = fut.done() and halved.done() and seen == [True]
     ws = [dist.broadcast(cddp.from_numpy(np.full(10, float(rank), np.float32)), src=k % n,
                          async_op=True) for k in range(20)]
     out["many"] = [w.result()[0].numpy()[0].item() for w in ws if w.wait()]
@@ -306,6 +314,7 @@ def test_async_work_handles():
         assert out["value"] == 3.0 and out["result_is_x"]
         assert out["dropped"] == 2.0
         assert out["many"] == [float(k % 2) for k in range(20)]
+        assert out["future"] == [1.5] * 4 and out["future_done"]
 
 
 # ---- subgroups ----------------------------------------------------------------------------------

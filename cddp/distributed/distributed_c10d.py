@@ -44,7 +44,7 @@ __all__ = [
     "get_process_group_ranks", "get_global_rank", "get_group_rank",
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "gather",
     "scatter", "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single", "all_to_all",
-    "send", "recv", "isend", "irecv", "batch_isend_irecv", "barrier", "monitored_barrier",
+    "send", "recv", "isend", "irecv", "batch_isend_irecv", "barrier", "monitored_barrier", "Future",
     "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
     "default_pg_timeout",
 ]
@@ -300,6 +300,72 @@ class _PostWork:
 
     def result(self):
         return list(self._outputs)
+
+
+class Future:
+    """A torch.futures.Future over a Work: wait() -> value (the Work's output tensors),
+    value(), done(), then(callback) -> Future, add_done_callback(callback).
+    Callbacks run on the thread that first waits for (or polls) the result — cddp runs no
+    Python on its worker threads — which is where torch's DDP hooks consume them anyway."""
+
+    def __init__(self, work=None, parent=None, fn=None):
+        self._work, self._parent, self._fn = work, parent, fn
+        self._done, self._value, self._exc = False, None, None
+        self._callbacks = []
+
+    def _resolve(self):
+        if self._done:
+            return
+        try:
+            if self._parent is not None:
+                self._value = self._fn(self._parent)
+            else:
+                self._work.wait()
+                self._value = self._work.result()
+        except Exception as e:  # noqa: BLE001 — stored, raised by wait()/value()
+            self._exc = e
+        self._done = True
+        for cb in self._callbacks:
+            cb(self)
+
+    def wait(self):
+        self._resolve()
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    value = wait
+
+    def done(self):
+        if not self._done:
+            ready = self._parent.done() if self._parent is not None else self._work.is_completed()
+            if ready:
+                self._resolve()
+        return self._done
+
+    def then(self, callback):
+        child = Future(parent=self, fn=lambda fut: callback(fut))
+        return child
+
+    def add_done_callback(self, callback):
+        if self._done:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def set_result(self, result):
+        self._value, self._done = result, True
+
+    def set_exception(self, exc):
+        self._exc, self._done = exc, True
+
+
+def _get_future(self):
+    return Future(work=self)
+
+
+Work.get_future = _get_future          # the engine's Work (a C type) gains torch's get_future
+_PostWork.get_future = _get_future
 
 
 def _call(fn, args, async_op, post=None, outputs=()):
@@ -842,6 +908,8 @@ class _WorkList:
 
     def result(self):
         return [t for w in self._works for t in w.result()]
+
+    get_future = _get_future
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
