@@ -875,7 +875,10 @@ static int attach_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
                     s->base = b;
                     s->total = (size_t)stt.st_size;
                     s->h = h;
-                    atomic_fetch_add(&h->attached, 1);
+                    /* the last rank to map it removes the name too, so it cannot outlive
+                     * the group even if rank 0 dies right now (unlinking twice is harmless) */
+                    if (atomic_fetch_add(&h->attached, 1) + 2 == (unsigned)s->n)
+                        shm_unlink(s->name);
                     futex_wake(&h->attached);
                     return 0;
                 }

@@ -395,6 +395,18 @@ def _p2p_child(rank, n, d):
     for q in reqs:
         q.wait()
     out["batch"] = ops[1].tensor.numpy().tolist()
+    # several messages in flight to one peer arrive in order; zero-length ones too
+    sizes = [0, 5, 1 << 15, 3]
+    if rank == 0:
+        ws = [dist.isend(T(np.arange(m, dtype=np.int64) + k), 1, tag=k) for k, m in enumerate(sizes)]
+    else:
+        outs = [T(np.zeros(m, np.int64)) for m in sizes]
+        ws = [dist.irecv(o, 0, tag=k) for k, o in enumerate(outs)]
+    for w in ws:
+        w.wait()
+    if rank == 1:
+        out["fifo"] = all(np.array_equal(o.numpy(), np.arange(m) + k)
+                          for k, (o, m) in enumerate(zip(outs, sizes)))
     try:
         if rank == 0:
             dist.send(T(np.ones(4, np.float32)), 1, tag=1)
@@ -414,6 +426,7 @@ def test_send_recv(env):
         assert out, res[r]
         assert out["exchange"] == float(1 - r)
         assert out["batch"] == [11.0 - r] * 3
+    assert res[1]["ok"]["fifo"] is True
     assert res[1]["ok"]["tag"] == ("recv from rank 0: rank 0 sent 4 float32 elements with tag 1, "
                                    "rank 1 expected 4 float32 elements with tag 2")
 
