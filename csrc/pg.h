@@ -185,10 +185,9 @@ struct cddp_pg {
     atomic_int broken;         /* later ops fail at once with broken_msg */
     char broken_msg[CDDP_PG_ERRLEN];
     int64_t coll_seq;          /* collectives issued so far (mu) */
-    int64_t run_seq;           /* collectives started (worker side), for transports */
     pthread_t thread;
     int thread_started;
-    int n_p2p_active;          /* in-flight send/recv (worker side) */
+    atomic_int n_p2p_active;   /* in-flight send/recv (set by the executor, read by submit) */
     int owner_pid;             /* a forked child must not touch the thread or the peers */
     struct cddp_pg *parent;    /* a host-local subgroup of a HIER group: its parent (aborts) */
     int *gname;                /* subgroup: global rank of each member (messages) */

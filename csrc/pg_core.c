@@ -257,7 +257,6 @@ static void run_collective(cddp_pg *pg, cddp_work *w)
         return;
     }
     w->t_start = cddp_pg_now();
-    pg->run_seq = w->seq;
     if (pg->ops->run(pg, w) < 0 && !w->err[0])
         snprintf(w->err, CDDP_PG_ERRLEN, "%s #%lld failed", cddp_pg_op_name[w->a.op],
                  (long long)w->seq);
@@ -337,7 +336,7 @@ static void p2p_loop(cddp_pg *pg, cddp_work *first)
                 progressed = 1;
             }
         }
-        pg->n_p2p_active = nact;
+        atomic_store(&pg->n_p2p_active, nact);
         /* take more send/recv from the queue head; a collective waits for these to finish */
         pthread_mutex_lock(&pg->mu);
         if (pg->head && is_p2p(pg->head)) {
@@ -354,7 +353,7 @@ static void p2p_loop(cddp_pg *pg, cddp_work *first)
         if (!progressed)
             pg->ops->p2p_wait(pg, 0.002);
     }
-    pg->n_p2p_active = 0;
+    atomic_store(&pg->n_p2p_active, 0);
     free(act);
 }
 
@@ -513,7 +512,7 @@ cddp_work *cddp_pg_submit_ex(cddp_pg *pg, const cddp_pg_args *a, int allow_inlin
     pg->tail = w;
     pthread_cond_signal(&pg->cv_work);
     pthread_mutex_unlock(&pg->mu);
-    if (pg->n_p2p_active)
+    if (atomic_load(&pg->n_p2p_active))
         pg->ops->doorbell(pg);      /* a p2p loop sleeping on the transport: look at the queue */
     return w;
 }
