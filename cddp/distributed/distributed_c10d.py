@@ -516,7 +516,9 @@ def _rendezvous(init_method, rank, world_size, timeout):
         raise ValueError(f"No rendezvous handler for {u.scheme}://")
     _check_rank(rank, world_size)
     from .store import TCPStore
-    store = TCPStore(host, port, world_size, rank == 0, timeout=timeout)
+    # under an elastic agent that hosts the store itself, every rank is a client
+    agent = u.scheme == "env" and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = TCPStore(host, port, world_size, rank == 0 and not agent, timeout=timeout)
     return store, rank, world_size
 
 
