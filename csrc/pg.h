@@ -13,6 +13,17 @@
  * Element counts are int64 elements of the op's dtype (cddp_dtype values: 0 float32,
  * 1 float64, 2 int64, 3 int32, 4 bool). Every blocking wait has a deadline (the group's
  * timeout per op) and watches for dead peers, so no call hangs.
+ *
+ * Environment knobs (read when a group is created; sizes accept k/m suffixes):
+ *   CDDP_TRANSPORT     auto | shm | tcp | hier   (tests force tcp on one host)
+ *   CDDP_SHM_CHUNK     bytes per slot buffer: the all_reduce pipeline's chunk (256k)
+ *   CDDP_SHM_SMALL     all_reduce up to this many bytes takes the one-step path (16k)
+ *   CDDP_SHM_P2P       send/recv mailbox buffer bytes (64k; 16k above 8 local ranks)
+ *   CDDP_SHM_SPIN_US / CDDP_SHM_YIELD_US   spin, then sched_yield, before the futex (20/100;
+ *                      2 us spin when ranks outnumber cores)
+ *   CDDP_TCP_CHUNK     ring pipeline granularity (256k); CDDP_TCP_SMALL: eager all_reduce (16k)
+ *   CDDP_SOCKET_ADDR   the address peers use to reach this rank (else the route to MASTER_ADDR)
+ *   CDDP_HOST_ID       tests: a host identity overriding hostname + boot id (simulated hosts)
  */
 #ifndef CDDP_PG_H
 #define CDDP_PG_H
@@ -37,7 +48,9 @@ enum cddp_pg_redop {
     CDDP_RED_BAND, CDDP_RED_BOR, CDDP_RED_BXOR, CDDP_RED_NOPS
 };
 
-enum cddp_pg_transport { CDDP_PG_SHM = 1, CDDP_PG_TCP = 2 };
+/* HIER: ranks on several hosts, some hosts holding several ranks: the TCP mesh for every op,
+ * plus a shared-memory group per host for the hierarchical all_reduce (pg_tcp.c). */
+enum cddp_pg_transport { CDDP_PG_SHM = 1, CDDP_PG_TCP = 2, CDDP_PG_HIER = 3 };
 
 extern const char *const cddp_pg_op_name[CDDP_PG_NOPS];      /* "all_reduce", ... */
 extern const char *const cddp_pg_redop_name[CDDP_RED_NOPS];  /* "SUM", ... */
@@ -75,6 +88,7 @@ typedef struct {
     unsigned char *local;      /* [size] 1 when that rank shares this host (pidfd works) */
     char **addrs;              /* [size] "ip" strings (TCP) */
     int *ports;                /* [size] TCP listen ports */
+    int *host;                 /* [size] host index of each rank (HIER) */
     uint64_t nonce;            /* shared by the group: shm name / TCP handshake */
     char shm_name[64];         /* "/cddp-<nonce>": rank 0 creates it, the others open it */
     int listen_fd;             /* this rank's TCP listener (cddp_pg_tcp_listen), or -1 */
@@ -115,6 +129,15 @@ int cddp_pg_peer_dead(cddp_pg *pg, int r);
  * blocking wait) whether the caller was interrupted. 1: stop the op (the transport then tells
  * the peers, as for a shutdown). */
 int cddp_pg_interrupted(cddp_work *w);
+/* A thread-less subgroup of `parent` over members[0..nm) (global ranks, parent->rank among
+ * them) using the shared-memory transport on segment shm_name. NULL + err on failure. */
+cddp_pg *cddp_pg_sub_create(cddp_pg *parent, const int *members, int nm, const char *shm_name,
+                            char *err);
+/* Shared memory: fail every local peer's current and later ops, naming global rank `who`
+ * as the rank that failed and `reporter` as the one that saw it (HIER leaders use it). */
+void cddp_pg_shm_break_remote(cddp_pg *sub, int who, int reporter);
+/* The global rank named by a subgroup's broken word, or -1. */
+int cddp_pg_shm_broken_rank(cddp_pg *sub);
 /* Raise the group-broken state with a message (first caller wins); fails later ops. */
 void cddp_pg_mark_broken(cddp_pg *pg, const char *msg);
 /* Compare the op headers of all ranks (hdrs[r] = 6 int64: seq, op, dtype, count, root, redop);
@@ -162,12 +185,24 @@ struct cddp_pg {
     atomic_int broken;         /* later ops fail at once with broken_msg */
     char broken_msg[CDDP_PG_ERRLEN];
     int64_t coll_seq;          /* collectives issued so far (mu) */
-    int64_t run_seq;           /* collectives started (worker side), for transports */
     pthread_t thread;
     int thread_started;
-    int n_p2p_active;          /* in-flight send/recv (worker side) */
+    atomic_int n_p2p_active;   /* in-flight send/recv (set by the executor, read by submit) */
     int owner_pid;             /* a forked child must not touch the thread or the peers */
+    struct cddp_pg *parent;    /* a host-local subgroup of a HIER group: its parent (aborts) */
+    int *gname;                /* subgroup: global rank of each member (messages) */
 };
+
+/* Shutdown requested on this group (or on the group it is a subgroup of). */
+static inline int cddp_pg_aborting(cddp_pg *pg)
+{
+    return atomic_load(&pg->abort) || (pg->parent && atomic_load(&pg->parent->abort));
+}
+/* Global rank of member j (subgroups name peers by their rank in the parent). */
+static inline int cddp_pg_gname(const cddp_pg *pg, int j)
+{
+    return pg->gname ? pg->gname[j] : j;
+}
 
 /* Create the group from rendezvous info: opens pidfds, initializes the transport (maps the
  * segment or builds the TCP mesh — blocking up to timeout), starts the worker thread.

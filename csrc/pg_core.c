@@ -257,7 +257,6 @@ static void run_collective(cddp_pg *pg, cddp_work *w)
         return;
     }
     w->t_start = cddp_pg_now();
-    pg->run_seq = w->seq;
     if (pg->ops->run(pg, w) < 0 && !w->err[0])
         snprintf(w->err, CDDP_PG_ERRLEN, "%s #%lld failed", cddp_pg_op_name[w->a.op],
                  (long long)w->seq);
@@ -315,7 +314,7 @@ static void p2p_loop(cddp_pg *pg, cddp_work *first)
         for (int i = 0; i < nact; i++) {
             cddp_work *x = act[i];
             int r = pg->ops->p2p_progress(pg, x);
-            if (r == 0 && (atomic_load(&pg->abort) || cddp_pg_interrupted(x))) {
+            if (r == 0 && (cddp_pg_aborting(pg) || cddp_pg_interrupted(x))) {
                 cddp_pg_seterr(x->err, "%s %s rank %d: process group was shut down or "
                                "interrupted",
                                cddp_pg_op_name[x->a.op], x->a.op == CDDP_PG_SEND ? "to" : "from",
@@ -337,7 +336,7 @@ static void p2p_loop(cddp_pg *pg, cddp_work *first)
                 progressed = 1;
             }
         }
-        pg->n_p2p_active = nact;
+        atomic_store(&pg->n_p2p_active, nact);
         /* take more send/recv from the queue head; a collective waits for these to finish */
         pthread_mutex_lock(&pg->mu);
         if (pg->head && is_p2p(pg->head)) {
@@ -354,7 +353,7 @@ static void p2p_loop(cddp_pg *pg, cddp_work *first)
         if (!progressed)
             pg->ops->p2p_wait(pg, 0.002);
     }
-    pg->n_p2p_active = 0;
+    atomic_store(&pg->n_p2p_active, 0);
     free(act);
 }
 
@@ -513,7 +512,7 @@ cddp_work *cddp_pg_submit_ex(cddp_pg *pg, const cddp_pg_args *a, int allow_inlin
     pg->tail = w;
     pthread_cond_signal(&pg->cv_work);
     pthread_mutex_unlock(&pg->mu);
-    if (pg->n_p2p_active)
+    if (atomic_load(&pg->n_p2p_active))
         pg->ops->doorbell(pg);      /* a p2p loop sleeping on the transport: look at the queue */
     return w;
 }
@@ -561,6 +560,59 @@ cddp_pg *cddp_pg_create(const cddp_pg_info *info, char *err)
         goto fail;
     }
     pg->thread_started = 1;
+    return pg;
+fail:
+    pg->tr = NULL;
+    cddp_pg_destroy(pg);
+    return NULL;
+}
+
+cddp_pg *cddp_pg_sub_create(cddp_pg *parent, const int *members, int nm, const char *shm_name,
+                            char *err)
+{
+    cddp_pg *pg = calloc(1, sizeof *pg);
+    cddp_pg_info info = {0};
+    if (!pg) {
+        cddp_pg_seterr(err, "out of memory");
+        return NULL;
+    }
+    pg->size = nm;
+    pg->timeout_s = parent->timeout_s;
+    pg->transport = CDDP_PG_SHM;
+    pg->owner_pid = parent->owner_pid;
+    pg->ops = &cddp_pg_shm_ops;
+    pg->parent = parent;
+    pthread_mutex_init(&pg->mu, NULL);
+    pthread_cond_init(&pg->cv_work, NULL);
+    pthread_cond_init(&pg->cv_done, NULL);
+    pg->pids = calloc((size_t)nm, sizeof(int));
+    pg->pidfds = malloc((size_t)nm * sizeof(int));
+    pg->local = calloc((size_t)nm, 1);
+    pg->gname = malloc((size_t)nm * sizeof(int));
+    if (!pg->pids || !pg->pidfds || !pg->local || !pg->gname) {
+        cddp_pg_seterr(err, "out of memory");
+        goto fail;
+    }
+    for (int j = 0; j < nm; j++) {
+        int g = members[j];
+        if (g == parent->rank)
+            pg->rank = j;
+        pg->gname[j] = g;
+        pg->pids[j] = parent->pids[g];
+        pg->local[j] = 1;
+        pg->pidfds[j] = g == parent->rank ? -1 : (int)syscall(SYS_pidfd_open, pg->pids[j], 0);
+    }
+    snprintf(pg->group_name, sizeof pg->group_name, "%.100s.host", parent->group_name);
+    info.rank = pg->rank;
+    info.size = nm;
+    info.timeout_s = pg->timeout_s;
+    info.transport = CDDP_PG_SHM;
+    info.pids = pg->pids;
+    info.local = pg->local;
+    info.listen_fd = -1;
+    snprintf(info.shm_name, sizeof info.shm_name, "%s", shm_name);
+    if (pg->ops->init(pg, &info, err) < 0)
+        goto fail;
     return pg;
 fail:
     pg->tr = NULL;
@@ -633,6 +685,7 @@ void cddp_pg_destroy(cddp_pg *pg)
     free(pg->pids);
     free(pg->pidfds);
     free(pg->local);
+    free(pg->gname);
     pthread_mutex_destroy(&pg->mu);
     pthread_cond_destroy(&pg->cv_work);
     pthread_cond_destroy(&pg->cv_done);

@@ -50,7 +50,9 @@
 #define cpu_relax() ((void)0)
 #endif
 
-enum { BRK_EXITED = 1, BRK_SHUTDOWN = 2, BRK_TIMEOUT = 3 };
+/* broken word kinds; the rank is local except for BRK_REMOTE (a global rank that failed on
+ * another host, reported by global rank `broken_by`) */
+enum { BRK_EXITED = 1, BRK_SHUTDOWN = 2, BRK_TIMEOUT = 3, BRK_REMOTE = 4 };
 
 typedef struct {
     uint64_t magic;                    /* stored last (release) by rank 0 */
@@ -60,6 +62,7 @@ typedef struct {
     uint64_t off_ctl, off_slots, off_mbctl, off_mbdata;
     _Alignas(64) atomic_uint attached; /* ranks 1..n-1 that mapped the segment */
     _Alignas(64) atomic_uint broken;   /* 0, or (rank + 1) | kind << 24 */
+    atomic_uint broken_by;
 } seg_hdr;
 
 typedef struct {
@@ -91,7 +94,8 @@ typedef struct {
     uint32_t myseq;                    /* last value this rank published */
     int64_t dstep;                     /* data steps used so far (same on every rank) */
     uint32_t bell_seen;
-    int64_t spin_ns, yield_ns;
+    int64_t spin_ns, yield_ns;         /* spin ceiling, yield phase */
+    int64_t spin_cur;                  /* adaptive spin budget (wait_seq) */
     size_t small_max;                  /* all_reduce bytes taking the one-step path */
     const void **srcs;                 /* [n] scratch for reductions */
     uint64_t *tx_next, *tx_serve, *rx_next, *rx_serve;   /* [n] p2p FIFO tickets */
@@ -188,25 +192,30 @@ static void seg_break(shm_t *s, int rank, int kind)
     wake_everyone(s);
 }
 
-/* Describe the broken word into w->err and mark the local group broken. */
+/* Describe the broken word into w->err and mark the local group broken. Ranks in messages
+ * are global (a host-local subgroup maps its members back). */
 static int fail_broken(cddp_pg *pg, shm_t *s, cddp_work *w, int waited_for)
 {
     unsigned b = atomic_load(&s->h->broken);
     int d = (int)(b & 0xffffff) - 1, kind = (int)(b >> 24);
+    int gd = kind == BRK_REMOTE ? d : cddp_pg_gname(pg, d);
     char pre[96], msg[CDDP_PG_ERRLEN];
     op_prefix(w, pre, sizeof pre);
     if (kind == BRK_EXITED)
-        snprintf(msg, sizeof msg, "rank %d (pid %d) exited%s", d, pg->pids[d],
+        snprintf(msg, sizeof msg, "rank %d (pid %d) exited%s", gd, pg->pids[d],
                  d == waited_for ? "" : " (reported by a peer)");
     else if (kind == BRK_SHUTDOWN)
         snprintf(msg, sizeof msg, "rank %d aborted (shut down or interrupted) during a "
-                 "collective", d);
+                 "collective", gd);
+    else if (kind == BRK_REMOTE)
+        snprintf(msg, sizeof msg, "rank %d failed (reported by rank %d)", gd,
+                 (int)atomic_load(&s->h->broken_by));
     else
         snprintf(msg, sizeof msg, "rank %d did not arrive within the group's timeout (%.1f s)",
-                 d, pg->timeout_s);
+                 gd, pg->timeout_s);
     if (kind == BRK_EXITED && d == waited_for)
         cddp_pg_seterr(w->err, "%s: rank %d (pid %d) exited while rank %d was waiting for it",
-                       pre, d, pg->pids[d], s->r);
+                       pre, gd, pg->pids[d], cddp_pg_gname(pg, s->r));
     else
         cddp_pg_seterr(w->err, "%s: %s", pre, msg);
     if (kind == BRK_TIMEOUT)
@@ -215,13 +224,32 @@ static int fail_broken(cddp_pg *pg, shm_t *s, cddp_work *w, int waited_for)
     return -1;
 }
 
+int cddp_pg_shm_broken_rank(cddp_pg *sub)
+{
+    shm_t *s = sub->tr;
+    unsigned b = s ? atomic_load(&s->h->broken) : 0;
+    int d = (int)(b & 0xffffff) - 1;
+    if (!b)
+        return -1;
+    return (int)(b >> 24) == BRK_REMOTE ? d : cddp_pg_gname(sub, d);
+}
+
+void cddp_pg_shm_break_remote(cddp_pg *sub, int who, int reporter)
+{
+    shm_t *s = sub->tr;
+    if (!s)
+        return;
+    atomic_store(&s->h->broken_by, (unsigned)reporter);
+    seg_break(s, who, BRK_REMOTE);
+}
+
 /* Between sleeps: the broken word, shutdown, the deadline, whether `j` is still alive.
  * 0 to keep waiting; -1 with w->err set. */
 static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
 {
     if (atomic_load(&s->h->broken))
         return fail_broken(pg, s, w, j);
-    if (atomic_load(&pg->abort) || cddp_pg_interrupted(w)) {
+    if (cddp_pg_aborting(pg) || cddp_pg_interrupted(w)) {
         seg_break(s, s->r, BRK_SHUTDOWN);
         return fail_broken(pg, s, w, j);
     }
@@ -233,7 +261,7 @@ static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
         char pre[96];
         op_prefix(w, pre, sizeof pre);
         cddp_pg_seterr(w->err, "%s: rank %d timed out after %.1f s waiting for rank %d",
-                       pre, s->r, pg->timeout_s, j);
+                       pre, cddp_pg_gname(pg, s->r), pg->timeout_s, cddp_pg_gname(pg, j));
         w->err_kind = CDDP_ERR_TIMEOUT;
         seg_break(s, j, BRK_TIMEOUT);
         cddp_pg_mark_broken(pg, w->err);
@@ -243,31 +271,44 @@ static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
 }
 
 /* Wait until rank j has published `target`. 0, or -1 with w->err set.
- * Three phases: spin (the peer is running on another core: answers within ~1 us), then
- * yield the CPU for a while (the peer may be waiting for ours: 2 cores, 4 ranks, or other
- * load), then sleep on the futex in 2 ms slices with the liveness checks between them. */
+ * Three phases: spin (the peer runs on another core: it answers within ~1 us), then yield the
+ * CPU (the peer may be waiting for this core: 4 ranks on 2 cores, or a busy machine), then
+ * sleep on the futex in 2 ms slices with the liveness checks between them.
+ * The spin budget adapts: a sched_yield that returns at once means nobody else wanted this
+ * core, so spinning was right (double it); one that ran someone else, or reaching the futex,
+ * means we share a core (halve it, down to 1 us — still enough to notice a peer that came
+ * back to another core). */
 static int wait_seq(cddp_pg *pg, shm_t *s, cddp_work *w, int j, uint32_t target)
 {
     seg_ctl *c = ctl(s, j);
+    int64_t t0, t1, slow_yields = 0;
     if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
         return 0;
-    int64_t t0 = now_ns();
-    if (s->spin_ns > 0) {
-        for (unsigned i = 1;; i++) {
-            cpu_relax();
-            if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
-                return 0;
-            if ((i & 63) == 0 && now_ns() - t0 > s->spin_ns)
-                break;
-        }
-    }
-    while (now_ns() - t0 < s->yield_ns) {
-        sched_yield();
+    t0 = now_ns();
+    for (unsigned i = 1;; i++) {
+        cpu_relax();
         if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
             return 0;
+        if ((i & 31) == 0 && now_ns() - t0 > s->spin_cur)
+            break;
     }
+    for (t1 = now_ns(); t1 - t0 < s->yield_ns;) {
+        int64_t ty = t1;
+        sched_yield();
+        t1 = now_ns();
+        if (t1 - ty > 3000)
+            slow_yields++;
+        if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target)) {
+            if (slow_yields)
+                s->spin_cur = s->spin_cur / 2 > 1000 ? s->spin_cur / 2 : 1000;
+            else
+                s->spin_cur = 2 * s->spin_cur < s->spin_ns ? 2 * s->spin_cur : s->spin_ns;
+            return 0;
+        }
+    }
+    s->spin_cur = s->spin_cur / 2 > 1000 ? s->spin_cur / 2 : 1000;
     for (;;) {
-        if (atomic_load(&s->h->broken) || atomic_load(&pg->abort))
+        if (atomic_load(&s->h->broken) || cddp_pg_aborting(pg))
             return check_fail(pg, s, w, j);
         atomic_fetch_add(&c->seq_waiters, 1);
         uint32_t v = atomic_load(&c->seq);
@@ -703,7 +744,7 @@ static void shm_p2p_wait(cddp_pg *pg, double max_s)
     shm_t *s = pg->tr;
     seg_ctl *c = ctl(s, s->r);
     uint32_t v = atomic_load(&c->bell);
-    if (v == s->bell_seen && !atomic_load(&pg->abort)) {
+    if (v == s->bell_seen && !cddp_pg_aborting(pg)) {
         atomic_fetch_add(&c->bell_waiters, 1);
         futex_wait(&c->bell, v, (int64_t)(max_s * 1e9));
         atomic_fetch_sub(&c->bell_waiters, 1);
@@ -834,7 +875,10 @@ static int attach_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
                     s->base = b;
                     s->total = (size_t)stt.st_size;
                     s->h = h;
-                    atomic_fetch_add(&h->attached, 1);
+                    /* the last rank to map it removes the name too, so it cannot outlive
+                     * the group even if rank 0 dies right now (unlinking twice is harmless) */
+                    if (atomic_fetch_add(&h->attached, 1) + 2 == (unsigned)s->n)
+                        shm_unlink(s->name);
                     futex_wake(&h->attached);
                     return 0;
                 }
@@ -887,6 +931,7 @@ static int shm_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
     s->spin_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_SPIN_US", (ncpu > 0 && n <= ncpu) ? 20 : 2,
                                            0, 1000000) * 1000;
     s->yield_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_YIELD_US", 100, 0, 1000000) * 1000;
+    s->spin_cur = s->spin_ns;
     if ((s->r == 0 ? create_segment(pg, s, deadline, err)
                    : attach_segment(pg, s, deadline, err)) < 0)
         goto fail;

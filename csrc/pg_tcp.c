@@ -57,6 +57,11 @@ typedef struct {
     int64_t (*hdrs)[NHDR];    /* [n] header exchange */
     uint64_t *tx_next, *tx_serve, *rx_next, *rx_serve;
     int broke;                /* OOB notices already sent */
+    int failed;               /* the rank named in them */
+    /* HIER: this host's shared-memory subgroup, and the ring of host leaders */
+    cddp_pg *local;
+    int *leaders, nleaders, lidx; /* lidx: this rank's place among the leaders, or -1 */
+    int64_t lseq;             /* ops run on the subgroup */
 } tcp_t;
 
 typedef struct {
@@ -105,6 +110,7 @@ static void tcp_break(tcp_t *t, int who)
     if (t->broke)
         return;
     t->broke = 1;
+    t->failed = who;
     for (int j = 0; j < t->n; j++) {
         if (t->pfd[j] >= 0)
             send(t->pfd[j], &b, 1, MSG_OOB | MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -166,7 +172,7 @@ static int fail_notice(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
 static int check_time(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
 {
     char pre[96];
-    if (atomic_load(&pg->abort) || cddp_pg_interrupted(w)) {
+    if (cddp_pg_aborting(pg) || cddp_pg_interrupted(w)) {
         op_prefix(w, pre, sizeof pre);
         cddp_pg_seterr(w->err, "%s: process group was shut down or interrupted", pre);
         cddp_pg_mark_broken(pg, "process group was shut down or interrupted");
@@ -520,36 +526,86 @@ static void block(int64_t count, int n, int j, int64_t *lo, int64_t *len)
 
 static inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
-/* Ring all-reduce in place on buf (count elements). */
-static int ring_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w, char *buf)
+/* Ring all-reduce in place on buf (count elements) among members mem[0..nm) (global ranks;
+ * NULL: every rank), this rank being mem[me]. AVG divides by the whole group's size. */
+static int ring_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w, char *buf, const int *mem,
+                          int nm, int me)
 {
-    int n = t->n, r = t->r, m = 2 * (n - 1);
+    int m = 2 * (nm - 1);
     size_t es = cddp_pg_dtype_size[w->a.dtype];
-    rseg *ss = malloc(sizeof *ss * (size_t)(2 * m));
-    rseg *rs = ss + m;
+    rseg *ss;
+    rseg *rs;
     int64_t lo, len;
     int rc;
+    if (nm == 1)
+        return 0;
+    ss = malloc(sizeof *ss * (size_t)(2 * m));
     if (!ss) {
         cddp_pg_seterr(w->err, "out of memory");
         return -1;
     }
-    for (int s = 0; s < n - 1; s++) {                 /* reduce-scatter */
-        block(w->a.count, n, mod(r - s, n), &lo, &len);
+    rs = ss + m;
+    for (int s = 0; s < nm - 1; s++) {                /* reduce-scatter */
+        block(w->a.count, nm, mod(me - s, nm), &lo, &len);
         ss[s] = (rseg){buf + lo * es, (size_t)len * es, 0};
-        block(w->a.count, n, mod(r - s - 1, n), &lo, &len);
+        block(w->a.count, nm, mod(me - s - 1, nm), &lo, &len);
         rs[s] = (rseg){buf + lo * es, (size_t)len * es,
-                       s == n - 2 && w->a.redop == CDDP_RED_AVG ? ACT_REDUCE_AVG : ACT_REDUCE};
+                       s == nm - 2 && w->a.redop == CDDP_RED_AVG ? ACT_REDUCE_AVG : ACT_REDUCE};
     }
-    for (int s = 0; s < n - 1; s++) {                 /* all-gather */
-        block(w->a.count, n, mod(r + 1 - s, n), &lo, &len);
-        ss[n - 1 + s] = (rseg){buf + lo * es, (size_t)len * es, 0};
-        block(w->a.count, n, mod(r - s, n), &lo, &len);
-        rs[n - 1 + s] = (rseg){buf + lo * es, (size_t)len * es, ACT_COPY};
+    for (int s = 0; s < nm - 1; s++) {                /* all-gather */
+        block(w->a.count, nm, mod(me + 1 - s, nm), &lo, &len);
+        ss[nm - 1 + s] = (rseg){buf + lo * es, (size_t)len * es, 0};
+        block(w->a.count, nm, mod(me - s, nm), &lo, &len);
+        rs[nm - 1 + s] = (rseg){buf + lo * es, (size_t)len * es, ACT_COPY};
     }
-    block(w->a.count, n, r, &lo, &len);
-    rc = run_ring(pg, t, w, mod(r + 1, n), ss, m, mod(r - 1, n), rs, m, (size_t)len * es);
+    block(w->a.count, nm, me, &lo, &len);
+    rc = run_ring(pg, t, w, mem ? mem[mod(me + 1, nm)] : mod(me + 1, nm), ss, m,
+                  mem ? mem[mod(me - 1, nm)] : mod(me - 1, nm), rs, m, (size_t)len * es);
     free(ss);
     return rc;
+}
+
+/* Run a sub-op (reduce / broadcast from the host leader) on this host's shared-memory group.
+ * Its error is re-worded as the parent op's, the whole group breaks and the other hosts are
+ * told which rank failed. */
+static int local_op(cddp_pg *pg, tcp_t *t, cddp_work *w, int op, int redop)
+{
+    cddp_work sub = *w;
+    char *c;
+    sub.a.op = op;
+    sub.a.root = 0;
+    sub.a.redop = redop;
+    sub.seq = ++t->lseq;
+    sub.err[0] = 0;
+    if (cddp_pg_shm_ops.run(t->local, &sub) == 0)
+        return 0;
+    c = strstr(sub.err, ": ");
+    cddp_pg_seterr(w->err, "%s #%lld: %s", cddp_pg_op_name[w->a.op], (long long)w->seq,
+                   c ? c + 2 : sub.err);
+    w->err_kind = sub.err_kind;
+    cddp_pg_mark_broken(pg, c ? c + 2 : sub.err);
+    {
+        int who = cddp_pg_shm_broken_rank(t->local);
+        tcp_break(t, who >= 0 ? who : t->r);
+    }
+    return -1;
+}
+
+/* HIER all_reduce: reduce to the host leader through shared memory, ring between leaders
+ * over TCP, broadcast back through shared memory. Only the leaders touch the network. */
+static int hier_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w)
+{
+    int red = w->a.redop == CDDP_RED_AVG ? CDDP_RED_SUM : w->a.redop;   /* divide once, at the end */
+    if (t->local && local_op(pg, t, w, CDDP_PG_REDUCE, red) < 0)
+        return -1;
+    if (t->lidx >= 0 && ring_allreduce(pg, t, w, w->a.out, t->leaders, t->nleaders, t->lidx) < 0) {
+        if (t->local)          /* the host's other ranks wait in the broadcast: release them */
+            cddp_pg_shm_break_remote(t->local, t->broke ? t->failed : t->r, t->r);
+        return -1;
+    }
+    if (t->nleaders == 1 && w->a.redop == CDDP_RED_AVG && t->lidx >= 0)
+        pg_divide(w->a.out, w->a.count, w->a.dtype, t->n);
+    return t->local ? local_op(pg, t, w, CDDP_PG_BROADCAST, 0) : 0;
 }
 
 static int tcp_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w)
@@ -578,6 +634,8 @@ static int tcp_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w)
     }
     if (exchange_headers(pg, t, w, NULL, 0) < 0)
         return -1;
+    if (a->op == CDDP_PG_ALLREDUCE && (t->local || t->nleaders < n))
+        return hier_allreduce(pg, t, w);
     buf = a->out;
     if (a->op == CDDP_PG_REDUCE && r != a->root) {    /* keep non-root tensors unchanged */
         if (ensure_scratch(t, w, B) < 0)
@@ -585,7 +643,7 @@ static int tcp_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w)
         memcpy(t->scratch, a->in, B);
         buf = t->scratch;
     }
-    return ring_allreduce(pg, t, w, buf);
+    return ring_allreduce(pg, t, w, buf, NULL, n, r);
 }
 
 static int tcp_broadcast(cddp_pg *pg, tcp_t *t, cddp_work *w)
@@ -999,8 +1057,12 @@ void cddp_pg_local_addr(char *buf, size_t len)
 
 static void tune(int fd)
 {
-    int one = 1;
+    int one = 1, buf = (int)cddp_pg_env_size("CDDP_TCP_BUF", 0, 0, 256 << 20);
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (buf > 0) {             /* 0: the kernel's autotuning (usually best on loopback) */
+        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+    }
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
@@ -1072,6 +1134,8 @@ static void tcp_fini(cddp_pg *pg)
     }
     if (t->evfd >= 0)
         close(t->evfd);
+    cddp_pg_destroy(t->local);
+    free(t->leaders);
     free(t->fd);
     free(t->scratch);
     free(t->stage);
@@ -1079,6 +1143,40 @@ static void tcp_fini(cddp_pg *pg)
     free(t->tx_next);
     free(t);
     pg->tr = NULL;
+}
+
+/* HIER: the leaders (lowest rank of each host, in host order) and, when this host holds
+ * several ranks, its shared-memory subgroup on /cddp-<nonce>-<leader>. */
+static int hier_init(cddp_pg *pg, tcp_t *t, const cddp_pg_info *info, char *err)
+{
+    int n = t->n, r = t->r, nm = 0, *mem = malloc(sizeof(int) * (size_t)n);
+    t->leaders = malloc(sizeof(int) * (size_t)n);
+    if (!mem || !t->leaders) {
+        free(mem);
+        cddp_pg_seterr(err, "out of memory");
+        return -1;
+    }
+    t->nleaders = 0;
+    for (int j = 0; j < n; j++) {
+        int first = 1;
+        for (int i = 0; i < j; i++)
+            if (info->host[i] == info->host[j])
+                first = 0;
+        if (first) {
+            if (j == r)
+                t->lidx = t->nleaders;
+            t->leaders[t->nleaders++] = j;
+        }
+        if (info->host[j] == info->host[r])
+            mem[nm++] = j;
+    }
+    if (nm > 1) {
+        char name[80];
+        snprintf(name, sizeof name, "%.60s-%d", info->shm_name, mem[0]);
+        t->local = cddp_pg_sub_create(pg, mem, nm, name, err);
+    }
+    free(mem);
+    return nm > 1 && !t->local ? -1 : 0;
 }
 
 /* Connect to every lower rank (two connections: collectives, send/recv) and accept from every
@@ -1163,11 +1261,17 @@ static int tcp_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
         need--;
     }
     close(lfd);
+    lfd = -1;
+    t->lidx = -1;
+    t->nleaders = n;
+    if (info->transport == CDDP_PG_HIER && hier_init(pg, t, info, err) < 0)
+        goto fail;
     return 0;
 fail:
     tcp_fini(pg);
 fail_early:
-    close(lfd);
+    if (lfd >= 0)
+        close(lfd);
     return -1;
 }
 

@@ -44,8 +44,8 @@ typedef struct {
     PyObject_HEAD
     cddp_work *w;
     PyObject *pg;
-    PyObject *keep;                    /* tensors the op reads or writes */
-    PyObject *result;                  /* list for result(), or NULL */
+    PyObject *keep;                    /* tuple: tensors the op reads or writes */
+    Py_ssize_t rfrom, rcount;          /* result() = list(keep[rfrom:rfrom + rcount]) */
     PyObject *exc;                     /* cached exception instance */
 } WorkObject;
 
@@ -60,20 +60,23 @@ static void work_dealloc(WorkObject *self)
     cddp_work_decref(self->w);
     Py_XDECREF(self->pg);
     Py_XDECREF(self->keep);
-    Py_XDECREF(self->result);
     Py_XDECREF(self->exc);
     tp->tp_free(self);
     Py_DECREF(tp);
+}
+
+static PyObject *exception_class(const cddp_work *w)
+{
+    return w->err_kind == CDDP_ERR_VALUE ? PyExc_ValueError
+           : w->err_kind == CDDP_ERR_TIMEOUT ? DistTimeoutError
+                                             : DistBackendError;
 }
 
 /* The failed op's exception (created once). New reference. */
 static PyObject *work_exception_obj(WorkObject *self)
 {
     if (!self->exc) {
-        PyObject *cls = self->w->err_kind == CDDP_ERR_VALUE ? PyExc_ValueError
-                        : self->w->err_kind == CDDP_ERR_TIMEOUT ? DistTimeoutError
-                                                               : DistBackendError;
-        self->exc = PyObject_CallFunction(cls, "s", self->w->err);
+        self->exc = PyObject_CallFunction(exception_class(self->w), "s", self->w->err);
         if (!self->exc)
             return NULL;
     }
@@ -184,9 +187,15 @@ static PyObject *work_exception(WorkObject *self, PyObject *unused)
 
 static PyObject *work_result(WorkObject *self, PyObject *unused)
 {
-    if (self->result)
-        return PySequence_List(self->result);
-    return PyList_New(0);
+    PyObject *t, *l;
+    if (!self->keep || self->rcount <= 0)
+        return PyList_New(0);
+    t = PyTuple_GetSlice(self->keep, self->rfrom, self->rfrom + self->rcount);
+    if (!t)
+        return NULL;
+    l = PySequence_List(t);
+    Py_DECREF(t);
+    return l;
 }
 
 static PyMethodDef work_methods[] = {
@@ -365,20 +374,26 @@ static PyObject *pg_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     if (!strcmp(transport, "auto")) want = 0;
     else if (!strcmp(transport, "shm")) want = CDDP_PG_SHM;
     else if (!strcmp(transport, "tcp")) want = CDDP_PG_TCP;
+    else if (!strcmp(transport, "hier")) want = CDDP_PG_HIER;
     else {
-        PyErr_Format(PyExc_ValueError, "transport must be 'auto', 'shm' or 'tcp' "
+        PyErr_Format(PyExc_ValueError, "transport must be 'auto', 'shm', 'tcp' or 'hier' "
                      "(CDDP_TRANSPORT), got '%s'", transport);
         return NULL;
     }
     if (gethostname(host, sizeof host) < 0)
         snprintf(host, sizeof host, "localhost");
     host[sizeof host - 1] = 0;
+    read_boot_id(boot, sizeof boot);
+    env = getenv("CDDP_HOST_ID");       /* tests: pretend ranks of one machine sit on several */
+    if (env && *env) {
+        snprintf(host, sizeof host, "%s", env);
+        snprintf(boot, sizeof boot, "simulated");
+    }
     for (char *c = host; *c; c++)
         if (*c == ' ') *c = '_';
-    read_boot_id(boot, sizeof boot);
     if (getrandom(&nonce, sizeof nonce, 0) != (ssize_t)sizeof nonce)
         nonce = (unsigned long long)getpid() * 0x9e3779b97f4a7c15ULL ^ (unsigned long long)(cddp_pg_now() * 1e9);
-    if (size > 1 && want != CDDP_PG_SHM) {
+    if (size > 1 && want != CDDP_PG_SHM) {        /* TCP may be needed: listen before publishing */
         lfd = cddp_pg_tcp_listen(&port, err);
         if (lfd < 0) {
             PyErr_SetString(DistBackendError, err);
@@ -394,28 +409,38 @@ static PyObject *pg_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     info.local = PyMem_Calloc((size_t)size, 1);
     info.addrs = PyMem_Calloc((size_t)size, sizeof(char *));
     info.ports = PyMem_Calloc((size_t)size, sizeof(int));
-    if (!peers || !info.pids || !info.local || !info.addrs || !info.ports) {
+    info.host = PyMem_Calloc((size_t)size, sizeof(int));
+    if (!peers || !info.pids || !info.local || !info.addrs || !info.ports || !info.host) {
         PyErr_NoMemory();
         goto fail;
     }
     if (exchange(store, prefix, rank, size, mine, peers) < 0)
         goto fail;
-    int all_local = 1;
+    int all_local = 1, shared_host = 0;
     for (int j = 0; j < size; j++) {
         info.pids[j] = peers[j].pid;
         info.local[j] = !strcmp(peers[j].host, host) && !strcmp(peers[j].boot, boot);
         info.addrs[j] = peers[j].addr;
         info.ports[j] = peers[j].port;
+        info.host[j] = j;
+        for (int i = 0; i < j; i++)       /* host index: the first rank seen on that host */
+            if (!strcmp(peers[i].host, peers[j].host) && !strcmp(peers[i].boot, peers[j].boot)) {
+                info.host[j] = info.host[i];
+                shared_host = 1;
+                break;
+            }
         all_local &= info.local[j];
     }
     if (want == CDDP_PG_SHM && !all_local) {
         PyErr_SetString(PyExc_ValueError, "transport 'shm' needs every rank on one host");
         goto fail;
     }
-    info.transport = want ? want : all_local ? CDDP_PG_SHM : CDDP_PG_TCP;
+    /* one host: shared memory; several, some with several ranks: hierarchical; else TCP */
+    info.transport = want ? want : all_local ? CDDP_PG_SHM
+                                 : shared_host ? CDDP_PG_HIER : CDDP_PG_TCP;
     if (size == 1)
         info.transport = CDDP_PG_SHM;
-    if (info.transport == CDDP_PG_TCP && lfd < 0) {
+    if (info.transport != CDDP_PG_SHM && lfd < 0) {
         PyErr_SetString(DistBackendError, "TCP transport chosen but no listener was created");
         goto fail;
     }
@@ -460,6 +485,7 @@ fail:
     PyMem_Free(info.local);
     PyMem_Free(info.addrs);
     PyMem_Free(info.ports);
+    PyMem_Free(info.host);
     if (self && !self->name)
         Py_CLEAR(self);
     return (PyObject *)self;
@@ -534,43 +560,64 @@ static int check_interrupt(void *p)
     return c->raised;
 }
 
-/* Queue (or, when sync, run and wait for) one op. `keep` (tuple of the tensors) and `result`
- * (or NULL) are stolen. Returns the Work, or None when sync. */
-static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, PyObject *result,
-                        int sync)
+/* Queue (or, when sync, run and wait for) one op. `keep` (a tuple of the tensors) is
+ * stolen; result() will list keep[rfrom:rfrom + rcount]. Returns the Work, or None when sync.
+ * The sync fast path (run inline on this thread, GIL released) creates no Work object. */
+static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, Py_ssize_t rfrom,
+                        Py_ssize_t rcount, int sync)
 {
     WorkObject *wo;
     cddp_work *w;
     int rc;
-    if (!keep)
-        goto fail;
+    if (!keep) {
+        free(a->iblk);
+        free(a->oblk);
+        return NULL;
+    }
     if (!self->pg) {
         PyErr_SetString(PyExc_RuntimeError, "process group is not initialized");
-        goto fail;
+        free(a->iblk);
+        free(a->oblk);
+        Py_DECREF(keep);
+        return NULL;
     }
     ring_sweep(self, 0);
-    wo = (WorkObject *)WorkType->tp_alloc(WorkType, 0);
-    if (!wo)
-        goto fail;
-    wo->pg = Py_NewRef(self);
-    wo->keep = keep;
-    wo->result = result;
     if (sync) {
         intr_ctx ic = {PyEval_SaveThread(), 0};
         w = cddp_pg_submit_ex(self->pg, a, 1, check_interrupt, &ic);
         PyEval_RestoreThread(ic.ts);
-        if (ic.raised) {         /* Ctrl-C during an inline op: it was aborted (peers told) */
-            Py_XDECREF(wo);
+        if (ic.raised || !w) {  /* Ctrl-C during an inline op: it was aborted (peers told) */
             cddp_work_decref(w);
-            return NULL;
+            Py_DECREF(keep);
+            return w ? NULL : PyErr_NoMemory();
+        }
+        rc = cddp_work_state(w);
+        if (rc >= CDDP_WORK_DONE) {          /* ran inline (or was refused): no Work needed */
+            Py_DECREF(keep);
+            if (rc == CDDP_WORK_FAILED)
+                PyErr_SetString(exception_class(w), w->err);
+            cddp_work_decref(w);
+            if (rc == CDDP_WORK_FAILED)
+                return NULL;
+            Py_RETURN_NONE;
         }
     } else {
         w = cddp_pg_submit(self->pg, a, 0);
+        if (!w) {
+            Py_DECREF(keep);
+            return PyErr_NoMemory();
+        }
     }
-    if (!w) {
-        Py_DECREF(wo);
-        return PyErr_NoMemory();
+    wo = (WorkObject *)WorkType->tp_alloc(WorkType, 0);
+    if (!wo) {
+        /* the op may still run: the tensors must outlive it, so they leak with it */
+        cddp_work_decref(w);
+        return NULL;
     }
+    wo->pg = Py_NewRef(self);
+    wo->keep = keep;
+    wo->rfrom = rfrom;
+    wo->rcount = rcount;
     wo->w = w;
     if (!sync) {
         if (cddp_work_state(w) < CDDP_WORK_DONE && ring_push(self, (PyObject *)wo) < 0) {
@@ -579,8 +626,8 @@ static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, PyObjec
         }
         return (PyObject *)wo;
     }
-    rc = wait_loop(w, -1);
-    if (rc == -2) {                  /* interrupted: the op still runs, keep its tensors */
+    rc = wait_loop(w, -1);             /* queued behind async work */
+    if (rc == -2) {                    /* interrupted: the op still runs, keep its tensors */
         ring_push(self, (PyObject *)wo);
         Py_DECREF(wo);
         return NULL;
@@ -592,10 +639,6 @@ static PyObject *submit(PGObject *self, cddp_pg_args *a, PyObject *keep, PyObjec
     }
     Py_DECREF(wo);
     Py_RETURN_NONE;
-fail:
-    Py_XDECREF(keep);
-    Py_XDECREF(result);
-    return NULL;
 }
 
 static int opt_int(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i, int dflt, int *out)
@@ -604,7 +647,7 @@ static int opt_int(PyObject *const *args, Py_ssize_t nargs, Py_ssize_t i, int df
         *out = dflt;
         return 0;
     }
-    if (PyObject_HasAttrString(args[i], "value") && !PyLong_Check(args[i])) {  /* enum member */
+    if (!PyLong_Check(args[i]) && PyObject_HasAttrString(args[i], "value")) {  /* enum member */
         PyObject *v = PyObject_GetAttrString(args[i], "value");
         if (!v)
             return -1;
@@ -639,7 +682,7 @@ static PyObject *pg_allreduce(PGObject *self, PyObject *const *args, Py_ssize_t 
     a.dtype = t->dtype;
     a.count = cddp_numel(t);
     a.in = a.out = cddp_data(t);
-    return submit(self, &a, PyTuple_Pack(1, t), Py_BuildValue("[O]", t), sync);
+    return submit(self, &a, PyTuple_Pack(1, t), 0, 1, sync);
 }
 
 /* broadcast(t, root, sync=False) */
@@ -655,7 +698,7 @@ static PyObject *pg_broadcast(PGObject *self, PyObject *const *args, Py_ssize_t 
     a.dtype = t->dtype;
     a.count = cddp_numel(t);
     a.in = a.out = cddp_data(t);
-    return submit(self, &a, PyTuple_Pack(1, t), Py_BuildValue("[O]", t), sync);
+    return submit(self, &a, PyTuple_Pack(1, t), 0, 1, sync);
 }
 
 /* reduce(t, root, op=0, sync=False) */
@@ -672,7 +715,7 @@ static PyObject *pg_reduce(PGObject *self, PyObject *const *args, Py_ssize_t nar
     a.dtype = t->dtype;
     a.count = cddp_numel(t);
     a.in = a.out = cddp_data(t);
-    return submit(self, &a, PyTuple_Pack(1, t), Py_BuildValue("[O]", t), sync);
+    return submit(self, &a, PyTuple_Pack(1, t), 0, 1, sync);
 }
 
 /* A blocked buffer: one flat tensor of size * m elements, or a list/tuple of `size` tensors
@@ -731,19 +774,13 @@ fail:
     return PyList_Append(keep, o);
 }
 
-/* keep list -> (tuple for the Work, list for result()) ; steals keep */
+/* keep list -> the Work's tuple (steals keep); result() = keep[rfrom:rfrom + rcount] */
 static PyObject *submit_blocked(PGObject *self, cddp_pg_args *a, PyObject *keep,
-                                PyObject *result, int sync)
+                                Py_ssize_t rfrom, Py_ssize_t rcount, int sync)
 {
     PyObject *tup = PyList_AsTuple(keep);
     Py_DECREF(keep);
-    if (!tup) {
-        free(a->iblk);
-        free(a->oblk);
-        Py_XDECREF(result);
-        return NULL;
-    }
-    return submit(self, a, tup, result, sync);
+    return submit(self, a, tup, rfrom, rcount, sync);
 }
 
 /* allgather(out_flat | [out_0..out_{n-1}], inp, sync=False) */
@@ -766,7 +803,7 @@ static PyObject *pg_allgather(PGObject *self, PyObject *const *args, Py_ssize_t 
     a.dtype = i->dtype;
     a.count = cddp_numel(i);
     a.in = cddp_data(i);
-    return submit_blocked(self, &a, keep, PyList_GetSlice(keep, 1, PY_SSIZE_T_MAX), sync);
+    return submit_blocked(self, &a, keep, 1, PyList_GET_SIZE(keep) - 1, sync);
 }
 
 /* gather(out_flat | [outs] | None, inp, root, sync=False): outputs only on root */
@@ -795,7 +832,7 @@ static PyObject *pg_gather(PGObject *self, PyObject *const *args, Py_ssize_t nar
     a.dtype = i->dtype;
     a.count = cddp_numel(i);
     a.in = cddp_data(i);
-    return submit_blocked(self, &a, keep, PyList_GetSlice(keep, 1, PY_SSIZE_T_MAX), sync);
+    return submit_blocked(self, &a, keep, 1, PyList_GET_SIZE(keep) - 1, sync);
 fail:
     Py_DECREF(keep);
     return NULL;
@@ -827,7 +864,7 @@ static PyObject *pg_scatter(PGObject *self, PyObject *const *args, Py_ssize_t na
     a.dtype = o->dtype;
     a.count = cddp_numel(o);
     a.out = cddp_data(o);
-    return submit_blocked(self, &a, keep, Py_BuildValue("[O]", o), sync);
+    return submit_blocked(self, &a, keep, 0, 1, sync);
 fail:
     Py_DECREF(keep);
     return NULL;
@@ -854,7 +891,7 @@ static PyObject *pg_reduce_scatter(PGObject *self, PyObject *const *args, Py_ssi
     a.dtype = o->dtype;
     a.count = cddp_numel(o);
     a.out = cddp_data(o);
-    return submit_blocked(self, &a, keep, Py_BuildValue("[O]", o), sync);
+    return submit_blocked(self, &a, keep, 0, 1, sync);
 }
 
 /* alltoall(out_flat, inp_flat, sync=False): equal splits */
@@ -878,7 +915,7 @@ static PyObject *pg_alltoall(PGObject *self, PyObject *const *args, Py_ssize_t n
     a.count = cddp_numel(i);
     a.in = cddp_data(i);
     a.out = cddp_data(o);
-    return submit(self, &a, PyTuple_Pack(2, o, i), Py_BuildValue("[O]", o), sync);
+    return submit(self, &a, PyTuple_Pack(2, o, i), 0, 1, sync);
 }
 
 static PyObject *p2p(PGObject *self, PyObject *const *args, Py_ssize_t nargs, int op)
@@ -894,7 +931,7 @@ static PyObject *p2p(PGObject *self, PyObject *const *args, Py_ssize_t nargs, in
     a.dtype = t->dtype;
     a.count = cddp_numel(t);
     a.in = a.out = cddp_data(t);
-    return submit(self, &a, PyTuple_Pack(1, t), Py_BuildValue("[O]", t), sync);
+    return submit(self, &a, PyTuple_Pack(1, t), 0, 1, sync);
 }
 
 static PyObject *pg_send(PGObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -914,7 +951,18 @@ static PyObject *pg_barrier(PGObject *self, PyObject *const *args, Py_ssize_t na
     int sync;
     if (nargs_check("barrier", nargs, 0, 1) < 0 || opt_int(args, nargs, 0, 0, &sync) < 0)
         return NULL;
-    return submit(self, &a, PyTuple_New(0), NULL, sync);
+    return submit(self, &a, PyTuple_New(0), 0, 0, sync);
+}
+
+/* _handle() -> PyCapsule "cddp._C.pg" holding the cddp_pg * (pg.h), for C code such as a DDP
+ * reducer that submits work without Python in between. The caller keeps this object alive. */
+static PyObject *pg_handle(PGObject *self, PyObject *unused)
+{
+    if (!self->pg) {
+        PyErr_SetString(PyExc_RuntimeError, "process group is not initialized");
+        return NULL;
+    }
+    return PyCapsule_New(self->pg, "cddp._C.pg", NULL);
 }
 
 static PyObject *pg_get_rank(PGObject *self, void *c) { return PyLong_FromLong(self->rank); }
@@ -923,7 +971,9 @@ static PyObject *pg_get_timeout(PGObject *self, void *c) { return PyFloat_FromDo
 static PyObject *pg_get_name(PGObject *self, void *c) { return Py_NewRef(self->name); }
 static PyObject *pg_get_transport(PGObject *self, void *c)
 {
-    return PyUnicode_FromString(self->transport == CDDP_PG_SHM ? "shm" : "tcp");
+    return PyUnicode_FromString(self->transport == CDDP_PG_SHM   ? "shm"
+                                : self->transport == CDDP_PG_TCP ? "tcp"
+                                                                 : "hier");
 }
 
 static PyGetSetDef pg_getset[] = {
@@ -949,6 +999,8 @@ static PyMethodDef pg_methods[] = {
     {"send", FAST(pg_send), "send(t, dst, tag=0, sync=False)"},
     {"recv", FAST(pg_recv), "recv(t, src, tag=0, sync=False)"},
     {"barrier", FAST(pg_barrier), "barrier(sync=False)"},
+    {"_handle", (PyCFunction)pg_handle, METH_NOARGS,
+     "_handle() -> PyCapsule('cddp._C.pg') of the C group (for C callers of cddp_pg_submit)"},
     {"shutdown", (PyCFunction)(void (*)(void))pg_shutdown, METH_VARARGS | METH_KEYWORDS,
      "shutdown(timeout=None): finish queued work (up to timeout s, default the group's), "
      "then stop"},

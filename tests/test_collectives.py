@@ -79,11 +79,16 @@ def same(got, want):
 
 # ---- the child: every sweep on one world ---------------------------------------------------
 
-def _sweep_child(rank, n, d, counts):
+def _sweep_child(rank, n, d, counts, transport, ranks_per_host=0):
+    if ranks_per_host:             # hierarchical: pretend every ranks_per_host ranks share a host
+        os.environ["CDDP_HOST_ID"] = f"host{rank // ranks_per_host}"
     import cddp
     dist = init_group(rank, n, d, timeout=60)
     T = cddp.from_numpy
     fails = {c: [] for c in COLLECTIVES}
+    got = dist.distributed_c10d._world.default.transport
+    if got != transport and n > 1:
+        fails["all_reduce"].append(f"transport is {got}, expected {transport}")
 
     def check(coll, label, got, want):
         if not same(got, want):
@@ -109,8 +114,9 @@ def _sweep_child(rank, n, d, counts):
             if w.result()[0] is not x:
                 fails["all_reduce_async"].append(f"{dt}: result() is not the tensor")
 
+        big = counts if dt == "float32" else small     # 1<<20 once per collective, not per dtype
         for root in range(n):
-            for c in counts:
+            for c in big:
                 x = T(f(rank, c, dt, salt=root))
                 dist.broadcast(x, src=root)
                 check("broadcast", f"{dt} root={root} n={c}", x.numpy(), f(root, c, dt, salt=root))
@@ -122,7 +128,7 @@ def _sweep_child(rank, n, d, counts):
                     want = fold([f(r, c, dt, op) for r in range(n)], dt, op, n) \
                         if rank == root else f(rank, c, dt, op)
                     check("reduce", f"{dt} {OPNAMES[op]} root={root} n={c}", x.numpy(), want)
-        for c in counts:
+        for c in big:
             outs = [T(np.zeros(c, dt)) for _ in range(n)]
             dist.all_gather(outs, T(f(rank, c, dt)))
             for j in range(n):
@@ -259,17 +265,24 @@ def sweep(n, transport):
     if key not in _cache:
         counts = [0, 1, 7, 1000] + ([1 << 20] if n == 2 else [])
         env = {"CDDP_SHM_CHUNK": "2048", "CDDP_SHM_SMALL": "256", "CDDP_SHM_P2P": "1024"}
+        args = (counts, transport)
         if transport == "tcp":
             env = {"CDDP_TRANSPORT": "tcp", "CDDP_TCP_CHUNK": "4096", "CDDP_TCP_SMALL": "256"}
-        _cache[key] = run_ranks(n, "test_collectives:_sweep_child", args=(counts,), env=env,
+        elif transport == "hier":      # two ranks per simulated host
+            env.update({"CDDP_TCP_CHUNK": "4096", "CDDP_TCP_SMALL": "256"})
+            args = (counts, transport, 2)
+        _cache[key] = run_ranks(n, "test_collectives:_sweep_child", args=args, env=env,
                                 timeout=180)
     return _cache[key]
 
 
-@pytest.mark.parametrize("transport", ["shm", "tcp"])
-@pytest.mark.parametrize("n", [1, 2, 3, 4])
+@pytest.mark.parametrize("transport,n", [("shm", 1), ("shm", 2), ("shm", 3), ("shm", 4),
+                                         ("tcp", 2), ("tcp", 3), ("tcp", 4),
+                                         ("hier", 3), ("hier", 4)])
 @pytest.mark.parametrize("coll", COLLECTIVES)
 def test_collective(coll, n, transport):
+    """shm: one host; tcp: CDDP_TRANSPORT=tcp; hier: hosts of two ranks (CDDP_HOST_ID), so
+    large all_reduce goes shared memory -> TCP ring between host leaders -> shared memory."""
     res = sweep(n, transport)
     for r, x in enumerate(res):
         assert "ok" in x, f"rank {r}: {x.get('error') or x}\n{x.get('traceback', '')}"

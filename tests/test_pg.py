@@ -27,9 +27,11 @@ def _err(res, r):
 
 # ---- a peer dies ------------------------------------------------------------------------------
 
-def _kill_child(rank, n, d, mode, victim):
+def _kill_child(rank, n, d, mode, victim, ranks_per_host=0):
     """Everyone but `victim` blocks in all_reduce; the victim SIGKILLs itself, either before
     entering it ("idle") or in the middle of a large one ("mid")."""
+    if ranks_per_host:
+        os.environ["CDDP_HOST_ID"] = f"host{rank // ranks_per_host}"
     import cddp
     dist = init_group(rank, n, d, timeout=30)
     x = cddp.from_numpy(np.ones(1 << 24, np.float32) if mode == "mid" else np.ones(4, np.float32))
@@ -49,7 +51,7 @@ def _kill_child(rank, n, d, mode, victim):
         return "no error"
     except RuntimeError as e:
         t = time.time()
-        time.sleep(1.0)            # like a real program reporting: do not vanish at once
+        time.sleep(0.5)            # like a real program reporting: do not vanish at once
         with open(os.path.join(d, "killed")) as f:
             return {"msg": str(e), "latency": t - float(f.read())}
 
@@ -72,6 +74,26 @@ def test_sigkilled_peer_fails_every_survivor_fast(n, mode, env):
     print(f"\n[{n} ranks, {mode}, {env or 'shm'}] detection latency: "
           + ", ".join(f"{x * 1e3:.1f} ms" for x in lat))
     # the issue asks for 0.5 s; allow CI noise on a 2-core machine
+    assert max(lat) < 1.0, lat
+
+
+@pytest.mark.parametrize("victim", [1, 2])
+def test_sigkilled_peer_hierarchical(victim):
+    """Two simulated hosts of two ranks: a non-leader (1) or a leader (2) dies mid all_reduce;
+    its host-mates learn through shared memory, the other host through TCP."""
+    res = run_ranks(4, "test_pg:_kill_child", args=("mid", victim, 2), timeout=60)
+    assert "died" in res[victim]
+    lat = []
+    for r in range(4):
+        if r == victim:
+            continue
+        out = res[r].get("ok")
+        assert isinstance(out, dict), f"rank {r}: {res[r]}"
+        # across (simulated) hosts there is no pidfd: a vanished peer "closed its connection"
+        assert f"rank {victim}" in out["msg"] and any(
+            w in out["msg"] for w in ("exited", "failed", "closed its connection")), out["msg"]
+        lat.append(out["latency"])
+    print(f"\n[hier, victim {victim}] detection latency: " + ", ".join(f"{x * 1e3:.1f} ms" for x in lat))
     assert max(lat) < 1.0, lat
 
 
@@ -142,11 +164,11 @@ def test_mismatch_raises_on_every_rank(n, env):
 
 def _stuck_child(rank, n, d):
     import cddp
-    dist = init_group(rank, n, d, timeout=1.5)
+    dist = init_group(rank, n, d, timeout=1.0)
     x = cddp.from_numpy(np.ones(4, np.float32))
     dist.all_reduce(x)
     if rank == 1:
-        time.sleep(2.5)            # not calling the collective, but alive
+        time.sleep(1.6)            # not calling the collective, but alive
         t0 = time.monotonic()
         try:
             dist.all_reduce(x)
@@ -166,8 +188,8 @@ def test_stuck_peer_raises_at_group_timeout(env):
     res = run_ranks(2, "test_pg:_stuck_child", env=env, timeout=60)
     r0, r1 = res[0].get("ok"), res[1].get("ok")
     assert isinstance(r0, dict), res[0]
-    assert "timed out after 1.5 s waiting for rank 1" in r0["msg"], r0
-    assert r0["timeout"] and 1.4 < r0["t"] < 3.0, r0
+    assert "timed out after 1.0 s waiting for rank 1" in r0["msg"], r0
+    assert r0["timeout"] and 0.95 < r0["t"] < 2.5, r0
     assert isinstance(r1, dict), res[1]
     assert r1["t"] < 1.0, r1           # the late rank learns at once, not after its own timeout
 
@@ -266,6 +288,14 @@ def _work_child(rank, n, d):
     del y
     dist.barrier()
     out["dropped"] = float(ref[0])
+    # torch.futures-style chaining, as DDP comm hooks use it
+    z = cddp.from_numpy(np.full(4, rank + 1.0, np.float32))
+    fut = dist.all_reduce(z, async_op=True).get_future()
+    halved = fut.then(lambda f: [float(v) / 2 for v in f.value()[0].numpy()])
+    seen = []
+    fut.add_done_callback(lambda f: seen.append(f.done()))
+    out["future"] = halved.wait()
+    out["future_done"] = fut.done() and halved.done() and seen == [True]
     ws = [dist.broadcast(cddp.from_numpy(np.full(10, float(rank), np.float32)), src=k % n,
                          async_op=True) for k in range(20)]
     out["many"] = [w.result()[0].numpy()[0].item() for w in ws if w.wait()]
@@ -284,6 +314,7 @@ def test_async_work_handles():
         assert out["value"] == 3.0 and out["result_is_x"]
         assert out["dropped"] == 2.0
         assert out["many"] == [float(k % 2) for k in range(20)]
+        assert out["future"] == [1.5] * 4 and out["future_done"]
 
 
 # ---- subgroups ----------------------------------------------------------------------------------
@@ -341,7 +372,7 @@ def test_subgroups():
         assert out["bcast"] == [2.0 if r % 2 == 0 else 3.0] * 2
         assert out["bcast_group_src"] == [0.0 if r % 2 == 0 else 1.0] * 2
         assert out["nonmember_call"] is None and out["warned"]
-        assert "is not part of the group" in out["bad_src"]
+        assert "is not part of group" in out["bad_src"]
         assert out["everyone"] == [4.0, 4.0] and out["world"] == [6.0, 6.0]
 
 
@@ -364,6 +395,18 @@ def _p2p_child(rank, n, d):
     for q in reqs:
         q.wait()
     out["batch"] = ops[1].tensor.numpy().tolist()
+    # several messages in flight to one peer arrive in order; zero-length ones too
+    sizes = [0, 5, 1 << 15, 3]
+    if rank == 0:
+        ws = [dist.isend(T(np.arange(m, dtype=np.int64) + k), 1, tag=k) for k, m in enumerate(sizes)]
+    else:
+        outs = [T(np.zeros(m, np.int64)) for m in sizes]
+        ws = [dist.irecv(o, 0, tag=k) for k, o in enumerate(outs)]
+    for w in ws:
+        w.wait()
+    if rank == 1:
+        out["fifo"] = all(np.array_equal(o.numpy(), np.arange(m) + k)
+                          for k, (o, m) in enumerate(zip(outs, sizes)))
     try:
         if rank == 0:
             dist.send(T(np.ones(4, np.float32)), 1, tag=1)
@@ -383,6 +426,7 @@ def test_send_recv(env):
         assert out, res[r]
         assert out["exchange"] == float(1 - r)
         assert out["batch"] == [11.0 - r] * 3
+    assert res[1]["ok"]["fifo"] is True
     assert res[1]["ok"]["tag"] == ("recv from rank 0: rank 0 sent 4 float32 elements with tag 1, "
                                    "rank 1 expected 4 float32 elements with tag 2")
 
@@ -465,6 +509,11 @@ def test_single_rank_world(dist, tmp_path):
         dist.all_reduce([1.0])
     with pytest.raises(ValueError, match="out of range"):
         dist.broadcast(x, src=1)
+    with pytest.raises(ValueError, match="Must specify global_rank or group_rank"):
+        dist.broadcast(x)
+    gl = [cddp.from_numpy(np.zeros(5, np.float32))]
+    dist.gather(x, gl)                 # gather / scatter default to rank 0, as torch
+    assert gl[0].numpy().tolist() == [0, 1, 2, 3, 4]
     with pytest.raises(ValueError, match="must hold world_size"):
         dist.all_gather_into_tensor(cddp.from_numpy(np.zeros(3, np.float32)), x)
     with pytest.raises(TypeError, match="does not pickle"):
@@ -518,3 +567,38 @@ def test_bench_quick_runs():
     assert out.returncode == 0, out.stderr[-2000:]
     assert "single-thread memcpy" in out.stdout and "all_reduce (2 ranks" in out.stdout
     assert "1 MiB" in out.stdout and "barrier latency" in out.stdout
+
+
+def test_exit_with_unfinished_async_work_does_not_hang(tmp_path):
+    """A script that leaves an async all_reduce its peer never joins and just exits: the atexit
+    hook gives the work a short drain, then aborts it; the process ends promptly."""
+    code = f"""
+import sys, time, datetime, numpy as np
+sys.path[:0] = [{ROOT!r}, {os.path.join(ROOT, 'tests')!r}]
+import cddp, cddp.distributed as dist
+from _teststore import DirStore
+rank = int(sys.argv[1])
+dist.init_process_group("gloo", store=DirStore({str(tmp_path)!r}), rank=rank, world_size=2,
+                        timeout=datetime.timedelta(seconds=20))
+dist.barrier()
+if rank == 0:
+    dist.all_reduce(cddp.from_numpy(np.ones(8, np.float32)), async_op=True)
+    print("leaving", flush=True)
+else:
+    time.sleep(8)
+"""
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(r)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, start_new_session=True)
+             for r in range(2)]
+    try:
+        t0 = time.monotonic()
+        out, err = procs[0].communicate(timeout=30)
+        dt = time.monotonic() - t0
+        assert procs[0].returncode == 0, err[-2000:]
+        assert "leaving" in out
+        assert dt < 7.0, dt            # atexit drains for at most 3 s, not the 20 s timeout
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()

@@ -44,7 +44,7 @@ __all__ = [
     "get_process_group_ranks", "get_global_rank", "get_group_rank",
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor", "gather",
     "scatter", "reduce_scatter", "reduce_scatter_tensor", "all_to_all_single", "all_to_all",
-    "send", "recv", "isend", "irecv", "batch_isend_irecv", "barrier", "monitored_barrier",
+    "send", "recv", "isend", "irecv", "batch_isend_irecv", "barrier", "monitored_barrier", "Future",
     "broadcast_object_list", "all_gather_object", "gather_object", "scatter_object_list",
     "default_pg_timeout",
 ]
@@ -161,13 +161,15 @@ _world = _World()
 
 # ---- small helpers --------------------------------------------------------------------------
 
+_TensorT = _C.Tensor
+
+
 def _Tensor():
-    from .. import Tensor
-    return Tensor
+    return _TensorT
 
 
 def _check_tensor(t, name="tensor"):
-    if not isinstance(t, _Tensor()):
+    if not isinstance(t, _TensorT):
         raise TypeError(f"Invalid function argument. Expected parameter `{name}` of type "
                         f"torch.Tensor but got {type(t)} instead.")
 
@@ -226,17 +228,21 @@ def _resolve(grp, opname):
     raise TypeError(f"{opname}: group must be a ProcessGroup or None, got {type(grp).__name__}")
 
 
-def _group_rank(pg, rank, group_rank, what, opname):
-    """Group-local rank from a global `rank` (torch's src/dst) or a `group_rank`."""
+def _group_rank(pg, rank, group_rank, what, opname, default=None):
+    """Group-local rank from a global `rank` (torch's src/dst) or a `group_rank`. With neither,
+    `default` (a global rank: 0 for gather/scatter and the object ops, as torch) or torch's
+    ValueError."""
     if group_rank is not None:
         if rank is not None:
-            raise ValueError(f"{opname}: can only specify {what} or group_{what}, not both")
+            raise ValueError("Can't specify both group_rank and global_rank")
         if not 0 <= group_rank < pg.size():
             raise ValueError(f"{opname}: group_{what}={group_rank} is out of range for a group "
                              f"of size {pg.size()}")
         return group_rank
     if rank is None:
-        rank = 0 if pg is _world.default else pg._ranks[0]
+        if default is None:
+            raise ValueError("Must specify global_rank or group_rank")
+        rank = default
     if pg is _world.default:
         if not 0 <= rank < pg.size():
             raise ValueError(f"{opname}: {what}={rank} is out of range for a world of size "
@@ -245,10 +251,12 @@ def _group_rank(pg, rank, group_rank, what, opname):
     try:
         return pg._index[rank]
     except KeyError:
-        raise ValueError(f"The global rank {rank} is not part of the group {pg.group_name}") from None
+        raise ValueError(f"Global rank {rank} is not part of group {pg.group_name}") from None
 
 
 def _red(op):
+    if type(op) is ReduceOp:
+        return op
     try:
         return ReduceOp(op)
     except ValueError:
@@ -292,6 +300,84 @@ class _PostWork:
 
     def result(self):
         return list(self._outputs)
+
+
+class Future:
+    """A torch.futures.Future over a Work: wait() -> value (the Work's output tensors),
+    value(), done(), then(callback) -> Future, add_done_callback(callback).
+    Callbacks run on the thread that first waits for (or polls) the result — cddp runs no
+    Python on its worker threads — which is where torch's DDP hooks consume them anyway."""
+
+    def __init__(self, work=None, parent=None, fn=None):
+        self._work, self._parent, self._fn = work, parent, fn
+        self._done, self._value, self._exc = False, None, None
+        self._callbacks = []
+
+    def _resolve(self):
+        if self._done:
+            return
+        try:
+            if self._parent is not None:
+                self._value = self._fn(self._parent)
+            else:
+                self._work.wait()
+                self._value = self._work.result()
+        except Exception as e:  # noqa: BLE001 — stored, raised by wait()/value()
+            self._exc = e
+        self._done = True
+        for cb in self._callbacks:
+            cb(self)
+
+    def wait(self):
+        self._resolve()
+        if self._exc is not None:
+            raise self._exc
+        return self._value
+
+    value = wait
+
+    def done(self):
+        if not self._done:
+            ready = self._parent.done() if self._parent is not None else self._work.is_completed()
+            if ready:
+                self._resolve()
+        return self._done
+
+    def then(self, callback):
+        child = Future(parent=self, fn=lambda fut: callback(fut))
+        return child
+
+    def add_done_callback(self, callback):
+        if self._done:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
+    def set_result(self, result):
+        self._value, self._done = result, True
+
+    def set_exception(self, exc):
+        self._exc, self._done = exc, True
+
+
+def _get_future(self):
+    return Future(work=self)
+
+
+Work.get_future = _get_future          # the engine's Work (a C type) gains torch's get_future
+_PostWork.get_future = _get_future
+
+
+def _call(fn, args, async_op, post=None, outputs=()):
+    """Run engine method fn(*args): synchronously (sync=True: on this thread when the group is
+    idle, no Work object) or async, wrapping the Work when outputs need copying back."""
+    if not async_op:
+        fn(*args, True)
+        if post is not None:
+            post()
+        return None
+    w = fn(*args)
+    return w if post is None else _PostWork(w, post, outputs)
 
 
 def _finish(work, async_op, post=None, outputs=()):
@@ -430,7 +516,9 @@ def _rendezvous(init_method, rank, world_size, timeout):
         raise ValueError(f"No rendezvous handler for {u.scheme}://")
     _check_rank(rank, world_size)
     from .store import TCPStore
-    store = TCPStore(host, port, world_size, rank == 0, timeout=timeout)
+    # under an elastic agent that hosts the store itself, every rank is a client
+    agent = u.scheme == "env" and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = TCPStore(host, port, world_size, rank == 0 and not agent, timeout=timeout)
     return store, rank, world_size
 
 
@@ -527,7 +615,7 @@ def _atexit_shutdown():
     # unwaited async work gets a few seconds; a live but stuck peer must not hang the exit
     for pg in reversed(_world.groups):
         try:
-            _shutdown(pg, min(5.0, pg._c.timeout))
+            _shutdown(pg, min(3.0, pg._c.timeout))
         except Exception:       # noqa: BLE001 — nothing to report to at exit
             pass
 
@@ -575,18 +663,22 @@ def get_group_rank(group, global_rank):
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """torch.distributed.all_reduce: tensor = op over ranks, in place."""
-    pg = _resolve(group, "all_reduce")
+    pg = _world.default if group is None else None
     if pg is None:
-        return None
-    _check_tensor(tensor)
-    op = _red(op)
+        pg = _resolve(group, "all_reduce")
+        if pg is None:
+            return None
+    if type(tensor) is not _TensorT:
+        _check_tensor(tensor)
+    if type(op) is not ReduceOp:
+        op = _red(op)
     if tensor.is_contiguous():         # the fast path: no Python work beyond this call
         if async_op:
             return pg._c.allreduce(tensor, op)
         pg._c.allreduce(tensor, op, True)
         return None
     c, back = _contig(tensor)
-    return _finish(pg._c.allreduce(c, op), async_op, back, (tensor,))
+    return _call(pg._c.allreduce, (c, op), async_op, back, (tensor,))
 
 
 def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
@@ -599,7 +691,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     if back is None and not async_op:
         pg._c.broadcast(c, root, True)
         return None
-    return _finish(pg._c.broadcast(c, root), async_op, back, (tensor,))
+    return _call(pg._c.broadcast, (c, root), async_op, back, (tensor,))
 
 
 def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_dst=None):
@@ -612,7 +704,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     c, back = _contig(tensor)
     if back is not None and pg.rank() != root:
         back = None
-    return _finish(pg._c.reduce(c, root, _red(op)), async_op, back, (tensor,))
+    return _call(pg._c.reduce, (c, root, _red(op)), async_op, back, (tensor,))
 
 
 def _check_same(tensors, ref, opname):
@@ -638,7 +730,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     _check_same(tensor_list, tensor, "all_gather")
     inp, _ = _contig(tensor)
     if all(t.is_contiguous() for t in tensor_list):     # written in place by the engine
-        return _finish(pg._c.allgather(list(tensor_list), inp), async_op)
+        return _call(pg._c.allgather, (list(tensor_list), inp), async_op)
     m = tensor.numel()
     flat = _empty_flat(tensor, n * m)
 
@@ -646,7 +738,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
         f = _np(flat)
         for i, t in enumerate(tensor_list):
             _np(t)[...] = f[i * m:(i + 1) * m].reshape(_np(t).shape)
-    return _finish(pg._c.allgather(flat, inp), async_op, post, tensor_list)
+    return _call(pg._c.allgather, (flat, inp), async_op, post, tensor_list)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -661,7 +753,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     if back is None and not async_op:
         pg._c.allgather(out, inp, True)
         return None
-    return _finish(pg._c.allgather(out, inp), async_op, back, (output_tensor,))
+    return _call(pg._c.allgather, (out, inp), async_op, back, (output_tensor,))
 
 
 def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group_dst=None):
@@ -669,13 +761,13 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     if pg is None:
         return None
     _check_tensor(tensor)
-    root = _group_rank(pg, dst, group_dst, "dst", "gather")
+    root = _group_rank(pg, dst, group_dst, "dst", "gather", default=0)
     n, m = pg.size(), tensor.numel()
     inp, _ = _contig(tensor)
     if pg.rank() != root:
         if gather_list:
             raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-        return _finish(pg._c.gather(None, inp, root), async_op)
+        return _call(pg._c.gather, (None, inp, root), async_op)
     if gather_list is None:
         raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
     _check_list(gather_list, "gather_list")
@@ -684,14 +776,14 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
                          f"{len(gather_list)}")
     _check_same(gather_list, tensor, "gather")
     if all(t.is_contiguous() for t in gather_list):
-        return _finish(pg._c.gather(list(gather_list), inp, root), async_op)
+        return _call(pg._c.gather, (list(gather_list), inp, root), async_op)
     flat = _empty_flat(tensor, n * m)
 
     def post():
         f = _np(flat)
         for i, t in enumerate(gather_list):
             _np(t)[...] = f[i * m:(i + 1) * m].reshape(_np(t).shape)
-    return _finish(pg._c.gather(flat, inp, root), async_op, post, gather_list)
+    return _call(pg._c.gather, (flat, inp, root), async_op, post, gather_list)
 
 
 def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, group_src=None):
@@ -699,7 +791,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     if pg is None:
         return None
     _check_tensor(tensor)
-    root = _group_rank(pg, src, group_src, "src", "scatter")
+    root = _group_rank(pg, src, group_src, "src", "scatter", default=0)
     n, m = pg.size(), tensor.numel()
     out, back = _contig(tensor)
     flat = None
@@ -714,7 +806,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
         flat = [_contig(t)[0] for t in scatter_list]       # read in place by the engine
     elif scatter_list:
         raise ValueError("Argument ``scatter_list`` must NOT be specified on non-source ranks.")
-    return _finish(pg._c.scatter(out, flat, root), async_op, back, (tensor,))
+    return _call(pg._c.scatter, (out, flat, root), async_op, back, (tensor,))
 
 
 def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=False):
@@ -730,7 +822,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     _check_same(input_list, output, "reduce_scatter")
     out, back = _contig(output)
     ins = [_contig(t)[0] for t in input_list]                # read in place by the engine
-    return _finish(pg._c.reduce_scatter(out, ins, _red(op)), async_op, back, (output,))
+    return _call(pg._c.reduce_scatter, (out, ins, _red(op)), async_op, back, (output,))
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):  # noqa: A002
@@ -741,7 +833,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     _check_tensor(input, "input")
     out, back = _contig(output)
     inp, _ = _contig(input)
-    return _finish(pg._c.reduce_scatter(out, inp, _red(op)), async_op, back, (output,))
+    return _call(pg._c.reduce_scatter, (out, inp, _red(op)), async_op, back, (output,))
 
 
 def _rows(t, splits, name):
@@ -766,7 +858,7 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     out, back = _contig(output)
     inp, _ = _contig(input)
     if not output_split_sizes and not input_split_sizes:
-        return _finish(pg._c.alltoall(out, inp), async_op, back, (output,))
+        return _call(pg._c.alltoall, (out, inp), async_op, back, (output,))
     if output.dtype != input.dtype:
         raise TypeError("all_to_all_single: output and input must have the same dtype")
     n_in = input.shape[0] if input.dim() else 1
@@ -818,6 +910,8 @@ class _WorkList:
 
     def result(self):
         return [t for w in self._works for t in w.result()]
+
+    get_future = _get_future
 
 
 def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
@@ -1034,7 +1128,7 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     pg = _resolve(group, "broadcast_object_list")
     if pg is None:
         return None
-    root = _group_rank(pg, src, group_src, "src", "broadcast_object_list")
+    root = _group_rank(pg, src, group_src, "src", "broadcast_object_list", default=0)
     n = len(object_list)
     if pg.rank() == root:
         blobs = [_encode(o, "broadcast_object_list") for o in object_list]
@@ -1075,7 +1169,7 @@ def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=
     pg = _resolve(group, "gather_object")
     if pg is None:
         return None
-    root = _group_rank(pg, dst, group_dst, "dst", "gather_object")
+    root = _group_rank(pg, dst, group_dst, "dst", "gather_object", default=0)
     n, me = pg.size(), pg.rank()
     if me == root and (object_gather_list is None or len(object_gather_list) != n):
         raise ValueError(f"gather_object: object_gather_list must have world_size ({n}) "
@@ -1098,7 +1192,7 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     pg = _resolve(group, "scatter_object_list")
     if pg is None:
         return None
-    root = _group_rank(pg, src, group_src, "src", "scatter_object_list")
+    root = _group_rank(pg, src, group_src, "src", "scatter_object_list", default=0)
     n, me = pg.size(), pg.rank()
     if not isinstance(scatter_object_output_list, list) or len(scatter_object_output_list) < 1:
         raise ValueError("Expected argument scatter_object_output_list to be a list of size at least 1.")
