@@ -131,6 +131,14 @@ def _atomic_write(path, parts):
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=directory)
     try:
+        # mkstemp makes the file 0600; give it the mode a plain open() would (or the old file's)
+        try:
+            mode = os.stat(path).st_mode & 0o777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             for p in parts:
                 fh.write(p)

@@ -175,3 +175,12 @@ def test_writer_killed_mid_save_leaves_old_file_intact(tmp_path):
     leftovers = [f for f in os.listdir(tmp_path) if f != "ck.pt"]
     # temporaries of a killed writer may remain, but never in place of the target
     assert all(f.startswith(".ck.pt.") for f in leftovers)
+
+
+def test_saved_file_has_ordinary_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        cddp.save({"a": 1}, tmp_path / "m.pt")
+    finally:
+        os.umask(old)
+    assert (os.stat(tmp_path / "m.pt").st_mode & 0o777) == 0o644
