@@ -11,6 +11,11 @@ the averaged grads in .grad.
 
 Differences from torch, on purpose: attribute lookups the wrapper does not answer fall through
 to the wrapped module; loading a state dict without the "module." prefix works too.
+Accepted for torch compatibility and without effect here: output_device and dim (one device
+per process), check_reduction, static_graph / _set_static_graph() (the reducer keeps no
+per-graph cache to freeze), mixed_precision (no half dtypes yet), device_mesh.
+A bucket whose gradients are complete launches as soon as every bucket before it has: ranks
+always issue the same all_reduce sequence, whatever order their gradients arrive in.
 """
 from contextlib import contextmanager
 
