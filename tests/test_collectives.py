@@ -265,6 +265,8 @@ def sweep(n, transport):
     if key not in _cache:
         counts = [0, 1, 7, 1000] + ([1 << 20] if n == 2 else [])
         env = {"CDDP_SHM_CHUNK": "2048", "CDDP_SHM_SMALL": "256", "CDDP_SHM_P2P": "1024"}
+        if n >= 3:                     # streaming-store copies from 1 KiB on (default 16 MiB)
+            env["CDDP_SHM_NT"] = "1024"
         args = (counts, transport)
         if transport == "tcp":
             env = {"CDDP_TRANSPORT": "tcp", "CDDP_TCP_CHUNK": "4096", "CDDP_TCP_SMALL": "256"}
