@@ -5,7 +5,7 @@
 Rows: an MLP 784-1024-1024-10 at batch 64 with SGD(momentum=0.9) (samples/s), and the
 tutorials' model Linear(20, 1) + MSELoss at batch 32 (steps/s, where per-step overhead
 dominates). Each figure is the median of several timed windows; ratios are cddp / torch from
-the same run. Threads are pinned to one (OpenBLAS for cddp, torch.set_num_threads(1)).
+the same run, their timing windows interleaved. Threads are pinned to one (OpenBLAS for cddp, torch.set_num_threads(1)).
 """
 import argparse
 import statistics
@@ -49,24 +49,32 @@ def _make(lib, sizes, X, Y, lr, momentum, loss):
     return step
 
 
-def _time(step, min_time, windows):
+def _calibrate(step, min_time):
+    """Steps per window so that a window lasts at least min_time."""
     step()                                       # warm up
     n = 1
     while True:
         t0 = time.perf_counter()
         for _ in range(n):
             step()
-        dt = time.perf_counter() - t0
-        if dt >= min_time:
-            break
+        if time.perf_counter() - t0 >= min_time:
+            return n
         n *= 2
-    rates = []
+
+
+def _interleaved(steps, min_time, windows):
+    """Median steps/s per library, windows alternating between libraries so that a machine
+    whose speed drifts (shared cores, frequency) affects both sides alike."""
+    counts = {k: _calibrate(f, min_time) for k, f in steps.items()}
+    rates = {k: [] for k in steps}
     for _ in range(windows):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        rates.append(n / (time.perf_counter() - t0))
-    return statistics.median(rates)
+        for k, f in steps.items():
+            n = counts[k]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            rates[k].append(n / (time.perf_counter() - t0))
+    return {k: statistics.median(v) for k, v in rates.items()}
 
 
 def main():
@@ -86,8 +94,8 @@ def main():
     print(f"{'case':46s} " + " ".join(f"{k:>12s}" for k in libs) +
           ("   cddp/torch" if "torch" in libs else ""))
     for name, sizes, _, X, Y, loss, per_step in cases:
-        rates = {k: _time(_make(lib, sizes, X, Y, 0.01, 0.9, loss), min_time, windows) * per_step
-                 for k, lib in libs.items()}
+        steps = {k: _make(lib, sizes, X, Y, 0.01, 0.9, loss) for k, lib in libs.items()}
+        rates = {k: r * per_step for k, r in _interleaved(steps, min_time, windows).items()}
         line = f"{name:46s} " + " ".join(f"{rates[k]:12.1f}" for k in libs)
         if "torch" in rates:
             line += f"   {rates['cddp'] / rates['torch']:10.2f}x"

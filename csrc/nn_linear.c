@@ -2,8 +2,9 @@
  *
  *   _linear(x (*, K), W (N, K), b (N,) | None) -> y (*, N)
  *
- * Forward: y's rows start as the bias, then one GEMM accumulates x @ W^T into them (beta=1),
- * so the bias costs no extra pass. W^T is addressed through strides, never copied.
+ * Forward: one GEMM; the bias rides along (rows of y start as the bias and the GEMM
+ * accumulates with beta=1, or it is added by the transpose-copy of the swapped product — see
+ * linear_forward). W^T is addressed through strides, never copied.
  * Backward: dX (M,K) = dY @ W and dW (N,K) = dY^T @ X as two GEMMs; db (N) = column sums of
  * dY in one reduction. M is the product of x's leading dims.
  */
@@ -73,6 +74,64 @@ done:
     return rc;
 }
 
+/* Y (M,N) = X (M,K) @ W^T + b. For a batch smaller than the output width (the common
+ * training shape), OpenBLAS is ~20% faster computing the transposed product T (N,M) =
+ * W @ X^T and the transpose-copy back costs far less — and carries the bias add, so the bias
+ * still costs no pass of its own. Otherwise rows of Y start as the bias and one GEMM with
+ * beta=1 accumulates into them. */
+#define T_TILE 32
+
+static int linear_forward(TensorObject *xc, TensorObject *w, TensorObject *b, TensorObject *y,
+                          int64_t M, int64_t K, int64_t N)
+{
+    cddp_dtype dt = xc->dtype;
+    size_t isz = cddp_dtype_size[dt];
+    const char *xp = cddp_data(xc), *wp = cddp_data(w);
+    char *yp = cddp_data(y);
+    TensorObject *bc = b ? cddp_tensor_contiguous_raw(b) : NULL;
+    const char *bp = bc ? cddp_data(bc) : NULL;
+    int big = M * N * K > GIL_FREE_FLOPS, swap = big && M < N && M >= 8;
+    int64_t tshape[2] = {N, M};
+    TensorObject *tmp = swap ? cddp_tensor_new(dt, 2, tshape, 0) : NULL;
+    if ((b && !bc) || (swap && !tmp)) {
+        Py_XDECREF(bc);
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (swap) {
+        char *tp = cddp_data(tmp);
+        /* T (N,M) = W (N,K) @ X^T (K,M) */
+        cddp_gemm(dt, N, M, K, 1.0, wp, w->strides[0], w->strides[1], xp, 1, K, 0.0, tp, M);
+        for (int64_t j0 = 0; j0 < N; j0 += T_TILE)
+            for (int64_t i0 = 0; i0 < M; i0 += T_TILE) {
+                int64_t j1 = j0 + T_TILE < N ? j0 + T_TILE : N;
+                int64_t i1 = i0 + T_TILE < M ? i0 + T_TILE : M;
+                if (dt == CDDP_FLOAT32) {
+                    const float *t = (const float *)tp, *bv = (const float *)bp;
+                    float *o = (float *)yp;
+                    for (int64_t i = i0; i < i1; i++)
+                        for (int64_t j = j0; j < j1; j++)
+                            o[i * N + j] = t[j * M + i] + (bv ? bv[j] : 0.0f);
+                } else {
+                    const double *t = (const double *)tp, *bv = (const double *)bp;
+                    double *o = (double *)yp;
+                    for (int64_t i = i0; i < i1; i++)
+                        for (int64_t j = j0; j < j1; j++)
+                            o[i * N + j] = t[j * M + i] + (bv ? bv[j] : 0.0);
+                }
+            }
+    } else {
+        if (bp)                           /* every row of y starts as the bias */
+            for (int64_t r = 0; r < M; r++)
+                memcpy(yp + (size_t)(r * N) * isz, bp, (size_t)N * isz);
+        cddp_gemm(dt, M, N, K, 1.0, xp, K, 1, wp, w->strides[1], w->strides[0], 1.0, yp, N);
+    }
+    Py_END_ALLOW_THREADS
+    Py_XDECREF(bc);
+    Py_XDECREF(tmp);
+    return 0;
+}
+
 static PyObject *py_linear(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     TensorObject *x, *w, *b = NULL, *xc = NULL, *y = NULL;
@@ -125,28 +184,8 @@ static PyObject *py_linear(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     y = cddp_tensor_new(x->dtype, x->ndim, shape, b == NULL);
     if (!y)
         goto fail;
-    if (b) {                                  /* every row of y starts as the bias */
-        size_t isz = cddp_dtype_size[x->dtype];
-        TensorObject *bc = cddp_tensor_contiguous_raw(b);
-        if (!bc)
-            goto fail;
-        char *yp = cddp_data(y);
-        for (int64_t r = 0; r < M; r++)
-            memcpy(yp + (size_t)(r * N) * isz, cddp_data(bc), (size_t)N * isz);
-        Py_DECREF(bc);
-    }
-    {
-        const char *xp = cddp_data(xc), *wp = cddp_data(w);
-        char *yp = cddp_data(y);
-        cddp_dtype dt = x->dtype;
-        if (M * N * K > GIL_FREE_FLOPS) {
-            Py_BEGIN_ALLOW_THREADS
-            cddp_gemm(dt, M, N, K, 1.0, xp, K, 1, wp, w->strides[1], w->strides[0], 1.0, yp, N);
-            Py_END_ALLOW_THREADS
-        } else {
-            cddp_gemm(dt, M, N, K, 1.0, xp, K, 1, wp, w->strides[1], w->strides[0], 1.0, yp, N);
-        }
-    }
+    if (linear_forward(xc, w, b, y, M, K, N) < 0)
+        goto fail;
     {
         int err;
         TensorObject *ins[3] = {x, w, b};

@@ -418,3 +418,20 @@ def test_clip_grad_value_and_vector_roundtrip():
     nn.utils.vector_to_parameters(vec, other.parameters())
     for a, b in zip(net.parameters(), other.parameters()):
         np.testing.assert_array_equal(n(a), n(b))
+
+
+@pytest.mark.parametrize("M,K,N", [(16, 64, 128), (200, 64, 128), (64, 300, 96)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_linear_large_shapes_against_numpy(M, K, N, dtype):
+    """Both forward strategies (transposed product + bias-carrying copy when the batch is
+    narrower than the output, bias rows + beta=1 GEMM otherwise) against NumPy."""
+    rng = np.random.default_rng(M + K + N)
+    X = rng.standard_normal((M, K)).astype(dtype)
+    W = rng.standard_normal((N, K)).astype(dtype)
+    B = rng.standard_normal(N).astype(dtype)
+    want = X @ W.T + B
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(n(F.linear(t(X), t(W), t(B))), want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(n(F.linear(t(X), t(W))), X @ W.T, rtol=tol, atol=tol)
+    Wt = np.asfortranarray(W)          # a weight with transposed strides
+    np.testing.assert_allclose(n(F.linear(t(X), cddp.from_numpy(Wt), t(B))), want, rtol=tol, atol=tol)
