@@ -12,6 +12,7 @@ Ranks are started by this script (RANK/WORLD_SIZE/MASTER_* set by hand, a free p
 run), every rank reports JSON on stdout, the table takes medians; ratios come from one run.
 """
 import argparse
+import glob
 import json
 import os
 import socket
@@ -21,6 +22,12 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# An in-place build of this checkout wins over an installed cddp (as in bench/ops.py); the
+# ranks this script starts inherit the choice through PYTHONPATH.
+if glob.glob(os.path.join(ROOT, "cddp", "_C*.so")):
+    sys.path.insert(0, ROOT)
+    os.environ["PYTHONPATH"] = ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
 
 
 def free_port():

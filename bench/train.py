@@ -11,9 +11,18 @@ import argparse
 import statistics
 import time
 
+import glob
+import os
+import sys
+
 import numpy as np
 
-import cddp
+# An in-place build of this checkout wins over an installed cddp (as in bench/ops.py)
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if glob.glob(os.path.join(ROOT, "cddp", "_C*.so")):
+    sys.path.insert(0, ROOT)
+
+import cddp  # noqa: E402
 
 
 def _libs():

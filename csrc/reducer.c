@@ -208,12 +208,18 @@ static int copy_scaled(TensorObject *dst, TensorObject *src, int world)
 static int launch(ReducerObject *self, Py_ssize_t k)
 {
     PyObject *w;
+    /* The last bucket has nothing left to overlap with, and a world of one nothing to wait
+     * for: those run synchronously (inline on this thread when the group is idle), sparing a
+     * hand-off to the worker thread and back. */
+    int sync = k == self->nbuckets - 1 || self->world == 1;
     if (self->hook)
         w = PyObject_CallFunction(self->hook, "nO", k, self->b[k].buf);
     else
-        w = PyObject_CallMethod(self->pg, "allreduce", "Oi", self->b[k].buf, 0);
+        w = PyObject_CallMethod(self->pg, "allreduce", "Oii", self->b[k].buf, 0, sync);
     if (!w)
         return -1;
+    if (w == Py_None)                 /* done already: nothing to wait for in finalize */
+        Py_CLEAR(w);
     Py_XSETREF(self->b[k].work, w);
     return 0;
 }

@@ -209,9 +209,13 @@ for s in range(%d):
 np.save(os.path.join(OUT, f"{LIB}{rank}.npy"), np.array(losses))
 dist.destroy_process_group()
 """ % (steps, 2 * B, steps, 2 * B, steps, B, B)
-    for lib in ("cddp", "torch"):
-        r = run_ranks(tmp_path, body, args=(lib,))
-        assert r.returncode == 0, (lib, r.stderr[-3000:])
+    r = run_ranks(tmp_path, body, args=("cddp",))
+    assert r.returncode == 0, r.stderr[-3000:]
+    # torch's gloo sometimes aborts at process exit ("terminate called without an active
+    # exception") after the work is done: judge the oracle run by the losses it saved
+    r = run_ranks(tmp_path, body, args=("torch",))
+    import os
+    assert all(os.path.exists(tmp_path / f"torch{k}.npy") for k in (0, 1)), r.stdout[-3000:]
     for rank in (0, 1):
         np.testing.assert_allclose(load(tmp_path, f"cddp{rank}.npy"),
                                    load(tmp_path, f"torch{rank}.npy"), rtol=1e-4)
