@@ -326,3 +326,21 @@ for s in range(100000):
     assert elapsed < 30, f"job took {elapsed:.1f}s to stop after a rank died"
     text = r.stdout + r.stderr
     assert "rank 1" in text and ("exited" in text or "died" in text or "failed" in text), text[-3000:]
+
+
+def test_all_to_all_list_form(tmp_path):
+    body = COMMON + """
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+inputs = [cddp.tensor([float(10 * rank + j)] * (j + 1)) for j in range(world)]
+outputs = [cddp.zeros(rank + 1) for _ in range(world)]
+dist.all_to_all(outputs, inputs)
+np.save(os.path.join(OUT, f"a2a{rank}.npy"), np.concatenate([o.numpy() for o in outputs]))
+dist.destroy_process_group()
+"""
+    r = run_ranks(tmp_path, body)
+    assert r.returncode == 0, r.stderr[-3000:]
+    # rank r receives from rank s the piece s sent to r: value 10*s + r, r+1 copies
+    for rank in (0, 1):
+        want = np.concatenate([[10.0 * s + rank] * (rank + 1) for s in (0, 1)])
+        np.testing.assert_array_equal(load(tmp_path, f"a2a{rank}.npy"), want)

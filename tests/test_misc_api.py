@@ -1,0 +1,121 @@
+"""Smaller torch APIs that scripts reach for, each checked against NumPy or a hand-derived
+value (and torch where the rule is torch's own)."""
+import math
+
+import numpy as np
+import pytest
+
+import cddp
+import cddp.nn as nn
+import cddp.nn.functional as F
+from cddp.utils.data import DataLoader, IterableDataset, SubsetRandomSampler, get_worker_info
+from conftest import n, t
+
+
+def test_tensor_properties_and_conversions():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = t(a)
+    np.testing.assert_array_equal(n(x.T), a.T)
+    np.testing.assert_array_equal(n(t(a[None]).mT), np.swapaxes(a[None], -1, -2))
+    assert x.data_ptr() == x.numpy().__array_interface__["data"][0]
+    assert x[0, 1].data_ptr() == x.data_ptr() + 4
+    assert bool(t([1.0])) is True and bool(t([0])) is False
+    assert int(t([7.9])) == 7 and float(t([2.5])) == 2.5
+    assert [0, 1, 2][t(2)] == 2                                  # __index__ on int tensors
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(t([1.0, 2.0]))
+    assert cddp.is_tensor(x) and not cddp.is_tensor(a)
+    assert cddp.get_default_dtype() == cddp.float32
+    assert cddp.float is cddp.float32 and cddp.double is cddp.float64 and cddp.long is cddp.int64
+
+
+def test_data_setter_and_detach_inplace():
+    w = t([1.0, 2.0], requires_grad=True)
+    w.data = t([5.0, 6.0, 7.0])
+    assert w.shape == (3,) and w.requires_grad
+    np.testing.assert_array_equal(n(w), [5, 6, 7])
+    y = w * 2
+    y.detach_()
+    assert y.grad_fn is None and not y.requires_grad
+    z = w * 3
+    z.retain_grad()
+    assert z.retains_grad and not w.retains_grad
+    z.sum().backward()
+    np.testing.assert_array_equal(n(z.grad), [1, 1, 1])
+
+
+def test_module_registration_api():
+    m = nn.Module()
+    m.register_parameter("p", nn.Parameter(cddp.ones(2)))
+    m.add_module("lin", nn.Linear(2, 2))
+    m.register_buffer("b", cddp.zeros(1))
+    m.buf2 = nn.Buffer(cddp.ones(3), persistent=False)
+    assert [k for k, _ in m.named_buffers()] == ["b", "buf2"]
+    assert list(m.state_dict()) == ["p", "b", "lin.weight", "lin.bias"]
+    assert [type(x).__name__ for x in m.modules()] == ["Module", "Linear"]
+    assert m.get_submodule("lin") is m.lin and m.get_parameter("lin.bias") is m.lin.bias
+    assert len(list(m.buffers())) == 2
+    with pytest.raises(KeyError, match="contain"):
+        m.register_parameter("a.b", None)
+    with pytest.raises(TypeError):
+        m.register_buffer("x", [1, 2])
+
+
+def test_parameter_list_and_dict():
+    pl = nn.ParameterList([nn.Parameter(cddp.ones(1)), cddp.zeros(2)])
+    assert len(pl) == 2 and isinstance(pl[1], nn.Parameter) and pl[1].shape == (2,)
+    pd = nn.ParameterDict({"a": cddp.ones(3)})
+    assert isinstance(pd["a"], nn.Parameter) and list(pd.keys()) == ["a"]
+
+    class Holder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.pl, self.pd = pl, pd
+    assert sorted(k for k, _ in Holder().named_parameters()) == ["pd.a", "pl.0", "pl.1"]
+
+
+class Counting(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        assert info is None                     # single-process loading
+        yield from (cddp.tensor([float(i)]) for i in range(7))
+
+
+def test_iterable_dataset_and_subset_random_sampler():
+    batches = list(DataLoader(Counting(), batch_size=3))
+    assert [n(b).ravel().tolist() for b in batches] == [[0, 1, 2], [3, 4, 5], [6]]
+    assert len(list(DataLoader(Counting(), batch_size=3, drop_last=True))) == 2
+    s = SubsetRandomSampler([10, 20, 30, 40], generator=cddp.Generator().manual_seed(0))
+    assert sorted(s) == [10, 20, 30, 40] and len(s) == 4
+    assert get_worker_info() is None
+
+
+def test_one_hot_and_init_helpers():
+    y = cddp.tensor([0, 2, 1])
+    np.testing.assert_array_equal(n(F.one_hot(y)), np.eye(3, dtype=np.int64)[[0, 2, 1]])
+    assert F.one_hot(y, num_classes=5).shape == (3, 5)
+    with pytest.raises(RuntimeError, match="num_classes"):
+        F.one_hot(cddp.tensor([4]), num_classes=3)
+    w = cddp.empty(3, 4)
+    nn.init.eye_(w)
+    np.testing.assert_array_equal(n(w), np.eye(3, 4))
+    assert nn.init.calculate_gain("relu") == math.sqrt(2)
+    assert nn.init.calculate_gain("tanh") == 5 / 3
+    assert nn.init.calculate_gain("leaky_relu", 0.2) == math.sqrt(2 / 1.04)
+
+
+def test_adamw_decoupled_decay_by_hand():
+    p = cddp.tensor([1.0, -1.0], requires_grad=True)
+    opt = cddp.optim.AdamW([p], lr=0.1, weight_decay=0.5, betas=(0.9, 0.99), eps=1e-8)
+    g = np.array([0.3, -0.2], np.float64)
+    w = np.array([1.0, -1.0])
+    m = v = np.zeros(2)
+    for step in range(1, 4):
+        p.grad = cddp.tensor(g.astype(np.float32))
+        opt.step()
+        w = w * (1 - 0.1 * 0.5)
+        m = 0.9 * m + 0.1 * g
+        v = 0.99 * v + 0.01 * g * g
+        mhat, vhat = m / (1 - 0.9 ** step), v / (1 - 0.99 ** step)
+        w = w - 0.1 * mhat / (np.sqrt(vhat) + 1e-8)
+    np.testing.assert_allclose(n(p), w, rtol=1e-5)
