@@ -3,8 +3,10 @@
  *   r = _C.Reducer(params, buckets, process_group, world_size, grad_as_bucket_view)
  *       params:  list[Tensor]                 the module's trainable parameters
  *       buckets: list[list[int]]              parameter indices per bucket, in launch order
- *   r.prepare_for_backward(unused)            start an iteration; `unused` indices count as
- *                                             ready with zero gradient (find_unused_parameters)
+ *   r.prepare_for_backward(unused, skip=None) start an iteration; `unused` indices count as
+ *                                             ready with zero gradient (find_unused_parameters);
+ *                                             `skip` ones (unused on every rank) keep their .grad
+ *                                             untouched, as torch leaves them
  *   r.mark_ready(i)                           post-accumulate-grad hook of parameter i
  *   r.finalize()                              wait for every bucket, write averaged grads back
  *   r.set_sync(flag)                          no_sync(): hooks do nothing while False
@@ -39,6 +41,7 @@ typedef struct {
     bucket_t *b;
     int64_t *pbucket, *poffset;   /* per parameter */
     char *ready;              /* per parameter, this iteration */
+    char *skip;               /* per parameter: unused on every rank, .grad left alone */
     Py_ssize_t next_launch;   /* first bucket not yet launched */
     int world;
     int sync;
@@ -83,6 +86,7 @@ static void reducer_dealloc(ReducerObject *self)
     PyMem_Free(self->pbucket);
     PyMem_Free(self->poffset);
     PyMem_Free(self->ready);
+    PyMem_Free(self->skip);
     tp->tp_free(self);
     Py_DECREF(tp);
 }
@@ -119,7 +123,8 @@ static PyObject *reducer_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     self->pbucket = PyMem_Calloc((size_t)(self->nparams ? self->nparams : 1), sizeof(int64_t));
     self->poffset = PyMem_Calloc((size_t)(self->nparams ? self->nparams : 1), sizeof(int64_t));
     self->ready = PyMem_Calloc((size_t)(self->nparams ? self->nparams : 1), 1);
-    if (!self->b || !self->pbucket || !self->poffset || !self->ready) {
+    self->skip = PyMem_Calloc((size_t)(self->nparams ? self->nparams : 1), 1);
+    if (!self->b || !self->pbucket || !self->poffset || !self->ready || !self->skip) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -257,9 +262,11 @@ static int finalize(ReducerObject *self)
         Py_DECREF(r);
     }
     for (Py_ssize_t i = 0; i < self->nparams; i++) {
-        TensorObject *p = param_at(self, i), *view = slot_view(self, i);
-        TensorObject *g = (TensorObject *)p->grad;
+        TensorObject *p = param_at(self, i), *view, *g = (TensorObject *)p->grad;
         int rc = 0;
+        if (self->skip[i])
+            continue;
+        view = slot_view(self, i);
         if (!view)
             return -1;
         if (self->as_view) {
@@ -286,8 +293,42 @@ static int finalize(ReducerObject *self)
     return 0;
 }
 
-static PyObject *reducer_prepare(ReducerObject *self, PyObject *unused)
+/* Set flags[i] = 1 for every index in seq (None: none); IndexError out of range. */
+static int index_flags(ReducerObject *self, PyObject *seq, char *flags)
 {
+    PyObject *fast;
+    memset(flags, 0, (size_t)self->nparams);
+    if (seq == Py_None)
+        return 0;
+    fast = PySequence_Fast(seq, "expected a sequence of parameter indices");
+    if (!fast)
+        return -1;
+    for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(fast); j++) {
+        Py_ssize_t i = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, j));
+        if ((i == -1 && PyErr_Occurred()) || i < 0 || i >= self->nparams) {
+            Py_DECREF(fast);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_IndexError, "parameter index out of range");
+            return -1;
+        }
+        flags[i] = 1;
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static PyObject *reducer_prepare(ReducerObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *unused, *skip = Py_None;
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "prepare_for_backward(unused, skip=None)");
+        return NULL;
+    }
+    unused = args[0];
+    if (nargs == 2)
+        skip = args[1];
+    if (index_flags(self, skip, self->skip) < 0)
+        return NULL;
     for (Py_ssize_t k = 0; k < self->nbuckets; k++)
         Py_CLEAR(self->b[k].work);
     memset(self->ready, 0, (size_t)self->nparams);
@@ -299,30 +340,28 @@ static PyObject *reducer_prepare(ReducerObject *self, PyObject *unused)
     self->started = 0;
     self->in_iter = 1;
     if (unused != Py_None) {
-        PyObject *fast = PySequence_Fast(unused, "unused must be a sequence of indices");
-        if (!fast)
+        char *flags = PyMem_Calloc((size_t)(self->nparams ? self->nparams : 1), 1);
+        if (!flags)
+            return PyErr_NoMemory();
+        if (index_flags(self, unused, flags) < 0) {
+            PyMem_Free(flags);
             return NULL;
-        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(fast); j++) {
-            Py_ssize_t i = PyLong_AsSsize_t(PySequence_Fast_GET_ITEM(fast, j));
-            if ((i == -1 && PyErr_Occurred()) || i < 0 || i >= self->nparams) {
-                Py_DECREF(fast);
-                if (!PyErr_Occurred())
-                    PyErr_SetString(PyExc_IndexError, "unused parameter index out of range");
-                return NULL;
-            }
-            if (self->ready[i])
+        }
+        for (Py_ssize_t i = 0; i < self->nparams; i++) {
+            if (!flags[i])
                 continue;
             TensorObject *view = slot_view(self, i);
             if (!view) {
-                Py_DECREF(fast);
+                PyMem_Free(flags);
                 return NULL;
             }
-            memset(cddp_data(view), 0, (size_t)(cddp_numel(view) * (int64_t)cddp_dtype_size[view->dtype]));
+            memset(cddp_data(view), 0,
+                   (size_t)(cddp_numel(view) * (int64_t)cddp_dtype_size[view->dtype]));
             Py_DECREF(view);
             self->ready[i] = 1;
             self->b[self->pbucket[i]].pending--;
         }
-        Py_DECREF(fast);
+        PyMem_Free(flags);
     }
     if (launch_ready(self) < 0)
         return NULL;
@@ -464,7 +503,7 @@ static PyObject *reducer_bucket_params(ReducerObject *self, PyObject *arg)
 }
 
 static PyMethodDef reducer_methods[] = {
-    {"prepare_for_backward", (PyCFunction)reducer_prepare, METH_O, NULL},
+    {"prepare_for_backward", (PyCFunction)(void (*)(void))reducer_prepare, METH_FASTCALL, NULL},
     {"mark_ready", (PyCFunction)reducer_mark_ready, METH_O, NULL},
     {"finalize", (PyCFunction)reducer_finalize, METH_NOARGS, NULL},
     {"unready", (PyCFunction)reducer_unready, METH_NOARGS, NULL},

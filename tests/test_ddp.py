@@ -131,6 +131,12 @@ for s in range(3):
     m.zero_grad()
     nn.functional.cross_entropy(m(cddp.tensor(X[s]), use_b=False), cddp.tensor(Y[s])).backward()
 assert m.module.a.weight.grad is not None
+assert m.module.b.weight.grad is None            # unused on every rank: left alone, as torch
+m.zero_grad()
+# rank 0 takes branch b, rank 1 branch a: both branches get grads on both ranks
+nn.functional.cross_entropy(m(cddp.tensor(X[0]), use_b=(rank == 0)), cddp.tensor(Y[0])).backward()
+assert m.module.a.weight.grad is not None and m.module.b.weight.grad is not None
+np.save(os.path.join(OUT, f"bgrad{rank}.npy"), m.module.b.weight.grad.numpy())
 np.save(os.path.join(OUT, f"ok{rank}.npy"), np.array(1))
 cddp.manual_seed(0)
 m2 = DDP(Branchy())
@@ -147,6 +153,8 @@ dist.destroy_process_group()
     for rank in (0, 1):
         assert load(tmp_path, f"ok{rank}.npy") == 1
         assert load(tmp_path, f"err{rank}.npy") == 1
+    np.testing.assert_array_equal(load(tmp_path, "bgrad0.npy"), load(tmp_path, "bgrad1.npy"))
+    assert np.abs(load(tmp_path, "bgrad0.npy")).sum() > 0
 
 
 def test_construction_broadcasts_and_checks_shapes(tmp_path):

@@ -194,11 +194,17 @@ class DistributedDataParallel(Module):
         out = self.module(*inputs, **kwargs)
         if _C.is_grad_enabled() and self.require_backward_grad_sync:
             self.reducer.set_sync(True)
-            unused = None
+            unused = skip = None
             if self.find_unused_parameters:
                 reached = _C._reachable_leaves(_flatten_tensors(out))
                 unused = [i for i, p in enumerate(self._params) if id(p) not in reached]
-            self.reducer.prepare_for_backward(unused)
+                # torch leaves .grad alone for parameters that no rank used: count users
+                used = _C.ones(len(self._params), dtype=_C.int32)
+                for i in unused:
+                    used[i] = 0
+                _dist().all_reduce(used, group=self._pg)
+                skip = [i for i, c in enumerate(used.tolist()) if c == 0]
+            self.reducer.prepare_for_backward(unused, skip)
         else:
             self.reducer.set_sync(False)
         return out
