@@ -253,8 +253,10 @@ static PyObject *t_zero_(PyObject *self, PyObject *unused)
     return Py_NewRef(self);
 }
 
-/* fill_(value) with value a tensor: d(out)/d(value) = sum of the incoming gradient */
-static int fill_tensor_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
+/* Backward of an op that overwrites dst with src (copy_, and fill_ with a 0-dim tensor value):
+ * the old dst gets zeros; src gets the gradient summed to its shape (a broadcast scalar's
+ * gradient is the total), in its dtype. */
+static int overwrite_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
     TensorObject *g = gout[0];
     if (!g)
@@ -263,7 +265,6 @@ static int fill_tensor_backward(NodeObject *self, TensorObject **gout, TensorObj
         !(gin[0] = cddp_tensor_new(self->meta[0].dtype, self->meta[0].ndim, self->meta[0].shape, 1)))
         return -1;
     if (self->next[1].node) {
-        /* the gradient of a broadcast scalar is the total: sum_to a 0-dim/1-element shape */
         TensorObject *s = cddp_sum_to(g, self->meta[1].ndim, self->meta[1].shape);
         if (!s)
             return -1;
@@ -293,7 +294,7 @@ static PyObject *t_fill_(PyObject *self, PyObject *value)
         cddp_is_floating(t->dtype)) {
         int err;
         TensorObject *ins[2] = {t, (TensorObject *)value};
-        NodeObject *node = cddp_maybe_node("FillBackward3", fill_tensor_backward, 2, ins, &err);
+        NodeObject *node = cddp_maybe_node("FillBackward3", overwrite_backward, 2, ins, &err);
         if (err)
             return NULL;
         if (node) {
@@ -304,27 +305,6 @@ static PyObject *t_fill_(PyObject *self, PyObject *value)
         return NULL;
     }
     return Py_NewRef(self);
-}
-
-/* CopyBackwards: old dst gets zeros; src gets the gradient summed to its shape, in its dtype */
-static int copy_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
-{
-    TensorObject *g = gout[0];
-    if (!g)
-        return 0;
-    if (self->next[0].node &&
-        !(gin[0] = cddp_tensor_new(self->meta[0].dtype, self->meta[0].ndim, self->meta[0].shape, 1)))
-        return -1;
-    if (self->next[1].node) {
-        TensorObject *s = cddp_sum_to(g, self->meta[1].ndim, self->meta[1].shape);
-        if (!s)
-            return -1;
-        gin[1] = cddp_tensor_cast_raw(s, self->meta[1].dtype);
-        Py_DECREF(s);
-        if (!gin[1])
-            return -1;
-    }
-    return 0;
 }
 
 /* [lo, hi) bytes a tensor can touch */
@@ -403,7 +383,7 @@ static PyObject *t_copy_(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     if (cddp_is_floating(dst->dtype)) {
         int err;
         TensorObject *ins[2] = {dst, cddp_is_floating(src->dtype) ? src : NULL};
-        NodeObject *node = cddp_maybe_node("CopyBackwards", copy_backward, 2, ins, &err);
+        NodeObject *node = cddp_maybe_node("CopyBackwards", overwrite_backward, 2, ins, &err);
         if (err)
             return NULL;
         if (node) {

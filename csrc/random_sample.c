@@ -223,53 +223,46 @@ static int keyed_desc(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+/* One row of probabilities (n_cat values of type T, element stride s1 bytes apart): build the
+ * normalised cumulative sum in cum, then draw n_sample categories by binary search. */
+#define SAMPLE_ROW(T)                                                                       \
+    static void sample_row_##T(GeneratorObject *g, const char *row, int64_t s1, int64_t n_cat, \
+                               int64_t n_sample, int64_t *res, T *cum)                       \
+    {                                                                                       \
+        T sum = 0;                                                                          \
+        for (int64_t j = 0; j < n_cat; j++) {                                               \
+            sum += *(const T *)(row + j * s1);                                              \
+            cum[j] = sum;                                                                   \
+        }                                                                                   \
+        for (int64_t j = 0; j < n_cat; j++)                                                 \
+            cum[j] /= sum;                                                                  \
+        cum[n_cat - 1] = 1;                                                                 \
+        for (int64_t j = 0; j < n_sample; j++) {                                            \
+            double u = (double)(cddp_gen_random64(g) & 0x1FFFFFFFFFFFFFULL) *               \
+                       (1.0 / 9007199254740992.0);                                          \
+            int64_t lo = 0, hi = n_cat;                                                     \
+            while (hi - lo > 0) {                                                           \
+                int64_t mid = lo + (hi - lo) / 2;                                           \
+                if (cum[mid] < u) lo = mid + 1; else hi = mid;                              \
+            }                                                                               \
+            res[j] = lo;                                                                    \
+        }                                                                                   \
+    }
+SAMPLE_ROW(float)
+SAMPLE_ROW(double)
+
 /* rows of probabilities (n_dist, n_cat) as float64 or float32 values in `probs` */
 static void sample_with_replacement(GeneratorObject *g, const TensorObject *p, int64_t n_dist,
                                     int64_t n_cat, int64_t n_sample, int64_t *res, void *scratch)
 {
-    size_t isz = cddp_dtype_size[p->dtype];
+    int64_t isz = (int64_t)cddp_dtype_size[p->dtype];
     int64_t s0 = p->ndim > 1 ? p->strides[0] : 0, s1 = p->strides[p->ndim - 1];
     for (int64_t i = 0; i < n_dist; i++) {
-        const char *row = cddp_data(p) + i * s0 * (int64_t)isz;
-        if (p->dtype == CDDP_FLOAT32) {
-            float *cum = scratch, sum = 0;
-            for (int64_t j = 0; j < n_cat; j++) {
-                sum += *(const float *)(row + j * s1 * (int64_t)isz);
-                cum[j] = sum;
-            }
-            for (int64_t j = 0; j < n_cat; j++)
-                cum[j] /= sum;
-            cum[n_cat - 1] = 1;
-            for (int64_t j = 0; j < n_sample; j++) {
-                double u = (double)(cddp_gen_random64(g) & 0x1FFFFFFFFFFFFFULL) *
-                           (1.0 / 9007199254740992.0);
-                int64_t lo = 0, hi = n_cat;
-                while (hi - lo > 0) {
-                    int64_t mid = lo + (hi - lo) / 2;
-                    if (cum[mid] < u) lo = mid + 1; else hi = mid;
-                }
-                res[i * n_sample + j] = lo;
-            }
-        } else {
-            double *cum = scratch, sum = 0;
-            for (int64_t j = 0; j < n_cat; j++) {
-                sum += *(const double *)(row + j * s1 * (int64_t)isz);
-                cum[j] = sum;
-            }
-            for (int64_t j = 0; j < n_cat; j++)
-                cum[j] /= sum;
-            cum[n_cat - 1] = 1;
-            for (int64_t j = 0; j < n_sample; j++) {
-                double u = (double)(cddp_gen_random64(g) & 0x1FFFFFFFFFFFFFULL) *
-                           (1.0 / 9007199254740992.0);
-                int64_t lo = 0, hi = n_cat;
-                while (hi - lo > 0) {
-                    int64_t mid = lo + (hi - lo) / 2;
-                    if (cum[mid] < u) lo = mid + 1; else hi = mid;
-                }
-                res[i * n_sample + j] = lo;
-            }
-        }
+        const char *row = cddp_data(p) + i * s0 * isz;
+        if (p->dtype == CDDP_FLOAT32)
+            sample_row_float(g, row, s1 * isz, n_cat, n_sample, res + i * n_sample, scratch);
+        else
+            sample_row_double(g, row, s1 * isz, n_cat, n_sample, res + i * n_sample, scratch);
     }
 }
 

@@ -20,6 +20,7 @@ always issue the same all_reduce sequence, whatever order their gradients arrive
 from contextlib import contextmanager
 
 from ... import _C
+from ...autograd.grad_mode import no_grad
 from ..modules.module import Module
 
 _DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024
@@ -158,7 +159,7 @@ class DistributedDataParallel(Module):
             flat = _C.cat([t.detach().reshape(-1) for t in group])
             dist.broadcast(flat, src=dist.get_global_rank(self._pg, src), group=self._pg)
             off = 0
-            with _C_no_grad():
+            with no_grad():
                 for t in group:
                     n = t.numel()
                     t.copy_(flat[off:off + n].view(tuple(t.shape)))
@@ -324,9 +325,4 @@ def _flatten_tensors(out):
             res.extend(_flatten_tensors(o))
         return res
     return []
-
-
-def _C_no_grad():  # noqa: N802
-    from ...autograd.grad_mode import no_grad
-    return no_grad()
 

@@ -9,6 +9,7 @@ fp16 all_reduce; the sum is at least as precise as torch's fp16 sum).
 import numpy as np
 
 from .... import _C
+from ....autograd.grad_mode import no_grad
 from ....futures import Future
 
 
@@ -47,12 +48,7 @@ def fp16_compress_hook(process_group, bucket):
         work.wait()
         parts = gathered.numpy().view(np.float16).reshape(world, -1)[:, :buf.numel()]
         total = parts.astype(np.float32).sum(axis=0)
-        with _C_no_grad():
+        with no_grad():
             buf.copy_(_C.from_numpy(total.astype(buf.detach().numpy().dtype)))
         return buf
     return Future(finish)
-
-
-def _C_no_grad():  # noqa: N802
-    from ....autograd.grad_mode import no_grad
-    return no_grad()
