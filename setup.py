@@ -1,6 +1,6 @@
 """Build of cddp's C extension(s).
 
-cddp._C     the C core: csrc/*.c (always built).
+cddp._C     the C core: csrc/**/*.c (always built; includes are relative to csrc/).
 cddp._cuda  CUDA kernels + cuBLAS/NCCL glue from cuda/*.cu — reserved: built once cuda/ holds
             sources and a toolkit (nvcc) is found; absent otherwise, with the same Python API.
 
@@ -16,7 +16,7 @@ import numpy
 from setuptools import Extension, setup
 
 here = os.path.dirname(os.path.abspath(__file__))
-csrc = sorted(glob.glob(os.path.join("csrc", "*.c")))
+csrc = sorted(glob.glob(os.path.join("csrc", "**", "*.c"), recursive=True))
 
 cflags = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter",
           "-Wno-missing-field-initializers", "-Wno-cast-function-type", "-fno-strict-aliasing"]

@@ -1,16 +1,11 @@
-/* module.c — cddp._C: multi-phase module init, module state, and the method tables of every
- * op file concatenated into the Tensor type and the module.
+/* module.c — cddp._C: multi-phase module init, the module state (every heap type and cached
+ * object of the extension; traversed, cleared and freed here), and the method tables of every
+ * layer concatenated into the Tensor type and the module. The layers' contributions are
+ * declared in module.h.
  */
-#include "cddp.h"
+#include "module.h"
 #define PY_ARRAY_UNIQUE_SYMBOL cddp_ARRAY_API
 #include <numpy/arrayobject.h>
-
-int cddp_dtype_init(PyObject *m, cddp_state_t *st);
-int cddp_node_type_init(PyObject *m, cddp_state_t *st);
-int cddp_tensor_type_init(PyObject *m, cddp_state_t *st, PyMethodDef *methods);
-int cddp_random_init(PyObject *m, cddp_state_t *st);
-int cddp_blas_init(PyObject *m);
-int cddp_reducer_init(PyObject *m);
 
 static PyMethodDef *tensor_tables[] = {
     cddp_tensor_core_methods, cddp_autograd_tensor_methods, cddp_elementwise_tensor_methods,
@@ -120,7 +115,9 @@ static int cddp_exec(PyObject *m)
         goto fail;
     if (cddp_dtype_init(m, st) < 0 || cddp_node_type_init(m, st) < 0 ||
         cddp_tensor_type_init(m, st, tmeth) < 0 || cddp_random_init(m, st) < 0 ||
-        cddp_blas_init(m) < 0 || cddp_reducer_init(m) < 0)
+        cddp_blas_init(m, st) < 0 || cddp_return_types_init(m, st) < 0 ||
+        cddp_store_types_init(m, st) < 0 || cddp_pg_types_init(m, st) < 0 ||
+        cddp_reducer_init(m, st) < 0)
         goto fail;
     return 0;
 fail:
@@ -128,22 +125,43 @@ fail:
     return -1;
 }
 
+/* Every object the state owns, once: traverse and clear share this list. */
+#define CDDP_STATE_OBJECTS(X, st)                                                          \
+    X((st)->tensor_type); X((st)->node_type); X((st)->dtype_type); X((st)->generator_type);  \
+    X((st)->size_type); X((st)->default_generator); X((st)->device_cpu);                     \
+    X((st)->device_factory); X((st)->return_types[0]); X((st)->return_types[1]);            \
+    X((st)->pg_type); X((st)->work_type); X((st)->reducer_type);                             \
+    X((st)->store_server_type); X((st)->store_client_type); X((st)->dist_backend_error);     \
+    X((st)->dist_timeout_error);                                                             \
+    for (int k_ = 0; k_ < 3; k_++)                                                            \
+        X((st)->store_exc[k_]);                                                              \
+    for (int d_ = 0; d_ < CDDP_NDTYPES; d_++)                                                 \
+        X((st)->dtypes[d_])
+
 static int cddp_traverse(PyObject *m, visitproc visit, void *arg)
 {
     cddp_state_t *st = PyModule_GetState(m);
     if (!st)
         return 0;
-    Py_VISIT(st->tensor_type);
-    Py_VISIT(st->node_type);
-    Py_VISIT(st->dtype_type);
-    Py_VISIT(st->generator_type);
-    Py_VISIT(st->size_type);
-    Py_VISIT(st->default_generator);
-    Py_VISIT(st->device_cpu);
-    Py_VISIT(st->device_factory);
-    for (int d = 0; d < CDDP_NDTYPES; d++)
-        Py_VISIT(st->dtypes[d]);
+    CDDP_STATE_OBJECTS(Py_VISIT, st);
     return 0;
+}
+
+static int cddp_clear(PyObject *m)
+{
+    cddp_state_t *st = PyModule_GetState(m);
+    if (!st)
+        return 0;
+    CDDP_STATE_OBJECTS(Py_CLEAR, st);
+    return 0;
+}
+
+/* The state goes with the module; cddp_state() must not outlive it. */
+static void cddp_free(void *m)
+{
+    cddp_clear((PyObject *)m);
+    if (cddp_state_ptr == PyModule_GetState((PyObject *)m))
+        cddp_state_ptr = NULL;
 }
 
 static PyModuleDef_Slot cddp_slots[] = {
@@ -158,6 +176,8 @@ static struct PyModuleDef cddp_module = {
     .m_size = sizeof(cddp_state_t),
     .m_slots = cddp_slots,
     .m_traverse = cddp_traverse,
+    .m_clear = cddp_clear,
+    .m_free = cddp_free,
 };
 
 PyMODINIT_FUNC PyInit__C(void)

@@ -1,4 +1,4 @@
-"""Tests of the rendezvous stores (cddp/distributed/store.py, csrc/store_*.c, py_store.c).
+"""Tests of the rendezvous stores (cddp/distributed/store.py, csrc/store_*.c, distributed/python/py_store.c).
 
 Multi-process parts start real Python processes on 127.0.0.1 against a server in this
 process; every wait is bounded (store timeouts, subprocess timeouts) and every process is

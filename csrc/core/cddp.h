@@ -1,0 +1,308 @@
+/* core/cddp.h — the shared vocabulary of the C core: dtypes, storage, the Tensor and autograd Node
+ * objects, and the small API every op file builds on.
+ *
+ * Mirrors: torch.Tensor (strided view over a refcounted storage), torch.autograd.graph.Node.
+ *
+ *   class Tensor:                       # C heap type, cddp._C.Tensor
+ *       storage: Storage                # data pointer + nbytes + device, shared by views
+ *       offset: int                     # in elements, into storage
+ *       shape, strides: tuple[int]      # strides in elements (may be 0 for expanded dims)
+ *       dtype: float32|float64|int64|int32|bool
+ *       requires_grad, grad, grad_fn, _version
+ *
+ * Dimension legend used in comments: N batch, C channels/classes, (M,K)@(K,N) matmul.
+ *
+ * Conventions (STYLE.md): functions return a new reference or NULL / 0 or -1 with a Python
+ * exception set; one `fail:` label per function; no exit()/abort() on any path.
+ */
+#ifndef CDDP_H
+#define CDDP_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#define CDDP_MAX_DIMS 12
+#define CDDP_ALIGN 64
+/* loops over more elements than this release the GIL (pure C inside) */
+#define CDDP_GIL_FREE_ELEMS (1 << 16)
+
+/* ---- dtypes --------------------------------------------------------------------------- */
+
+typedef enum {
+    CDDP_FLOAT32 = 0,
+    CDDP_FLOAT64 = 1,
+    CDDP_INT64 = 2,
+    CDDP_INT32 = 3,
+    CDDP_BOOL = 4,
+    CDDP_NDTYPES = 5
+} cddp_dtype;
+
+extern const size_t cddp_dtype_size[CDDP_NDTYPES];
+extern const char *const cddp_dtype_name[CDDP_NDTYPES];  /* "float32", ... */
+static inline int cddp_is_floating(cddp_dtype d) { return d == CDDP_FLOAT32 || d == CDDP_FLOAT64; }
+
+/* torch's promotion for two tensors of the same category order: bool < int32 < int64 < float32
+ * < float64.  (Scalars participate differently; see cddp_result_type_scalar.) */
+cddp_dtype cddp_promote(cddp_dtype a, cddp_dtype b);
+
+/* ---- storage -------------------------------------------------------------------------- */
+
+/* A refcounted block of bytes. `device` is -1 for CPU, >= 0 for a CUDA ordinal: a CUDA
+ * allocation is a storage with another `release`, so tensors need no redesign for GPUs.
+ * `version` is the in-place modification counter shared by every view (torch's _version). */
+typedef struct cddp_storage {
+    Py_ssize_t refcnt;
+    void *data;
+    size_t nbytes;
+    int device;
+    int64_t version;
+    void *owner;                                  /* foreign owner (e.g. a NumPy array) */
+    int inline_block;                             /* struct and data share one allocation */
+    void (*release)(struct cddp_storage *self);   /* frees data / drops owner; NULL = free() */
+} cddp_storage;
+
+/* New CPU storage of nbytes (64-byte aligned; zeroed if zero != 0). NULL + MemoryError. */
+cddp_storage *cddp_storage_new(size_t nbytes, int zero);
+/* Storage over memory owned by a Python object (kept alive by a reference). */
+cddp_storage *cddp_storage_from_pyobject(void *data, size_t nbytes, PyObject *owner);
+static inline void cddp_storage_incref(cddp_storage *s) { s->refcnt++; }
+void cddp_storage_decref(cddp_storage *s);
+
+/* ---- Tensor --------------------------------------------------------------------------- */
+
+struct NodeObject;
+
+typedef struct TensorObject {
+    PyObject_HEAD
+    cddp_storage *storage;
+    int64_t offset;                      /* elements */
+    int ndim;
+    cddp_dtype dtype;
+    int64_t shape[CDDP_MAX_DIMS];
+    int64_t strides[CDDP_MAX_DIMS];      /* elements */
+    char requires_grad;                  /* leaf flag; non-leaves have grad_fn != NULL */
+    char retains_grad;
+    PyObject *grad;                      /* Tensor or NULL */
+    struct NodeObject *grad_fn;          /* NULL for leaves */
+    int output_nr;                       /* which output of grad_fn this is */
+    struct NodeObject *grad_acc;         /* leaf: its AccumulateGrad node (borrowed; node owns us) */
+    PyObject *hooks;                     /* list of callables or NULL (leaf hooks) */
+    PyObject *post_acc_hooks;            /* list or NULL */
+    PyObject *dict;                      /* instance __dict__ (Parameter, user attributes) */
+    PyObject *weakreflist;
+    Py_ssize_t exports;                  /* live buffer-protocol exports */
+} TensorObject;
+
+/* Module state: one interpreter, one module instance; kept behind cddp_state() so hot paths
+ * do not walk the MRO to find it. */
+typedef struct {
+    PyTypeObject *tensor_type;
+    PyTypeObject *node_type;
+    PyTypeObject *dtype_type;
+    PyTypeObject *generator_type;
+    PyObject *dtypes[CDDP_NDTYPES];      /* cddp.float32 ... objects */
+    PyObject *size_type;                 /* cddp.Size (tuple subclass), set from Python */
+    PyObject *default_generator;
+    PyObject *device_cpu;                /* cddp.device("cpu") factory result, set from Python */
+    PyObject *device_factory;            /* cddp.device, set from Python */
+    PyTypeObject *return_types[2];       /* cddp.return_types.max / .min (named tuples) */
+    /* the distributed stack's Python types (distributed/python, distributed/ddp) */
+    PyTypeObject *pg_type;               /* ProcessGroupCPU */
+    PyTypeObject *work_type;             /* Work */
+    PyTypeObject *reducer_type;          /* Reducer */
+    PyTypeObject *store_server_type;     /* _StoreServer */
+    PyTypeObject *store_client_type;     /* _StoreClient */
+    PyObject *dist_backend_error;        /* created by _pg_types(base): base is Python's */
+    PyObject *dist_timeout_error;
+    PyObject *store_exc[3];              /* timeout, network, store errors (_store_set_errors) */
+    cddp_dtype default_dtype;
+    int64_t node_seq;                    /* sequence numbers for autograd nodes */
+    int64_t engine_epoch;
+} cddp_state_t;
+
+extern cddp_state_t *cddp_state_ptr;
+static inline cddp_state_t *cddp_state(void) { return cddp_state_ptr; }
+
+static inline int cddp_tensor_check(PyObject *o) {
+    return PyObject_TypeCheck(o, cddp_state()->tensor_type);
+}
+static inline char *cddp_data(const TensorObject *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)cddp_dtype_size[t->dtype];
+}
+int64_t cddp_numel(const TensorObject *t);
+int cddp_is_contiguous(const TensorObject *t);
+void cddp_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+
+/* New contiguous tensor with fresh storage (uninitialized unless zero). */
+TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int zero);
+/* A view sharing base's storage; no autograd history (callers add it). */
+TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *shape,
+                                const int64_t *strides, int64_t offset);
+/* Over a NumPy array, zero-copy (owner keeps the array alive). TypeError/ValueError on
+ * unsupported dtype, negative or non-multiple strides. */
+TensorObject *cddp_tensor_from_numpy(PyObject *arr);
+/* Contiguous version (new reference; self, increfed, when already contiguous). No autograd. */
+TensorObject *cddp_tensor_contiguous_raw(TensorObject *t);
+/* Same values in dtype dt (new reference; self when dt matches). Contiguous when copied. */
+TensorObject *cddp_tensor_cast_raw(TensorObject *t, cddp_dtype dt);
+/* dst[...] = src broadcast to dst's shape, with dtype conversion. Bumps dst's version. */
+int cddp_copy_into(TensorObject *dst, TensorObject *src);
+/* 0-dim tensor holding v. */
+TensorObject *cddp_scalar_tensor(double v, cddp_dtype dt);
+/* Read element i (C-order over the shape) of any tensor as double / int64. */
+double cddp_get_double(const TensorObject *t, int64_t flat_index);
+static inline void cddp_bump_version(TensorObject *t) { t->storage->version++; }
+
+/* Broadcasting: out = broadcast(a, b) shape (out may alias sa or sb); RuntimeError with
+ * torch's text when the shapes do not broadcast. */
+int cddp_broadcast_shapes(int na, const int64_t *sa, int nb, const int64_t *sb,
+                          int *nout, int64_t *out);
+/* Strides (elements) that view t as `shape` (t broadcastable to it; 0 on broadcast dims). */
+int cddp_broadcast_strides(const TensorObject *t, int ndim, const int64_t *shape,
+                           int64_t *strides);
+/* Sum g over broadcast dims so it has `shape` (autograd of broadcasting). New ref. */
+TensorObject *cddp_sum_to(TensorObject *g, int ndim, const int64_t *shape);
+/* dst += src (same shape, same floating dtype; src may be any layout). Bumps dst's version. */
+int cddp_accumulate_into(TensorObject *dst, TensorObject *src);
+
+/* Python-facing conversions */
+int cddp_dtype_from_py(PyObject *o, cddp_dtype *out);   /* cddp.float32 / NumPy dtype / type */
+PyObject *cddp_dtype_to_py(cddp_dtype d);               /* borrowed */
+PyObject *cddp_size_from(int ndim, const int64_t *shape);  /* new cddp.Size */
+/* Parse a shape given as (*ints) or (seq,) or Size; at most CDDP_MAX_DIMS. -1 on error. */
+int cddp_parse_shape(PyObject *args, int *ndim, int64_t *shape);
+/* A Python scalar (bool/int/float) or 0-dim tensor as an operand: kind 0 bool, 1 int, 2 float. */
+int cddp_is_py_scalar(PyObject *o);
+
+/* ---- strided iteration ---------------------------------------------------------------- */
+
+/* Visits every element of up to 4 same-shape operands (byte strides, dims coalesced) as 1-D
+ * runs: fn(ptrs, strides, n, ctx). Inner strides of a contiguous run equal the item sizes,
+ * so kernels can test for and take a tight loop. */
+#define CDDP_ITER_MAX_OPS 4
+typedef void (*cddp_loop_fn)(char **ptrs, const int64_t *strides, int64_t n, void *ctx);
+void cddp_iterate(int nops, int ndim, const int64_t *shape, char **ptrs,
+                  const int64_t (*byte_strides)[CDDP_MAX_DIMS], cddp_loop_fn fn, void *ctx);
+
+/* ---- autograd ------------------------------------------------------------------------- */
+
+typedef struct NodeObject NodeObject;
+
+/* Computes grad_inputs[i] (new references, or NULL for "no gradient") from grad_outputs
+ * (borrowed; grad_outputs[k] may be NULL when output k received none: treat as zeros).
+ * Runs with grad mode off. 0 ok, -1 with exception set. */
+typedef int (*cddp_backward_fn)(NodeObject *self, TensorObject **grad_outputs,
+                                TensorObject **grad_inputs);
+
+typedef struct {
+    NodeObject *node;     /* owned; NULL when that input needs no gradient */
+    int input_nr;
+} cddp_edge;
+
+#define CDDP_NODE_MAX_SAVED 4
+#define CDDP_NODE_MAX_OUT 2
+
+typedef struct {                      /* what a backward needs to know about an input */
+    int ndim;
+    cddp_dtype dtype;
+    int64_t shape[CDDP_MAX_DIMS];
+} cddp_meta;
+
+struct NodeObject {
+    PyObject_HEAD
+    const char *name;                 /* "AddBackward0" */
+    cddp_backward_fn backward;
+    int64_t seq;                      /* creation order; the engine runs later nodes first */
+    int n_next;
+    cddp_edge *next;                  /* n_next entries: one per differentiable input */
+    cddp_meta *meta;                  /* n_next entries */
+    int n_saved;
+    PyObject *saved[CDDP_NODE_MAX_SAVED];     /* Tensors or other objects */
+    int64_t saved_version[CDDP_NODE_MAX_SAVED];
+    char released;                    /* saved tensors freed after a non-retained backward */
+    int n_out;
+    double d[4];                      /* op scalars (alpha, exponent, min/max ...) */
+    int64_t i[2 * CDDP_MAX_DIMS + 4]; /* op integers (dims, flags ...) */
+    int64_t *ibuf;                    /* op integer array (cat sizes ...), PyMem_Free'd */
+    PyObject *extra;                  /* op object (index tuple ...), owned */
+    TensorObject *variable;           /* AccumulateGrad: the leaf (owned) */
+    PyObject *pre_hooks;              /* dict output_nr -> list (Tensor.register_hook) */
+    PyObject *retain;                 /* dict output_nr -> weakref of non-leaf retaining grad */
+    PyObject *dict;
+    PyObject *weakreflist;
+    /* engine scratch, valid during one backward pass */
+    int64_t epoch;
+    int64_t deps;
+    TensorObject *inbuf[CDDP_NODE_MAX_OUT];
+};
+
+extern _Thread_local int cddp_grad_enabled;
+
+/* Whether an op on these inputs must record history. */
+static inline int cddp_needs_grad(const TensorObject *t) {
+    return t->requires_grad || t->grad_fn != NULL;
+}
+/* New node with n_next edges/metas (zeroed). */
+NodeObject *cddp_node_new(const char *name, cddp_backward_fn fn, int n_next);
+/* Wire edge i to `input`'s gradient sink (its grad_fn, or its AccumulateGrad if it is a leaf
+ * that requires grad), and fill meta[i] from input. No-op edge when input needs no grad. */
+int cddp_node_set_input(NodeObject *n, int i, TensorObject *input);
+/* Keep t for backward (records its version for the in-place check). */
+int cddp_node_save(NodeObject *n, int slot, TensorObject *t);
+/* Keep an output of this node for backward: stored as a history-free alias (same storage and
+ * version counter) so the node and its output do not form a reference cycle. */
+int cddp_node_save_output(NodeObject *n, int slot, TensorObject *out);
+/* Fetch saved slot, checking version and released state (torch's errors). Borrowed. */
+TensorObject *cddp_node_saved(NodeObject *n, int slot);
+/* out gets history (grad_fn = n, output_nr) — steals nothing, increfs n. */
+void cddp_set_history(TensorObject *out, NodeObject *n, int output_nr);
+
+/* Convenience for the common case: if grad mode is on and any of the k inputs needs grad,
+ * create a node with k edges wired to the inputs; else return NULL with no error.
+ * *err is set to 1 on failure. */
+NodeObject *cddp_maybe_node(const char *name, cddp_backward_fn fn, int k,
+                            TensorObject **inputs, int *err);
+
+/* Engine: run backward from roots with seed grads (NULL -> ones, scalar roots only). */
+int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int retain_graph);
+
+/* Type slots implemented by the op files (core/tensor_type.c wires them into the Tensor type). */
+PyObject *cddp_nb_add(PyObject *a, PyObject *b);          /* ops/elementwise/elementwise.c */
+PyObject *cddp_nb_sub(PyObject *a, PyObject *b);
+PyObject *cddp_nb_mul(PyObject *a, PyObject *b);
+PyObject *cddp_nb_truediv(PyObject *a, PyObject *b);
+PyObject *cddp_nb_floordiv(PyObject *a, PyObject *b);
+PyObject *cddp_nb_remainder(PyObject *a, PyObject *b);
+PyObject *cddp_nb_pow(PyObject *a, PyObject *b, PyObject *mod);
+PyObject *cddp_nb_neg(PyObject *a);
+PyObject *cddp_nb_abs(PyObject *a);
+PyObject *cddp_nb_iadd(PyObject *a, PyObject *b);
+PyObject *cddp_nb_isub(PyObject *a, PyObject *b);
+PyObject *cddp_nb_imul(PyObject *a, PyObject *b);
+PyObject *cddp_nb_itruediv(PyObject *a, PyObject *b);
+PyObject *cddp_nb_and(PyObject *a, PyObject *b);
+PyObject *cddp_nb_or(PyObject *a, PyObject *b);
+PyObject *cddp_nb_xor(PyObject *a, PyObject *b);
+PyObject *cddp_nb_invert(PyObject *a);
+PyObject *cddp_richcompare(PyObject *a, PyObject *b, int op);
+PyObject *cddp_nb_matmul(PyObject *a, PyObject *b);       /* ops/linalg/linalg.c */
+PyObject *cddp_mp_subscript(PyObject *self, PyObject *key);            /* ops/index/index.c */
+int cddp_mp_ass_subscript(PyObject *self, PyObject *key, PyObject *value);
+PyObject *cddp_tensor_iter(PyObject *self);                            /* ops/shape/shape.c */
+PyObject *cddp_tensor_repr(PyObject *self);                            /* ops/creation/creation.c */
+
+/* Cross-file helpers */
+/* The no-GPU device policy: 0 for None/CPU specs, and for CUDA specs after one warning per
+ * process (running on the CPU); -1 with RuntimeError for malformed specs, or for CUDA when
+ * CDDP_STRICT_DEVICE=1. Accepts str, int, cddp.device, objects with .type/.index, Tensors. */
+int cddp_device_fallback(PyObject *device_spec);                                     /* ops/shape/convert.c */
+/* Tensor from arbitrary Python data (nested lists, scalars, NumPy arrays, tensors): copies. */
+TensorObject *cddp_tensor_from_data(PyObject *data, int has_dtype, cddp_dtype dtype);  /* ops/creation/creation.c */
+/* 0-dim or 1-element tensor to Python number. */
+PyObject *cddp_tensor_item(TensorObject *t);                                        /* ops/creation/creation.c */
+/* torch.randperm(n, generator=g) bit for bit into out[n]; NULL/None = default generator. */
+int cddp_randperm_fill(PyObject *generator_or_NULL, int64_t n, int64_t *out);        /* ops/random/random.c */
+
+#endif

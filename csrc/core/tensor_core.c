@@ -1,0 +1,591 @@
+/* core/tensor_core.c — the C API every op file builds on: allocation, views, NumPy interop,
+ * dtype-converting copies, broadcasting and its reduction for autograd.
+ *
+ * Mirrors: at::empty / as_strided / contiguous / to(dtype) / copy_ / infer_size / sum_to.
+ * Strides are in elements; byte strides appear only inside iteration.
+ */
+#include "core/cddp.h"
+#include <string.h>
+#define NO_IMPORT_ARRAY
+#define PY_ARRAY_UNIQUE_SYMBOL cddp_ARRAY_API
+#include <numpy/arrayobject.h>
+
+cddp_state_t *cddp_state_ptr;
+
+int64_t cddp_numel(const TensorObject *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++)
+        n *= t->shape[d];
+    return n;
+}
+
+void cddp_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = ndim - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= shape[d] > 1 ? shape[d] : 1;
+    }
+}
+
+int cddp_is_contiguous(const TensorObject *t)
+{
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] == 0)
+            return 1;
+        if (t->shape[d] != 1 && t->strides[d] != s)
+            return 0;
+        s *= t->shape[d];
+    }
+    return 1;
+}
+
+static TensorObject *tensor_alloc(void)
+{
+    PyTypeObject *tp = cddp_state()->tensor_type;
+    return (TensorObject *)tp->tp_alloc(tp, 0);
+}
+
+TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int zero)
+{
+    int64_t n = 1;
+    TensorObject *t = NULL;
+    if (ndim < 0 || ndim > CDDP_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions, got %d",
+                     CDDP_MAX_DIMS, ndim);
+        return NULL;
+    }
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "Trying to create tensor with negative dimension %lld: dimension %d",
+                         (long long)shape[d], d);
+            return NULL;
+        }
+        if (shape[d] && n > INT64_MAX / 16 / shape[d]) {
+            PyErr_SetString(PyExc_RuntimeError, "tensor size overflows int64");
+            return NULL;
+        }
+        n *= shape[d];
+    }
+    t = tensor_alloc();
+    if (!t)
+        return NULL;
+    t->storage = cddp_storage_new((size_t)n * cddp_dtype_size[dt], zero);
+    if (!t->storage) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    t->ndim = ndim;
+    t->dtype = dt;
+    if (ndim)
+        memcpy(t->shape, shape, sizeof(int64_t) * ndim);
+    cddp_contiguous_strides(ndim, t->shape, t->strides);
+    return t;
+}
+
+TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *shape,
+                                const int64_t *strides, int64_t offset)
+{
+    TensorObject *t;
+    if (ndim > CDDP_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions", CDDP_MAX_DIMS);
+        return NULL;
+    }
+    t = tensor_alloc();
+    if (!t)
+        return NULL;
+    t->storage = base->storage;
+    cddp_storage_incref(t->storage);
+    t->offset = offset;
+    t->ndim = ndim;
+    t->dtype = base->dtype;
+    if (ndim) {
+        memcpy(t->shape, shape, sizeof(int64_t) * ndim);
+        memcpy(t->strides, strides, sizeof(int64_t) * ndim);
+    }
+    return t;
+}
+
+TensorObject *cddp_scalar_tensor(double v, cddp_dtype dt)
+{
+    TensorObject *t = cddp_tensor_new(dt, 0, NULL, 0);
+    if (!t)
+        return NULL;
+    char *p = cddp_data(t);
+    switch (dt) {
+    case CDDP_FLOAT32: *(float *)p = (float)v; break;
+    case CDDP_FLOAT64: *(double *)p = v; break;
+    case CDDP_INT64: *(int64_t *)p = (int64_t)v; break;
+    case CDDP_INT32: *(int32_t *)p = (int32_t)v; break;
+    default: *(uint8_t *)p = v != 0; break;
+    }
+    return t;
+}
+
+double cddp_get_double(const TensorObject *t, int64_t flat)
+{
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        off += (flat % t->shape[d]) * t->strides[d];
+        flat /= t->shape[d];
+    }
+    char *p = (char *)t->storage->data + (t->offset + off) * (int64_t)cddp_dtype_size[t->dtype];
+    switch (t->dtype) {
+    case CDDP_FLOAT32: return *(float *)p;
+    case CDDP_FLOAT64: return *(double *)p;
+    case CDDP_INT64: return (double)*(int64_t *)p;
+    case CDDP_INT32: return *(int32_t *)p;
+    default: return *(uint8_t *)p;
+    }
+}
+
+/* ---- converting copy ------------------------------------------------------------------ */
+
+typedef struct { cddp_dtype dst, src; } copy_ctx;
+
+#define CONVERT_LOOP(DT, ST, EXPR)                                                       \
+    do {                                                                                 \
+        if (s0 == (int64_t)sizeof(DT) && s1 == (int64_t)sizeof(ST)) {                    \
+            DT *d = (DT *)p[0]; const ST *s = (const ST *)p[1];                          \
+            for (int64_t i = 0; i < n; i++) { ST v = s[i]; d[i] = (DT)(EXPR); }          \
+        } else {                                                                         \
+            for (int64_t i = 0; i < n; i++) {                                            \
+                ST v = *(const ST *)(p[1] + i * s1);                                     \
+                *(DT *)(p[0] + i * s0) = (DT)(EXPR);                                     \
+            }                                                                            \
+        }                                                                                \
+    } while (0)
+
+#define FROM_SRC(DT, TOBOOL)                                                             \
+    switch (c->src) {                                                                    \
+    case CDDP_FLOAT32: CONVERT_LOOP(DT, float, TOBOOL ? (v != 0) : v); break;            \
+    case CDDP_FLOAT64: CONVERT_LOOP(DT, double, TOBOOL ? (v != 0) : v); break;           \
+    case CDDP_INT64: CONVERT_LOOP(DT, int64_t, TOBOOL ? (v != 0) : v); break;            \
+    case CDDP_INT32: CONVERT_LOOP(DT, int32_t, TOBOOL ? (v != 0) : v); break;            \
+    default: CONVERT_LOOP(DT, uint8_t, TOBOOL ? (v != 0) : v); break;                    \
+    }
+
+static void copy_loop(char **p, const int64_t *st, int64_t n, void *ctx)
+{
+    const copy_ctx *c = ctx;
+    int64_t s0 = st[0], s1 = st[1];
+    if (c->src == c->dst) {
+        size_t sz = cddp_dtype_size[c->dst];
+        if (s0 == (int64_t)sz && s1 == (int64_t)sz) {
+            memmove(p[0], p[1], (size_t)n * sz);
+            return;
+        }
+    }
+    switch (c->dst) {
+    case CDDP_FLOAT32: FROM_SRC(float, 0); break;
+    case CDDP_FLOAT64: FROM_SRC(double, 0); break;
+    case CDDP_INT64: FROM_SRC(int64_t, 0); break;
+    case CDDP_INT32: FROM_SRC(int32_t, 0); break;
+    default: FROM_SRC(uint8_t, 1); break;
+    }
+}
+
+int cddp_copy_into(TensorObject *dst, TensorObject *src)
+{
+    int64_t bst[2][CDDP_MAX_DIMS];
+    int64_t sst[CDDP_MAX_DIMS];
+    char *ptrs[2] = {cddp_data(dst), cddp_data(src)};
+    copy_ctx c = {dst->dtype, src->dtype};
+    if (cddp_broadcast_strides(src, dst->ndim, dst->shape, sst) < 0)
+        return -1;
+    for (int d = 0; d < dst->ndim; d++) {
+        bst[0][d] = dst->strides[d] * (int64_t)cddp_dtype_size[dst->dtype];
+        bst[1][d] = sst[d] * (int64_t)cddp_dtype_size[src->dtype];
+    }
+    if (cddp_numel(dst) > CDDP_GIL_FREE_ELEMS) {     /* pure C below: let other threads run */
+        Py_BEGIN_ALLOW_THREADS
+        cddp_iterate(2, dst->ndim, dst->shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
+                     copy_loop, &c);
+        Py_END_ALLOW_THREADS
+    } else {
+        cddp_iterate(2, dst->ndim, dst->shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
+                     copy_loop, &c);
+    }
+    cddp_bump_version(dst);
+    return 0;
+}
+
+TensorObject *cddp_tensor_contiguous_raw(TensorObject *t)
+{
+    TensorObject *out;
+    if (cddp_is_contiguous(t))
+        return (TensorObject *)Py_NewRef(t);
+    out = cddp_tensor_new(t->dtype, t->ndim, t->shape, 0);
+    if (out && cddp_copy_into(out, t) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+TensorObject *cddp_tensor_cast_raw(TensorObject *t, cddp_dtype dt)
+{
+    TensorObject *out;
+    if (t->dtype == dt)
+        return (TensorObject *)Py_NewRef(t);
+    out = cddp_tensor_new(dt, t->ndim, t->shape, 0);
+    if (out && cddp_copy_into(out, t) < 0)
+        Py_CLEAR(out);
+    return out;
+}
+
+/* ---- broadcasting --------------------------------------------------------------------- */
+
+static void format_shape(char *buf, size_t cap, int nd, const int64_t *s)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, cap - k, "[");
+    for (int d = 0; d < nd && k < cap; d++)
+        k += (size_t)snprintf(buf + k, cap - k, d ? ", %lld" : "%lld", (long long)s[d]);
+    if (k < cap)
+        snprintf(buf + k, cap - k, "]");
+}
+
+int cddp_broadcast_shapes(int na, const int64_t *sa, int nb, const int64_t *sb,
+                          int *nout, int64_t *out)
+{
+    int n = na > nb ? na : nb;
+    int64_t res[CDDP_MAX_DIMS];          /* out may alias sa/sb: write it only at the end */
+    if (n > CDDP_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions", CDDP_MAX_DIMS);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        int ia = na - n + i, ib = nb - n + i;
+        int64_t a = ia >= 0 ? sa[ia] : 1, b = ib >= 0 ? sb[ib] : 1;
+        if (a != b && a != 1 && b != 1) {
+            char ba[256], bb[256];
+            format_shape(ba, sizeof ba, na, sa);
+            format_shape(bb, sizeof bb, nb, sb);
+            PyErr_Format(PyExc_RuntimeError,
+                         "The size of tensor a (%lld) must match the size of tensor b (%lld) at "
+                         "non-singleton dimension %d (shapes %s and %s)",
+                         (long long)a, (long long)b, i, ba, bb);
+            return -1;
+        }
+        res[i] = a == 1 ? b : a;
+    }
+    memcpy(out, res, sizeof(int64_t) * (size_t)n);
+    *nout = n;
+    return 0;
+}
+
+int cddp_broadcast_strides(const TensorObject *t, int ndim, const int64_t *shape,
+                           int64_t *strides)
+{
+    int off = ndim - t->ndim;
+    if (off < 0)
+        goto fail;
+    for (int d = 0; d < ndim; d++) {
+        int td = d - off;
+        if (td < 0) {
+            strides[d] = 0;
+        } else if (t->shape[td] == shape[d]) {
+            strides[d] = t->strides[td];
+        } else if (t->shape[td] == 1) {
+            strides[d] = 0;
+        } else {
+            goto fail;
+        }
+    }
+    return 0;
+fail:
+    {
+        char bt[256], bs[256];
+        format_shape(bt, sizeof bt, t->ndim, t->shape);
+        format_shape(bs, sizeof bs, ndim, shape);
+        PyErr_Format(PyExc_RuntimeError,
+                     "The expanded size of the tensor %s must match the target size %s", bt, bs);
+    }
+    return -1;
+}
+
+/* dst (+)= src elementwise over dst's shape, src viewed with byte strides. */
+typedef struct { cddp_dtype dt; } acc_ctx;
+
+static void acc_loop(char **p, const int64_t *st, int64_t n, void *ctx)
+{
+    const acc_ctx *c = ctx;
+    if (c->dt == CDDP_FLOAT32) {
+        if (st[0] == 4 && st[1] == 4) {
+            float *d = (float *)p[0]; const float *s = (const float *)p[1];
+            for (int64_t i = 0; i < n; i++) d[i] += s[i];
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                *(float *)(p[0] + i * st[0]) += *(const float *)(p[1] + i * st[1]);
+        }
+    } else if (c->dt == CDDP_FLOAT64) {
+        if (st[0] == 8 && st[1] == 8) {
+            double *d = (double *)p[0]; const double *s = (const double *)p[1];
+            for (int64_t i = 0; i < n; i++) d[i] += s[i];
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                *(double *)(p[0] + i * st[0]) += *(const double *)(p[1] + i * st[1]);
+        }
+    } else if (c->dt == CDDP_INT64) {
+        for (int64_t i = 0; i < n; i++)
+            *(int64_t *)(p[0] + i * st[0]) += *(const int64_t *)(p[1] + i * st[1]);
+    } else if (c->dt == CDDP_INT32) {
+        for (int64_t i = 0; i < n; i++)
+            *(int32_t *)(p[0] + i * st[0]) += *(const int32_t *)(p[1] + i * st[1]);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            *(uint8_t *)(p[0] + i * st[0]) |= *(const uint8_t *)(p[1] + i * st[1]);
+    }
+}
+
+/* Iterate over `shape` with dst strides dstr and src strides sstr (elements). */
+static void acc_strided(TensorObject *dst, const int64_t *dstr, TensorObject *src,
+                        const int64_t *sstr, int ndim, const int64_t *shape)
+{
+    int64_t bst[2][CDDP_MAX_DIMS];
+    size_t isz = cddp_dtype_size[dst->dtype];
+    char *ptrs[2] = {cddp_data(dst), cddp_data(src)};
+    acc_ctx c = {dst->dtype};
+    for (int d = 0; d < ndim; d++) {
+        bst[0][d] = dstr[d] * (int64_t)isz;
+        bst[1][d] = sstr[d] * (int64_t)isz;
+    }
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= shape[d];
+    if (n > CDDP_GIL_FREE_ELEMS) {
+        Py_BEGIN_ALLOW_THREADS
+        cddp_iterate(2, ndim, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, acc_loop, &c);
+        Py_END_ALLOW_THREADS
+    } else {
+        cddp_iterate(2, ndim, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, acc_loop, &c);
+    }
+}
+
+TensorObject *cddp_sum_to(TensorObject *g, int ndim, const int64_t *shape)
+{
+    int64_t ostr[CDDP_MAX_DIMS];
+    TensorObject *out, *gc;
+    int same = g->ndim == ndim && memcmp(g->shape, shape, sizeof(int64_t) * ndim) == 0;
+    if (same)
+        return (TensorObject *)Py_NewRef(g);
+    out = cddp_tensor_new(g->dtype, ndim, shape, 1);
+    if (!out)
+        return NULL;
+    /* out viewed at g's shape: 0 strides on the dims that were broadcast */
+    if (cddp_broadcast_strides(out, g->ndim, g->shape, ostr) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    gc = (TensorObject *)Py_NewRef(g);
+    acc_strided(out, ostr, gc, gc->strides, g->ndim, g->shape);
+    Py_DECREF(gc);
+    return out;
+}
+
+int cddp_accumulate_into(TensorObject *dst, TensorObject *src)
+{
+    int64_t sstr[CDDP_MAX_DIMS];
+    TensorObject *s = src;
+    if (src->dtype != dst->dtype) {
+        s = cddp_tensor_cast_raw(src, dst->dtype);
+        if (!s)
+            return -1;
+    } else {
+        Py_INCREF(s);
+    }
+    if (cddp_broadcast_strides(s, dst->ndim, dst->shape, sstr) < 0) {
+        Py_DECREF(s);
+        return -1;
+    }
+    acc_strided(dst, dst->strides, s, sstr, dst->ndim, dst->shape);
+    Py_DECREF(s);
+    cddp_bump_version(dst);
+    return 0;
+}
+
+/* ---- NumPy ---------------------------------------------------------------------------- */
+
+static int npy_to_dtype(int type_num, cddp_dtype *out)
+{
+    switch (type_num) {
+    case NPY_FLOAT32: *out = CDDP_FLOAT32; return 0;
+    case NPY_FLOAT64: *out = CDDP_FLOAT64; return 0;
+    case NPY_INT64: *out = CDDP_INT64; return 0;
+    case NPY_INT32: *out = CDDP_INT32; return 0;
+    case NPY_BOOL: *out = CDDP_BOOL; return 0;
+    default: return -1;
+    }
+}
+
+int cddp_dtype_to_npy(cddp_dtype d)
+{
+    static const int map[CDDP_NDTYPES] = {NPY_FLOAT32, NPY_FLOAT64, NPY_INT64, NPY_INT32, NPY_BOOL};
+    return map[d];
+}
+
+TensorObject *cddp_tensor_from_numpy(PyObject *obj)
+{
+    PyArrayObject *arr = (PyArrayObject *)obj;
+    cddp_dtype dt;
+    TensorObject *t = NULL;
+    int nd;
+    if (!PyArray_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "expected np.ndarray (got %s)", Py_TYPE(obj)->tp_name);
+        return NULL;
+    }
+    if (npy_to_dtype(PyArray_TYPE(arr), &dt) < 0 || !PyArray_ISNOTSWAPPED(arr)) {
+        PyErr_Format(PyExc_TypeError,
+                     "can't convert np.ndarray of type %R. The only supported types are: "
+                     "float64, float32, int64, int32, and bool (native byte order).",
+                     (PyObject *)PyArray_DESCR(arr));
+        return NULL;
+    }
+    if (!PyArray_ISALIGNED(arr)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "given numpy array is not aligned to its element size; tensors need "
+                        "aligned memory. Copy it first with array.copy().");
+        return NULL;
+    }
+    nd = PyArray_NDIM(arr);
+    if (nd > CDDP_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions, got %d",
+                     CDDP_MAX_DIMS, nd);
+        return NULL;
+    }
+    size_t isz = cddp_dtype_size[dt];
+    for (int d = 0; d < nd; d++) {
+        npy_intp s = PyArray_STRIDES(arr)[d];
+        if (s < 0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "At least one stride in the given numpy array is negative, and "
+                            "tensors with negative strides are not currently supported. "
+                            "(You can probably work around this by making a copy of your array "
+                            " with array.copy().)");
+            return NULL;
+        }
+        if (s % (npy_intp)isz) {
+            PyErr_SetString(PyExc_ValueError,
+                            "given numpy array strides not a multiple of the element byte size. "
+                            "Copy the numpy array to reallocate the memory.");
+            return NULL;
+        }
+    }
+    t = tensor_alloc();
+    if (!t)
+        return NULL;
+    /* extent: bytes from data to one past the last element */
+    size_t extent = isz;
+    for (int d = 0; d < nd; d++)
+        extent += (size_t)(PyArray_DIMS(arr)[d] > 0 ? PyArray_DIMS(arr)[d] - 1 : 0) *
+                  (size_t)PyArray_STRIDES(arr)[d];
+    t->storage = cddp_storage_from_pyobject(PyArray_DATA(arr), extent, obj);
+    if (!t->storage) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    t->dtype = dt;
+    t->ndim = nd;
+    for (int d = 0; d < nd; d++) {
+        t->shape[d] = PyArray_DIMS(arr)[d];
+        t->strides[d] = PyArray_STRIDES(arr)[d] / (npy_intp)isz;
+    }
+    return t;
+}
+
+/* ndarray sharing t's memory; the array's base keeps t (hence the storage) alive. */
+PyObject *cddp_tensor_to_numpy(TensorObject *t)
+{
+    npy_intp dims[CDDP_MAX_DIMS], strides[CDDP_MAX_DIMS];
+    PyObject *arr;
+    size_t isz = cddp_dtype_size[t->dtype];
+    for (int d = 0; d < t->ndim; d++) {
+        dims[d] = (npy_intp)t->shape[d];
+        strides[d] = (npy_intp)(t->strides[d] * (int64_t)isz);
+    }
+    arr = PyArray_New(&PyArray_Type, t->ndim, dims, cddp_dtype_to_npy(t->dtype), strides,
+                      cddp_data(t), (int)isz, NPY_ARRAY_WRITEABLE, NULL);
+    if (!arr)
+        return NULL;
+    if (PyArray_SetBaseObject((PyArrayObject *)arr, Py_NewRef(t)) < 0) {
+        Py_DECREF(arr);
+        return NULL;
+    }
+    return arr;
+}
+
+/* ---- Python argument helpers ---------------------------------------------------------- */
+
+PyObject *cddp_size_from(int ndim, const int64_t *shape)
+{
+    PyObject *tup = PyTuple_New(ndim), *res;
+    if (!tup)
+        return NULL;
+    for (int d = 0; d < ndim; d++) {
+        PyObject *v = PyLong_FromLongLong(shape[d]);
+        if (!v) {
+            Py_DECREF(tup);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tup, d, v);
+    }
+    PyObject *st = cddp_state()->size_type;
+    if (!st)
+        return tup;
+    PyObject *args = PyTuple_Pack(1, tup);
+    Py_DECREF(tup);
+    if (!args)
+        return NULL;
+    res = ((PyTypeObject *)st)->tp_new((PyTypeObject *)st, args, NULL);
+    Py_DECREF(args);
+    return res;
+}
+
+int cddp_parse_shape(PyObject *args, int *ndim, int64_t *shape)
+{
+    PyObject *seq = args;
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    if (n == 1 && !PyLong_Check(PyTuple_GET_ITEM(args, 0)) &&
+        !PyIndex_Check(PyTuple_GET_ITEM(args, 0)))
+        seq = PyTuple_GET_ITEM(args, 0);
+    PyObject *fast = PySequence_Fast(seq, "size must be a sequence of ints");
+    if (!fast)
+        return -1;
+    n = PySequence_Fast_GET_SIZE(fast);
+    if (n > CDDP_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions, got %zd",
+                     CDDP_MAX_DIMS, n);
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyIndex_Check(o) || PyBool_Check(o) || PyFloat_Check(o)) {
+            PyErr_Format(PyExc_TypeError,
+                         "size must be a tuple of ints, but element %zd is %s", i,
+                         Py_TYPE(o)->tp_name);
+            goto fail;
+        }
+        shape[i] = PyLong_AsLongLong(o);
+        if (shape[i] == -1 && PyErr_Occurred())
+            goto fail;
+    }
+    *ndim = (int)n;
+    Py_DECREF(fast);
+    return 0;
+fail:
+    Py_DECREF(fast);
+    return -1;
+}
+
+int cddp_is_py_scalar(PyObject *o)
+{
+    if (PyBool_Check(o))
+        return 0;
+    if (PyLong_Check(o))
+        return 1;
+    if (PyFloat_Check(o))
+        return 2;
+    return -1;
+}

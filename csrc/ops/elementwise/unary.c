@@ -1,0 +1,327 @@
+/* ops/elementwise/unary.c — one-input elementwise ops, table driven: each op is a row of kernels (forward
+ * per dtype, backward per float dtype) plus its dtype rule and what its backward reads.
+ *
+ * Mirrors: torch.neg / abs / exp / log / log2 / log10 / log1p / expm1 / sqrt / rsqrt / sin / cos
+ * / tan / tanh / sigmoid / erf / reciprocal / relu / sign / square / floor / ceil / round / trunc
+ * / logical_not / bitwise_not / isnan / isinf / isfinite, their Tensor methods and in-place
+ * forms (exp_, relu_, ...), the unary -x, abs(x), ~x slots, and torch's nodes (ExpBackward0,
+ * SigmoidBackward0, ReluBackward0, ...).
+ *
+ * dtype rules: U_FLOAT ops compute integers/bools in the default dtype (torch.exp(int) is
+ * float32), U_SAME ops keep the input's dtype, U_BOOL ops return bool. Backwards are fused: one
+ * loop over (grad, saved) — sigmoid's reads its saved output, relu's its output's sign.
+ */
+#include "ops/elementwise/elementwise.h"
+#include <tgmath.h>
+
+enum { U_FLOAT, U_SAME, U_BOOL };
+enum { S_NONE, S_IN, S_OUT };         /* what the backward reads besides the gradient */
+
+typedef struct {
+    const char *name;                 /* torch's name in messages */
+    const char *node;                 /* autograd node; NULL: never differentiable */
+    int mode, save;
+    cddp_loop_fn fwd[CDDP_NDTYPES];   /* by compute dtype; NULL: refused (msg) */
+    cddp_loop_fn bw[2];               /* float32, float64; NULL with a node: zero gradient */
+    const char *msg;                  /* message for a refused dtype (NULL: torch's generic) */
+    int notimpl;                      /* ... raised as NotImplementedError, else RuntimeError */
+} unop;
+
+
+/* ---- float32 exp / tanh without libm calls ---------------------------------------------------
+ * glibc's expf is a call per element, which keeps the loop scalar; these are branch-free
+ * (selects through bit masks, so no FP compare becomes control flow), so exp, sigmoid and tanh
+ * loops vectorize. Cephes' range reduction and polynomials: within 2 ulp of the exact values
+ * (tests check against float64), NaN and infinities as libm. float64 keeps libm. */
+
+static inline float sel_f32(int c, float a, float b)
+{
+    uint32_t ua, ub, m = 0u - (uint32_t)c, r;
+    float f;
+    memcpy(&ua, &a, 4);
+    memcpy(&ub, &b, 4);
+    r = (ua & m) | (ub & ~m);
+    memcpy(&f, &r, 4);
+    return f;
+}
+
+static inline float pow2i_f32(int32_t n)      /* 2^n, n in [-126, 127] */
+{
+    uint32_t bits = (uint32_t)(n + 127) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+static inline float ew_expf(float x)
+{
+    /* clamp (NaN to 0: it is restored at the end) so the integer conversion is defined */
+    float xc = sel_f32(x > 88.8f, 88.8f, x);
+    xc = sel_f32(xc < -104.0f, -104.0f, xc);
+    xc = sel_f32(x != x, 0.0f, xc);
+    float fx = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  /* round(x/ln2) */
+    int32_t n = (int32_t)fx, h = n >> 1;
+    float r = xc - fx * 0.693359375f;
+    r = r - fx * -2.12194440e-4f;
+    float y = ((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +
+                4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f;
+    y = y * (r * r) + r + 1.0f;
+    y = y * pow2i_f32(h) * pow2i_f32(n - h);    /* two halves reach the denormals and inf */
+    return sel_f32(x != x, x, y);
+}
+
+static inline float ew_tanhf(float x)
+{
+    float ax = sel_f32(x < 0, -x, x);
+    float z = x * x;                              /* |x| < 0.625: odd polynomial */
+    float p = ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z - 5.37397155531E-2f) * z +
+                1.33314422036E-1f) * z - 3.33332819422E-1f) * z * x + x;
+    float q = 1.0f - 2.0f / (ew_expf(2.0f * ax) + 1.0f);
+    q = sel_f32(x < 0, -q, q);
+    return sel_f32(ax < 0.625f, p, q);
+}
+
+#define EXP_EXPR(x) _Generic((x), float: ew_expf, default: exp)(x)
+#define TANH_EXPR(x) _Generic((x), float: ew_tanhf, default: tanh)(x)
+
+/* forward kernels: float expression, integer expression, bool expression */
+#define SAME_LOOPS(op, EF, EI, EB)                                                         \
+    EW_FLOAT_LOOPS1(op, EF)                                                                \
+    EW_LOOP1(op##_i64, int64_t, int64_t, EI)                                               \
+    EW_LOOP1(op##_i32, int32_t, int32_t, EI)                                               \
+    EW_LOOP1(op##_b8, uint8_t, uint8_t, EB)
+#define SAME_NOBOOL_LOOPS(op, EF, EI)                                                      \
+    EW_FLOAT_LOOPS1(op, EF)                                                                \
+    EW_LOOP1(op##_i64, int64_t, int64_t, EI)                                               \
+    EW_LOOP1(op##_i32, int32_t, int32_t, EI)
+#define BOOL_LOOPS(op, EF, EI)                                                             \
+    EW_LOOP1(op##_f32, uint8_t, float, EF)                                                 \
+    EW_LOOP1(op##_f64, uint8_t, double, EF)                                                \
+    EW_LOOP1(op##_i64, uint8_t, int64_t, EI)                                               \
+    EW_LOOP1(op##_i32, uint8_t, int32_t, EI)                                               \
+    EW_LOOP1(op##_b8, uint8_t, uint8_t, EI)
+#define ALL5(op) {op##_f32, op##_f64, op##_i64, op##_i32, op##_b8}
+#define NUM4(op) {op##_f32, op##_f64, op##_i64, op##_i32, NULL}
+#define FLT2(op) {op##_f32, op##_f64, NULL, NULL, NULL}
+#define INTB3(op) {NULL, NULL, op##_i64, op##_i32, op##_b8}
+/* backward kernels: x is the incoming gradient, y the saved input or output */
+#define BW1(op, EXPR) EW_FLOAT_LOOPS1(op##_bw, EXPR)
+#define BW2(op, EXPR) EW_FLOAT_LOOPS2(op##_bw, float, double, EXPR)
+#define BWT(op) {op##_bw_f32, op##_bw_f64}
+
+SAME_NOBOOL_LOOPS(neg, -x, (scalar_t)(0 - U64(x)))
+BW1(neg, -x)
+SAME_NOBOOL_LOOPS(abs, fabs(x), x < 0 ? (scalar_t)(0 - U64(x)) : x)
+BW2(abs, x * (scalar_t)((y > 0) - (y < 0)))
+EW_FLOAT_LOOPS1(exp, EXP_EXPR(x))
+BW2(exp, x * y)
+EW_FLOAT_LOOPS1(log, log(x))
+BW2(log, x / y)
+EW_FLOAT_LOOPS1(log2, log2(x))
+BW2(log2, x / (y * (scalar_t)0.6931471805599453))
+EW_FLOAT_LOOPS1(log10, log10(x))
+BW2(log10, x / (y * (scalar_t)2.3025850929940456))
+EW_FLOAT_LOOPS1(log1p, log1p(x))
+BW2(log1p, x / (y + 1))
+EW_FLOAT_LOOPS1(expm1, expm1(x))
+BW2(expm1, x * (y + 1))
+EW_FLOAT_LOOPS1(sqrt, sqrt(x))
+BW2(sqrt, x / (2 * y))
+EW_FLOAT_LOOPS1(rsqrt, 1 / sqrt(x))
+BW2(rsqrt, (scalar_t)-0.5 * x * (y * y * y))
+EW_FLOAT_LOOPS1(sin, sin(x))
+BW2(sin, x * cos(y))
+EW_FLOAT_LOOPS1(cos, cos(x))
+BW2(cos, x * -sin(y))
+EW_FLOAT_LOOPS1(tan, tan(x))
+BW2(tan, x * (1 + y * y))
+EW_FLOAT_LOOPS1(tanh, TANH_EXPR(x))
+BW2(tanh, x * (1 - y * y))
+EW_FLOAT_LOOPS1(sigmoid, 1 / (1 + EXP_EXPR(-x)))
+BW2(sigmoid, x * (1 - y) * y)
+EW_FLOAT_LOOPS1(erf, erf(x))
+BW2(erf, (scalar_t)1.1283791670955126 * exp(-(y * y)) * x)
+EW_FLOAT_LOOPS1(reciprocal, 1 / x)
+BW2(reciprocal, -x * (y * y))
+SAME_NOBOOL_LOOPS(relu, x < 0 ? 0 : x, x < 0 ? 0 : x)
+BW2(relu, y > 0 ? x : 0)
+SAME_LOOPS(sign, (scalar_t)((0 < x) - (x < 0)), (scalar_t)((0 < x) - (x < 0)), x)
+SAME_NOBOOL_LOOPS(square, x * x, (scalar_t)(U64(x) * U64(x)))
+BW2(square, x * (2 * y))
+SAME_LOOPS(floor, floor(x), x, x)
+SAME_LOOPS(ceil, ceil(x), x, x)
+SAME_LOOPS(round, nearbyint(x), x, x)
+SAME_LOOPS(trunc, trunc(x), x, x)
+BOOL_LOOPS(logical_not, !x, !x)
+EW_LOOP1(bitwise_not_i64, int64_t, int64_t, ~x)
+EW_LOOP1(bitwise_not_i32, int32_t, int32_t, ~x)
+EW_LOOP1(bitwise_not_b8, uint8_t, uint8_t, !x)
+BOOL_LOOPS(isnan, x != x, 0)
+BOOL_LOOPS(isinf, isinf(x), 0)
+BOOL_LOOPS(isfinite, isfinite(x), 1)
+
+#define UENUM(op) U_##op,
+enum { EW_UNARY_LIST(UENUM) U_COUNT };
+
+#define NOGRAD {NULL, NULL}
+static const unop unops[U_COUNT] = {
+    [U_neg] = {"neg", "NegBackward0", U_SAME, S_NONE, NUM4(neg), BWT(neg),
+               "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+               "to invert a mask, use the `~` or `logical_not()` operator instead."},
+    [U_abs] = {"abs", "AbsBackward0", U_SAME, S_IN, NUM4(abs), BWT(abs),
+               "\"abs_cpu\" not implemented for 'Bool'", 1},
+    [U_exp] = {"exp", "ExpBackward0", U_FLOAT, S_OUT, FLT2(exp), BWT(exp)},
+    [U_log] = {"log", "LogBackward0", U_FLOAT, S_IN, FLT2(log), BWT(log)},
+    [U_log2] = {"log2", "Log2Backward0", U_FLOAT, S_IN, FLT2(log2), BWT(log2)},
+    [U_log10] = {"log10", "Log10Backward0", U_FLOAT, S_IN, FLT2(log10), BWT(log10)},
+    [U_log1p] = {"log1p", "Log1PBackward0", U_FLOAT, S_IN, FLT2(log1p), BWT(log1p)},
+    [U_expm1] = {"expm1", "Expm1Backward0", U_FLOAT, S_OUT, FLT2(expm1), BWT(expm1)},
+    [U_sqrt] = {"sqrt", "SqrtBackward0", U_FLOAT, S_OUT, FLT2(sqrt), BWT(sqrt)},
+    [U_rsqrt] = {"rsqrt", "RsqrtBackward0", U_FLOAT, S_OUT, FLT2(rsqrt), BWT(rsqrt)},
+    [U_sin] = {"sin", "SinBackward0", U_FLOAT, S_IN, FLT2(sin), BWT(sin)},
+    [U_cos] = {"cos", "CosBackward0", U_FLOAT, S_IN, FLT2(cos), BWT(cos)},
+    [U_tan] = {"tan", "TanBackward0", U_FLOAT, S_OUT, FLT2(tan), BWT(tan)},
+    [U_tanh] = {"tanh", "TanhBackward0", U_FLOAT, S_OUT, FLT2(tanh), BWT(tanh)},
+    [U_sigmoid] = {"sigmoid", "SigmoidBackward0", U_FLOAT, S_OUT, FLT2(sigmoid), BWT(sigmoid)},
+    [U_erf] = {"erf", "ErfBackward0", U_FLOAT, S_IN, FLT2(erf), BWT(erf)},
+    [U_reciprocal] = {"reciprocal", "ReciprocalBackward0", U_FLOAT, S_OUT, FLT2(reciprocal),
+                      BWT(reciprocal)},
+    [U_relu] = {"relu", "ReluBackward0", U_SAME, S_OUT, NUM4(relu), BWT(relu),
+                "Boolean inputs not supported for relu"},
+    [U_sign] = {"sign", "SignBackward0", U_SAME, S_NONE, ALL5(sign), NOGRAD},
+    /* square(bool) is pow(bool, 2): int64, handled in unary() */
+    [U_square] = {"square", "PowBackward0", U_SAME, S_IN, NUM4(square), BWT(square)},
+    [U_floor] = {"floor", "FloorBackward0", U_SAME, S_NONE, ALL5(floor), NOGRAD},
+    [U_ceil] = {"ceil", "CeilBackward0", U_SAME, S_NONE, ALL5(ceil), NOGRAD},
+    [U_round] = {"round", "RoundBackward0", U_SAME, S_NONE, ALL5(round), NOGRAD},
+    [U_trunc] = {"trunc", "TruncBackward0", U_SAME, S_NONE, ALL5(trunc), NOGRAD},
+    [U_logical_not] = {"logical_not", NULL, U_BOOL, S_NONE, ALL5(logical_not), NOGRAD},
+    [U_bitwise_not] = {"bitwise_not", NULL, U_SAME, S_NONE, INTB3(bitwise_not), NOGRAD},
+    [U_isnan] = {"isnan", NULL, U_BOOL, S_NONE, ALL5(isnan), NOGRAD},
+    [U_isinf] = {"isinf", NULL, U_BOOL, S_NONE, ALL5(isinf), NOGRAD},
+    [U_isfinite] = {"isfinite", NULL, U_BOOL, S_NONE, ALL5(isfinite), NOGRAD},
+};
+
+/* ---- backward --------------------------------------------------------------------------- */
+
+static int unary_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
+{
+    const unop *u = &unops[self->i[0]];
+    TensorObject *g = gout[0], *r;
+    cddp_dtype dt;
+    if (!g || !self->next[0].node)
+        return 0;
+    if (!u->bw[0]) {
+        gin[0] = cddp_ew_zeros_like_meta(&self->meta[0]);
+        return gin[0] ? 0 : -1;
+    }
+    dt = g->dtype;
+    if (u->save == S_NONE) {
+        r = cddp_ew_map1(dt, g, dt, u->bw[dt == CDDP_FLOAT64], NULL);
+    } else {
+        ew_src s[2] = {{g}, {NULL}};
+        cddp_dtype want[2] = {dt, dt};
+        /* cddp_ew_record saves the input in slot 0 and the output in slot 1 */
+        if (!(s[1].t = cddp_node_saved(self, u->save == S_IN ? 0 : 1)))
+            return -1;
+        r = cddp_ew_map(dt, 2, s, want, u->bw[dt == CDDP_FLOAT64], NULL, NULL);
+    }
+    gin[0] = cddp_ew_grad_to(r, &self->meta[0]);
+    return gin[0] ? 0 : -1;
+}
+
+/* ---- forward ---------------------------------------------------------------------------- */
+
+/* u(x) as a new tensor with history, or written into `into` (in place, no history). */
+static TensorObject *unary(const unop *u, TensorObject *x, TensorObject *into)
+{
+    cddp_dtype cdt = x->dtype, odt;
+    cddp_loop_fn fn;
+    TensorObject *out;
+    if (u->mode == U_FLOAT && !cddp_is_floating(cdt))
+        cdt = cddp_state()->default_dtype;
+    if (u == &unops[U_square] && cdt == CDDP_BOOL)
+        cdt = CDDP_INT64;
+    odt = u->mode == U_BOOL ? CDDP_BOOL : cdt;
+    fn = u->fwd[cdt];
+    if (!fn) {
+        if (u->msg)
+            PyErr_SetString(u->notimpl ? PyExc_NotImplementedError : PyExc_RuntimeError, u->msg);
+        else
+            PyErr_Format(PyExc_NotImplementedError, "\"%s_cpu\" not implemented for '%s'",
+                         u->name, cddp_ew_torch_dtype_name[cdt]);
+        return NULL;
+    }
+    if (into) {
+        if (cddp_ew_check_cast(odt, into) < 0)
+            return NULL;
+        if (into->dtype == odt) {
+            ew_src s = {x};
+            return cddp_ew_map(odt, 1, &s, &cdt, fn, NULL, into);
+        }
+        return (TensorObject *)cddp_ew_inplace_finish(into, cddp_ew_map1(odt, x, cdt, fn, NULL));
+    }
+    out = cddp_ew_map1(odt, x, cdt, fn, NULL);
+    if (out && u->node && cddp_is_floating(odt) && cddp_grad_enabled && cddp_needs_grad(x)) {
+        ew_operand op = {x};
+        int err = 0;
+        int mask = u->save == S_IN ? 1 : u->save == S_OUT ? EW_SAVE_OUT : 0;
+        NodeObject *node = cddp_ew_record(out, u->node, unary_backward, 1, &op, mask, &err);
+        if (err) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (node)
+            node->i[0] = u - unops;
+    }
+    return out;
+}
+
+static PyObject *unary_py(const unop *u, PyObject *arg, int inplace)
+{
+    TensorObject *x = cddp_ew_tensor_arg(arg, u->name, "input"), *old, *r;
+    int rc;
+    if (!x)
+        return NULL;
+    if (!inplace)
+        return (PyObject *)unary(u, x, NULL);
+    rc = cddp_ew_inplace_begin(x, 0, &old);
+    if (rc < 0)
+        return NULL;
+    if (rc == 1) {
+        PyObject *res = cddp_ew_inplace_finish(x, unary(u, old, NULL));
+        Py_DECREF(old);
+        return res;
+    }
+    r = unary(u, x, x);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    return Py_NewRef(x);
+}
+
+#define UDEF(op)                                                                           \
+    PyObject *cddp_ew_u_##op(PyObject *self, PyObject *arg)                                \
+    {                                                                                      \
+        return unary_py(&unops[U_##op], arg ? arg : self, 0);                              \
+    }                                                                                      \
+    PyObject *cddp_ew_u_##op##_(PyObject *self, PyObject *arg)                             \
+    {                                                                                      \
+        return unary_py(&unops[U_##op], arg ? arg : self, 1);                              \
+    }
+EW_UNARY_LIST(UDEF)
+
+/* ---- slots ------------------------------------------------------------------------------ */
+
+PyObject *cddp_nb_neg(PyObject *a) { return unary_py(&unops[U_neg], a, 0); }
+PyObject *cddp_nb_abs(PyObject *a) { return unary_py(&unops[U_abs], a, 0); }
+
+PyObject *cddp_nb_invert(PyObject *a)
+{
+    if (cddp_tensor_check(a) && cddp_is_floating(((TensorObject *)a)->dtype)) {
+        PyErr_SetString(PyExc_TypeError, "~ (operator.invert) is only implemented on integer "
+                                         "and Boolean-type tensors");
+        return NULL;
+    }
+    return unary_py(&unops[U_bitwise_not], a, 0);
+}

@@ -1,0 +1,65 @@
+/* ops/linalg/blas.h — the linear-algebra layer's internal API: the one GEMM entry point of the C core
+ * (ops/linalg/blas.c, over whatever BLAS it found at import) and the batched-product engine
+ * (ops/linalg/linalg_engine.c) that ops/linalg/linalg.c calls.
+ *
+ * Mirrors: at::native::cpublas::gemm (row-major view of it). Dimension legend:
+ * C(M,N) = alpha * A(M,K) @ B(K,N) + beta * C.
+ *
+ * Operands are addressed by ELEMENT strides, so any strided view can be passed:
+ *   A(i,k) = A[i*ars + k*acs],  B(k,j) = B[k*brs + j*bcs],  C(i,j) = C[i*ldc + j].
+ * float32/float64 go to the BLAS library when one was loaded and both operands are
+ * BLAS-addressable (cddp_blas_addressable: one unit stride, the other a leading dimension —
+ * transposed views become TransA/TransB instead of copies); every other case runs the portable
+ * blocked kernel in ops/linalg/blas.c, which takes any strides and also serves int64/int32 (wrapping
+ * arithmetic, as torch's integer matmul on CPU).
+ */
+#ifndef CDDP_BLAS_H
+#define CDDP_BLAS_H
+
+#include "core/cddp.h"
+
+/* Whether a BLAS library with float32/float64 GEMM was loaded (else the portable kernel). */
+int cddp_blas_available(void);
+
+/* Whether BLAS reads a (rows, cols) dtype-dt matrix with element strides (rs, cs) in place:
+ * true for float32/float64 with a loaded library when the matrix is row-major (unit column
+ * stride) or column-major (unit row stride) with a leading dimension that fits the library's
+ * integer width. False means: make it contiguous first (the copy is O(n^2), the GEMM O(n^3)). */
+int cddp_blas_addressable(cddp_dtype dt, int64_t rows, int64_t cols, int64_t rs, int64_t cs);
+
+/* Operands matmul made contiguous because BLAS could not read them in place (a diagnostic
+ * reported by _blas_info(); tests use it to prove transposed views are not copied). */
+extern int64_t cddp_blas_operand_copies;
+
+/* C = alpha * A @ B + beta * C (beta == 0: C is overwritten, NaNs in it are not propagated).
+ * dt is float32, float64, int64 or int32 (alpha/beta are truncated to integers for the latter;
+ * callers validate integrality). C is row-major with unit column stride, ldc >= N, and must not
+ * overlap A or B. M, N or K may be 0. Pure C: safe to call with the GIL released; cannot fail. */
+void cddp_gemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
+               const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
+               double beta, void *C, int64_t ldc);
+
+/* ---- the batched-product engine (ops/linalg/linalg_engine.c) -------------------------------- */
+
+/* How two operands become matrices: as torch.matmul does (1-D a -> (1,K), 1-D b -> (K,1)),
+ * or as outer (a column (N,1) times a row (1,M)). */
+enum { CDDP_VIEW_MATMUL = 0, CDDP_VIEW_OUTER = 1 };
+
+/* t with its last two dims swapped (same memory, no history). New reference. */
+TensorObject *cddp_transposed(TensorObject *t);
+
+/* out(bshape..., M, N) = alpha * a(..., M, K) @ b(..., K, N) [+ beta * out]; a, b >= 2-D, same
+ * dtype (not bool), matching K, broadcastable batch dims. out: NULL to allocate (beta
+ * ignored), else a contiguous tensor of the result shape (addmm). No autograd. New ref. */
+TensorObject *cddp_bmm_raw(TensorObject *a, TensorObject *b, double alpha, TensorObject *out,
+                           double beta);
+
+/* a @ b viewed per `how` (shapes and dtypes validated by the caller), recorded as node `name`
+ * with edges to ea, eb (the caller's tensors; a, b may be dtype-cast copies of them). */
+PyObject *cddp_product_with_grad(int how, TensorObject *a, TensorObject *b, const char *name,
+                                 TensorObject *ea, TensorObject *eb);
+
+/* AddmmBackward0: saved (m1, m2), d[0] = alpha, d[1] = beta; edges (input, m1, m2). */
+int cddp_addmm_backward(NodeObject *self, TensorObject **gout, TensorObject **gin);
+
+#endif

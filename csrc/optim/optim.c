@@ -1,0 +1,209 @@
+/* optim/optim.c — fused optimizer updates (torch.optim.SGD / Adam / AdamW, single-tensor math).
+ *
+ *   _sgd_step(params, grads, bufs, lr, momentum, dampening, weight_decay, nesterov, maximize)
+ *   _adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs|None, steps,
+ *              lr, beta1, beta2, eps, weight_decay, amsgrad, maximize, decoupled)
+ *
+ * One pass over each parameter per step: every intermediate torch materialises (grad +
+ * wd*param, the momentum buffer update, the nesterov sum, the step) is a register here. The
+ * arithmetic is done in the parameter's dtype, in torch's order, so results agree with torch
+ * to the last bit or two. `bufs` entries that are None are created (as torch's clone(grad)) and
+ * stored back into the list; lists are parallel; a None grad skips its parameter.
+ */
+#include "core/cddp.h"
+#include "module.h"
+#include <math.h>
+
+/* Return the tensor in list slot i as a contiguous tensor of param's dtype and shape. */
+static TensorObject *slot_tensor(PyObject *list, Py_ssize_t i, TensorObject *like, const char *what)
+{
+    PyObject *o = PyList_GET_ITEM(list, i);
+    TensorObject *t = (TensorObject *)o;
+    if (!cddp_tensor_check(o) || t->dtype != like->dtype || cddp_numel(t) != cddp_numel(like) ||
+        !cddp_is_contiguous(t)) {
+        PyErr_Format(PyExc_RuntimeError, "optimizer: %s for parameter %zd must be a contiguous "
+                     "tensor of the parameter's dtype and size", what, i);
+        return NULL;
+    }
+    return t;
+}
+
+/* Parameter i must be a contiguous floating tensor (the update writes it in place). */
+static TensorObject *param_at(PyObject *params, Py_ssize_t i)
+{
+    PyObject *o = PyList_GET_ITEM(params, i);
+    TensorObject *p = (TensorObject *)o;
+    if (!cddp_tensor_check(o) || !cddp_is_floating(p->dtype) || !cddp_is_contiguous(p)) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "optimizer: parameter %zd must be a contiguous floating point tensor", i);
+        return NULL;
+    }
+    return p;
+}
+
+/* grad as a contiguous tensor of p's dtype: new reference. */
+static TensorObject *grad_for(TensorObject *p, PyObject *go, Py_ssize_t i)
+{
+    TensorObject *g = (TensorObject *)go;
+    if (!cddp_tensor_check(go) || cddp_numel(g) != cddp_numel(p)) {
+        PyErr_Format(PyExc_RuntimeError, "optimizer: grad of parameter %zd has the wrong size", i);
+        return NULL;
+    }
+    if (g->dtype == p->dtype)
+        return cddp_tensor_contiguous_raw(g);
+    return cddp_tensor_cast_raw(g, p->dtype);
+}
+
+/* One parameter's update. restrict + loop-invariant flags let GCC unswitch the branches and
+ * vectorize each variant (the loop is the whole cost of a large model's optimizer step). */
+#define SGD_KERNEL(T)                                                                       \
+    static void sgd_##T(T *restrict w, const T *restrict gr, T *restrict b, int64_t n,      \
+                        T lr, T mom, T damp1, T wd, int maximize, int has_wd, int has_mom,   \
+                        int nesterov, int fresh)                                            \
+    {                                                                                       \
+        for (int64_t k = 0; k < n; k++) {                                                   \
+            T d = maximize ? -gr[k] : gr[k];                                                \
+            if (has_wd)                                                                     \
+                d = d + wd * w[k];                                                          \
+            if (has_mom) {                                                                  \
+                T v = fresh ? d : b[k] * mom + damp1 * d;                                   \
+                b[k] = v;                                                                   \
+                d = nesterov ? d + mom * v : v;                                             \
+            }                                                                               \
+            w[k] = w[k] + (-lr) * d;                                                        \
+        }                                                                                   \
+    }
+SGD_KERNEL(float)
+SGD_KERNEL(double)
+
+static PyObject *py_sgd_step(PyObject *m, PyObject *args)
+{
+    PyObject *params, *grads, *bufs;
+    double lr, momentum, dampening, weight_decay;
+    int nesterov, maximize;
+    if (!PyArg_ParseTuple(args, "O!O!O!ddddpp:_sgd_step", &PyList_Type, &params, &PyList_Type,
+                          &grads, &PyList_Type, &bufs, &lr, &momentum, &dampening,
+                          &weight_decay, &nesterov, &maximize))
+        return NULL;
+    Py_ssize_t np_ = PyList_GET_SIZE(params);
+    if (PyList_GET_SIZE(grads) != np_ || PyList_GET_SIZE(bufs) != np_) {
+        PyErr_SetString(PyExc_ValueError, "_sgd_step: params, grads and bufs differ in length");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < np_; i++) {
+        PyObject *go = PyList_GET_ITEM(grads, i);
+        TensorObject *p, *g, *buf = NULL;
+        int fresh = 0;
+        if (go == Py_None)
+            continue;
+        if (!(p = param_at(params, i)) || !(g = grad_for(p, go, i)))
+            return NULL;
+        if (momentum != 0) {
+            if (PyList_GET_ITEM(bufs, i) == Py_None) {
+                buf = cddp_tensor_new(p->dtype, p->ndim, p->shape, 0);
+                if (!buf || PyList_SetItem(bufs, i, (PyObject *)buf) < 0) {
+                    Py_DECREF(g);
+                    return NULL;
+                }
+                fresh = 1;
+            } else if (!(buf = slot_tensor(bufs, i, p, "momentum_buffer"))) {
+                Py_DECREF(g);
+                return NULL;
+            }
+        }
+        int64_t n = cddp_numel(p);
+        int has_wd = weight_decay != 0, has_mom = momentum != 0;
+        Py_BEGIN_ALLOW_THREADS
+        if (p->dtype == CDDP_FLOAT32)
+            sgd_float((float *)cddp_data(p), (const float *)cddp_data(g),
+                      buf ? (float *)cddp_data(buf) : NULL, n, (float)lr, (float)momentum,
+                      (float)(1 - dampening), (float)weight_decay, maximize, has_wd, has_mom,
+                      nesterov, fresh);
+        else
+            sgd_double((double *)cddp_data(p), (const double *)cddp_data(g),
+                       buf ? (double *)cddp_data(buf) : NULL, n, lr, momentum, 1 - dampening,
+                       weight_decay, maximize, has_wd, has_mom, nesterov, fresh);
+        Py_END_ALLOW_THREADS
+        cddp_bump_version(p);
+        if (buf)
+            cddp_bump_version(buf);
+        Py_DECREF(g);
+    }
+    Py_RETURN_NONE;
+}
+
+#define ADAM_LOOP(T, SQRT)                                                                  \
+    do {                                                                                    \
+        T *w = (T *)cddp_data(p);                                                           \
+        const T *gr = (const T *)cddp_data(g);                                              \
+        T *m1 = (T *)cddp_data(ea), *m2 = (T *)cddp_data(eas);                              \
+        T *mx = amsgrad ? (T *)cddp_data(mas) : NULL;                                       \
+        const T b1w = (T)(1 - beta1), b2 = (T)beta2, b2w = (T)(1 - beta2), wd = (T)weight_decay; \
+        const T bc2s = (T)bc2_sqrt, eps_ = (T)eps, step_size = (T)(lr / bc1);               \
+        const T decay = (T)(1 - lr * weight_decay);                                         \
+        for (int64_t k = 0; k < n; k++) {                                                   \
+            T d = maximize ? -gr[k] : gr[k];                                                \
+            if (weight_decay != 0) {                                                        \
+                if (decoupled) w[k] = w[k] * decay;                                         \
+                else d = d + wd * w[k];                                                     \
+            }                                                                               \
+            m1[k] = m1[k] + b1w * (d - m1[k]);                                              \
+            m2[k] = m2[k] * b2 + b2w * (d * d);                                             \
+            T v = m2[k];                                                                    \
+            if (amsgrad) { mx[k] = mx[k] > v ? mx[k] : v; v = mx[k]; }                      \
+            T den = SQRT(v) / bc2s + eps_;                                                  \
+            w[k] = w[k] + (-step_size) * (m1[k] / den);                                     \
+        }                                                                                   \
+    } while (0)
+
+static PyObject *py_adam_step(PyObject *m, PyObject *args)
+{
+    PyObject *params, *grads, *eas_l, *easq_l, *max_l, *steps;
+    double lr, beta1, beta2, eps, weight_decay;
+    int amsgrad, maximize, decoupled;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!dddddppp:_adam_step", &PyList_Type, &params,
+                          &PyList_Type, &grads, &PyList_Type, &eas_l, &PyList_Type, &easq_l,
+                          &max_l, &PyList_Type, &steps, &lr, &beta1, &beta2, &eps,
+                          &weight_decay, &amsgrad, &maximize, &decoupled))
+        return NULL;
+    Py_ssize_t np_ = PyList_GET_SIZE(params);
+    if (PyList_GET_SIZE(grads) != np_ || PyList_GET_SIZE(eas_l) != np_ ||
+        PyList_GET_SIZE(easq_l) != np_ || PyList_GET_SIZE(steps) != np_ ||
+        (amsgrad && (!PyList_Check(max_l) || PyList_GET_SIZE(max_l) != np_))) {
+        PyErr_SetString(PyExc_ValueError, "_adam_step: state lists differ in length");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < np_; i++) {
+        PyObject *go = PyList_GET_ITEM(grads, i);
+        TensorObject *p, *g, *ea, *eas, *mas = NULL;
+        double step;
+        if (go == Py_None)
+            continue;
+        if (!(p = param_at(params, i)) || !(ea = slot_tensor(eas_l, i, p, "exp_avg")) ||
+            !(eas = slot_tensor(easq_l, i, p, "exp_avg_sq")) ||
+            (amsgrad && !(mas = slot_tensor(max_l, i, p, "max_exp_avg_sq"))))
+            return NULL;
+        step = PyFloat_AsDouble(PyList_GET_ITEM(steps, i));
+        if (step == -1 && PyErr_Occurred())
+            return NULL;
+        if (!(g = grad_for(p, go, i)))
+            return NULL;
+        double bc1 = 1 - pow(beta1, step), bc2_sqrt = sqrt(1 - pow(beta2, step));
+        int64_t n = cddp_numel(p);
+        Py_BEGIN_ALLOW_THREADS
+        if (p->dtype == CDDP_FLOAT32)
+            ADAM_LOOP(float, sqrtf);
+        else
+            ADAM_LOOP(double, sqrt);
+        Py_END_ALLOW_THREADS
+        cddp_bump_version(p);
+        Py_DECREF(g);
+    }
+    Py_RETURN_NONE;
+}
+
+PyMethodDef cddp_optim_module_methods[] = {
+    {"_sgd_step", py_sgd_step, METH_VARARGS, "fused SGD update over a parameter group"},
+    {"_adam_step", py_adam_step, METH_VARARGS, "fused Adam/AdamW update over a parameter group"},
+    {NULL},
+};
