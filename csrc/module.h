@@ -14,7 +14,7 @@
 
 /* ---- init functions, in the order module.c runs them ---------------------------------- */
 int cddp_dtype_init(PyObject *m, cddp_state_t *st);            /* core/dtype.c */
-int cddp_node_type_init(PyObject *m, cddp_state_t *st);        /* autograd/ */
+int cddp_node_type_init(PyObject *m, cddp_state_t *st);        /* autograd/node.c */
 int cddp_tensor_type_init(PyObject *m, cddp_state_t *st, PyMethodDef *methods);  /* core/tensor_type.c */
 int cddp_random_init(PyObject *m, cddp_state_t *st);           /* ops/random/random.c */
 int cddp_blas_init(PyObject *m, cddp_state_t *st);             /* ops/linalg/blas.c */

@@ -1,6 +1,6 @@
 """Grad-mode switches as torch has them: context managers that are also decorators.
 
-The flag itself is a thread-local int in C (autograd/autograd.c), as torch's is thread-local.
+The flag itself is a thread-local int in C (csrc/autograd/node.c), as torch's is thread-local.
 """
 import functools
 

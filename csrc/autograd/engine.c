@@ -1,0 +1,278 @@
+/* autograd/engine.c — the backward engine (torch/csrc/autograd/engine.cpp; what
+ * Tensor.backward() and torch.autograd.backward() run).
+ *
+ * micrograd's recipe, with torch's ordering: count, for every node reachable from the roots,
+ * how many edges lead into it (its consumers); then repeatedly run the ready node with the
+ * highest sequence number (the most recently created, so the walk is a reverse topological
+ * order that reaches each leaf's AccumulateGrad as soon as all its gradient has arrived —
+ * what DDP's overlap needs). Each node's incoming gradients are summed in its inbuf before it
+ * runs; tensor hooks on non-leaf outputs and retain_grad() run on that sum first. Saved
+ * tensors are freed after a node runs unless retain_graph.
+ */
+#include "autograd/autograd.h"
+#include <string.h>
+
+/* ---- work lists ----------------------------------------------------------------------- */
+
+int cddp_node_vec_push(cddp_node_vec *q, NodeObject *n)
+{
+    if (q->n == q->cap) {
+        Py_ssize_t cap = q->cap ? q->cap * 2 : 64;
+        NodeObject **v = PyMem_Realloc(q->v, sizeof(NodeObject *) * (size_t)cap);
+        if (!v) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        q->v = v;
+        q->cap = cap;
+    }
+    q->v[q->n++] = n;
+    return 0;
+}
+
+/* The ready set: a max-heap on seq, so the newest ready node runs first. */
+static int heap_push(cddp_node_vec *h, NodeObject *n)
+{
+    if (cddp_node_vec_push(h, n) < 0)
+        return -1;
+    Py_ssize_t i = h->n - 1;
+    while (i > 0) {
+        Py_ssize_t p = (i - 1) / 2;
+        if (h->v[p]->seq >= h->v[i]->seq)
+            break;
+        NodeObject *t = h->v[p]; h->v[p] = h->v[i]; h->v[i] = t;
+        i = p;
+    }
+    return 0;
+}
+
+static NodeObject *heap_pop(cddp_node_vec *h)
+{
+    NodeObject *top = h->v[0];
+    h->v[0] = h->v[--h->n];
+    Py_ssize_t i = 0;
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && h->v[l]->seq > h->v[m]->seq) m = l;
+        if (r < h->n && h->v[r]->seq > h->v[m]->seq) m = r;
+        if (m == i)
+            break;
+        NodeObject *t = h->v[m]; h->v[m] = h->v[i]; h->v[i] = t;
+        i = m;
+    }
+    return top;
+}
+
+/* ---- running nodes -------------------------------------------------------------------- */
+
+/* Add g into node->inbuf[k]: the first arrival is kept, later ones summed out of place (the
+ * first may be a tensor some other code still holds). */
+static int inbuf_add(NodeObject *node, int k, TensorObject *g)
+{
+    TensorObject *cur = node->inbuf[k], *sum;
+    if (k >= CDDP_NODE_MAX_OUT) {
+        PyErr_SetString(PyExc_SystemError, "autograd: output index out of range");
+        return -1;
+    }
+    if (!cur) {
+        node->inbuf[k] = (TensorObject *)Py_NewRef(g);
+        return 0;
+    }
+    if (cur->ndim == g->ndim && memcmp(cur->shape, g->shape, sizeof(int64_t) * g->ndim) == 0 &&
+        cur->dtype == g->dtype) {
+        sum = cddp_tensor_new(cur->dtype, cur->ndim, cur->shape, 0);
+        if (!sum || cddp_copy_into(sum, cur) < 0 || cddp_accumulate_into(sum, g) < 0) {
+            Py_XDECREF(sum);
+            return -1;
+        }
+    } else {
+        PyErr_Format(PyExc_RuntimeError,
+                     "autograd: gradients for output %d of %s disagree in shape or dtype",
+                     k, node->name);
+        return -1;
+    }
+    Py_SETREF(node->inbuf[k], sum);
+    return 0;
+}
+
+/* Tensor hooks registered on non-leaf outputs, and retain_grad(). */
+static int run_pre_hooks(NodeObject *node, TensorObject **gout)
+{
+    for (int k = 0; k < node->n_out; k++) {
+        if (!gout[k])
+            continue;
+        if (node->pre_hooks) {
+            PyObject *key = PyLong_FromLong(k), *hooks;
+            if (!key)
+                return -1;
+            hooks = PyDict_GetItemWithError(node->pre_hooks, key);
+            Py_DECREF(key);
+            if (!hooks && PyErr_Occurred())
+                return -1;
+            if (hooks) {
+                TensorObject *g = cddp_run_tensor_hooks(hooks, gout[k]);
+                if (!g)
+                    return -1;
+                Py_SETREF(gout[k], g);
+            }
+        }
+        if (node->retain) {
+            PyObject *key = PyLong_FromLong(k), *ref, *obj;
+            if (!key)
+                return -1;
+            ref = PyDict_GetItemWithError(node->retain, key);
+            Py_DECREF(key);
+            if (!ref && PyErr_Occurred())
+                return -1;
+            obj = ref ? PyWeakref_GetObject(ref) : NULL;
+            if (obj && obj != Py_None) {
+                TensorObject *t = (TensorObject *)obj;
+                if (t->grad && cddp_tensor_check(t->grad)) {
+                    TensorObject *s = cddp_tensor_new(t->dtype, t->ndim, t->shape, 0);
+                    if (!s || cddp_copy_into(s, (TensorObject *)t->grad) < 0 ||
+                        cddp_accumulate_into(s, gout[k]) < 0) {
+                        Py_XDECREF(s);
+                        return -1;
+                    }
+                    Py_XSETREF(t->grad, (PyObject *)s);
+                } else {
+                    TensorObject *c = cddp_tensor_new(t->dtype, t->ndim, t->shape, 0);
+                    if (!c || cddp_copy_into(c, gout[k]) < 0) {
+                        Py_XDECREF(c);
+                        return -1;
+                    }
+                    Py_XSETREF(t->grad, (PyObject *)c);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static void release_saved(NodeObject *n)
+{
+    for (int i = 0; i < n->n_saved; i++)
+        Py_CLEAR(n->saved[i]);
+    if (n->n_saved)
+        n->released = 1;
+}
+
+/* The node a root tensor's gradient enters (new ref), or NULL + error. */
+static NodeObject *root_node(TensorObject *t, int *input_nr)
+{
+    if (t->grad_fn) {
+        *input_nr = t->output_nr;
+        return (NodeObject *)Py_NewRef(t->grad_fn);
+    }
+    if (t->requires_grad) {
+        *input_nr = 0;
+        return cddp_grad_accumulator(t);
+    }
+    PyErr_SetString(PyExc_RuntimeError,
+                    "element 0 of tensors does not require grad and does not have a grad_fn");
+    return NULL;
+}
+
+/* ---- the walk ------------------------------------------------------------------------- */
+
+int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int retain_graph)
+{
+    cddp_state_t *st = cddp_state();
+    int64_t epoch = ++st->engine_epoch;
+    cddp_node_vec seen = {0}, ready = {0};
+    NodeObject **rn = PyMem_Calloc((size_t)(n ? n : 1), sizeof(NodeObject *));
+    int saved_mode = cddp_grad_enabled, rc = -1;
+    if (!rn) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    /* 1. discover the graph and count incoming edges */
+    for (int r = 0; r < n; r++) {
+        int nr;
+        rn[r] = root_node(roots[r], &nr);
+        if (!rn[r])
+            goto done;
+        if (rn[r]->epoch != epoch) {
+            rn[r]->epoch = epoch;
+            rn[r]->deps = 0;
+            if (cddp_node_vec_push(&seen, rn[r]) < 0)
+                goto done;
+        }
+    }
+    for (Py_ssize_t i = 0; i < seen.n; i++) {
+        NodeObject *node = seen.v[i];
+        for (int e = 0; e < node->n_next; e++) {
+            NodeObject *c = node->next[e].node;
+            if (!c)
+                continue;
+            if (c->epoch != epoch) {
+                c->epoch = epoch;
+                c->deps = 0;
+                for (int k = 0; k < CDDP_NODE_MAX_OUT; k++)
+                    Py_CLEAR(c->inbuf[k]);
+                if (cddp_node_vec_push(&seen, c) < 0)
+                    goto done;
+            }
+            c->deps++;
+        }
+    }
+    /* 2. seed the roots' gradients */
+    for (int r = 0; r < n; r++) {
+        int nr = roots[r]->grad_fn ? roots[r]->output_nr : 0;
+        if (inbuf_add(rn[r], nr, grads[r]) < 0)
+            goto done;
+    }
+    for (Py_ssize_t i = 0; i < seen.n; i++)
+        if (seen.v[i]->deps == 0 && heap_push(&ready, seen.v[i]) < 0)
+            goto done;
+    /* 3. walk: run each node once all its consumers have delivered */
+    cddp_grad_enabled = 0;
+    while (ready.n) {
+        NodeObject *node = heap_pop(&ready);
+        TensorObject *gout[CDDP_NODE_MAX_OUT] = {0};
+        TensorObject **gin = NULL;
+        int any = 0, err = 0;
+        for (int k = 0; k < CDDP_NODE_MAX_OUT; k++) {
+            gout[k] = node->inbuf[k];     /* steal */
+            node->inbuf[k] = NULL;
+            any |= gout[k] != NULL;
+        }
+        if (any && node->n_next) {
+            gin = PyMem_Calloc((size_t)node->n_next, sizeof(TensorObject *));
+            err = !gin;
+            if (err)
+                PyErr_NoMemory();
+        }
+        if (any && !err)
+            err = run_pre_hooks(node, gout) < 0 || node->backward(node, gout, gin) < 0;
+        for (int k = 0; k < CDDP_NODE_MAX_OUT; k++)
+            Py_XDECREF(gout[k]);
+        if (!retain_graph && !err)
+            release_saved(node);
+        for (int e = 0; e < node->n_next; e++) {
+            NodeObject *c = node->next[e].node;
+            if (gin && gin[e]) {
+                if (!err && c && inbuf_add(c, node->next[e].input_nr, gin[e]) < 0)
+                    err = 1;
+                Py_DECREF(gin[e]);
+            }
+            if (c && !err && --c->deps == 0 && heap_push(&ready, c) < 0)
+                err = 1;
+        }
+        PyMem_Free(gin);
+        if (err)
+            goto done;
+    }
+    rc = 0;
+done:
+    cddp_grad_enabled = saved_mode;
+    for (Py_ssize_t i = 0; i < seen.n; i++)
+        for (int k = 0; k < CDDP_NODE_MAX_OUT; k++)
+            Py_CLEAR(seen.v[i]->inbuf[k]);
+    for (int r = 0; r < n; r++)
+        Py_XDECREF(rn[r]);
+    PyMem_Free(rn);
+    PyMem_Free(seen.v);
+    PyMem_Free(ready.v);
+    return rc;
+}
