@@ -1,6 +1,8 @@
-/* ops/reduce/reduce.h — private to the reduction files (ops_reduce*.c, ops/reduce/softmax.c): argument
- * parsing for METH_FASTCALL entry points, dim lists, and the reduction plan that views an
- * input as a contiguous (outer, R, inner) block.
+/* ops/reduce/reduce.h — private to the reduction files of ops/reduce/: the hot-loop helpers
+ * (vector max/find, pairwise sums, float32 exp), argument parsing for METH_FASTCALL entry
+ * points (args.c), dim lists, the reduction plan that views an input as a contiguous
+ * (outer, R, inner) block (plan.c), and the entry points reduce.c lists in its tables.
+ * File order: reduce.c's header.
  *
  * Plan: the reduced dims are a bitmask over the input's dims. When, ignoring size-1 dims,
  * they form one run, a contiguous input is already (outer, R, inner): no copy. Otherwise (or
@@ -221,7 +223,7 @@ CDDP_PW_SUM(cddp_pw_sum_f64, double)
 /* Untyped data pointer, so kernels taking typed pointers need no casts at call sites. */
 #define RDATA(t) ((void *)cddp_data(t))
 
-/* ---- arguments ------------------------------------------------------------------------ */
+/* ---- arguments (ops/reduce/args.c) ---------------------------------------------------- */
 
 /* Fill out[0..n) (borrowed, NULL when absent) from FASTCALL positional args and keywords
  * matched by names[k]; only the first npos may be given positionally. A name "dim" also
@@ -256,7 +258,7 @@ int cddp_reduce_dims(const char *fname, PyObject *o, int ndim, int allow_seq, in
 /* torch's scalar type name for messages: Float, Double, Long, Int, Bool. */
 const char *cddp_reduce_torch_name(cddp_dtype d);
 
-/* ---- plan ----------------------------------------------------------------------------- */
+/* ---- plan (ops/reduce/plan.c) --------------------------------------------------------- */
 
 typedef struct {
     int ndim;                          /* input */
@@ -291,8 +293,23 @@ static inline void cddp_rplan_to_node(const cddp_rplan *p, NodeObject *node)
     node->i[1] = p->keepdim;
 }
 
-/* ---- method tables of the sibling files (merged into ops/reduce/reduce.c's tables) ------------ */
+/* ---- entry points (listed in ops/reduce/reduce.c's tables) ---------------------------- */
 
+/* Tensor methods, METH_FASTCALL | METH_KEYWORDS with self the Tensor; the cddp_reduce_fn_*
+ * are module functions taking the input first. New reference, or NULL with an exception. */
+/* sum.c */
+PyObject *cddp_reduce_sum(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+PyObject *cddp_reduce_mean(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+PyObject *cddp_reduce_prod(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+/* var.c */
+PyObject *cddp_reduce_var(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+PyObject *cddp_reduce_std(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+/* scan.c */
+PyObject *cddp_reduce_cumsum(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+/* all_any.c */
+PyObject *cddp_reduce_all(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+PyObject *cddp_reduce_any(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+/* minmax.c */
 PyObject *cddp_reduce_max(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_min(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_amax(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
@@ -301,11 +318,13 @@ PyObject *cddp_reduce_argmax(PyObject *, PyObject *const *, Py_ssize_t, PyObject
 PyObject *cddp_reduce_argmin(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_fn_max(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_fn_min(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+/* softmax.c */
 PyObject *cddp_reduce_softmax(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_log_softmax(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_fn_softmax(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_fn_log_softmax(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_logsumexp(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+/* norm.c */
 PyObject *cddp_reduce_norm(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_fn_norm(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_reduce_fn_vector_norm(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
