@@ -1,5 +1,14 @@
-/* ops/index/index.h — private to ops/index/index.c / ops/index/index_adv.c / ops/index/index_fn.c: the parsed form of
- * an indexing key and the "element plan" every indexing kernel and backward runs on.
+/* ops/index/index.h — private to the indexing files of ops/index/: the parsed form of an
+ * indexing key and the "element plan" every indexing kernel and backward runs on.
+ *
+ * The files, in dependency order (a file calls only the files above it, and core/):
+ *   key.c        a Python key -> cddp_ix_key (items classified, laid over the tensor's dims)
+ *   mask.c       boolean-mask kernels (out[mask] = v, sum of g[mask])
+ *   index_adv.c  element plans from a key, the gather/put/accumulate kernel that runs them,
+ *                and the one backward every indexing op shares
+ *   index.c      Tensor.__getitem__ / __setitem__ and index_put(_), which is setitem's path
+ *   index_fn.c   the named ops (index_select, gather, scatter(_add), masked_fill, the
+ *                index_put bindings) and the folder's method tables
  *
  * An element plan describes a strided-plus-gathered walk over a base tensor:
  *
@@ -51,18 +60,39 @@ typedef struct {
     TensorObject *aidx[CDDP_MAX_DIMS];
 } cddp_ix_key;
 
-/* ops/index/index.c */
-int cddp_ix_parse(TensorObject *x, PyObject *key, cddp_ix_key *k);
-void cddp_ix_key_clear(cddp_ix_key *k);
-int cddp_ix_number(PyObject *v, TensorObject **out);
-PyObject *cddp_ix_index_put(TensorObject *x, PyObject *indices, PyObject *values, int acc,
-                            int inplace);
+/* ---- ops/index/key.c ------------------------------------------------------------------ */
 
-/* ops/index/index_adv.c */
+/* Parse `key` against x into k (k->nadv owned index tensors; cddp_ix_key_clear releases
+ * them, also after a failure). 0, or -1 with IndexError/ValueError/TypeError in torch's
+ * texts. */
+int cddp_ix_parse(TensorObject *x, PyObject *key, cddp_ix_key *k);
+/* Release k's index tensors (safe on a cleared key). */
+void cddp_ix_key_clear(cddp_ix_key *k);
+/* Shape s as "[2, 3]" into buf (truncated to cap) for error messages. */
+void cddp_ix_format_shape(char *buf, size_t cap, int nd, const int64_t *s);
+
+/* ---- ops/index/mask.c ----------------------------------------------------------------- */
+
+/* out[mask] = v (v: 0-dim tensor of any dtype, converted to out's; mask a bool tensor
+ * broadcastable to out). No autograd, no version bump. 0 / -1. */
+int cddp_ix_masked_fill_raw(TensorObject *out, TensorObject *mask, TensorObject *v);
+/* *sum = sum of g[mask] in double (g float32/float64, mask broadcastable to g). 0 / -1. */
+int cddp_ix_masked_sum(TensorObject *g, TensorObject *mask, double *sum);
+
+/* ---- ops/index/index_adv.c ------------------------------------------------------------ */
+
+/* Room for nb offsets (and the node header) in p->mem; 0, or -1 with MemoryError. */
 int cddp_ix_plan_alloc(cddp_iplan *p, int64_t nb);
+/* Free p's memory (safe on a zeroed or freed plan). */
 void cddp_ix_plan_free(cddp_iplan *p);
+/* Plan of the key's view V (no advanced part): geometry `which` (0 real, 1 contiguous);
+ * p must have room for one offset. */
 void cddp_ix_plan_basic(const cddp_ix_key *k, int which, cddp_iplan *p);
+/* Plans for an advanced key: real (x's storage; always) and virt (x's contiguous layout;
+ * when non-NULL). Checks bounds and wraps negative indices. 0 / -1 (plans freed by caller). */
 int cddp_ix_plan_adv(const cddp_ix_key *k, cddp_iplan *real, cddp_iplan *virt);
+/* Run plan p over base against `other` (IX_GATHER other[r] = base[plan r]; IX_PUT
+ * base[plan r] = other[r]; IX_ACC +=); ostr: other's element strides. */
 void cddp_ix_plan_run(int mode, cddp_dtype dt, char *base, const cddp_iplan *p, char *other,
                       const int64_t *ostr);
 /* Node with the generic indexing backward; takes ownership of virt's memory on success.
@@ -71,10 +101,16 @@ void cddp_ix_plan_run(int mode, cddp_dtype dt, char *base, const cddp_iplan *p, 
  * region of src's shape (scatter) rather than a broadcast sum (setitem). */
 NodeObject *cddp_ix_node(const char *name, int kind, int acc, int embed, TensorObject *in0,
                          TensorObject *in1, cddp_iplan *virt, int *err);
-/* ops/index/index_fn.c */
-int cddp_ix_masked_fill_raw(TensorObject *out, TensorObject *mask, TensorObject *v);
 
-void cddp_ix_format_shape(char *buf, size_t cap, int nd, const int64_t *s);
+/* ---- ops/index/index.c ---------------------------------------------------------------- */
+
+/* A Python / NumPy number as a 0-dim tensor (bool, float64 or exact int64): 1 with *out set,
+ * 0 when v is no number (nothing set), -1 with an exception. */
+int cddp_ix_number(PyObject *v, TensorObject **out);
+/* x.index_put_(indices, values, accumulate) (inplace) or x.index_put(...): setitem's path
+ * with a tuple/list of index tensors. New reference (x itself when inplace), or NULL. */
+PyObject *cddp_ix_index_put(TensorObject *x, PyObject *indices, PyObject *values, int acc,
+                            int inplace);
 
 /* Index value at p of an int64/int32/bool tensor t. */
 static inline int64_t cddp_ix_read_index(const TensorObject *t, const char *p)

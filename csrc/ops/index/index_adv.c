@@ -1,5 +1,6 @@
-/* ops/index/index_adv.c — advanced indexing: element plans (see ops/index/index.h), the gather / put /
- * accumulate kernel that runs them, and the one autograd backward every indexing op shares.
+/* ops/index/index_adv.c — advanced indexing: element plans (see ops/index/index.h) built from
+ * a parsed key (ops/index/key.c), the gather / put / accumulate kernel that runs them, and the
+ * one autograd backward every indexing op shares.
  *
  * Mirrors: at::index (t[idx]), at::index_put_ (t[idx] = v, accumulate for backward), with
  * NumPy's placement rule as torch applies it: the broadcast shape B of the index tensors
@@ -10,15 +11,6 @@
  */
 #include "ops/index/index.h"
 #include <string.h>
-
-void cddp_ix_format_shape(char *buf, size_t cap, int nd, const int64_t *s)
-{
-    size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int d = 0; d < nd && k < cap; d++)
-        k += (size_t)snprintf(buf + k, cap - k, d ? ", %lld" : "%lld", (long long)s[d]);
-    if (k < cap)
-        snprintf(buf + k, cap - k, "]");
-}
 
 /* ---- plans ---------------------------------------------------------------------------- */
 
