@@ -1,6 +1,6 @@
 """cddp.nn.functional — torch.nn.functional's signatures over C kernels.
 
-Losses are fused C passes (csrc/nn_loss.c); linear is one GEMM with the bias fused
+Losses are fused C passes (csrc/nn/loss.c); linear is one GEMM with the bias fused
 (csrc/nn_linear.c). This layer only maps torch's keyword arguments onto them.
 """
 import warnings

@@ -126,7 +126,7 @@ static int parse_reduction(int red)
 
 /* ---- cross entropy / nll -------------------------------------------------------------- */
 
-/* Class weights a[i,c] for one row into arow (C), returns A_i = sum_c a[i,c]. */
+/* What the cross entropy / nll kernels know about one call. */
 typedef struct {
     int64_t N, C;
     int probs;               /* target holds probabilities */
@@ -138,6 +138,7 @@ typedef struct {
     const double *t;         /* (N, C) probabilities */
 } ce_plan;
 
+/* Class weights a[i,c] for one row into arow (C), returns A_i = sum_c a[i,c]. */
 static double row_coeffs(const ce_plan *p, int64_t i, double *arow)
 {
     double A = 0;
@@ -218,14 +219,151 @@ done:
     return rc;
 }
 
-/* Shared by cross entropy (logits=1) and nll (logits=0). */
+/* Argument checks of cross_entropy and nll_loss, in torch's order, and p's shape fields
+ * (N, C, probs, logits, eps, ignore; data pointers zeroed). 0, or -1 with torch's exception. */
+static int ce_check(TensorObject *x, TensorObject *tgt, int red, double eps, long long ignore,
+                    int logits, const char *fn, ce_plan *p)
+{
+    if (parse_reduction(red) < 0 || check_float(x, fn, "input") < 0)
+        return -1;
+    if (eps < 0 || eps > 1) {
+        PyErr_Format(PyExc_ValueError, "label_smoothing must be between 0.0 and 1.0. Got: %g", eps);
+        return -1;
+    }
+    if (x->ndim != 1 && x->ndim != 2) {
+        PyErr_Format(PyExc_NotImplementedError,
+                     "%s: cddp supports input of shape (N, C) or (C,), got %d dimensions",
+                     fn, x->ndim);
+        return -1;
+    }
+    memset(p, 0, sizeof *p);
+    p->N = x->ndim == 2 ? x->shape[0] : 1;
+    p->C = x->shape[x->ndim - 1];
+    p->logits = logits;
+    p->eps = eps;
+    p->ignore = ignore;
+    p->probs = cddp_is_floating(tgt->dtype);
+    if (p->probs) {
+        if (!logits) {
+            PyErr_SetString(PyExc_RuntimeError, "nll_loss: expected target of an integer dtype "
+                            "(class indices), got a floating point tensor");
+            return -1;
+        }
+        if (tgt->ndim != x->ndim || memcmp(tgt->shape, x->shape, sizeof(int64_t) * x->ndim)) {
+            PyErr_SetString(PyExc_RuntimeError, "cross_entropy: probability targets must have "
+                            "the same shape as the input");
+            return -1;
+        }
+    } else {
+        if (tgt->dtype == CDDP_BOOL) {
+            PyErr_Format(PyExc_RuntimeError, "%s: expected target of dtype int64 (class "
+                         "indices) or floating (probabilities), got bool", fn);
+            return -1;
+        }
+        if (tgt->ndim != x->ndim - 1 || (x->ndim == 2 && tgt->shape[0] != p->N)) {
+            PyErr_Format(PyExc_ValueError,
+                         "Expected input batch_size (%lld) to match target batch_size (%lld).",
+                         (long long)p->N, (long long)(tgt->ndim ? tgt->shape[0] : 1));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The contiguous copies the kernels read: *xd float64 input, *td float64 probabilities or
+ * int64 class indices, *wd float64 weight (NULL for weight None); new references the caller
+ * releases, also after a failure. Points p's w / y / t at them and bounds-checks the class
+ * indices. 0, or -1 with torch's exception. */
+static int ce_inputs(TensorObject *x, TensorObject *tgt, PyObject *wo, const char *fn,
+                     ce_plan *p, TensorObject **xd, TensorObject **td, TensorObject **wd)
+{
+    *xd = as_f64(x);
+    *td = p->probs ? as_f64(tgt) : as_i64(tgt);
+    if (!*xd || !*td)
+        return -1;
+    if (wo != Py_None) {
+        if (!cddp_tensor_check(wo) || ((TensorObject *)wo)->ndim != 1 ||
+            ((TensorObject *)wo)->shape[0] != p->C) {
+            PyErr_Format(PyExc_RuntimeError, "%s: weight tensor should be defined either for "
+                         "all %lld classes or no classes", fn, (long long)p->C);
+            return -1;
+        }
+        if (!(*wd = as_f64((TensorObject *)wo)))
+            return -1;
+        p->w = (const double *)cddp_data(*wd);
+    }
+    p->y = p->probs ? NULL : (const int64_t *)cddp_data(*td);
+    p->t = p->probs ? (const double *)cddp_data(*td) : NULL;
+    if (!p->probs) {
+        for (int64_t i = 0; i < p->N; i++) {
+            if (p->y[i] != p->ignore && (p->y[i] < 0 || p->y[i] >= p->C)) {
+                PyErr_Format(PyExc_IndexError, "Target %lld is out of bounds (%lld classes).",
+                             (long long)p->y[i], (long long)p->C);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The forward kernel, one pass per row of xv (N, C): lv[i] = log-sum-exp of the row (0 for
+ * nll, whose input already holds log-probabilities) and l[i] = -sum_c a[i,c] (x[i,c] - lv[i]).
+ * arow: C doubles of scratch. */
+static void ce_forward(const ce_plan *p, const double *xv, double *lv, double *l, double *arow)
+{
+    for (int64_t i = 0; i < p->N; i++) {
+        const double *row = xv + i * p->C;
+        double m = -INFINITY, s = 0, li = 0;
+        if (p->logits) {
+            for (int64_t c = 0; c < p->C; c++)
+                m = row[c] > m ? row[c] : m;
+            for (int64_t c = 0; c < p->C; c++)
+                s += exp(row[c] - m);
+            lv[i] = m + log(s);
+        } else {
+            lv[i] = 0;
+        }
+        row_coeffs(p, i, arow);
+        for (int64_t c = 0; c < p->C; c++)
+            if (arow[c] != 0)
+                li -= arow[c] * (row[c] - lv[i]);
+        l[i] = li;
+    }
+}
+
+/* Give out its history when x needs grad: a node running ce_backward, holding p's scalars and
+ * the float64 inputs, the row lse and the weight (wd may be NULL). 0, or -1 with an
+ * exception. */
+static int ce_record(TensorObject *out, TensorObject *x, const ce_plan *p, int red, double denom,
+                     TensorObject *xd, TensorObject *td, TensorObject *lse, TensorObject *wd)
+{
+    int err, bad;
+    /* torch's graph ends in the smoothing add when label_smoothing > 0 */
+    const char *name = p->eps > 0 && !p->probs ? "AddBackward0" : "NllLossBackward0";
+    NodeObject *node = cddp_maybe_node(name, ce_backward, 1, &x, &err);
+    if (err)
+        return -1;
+    if (!node)
+        return 0;
+    cddp_set_history(out, node, 0);
+    node->i[0] = p->N; node->i[1] = p->C; node->i[2] = p->probs; node->i[3] = p->logits;
+    node->i[4] = p->ignore; node->i[5] = red;
+    node->d[0] = p->eps; node->d[1] = denom;
+    bad = cddp_node_save(node, 0, xd) < 0 || cddp_node_save(node, 1, td) < 0 ||
+          cddp_node_save(node, 2, lse) < 0 || (wd && cddp_node_save(node, 3, wd) < 0);
+    Py_DECREF(node);
+    return bad ? -1 : 0;
+}
+
+/* Shared by cross entropy (logits=1) and nll (logits=0): check, copy, one forward pass, the
+ * reduction, then the node. */
 static PyObject *ce_common(PyObject *args, int logits)
 {
     TensorObject *x, *tgt, *xd = NULL, *td = NULL, *wd = NULL, *lse = NULL, *out = NULL;
     PyObject *wo;
     long long ignore;
     int red;
-    double eps = 0;
+    double eps = 0, denom;
     double *l = NULL, *arow = NULL;
     const char *fn = logits ? "cross_entropy" : "nll_loss";
     ce_plan p;
@@ -237,77 +375,11 @@ static PyObject *ce_common(PyObject *args, int logits)
                                  cddp_state()->tensor_type, &tgt, &wo, &ignore, &red)) {
         return NULL;
     }
-    if (parse_reduction(red) < 0 || check_float(x, fn, "input") < 0)
+    if (ce_check(x, tgt, red, eps, ignore, logits, fn, &p) < 0)
         return NULL;
-    if (eps < 0 || eps > 1) {
-        PyErr_Format(PyExc_ValueError, "label_smoothing must be between 0.0 and 1.0. Got: %g", eps);
-        return NULL;
-    }
-    if (x->ndim != 1 && x->ndim != 2) {
-        PyErr_Format(PyExc_NotImplementedError,
-                     "%s: cddp supports input of shape (N, C) or (C,), got %d dimensions",
-                     fn, x->ndim);
-        return NULL;
-    }
-    memset(&p, 0, sizeof p);
-    p.N = x->ndim == 2 ? x->shape[0] : 1;
-    p.C = x->shape[x->ndim - 1];
-    p.logits = logits;
-    p.eps = eps;
-    p.ignore = ignore;
-    p.probs = cddp_is_floating(tgt->dtype);
-    if (p.probs) {
-        if (!logits) {
-            PyErr_SetString(PyExc_RuntimeError, "nll_loss: expected target of an integer dtype "
-                            "(class indices), got a floating point tensor");
-            return NULL;
-        }
-        if (tgt->ndim != x->ndim || memcmp(tgt->shape, x->shape, sizeof(int64_t) * x->ndim)) {
-            PyErr_SetString(PyExc_RuntimeError, "cross_entropy: probability targets must have "
-                            "the same shape as the input");
-            return NULL;
-        }
-    } else {
-        if (tgt->dtype == CDDP_BOOL) {
-            PyErr_Format(PyExc_RuntimeError, "%s: expected target of dtype int64 (class "
-                         "indices) or floating (probabilities), got bool", fn);
-            return NULL;
-        }
-        if (tgt->ndim != x->ndim - 1 || (x->ndim == 2 && tgt->shape[0] != p.N)) {
-            PyErr_Format(PyExc_ValueError,
-                         "Expected input batch_size (%lld) to match target batch_size (%lld).",
-                         (long long)p.N, (long long)(tgt->ndim ? tgt->shape[0] : 1));
-            return NULL;
-        }
-    }
-    xd = as_f64(x);
-    td = p.probs ? as_f64(tgt) : as_i64(tgt);
-    if (!xd || !td)
+    if (ce_inputs(x, tgt, wo, fn, &p, &xd, &td, &wd) < 0)
         goto fail;
-    if (wo != Py_None) {
-        if (!cddp_tensor_check(wo) || ((TensorObject *)wo)->ndim != 1 ||
-            ((TensorObject *)wo)->shape[0] != p.C) {
-            PyErr_Format(PyExc_RuntimeError, "%s: weight tensor should be defined either for "
-                         "all %lld classes or no classes", fn, (long long)p.C);
-            goto fail;
-        }
-        if (!(wd = as_f64((TensorObject *)wo)))
-            goto fail;
-        p.w = (const double *)cddp_data(wd);
-    }
-    p.y = p.probs ? NULL : (const int64_t *)cddp_data(td);
-    p.t = p.probs ? (const double *)cddp_data(td) : NULL;
-    if (!p.probs) {
-        for (int64_t i = 0; i < p.N; i++) {
-            if (p.y[i] != ignore && (p.y[i] < 0 || p.y[i] >= p.C)) {
-                PyErr_Format(PyExc_IndexError, "Target %lld is out of bounds (%lld classes).",
-                             (long long)p.y[i], (long long)p.C);
-                goto fail;
-            }
-        }
-    }
-    int64_t lshape[1] = {p.N};
-    lse = cddp_tensor_new(CDDP_FLOAT64, 1, lshape, 0);
+    lse = cddp_tensor_new(CDDP_FLOAT64, 1, &p.N, 0);
     l = PyMem_Malloc(sizeof(double) * (size_t)(p.N ? p.N : 1));
     arow = PyMem_Malloc(sizeof(double) * (size_t)(p.C ? p.C : 1));
     if (!lse || !l || !arow) {
@@ -315,53 +387,11 @@ static PyObject *ce_common(PyObject *args, int logits)
             PyErr_NoMemory();
         goto fail;
     }
-    {
-        const double *xv = (const double *)cddp_data(xd);
-        double *lv = (double *)cddp_data(lse);
-        for (int64_t i = 0; i < p.N; i++) {
-            const double *row = xv + i * p.C;
-            double m = -INFINITY, s = 0, li = 0;
-            if (logits) {
-                for (int64_t c = 0; c < p.C; c++)
-                    m = row[c] > m ? row[c] : m;
-                for (int64_t c = 0; c < p.C; c++)
-                    s += exp(row[c] - m);
-                lv[i] = m + log(s);
-            } else {
-                lv[i] = 0;              /* nll: the input already holds log-probabilities */
-            }
-            row_coeffs(&p, i, arow);
-            for (int64_t c = 0; c < p.C; c++)
-                if (arow[c] != 0)
-                    li -= arow[c] * (row[c] - lv[i]);
-            l[i] = li;
-        }
-    }
-    double denom = red == RED_MEAN ? ce_denominator(&p) : 1.0;
-    int64_t nshape[1] = {p.N};
-    out = reduce_out(l, p.N, red, denom, x->dtype, x->ndim == 2 ? 1 : 0, nshape);
-    if (!out)
+    ce_forward(&p, (const double *)cddp_data(xd), (double *)cddp_data(lse), l, arow);
+    denom = red == RED_MEAN ? ce_denominator(&p) : 1.0;
+    out = reduce_out(l, p.N, red, denom, x->dtype, x->ndim == 2 ? 1 : 0, &p.N);
+    if (!out || ce_record(out, x, &p, red, denom, xd, td, lse, wd) < 0)
         goto fail;
-    {
-        int err;
-        /* torch's graph ends in the smoothing add when label_smoothing > 0 */
-        NodeObject *node = cddp_maybe_node(eps > 0 && !p.probs ? "AddBackward0" : "NllLossBackward0",
-                                           ce_backward, 1, &x, &err);
-        if (err)
-            goto fail;
-        if (node) {
-            cddp_set_history(out, node, 0);
-            node->i[0] = p.N; node->i[1] = p.C; node->i[2] = p.probs; node->i[3] = logits;
-            node->i[4] = ignore; node->i[5] = red;
-            node->d[0] = eps; node->d[1] = denom;
-            int bad = cddp_node_save(node, 0, xd) < 0 || cddp_node_save(node, 1, td) < 0 ||
-                      cddp_node_save(node, 2, lse) < 0 ||
-                      (wd && cddp_node_save(node, 3, wd) < 0);
-            Py_DECREF(node);
-            if (bad)
-                goto fail;
-        }
-    }
     goto done;
 fail:
     Py_CLEAR(out);
