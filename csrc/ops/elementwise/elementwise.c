@@ -1,7 +1,7 @@
-/* ops/elementwise/elementwise.c — the machinery under every elementwise op: operands (tensor or Python
- * scalar), torch's type promotion (torch.result_type), the runner that broadcasts, casts and
- * drives a kernel (GIL released on big tensors), autograd recording, the in-place protocol,
- * fastcall argument parsing, and the method tables of the elementwise op files.
+/* ops/elementwise/elementwise.c — the machinery under every elementwise op: operands (tensor or
+ * Python scalar), torch's type promotion (torch.result_type), the runner that broadcasts,
+ * casts and drives a kernel (GIL released on big tensors), autograd recording, the in-place
+ * protocol, fastcall argument parsing, and the method tables of the elementwise op files.
  *
  * Mirrors: at::TensorIterator's role for pointwise ops (broadcast + common dtype + strided
  * loops), c10's result_type/canCast, torch's in-place rules ("a leaf Variable that requires grad
@@ -230,68 +230,63 @@ static int check_no_internal_overlap(const TensorObject *t)
     return 0;
 }
 
-TensorObject *cddp_ew_map(cddp_dtype out_dt, int nin, ew_src *srcs, const cddp_dtype *want,
-                          cddp_loop_fn fn, ew_ctx *ctx, TensorObject *out)
+/* The broadcast shape of the tensor sources (scalars are 0-dim) into *nd, shape. 0 / -1. */
+static int broadcast_sources(int nin, const ew_src *srcs, int *nd, int64_t *shape)
 {
-    TensorObject *cast[CDDP_ITER_MAX_OPS] = {NULL};
-    int64_t shape[CDDP_MAX_DIMS];
-    int nd = 0, fast;
-    int64_t n;
-    char *ptrs[CDDP_ITER_MAX_OPS];
-    int64_t inner[CDDP_ITER_MAX_OPS];
-    TensorObject *res = NULL;
-
-    /* output shape: broadcast of the tensor sources (scalars are 0-dim) */
+    *nd = 0;
     for (int i = 0; i < nin; i++) {
         TensorObject *t = srcs[i].t;
         if (!t)
             continue;
-        if (nd == t->ndim && memcmp(shape, t->shape, sizeof(int64_t) * (size_t)nd) == 0)
+        if (*nd == t->ndim && memcmp(shape, t->shape, sizeof(int64_t) * (size_t)*nd) == 0)
             continue;
         /* cddp_broadcast_shapes must not write over its own input */
         int64_t prev[CDDP_MAX_DIMS];
-        memcpy(prev, shape, sizeof(int64_t) * (size_t)nd);
-        if (cddp_broadcast_shapes(nd, prev, t->ndim, t->shape, &nd, shape) < 0)
-            return NULL;
+        memcpy(prev, shape, sizeof(int64_t) * (size_t)*nd);
+        if (cddp_broadcast_shapes(*nd, prev, t->ndim, t->shape, nd, shape) < 0)
+            return -1;
     }
-    if (out) {
-        if (out->ndim != nd || memcmp(out->shape, shape, sizeof(int64_t) * (size_t)nd) != 0) {
-            char bo[256], bs[256];
-            /* broadcasting the output itself is what torch refuses here */
-            int tmp_nd;
-            int64_t tmp[CDDP_MAX_DIMS];
-            if (cddp_broadcast_shapes(out->ndim, out->shape, nd, shape, &tmp_nd, tmp) < 0)
-                return NULL;
-            format_shape(bo, sizeof bo, out->ndim, out->shape);
-            format_shape(bs, sizeof bs, tmp_nd, tmp);
-            PyErr_Format(PyExc_RuntimeError,
-                         "output with shape %s doesn't match the broadcast shape %s", bo, bs);
-            return NULL;
-        }
-        if (out->dtype != out_dt) {
-            PyErr_Format(PyExc_SystemError, "cddp_ew_map: out dtype %s, kernel writes %s",
-                         cddp_dtype_name[out->dtype], cddp_dtype_name[out_dt]);
-            return NULL;
-        }
-        if (check_no_internal_overlap(out) < 0)
-            return NULL;
+    return 0;
+}
+
+/* An out= tensor must have the broadcast shape already, the kernel's dtype, and no two
+ * elements at one address. 0, or -1 with torch's RuntimeError. */
+static int check_out(const TensorObject *out, cddp_dtype out_dt, int nd, const int64_t *shape)
+{
+    if (out->ndim != nd || memcmp(out->shape, shape, sizeof(int64_t) * (size_t)nd) != 0) {
+        char bo[256], bs[256];
+        /* broadcasting the output itself is what torch refuses here */
+        int tmp_nd;
+        int64_t tmp[CDDP_MAX_DIMS];
+        if (cddp_broadcast_shapes(out->ndim, out->shape, nd, shape, &tmp_nd, tmp) < 0)
+            return -1;
+        format_shape(bo, sizeof bo, out->ndim, out->shape);
+        format_shape(bs, sizeof bs, tmp_nd, tmp);
+        PyErr_Format(PyExc_RuntimeError,
+                     "output with shape %s doesn't match the broadcast shape %s", bo, bs);
+        return -1;
     }
-    for (int i = 0; i < nin; i++) {
-        if (srcs[i].t && srcs[i].t->dtype != want[i]) {
-            cast[i] = cddp_tensor_cast_raw(srcs[i].t, want[i]);
-            if (!cast[i])
-                goto done;
-        }
+    if (out->dtype != out_dt) {
+        PyErr_Format(PyExc_SystemError, "cddp_ew_map: out dtype %s, kernel writes %s",
+                     cddp_dtype_name[out->dtype], cddp_dtype_name[out_dt]);
+        return -1;
     }
-    res = out ? (TensorObject *)Py_NewRef(out) : cddp_tensor_new(out_dt, nd, shape, 0);
-    if (!res)
-        goto done;
-    n = cddp_numel(res);
-    if (n == 0)
-        goto done;
-    fast = cddp_is_contiguous(res);
+    return check_no_internal_overlap(out);
+}
+
+/* Drive fn over res (shape nd, shape; n > 0 elements) and the sources: source i is cast[i]
+ * when set, else srcs[i].t, or the scalar srcs[i].s when that is NULL (stride 0). One flat
+ * loop when every operand is contiguous in res's order, else cddp_iterate with broadcast byte
+ * strides; without the GIL above EW_NOGIL_NUMEL elements. 0, or -1 with an exception. */
+static int launch(TensorObject *res, int64_t n, int nin, ew_src *srcs, TensorObject *const *cast,
+                  const cddp_dtype *want, cddp_loop_fn fn, ew_ctx *ctx, int nd,
+                  const int64_t *shape)
+{
+    char *ptrs[CDDP_ITER_MAX_OPS];
+    int64_t inner[CDDP_ITER_MAX_OPS];
+    int fast = cddp_is_contiguous(res);
     ptrs[0] = cddp_data(res);
-    inner[0] = (int64_t)cddp_dtype_size[out_dt];
+    inner[0] = (int64_t)cddp_dtype_size[res->dtype];
     for (int i = 0; i < nin; i++) {
         TensorObject *t = cast[i] ? cast[i] : srcs[i].t;
         if (!t) {
@@ -313,30 +308,61 @@ TensorObject *cddp_ew_map(cddp_dtype out_dt, int nin, ew_src *srcs, const cddp_d
         } else {
             fn(ptrs, inner, n, ctx);
         }
-    } else {
-        int64_t bst[CDDP_ITER_MAX_OPS][CDDP_MAX_DIMS];
+        return 0;
+    }
+    int64_t bst[CDDP_ITER_MAX_OPS][CDDP_MAX_DIMS];
+    for (int d = 0; d < nd; d++)
+        bst[0][d] = res->strides[d] * inner[0];
+    for (int i = 0; i < nin; i++) {
+        TensorObject *t = cast[i] ? cast[i] : srcs[i].t;
+        if (!t) {
+            memset(bst[i + 1], 0, sizeof bst[i + 1]);
+            continue;
+        }
+        if (cddp_broadcast_strides(t, nd, shape, bst[i + 1]) < 0)
+            return -1;
         for (int d = 0; d < nd; d++)
-            bst[0][d] = res->strides[d] * inner[0];
-        for (int i = 0; i < nin; i++) {
-            TensorObject *t = cast[i] ? cast[i] : srcs[i].t;
-            if (!t) {
-                memset(bst[i + 1], 0, sizeof bst[i + 1]);
-                continue;
-            }
-            if (cddp_broadcast_strides(t, nd, shape, bst[i + 1]) < 0) {
-                Py_CLEAR(res);
+            bst[i + 1][d] *= inner[i + 1];
+    }
+    if (n > EW_NOGIL_NUMEL) {
+        Py_BEGIN_ALLOW_THREADS
+        cddp_iterate(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, fn, ctx);
+        Py_END_ALLOW_THREADS
+    } else {
+        cddp_iterate(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, fn, ctx);
+    }
+    return 0;
+}
+
+TensorObject *cddp_ew_map(cddp_dtype out_dt, int nin, ew_src *srcs, const cddp_dtype *want,
+                          cddp_loop_fn fn, ew_ctx *ctx, TensorObject *out)
+{
+    TensorObject *cast[CDDP_ITER_MAX_OPS] = {NULL};
+    int64_t shape[CDDP_MAX_DIMS];
+    int nd;
+    int64_t n;
+    TensorObject *res = NULL;
+
+    if (broadcast_sources(nin, srcs, &nd, shape) < 0)
+        return NULL;
+    if (out && check_out(out, out_dt, nd, shape) < 0)
+        return NULL;
+    for (int i = 0; i < nin; i++) {
+        if (srcs[i].t && srcs[i].t->dtype != want[i]) {
+            cast[i] = cddp_tensor_cast_raw(srcs[i].t, want[i]);
+            if (!cast[i])
                 goto done;
-            }
-            for (int d = 0; d < nd; d++)
-                bst[i + 1][d] *= inner[i + 1];
         }
-        if (n > EW_NOGIL_NUMEL) {
-            Py_BEGIN_ALLOW_THREADS
-            cddp_iterate(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, fn, ctx);
-            Py_END_ALLOW_THREADS
-        } else {
-            cddp_iterate(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, fn, ctx);
-        }
+    }
+    res = out ? (TensorObject *)Py_NewRef(out) : cddp_tensor_new(out_dt, nd, shape, 0);
+    if (!res)
+        goto done;
+    n = cddp_numel(res);
+    if (n == 0)
+        goto done;
+    if (launch(res, n, nin, srcs, cast, want, fn, ctx, nd, shape) < 0) {
+        Py_CLEAR(res);
+        goto done;
     }
     if (ctx && ctx->err) {
         PyErr_SetString(PyExc_RuntimeError, "ZeroDivisionError");

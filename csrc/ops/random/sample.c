@@ -266,13 +266,95 @@ static void sample_with_replacement(GeneratorObject *g, const TensorObject *p, i
     }
 }
 
+/* torch's checks of a multinomial call, in torch's order and with its texts; the category
+ * count (last dim) and the number of distributions (rows) of p. 0, or -1 with an exception. */
+static int multinomial_check(const TensorObject *p, int64_t n_sample, int repl, int64_t *n_cat,
+                             int64_t *n_dist)
+{
+    if (p->ndim < 1 || p->ndim > 2) {
+        PyErr_SetString(PyExc_RuntimeError, "prob_dist must be 1 or 2 dim");
+        return -1;
+    }
+    if (!cddp_is_floating(p->dtype)) {
+        PyErr_Format(PyExc_RuntimeError, "multinomial only supports floating-point dtypes for "
+                     "input, got: %s", cddp_dtype_name[p->dtype]);
+        return -1;
+    }
+    if (n_sample <= 0) {
+        PyErr_SetString(PyExc_RuntimeError, "cannot sample n_sample <= 0 samples");
+        return -1;
+    }
+    *n_cat = p->shape[p->ndim - 1];
+    *n_dist = p->ndim > 1 ? p->shape[0] : 1;
+    if (!repl && n_sample > *n_cat) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+        return -1;
+    }
+    if (*n_cat == 0) {
+        PyErr_SetString(PyExc_RuntimeError, "invalid multinomial distribution (sum of "
+                        "probabilities <= 0)");
+        return -1;
+    }
+    for (int64_t r = 0; r < *n_dist; r++) {
+        double sum = 0;
+        for (int64_t j = 0; j < *n_cat; j++) {
+            double x = cddp_get_double(p, r * *n_cat + j);
+            if (!(x >= 0) || !isfinite(x)) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "probability tensor contains either `inf`, `nan` or element < 0");
+                return -1;
+            }
+            sum += x;
+        }
+        if (!(sum > 0)) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "invalid multinomial distribution (sum of probabilities <= 0)");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* res (n_dist, n_sample) = per row, the indices of the n_sample largest p / q with
+ * q ~ Exp(1) drawn from g (the exponential-race form of sampling without replacement); ties
+ * go to the lower index. 0, or -1 with an exception. */
+static int sample_without_replacement(GeneratorObject *g, const TensorObject *p, int64_t n_dist,
+                                      int64_t n_cat, int64_t n_sample, int64_t *res)
+{
+    TensorObject *q = cddp_tensor_new(CDDP_FLOAT64, p->ndim, p->shape, 0);
+    keyed *ks = NULL;
+    int rc = -1;
+    if (!q || cddp_random_exponential_fill(q, g, 1.0) < 0)
+        goto fail;
+    if (!(ks = PyMem_Malloc((size_t)n_cat * sizeof(keyed)))) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    const double *qd = (const double *)cddp_data(q);
+    for (int64_t r = 0; r < n_dist; r++) {
+        for (int64_t j = 0; j < n_cat; j++) {
+            ks[j].key = cddp_get_double(p, r * n_cat + j) / qd[r * n_cat + j];
+            ks[j].idx = j;
+        }
+        qsort(ks, (size_t)n_cat, sizeof(keyed), keyed_desc);
+        for (int64_t j = 0; j < n_sample; j++)
+            res[r * n_sample + j] = ks[j].idx;
+    }
+    rc = 0;
+fail:
+    PyMem_Free(ks);
+    Py_XDECREF(q);
+    return rc;
+}
+
 PyObject *cddp_py_multinomial(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
     static const char *const names[] = {"input", "num_samples", "replacement", "generator",
                                         "out", NULL};
     PyObject *v[5] = {NULL};
     GeneratorObject *g;
-    TensorObject *p, *out = NULL, *q = NULL;
+    TensorObject *p, *out = NULL;
     int repl = 0;
     int64_t n_sample, n_cat, n_dist, shape[2];
     void *scratch = NULL;
@@ -294,48 +376,8 @@ PyObject *cddp_py_multinomial(PyObject *m, PyObject *const *args, Py_ssize_t nar
     n_sample = PyLong_AsLongLong(v[1]);
     if (n_sample == -1 && PyErr_Occurred())
         return NULL;
-    if (p->ndim < 1 || p->ndim > 2) {
-        PyErr_SetString(PyExc_RuntimeError, "prob_dist must be 1 or 2 dim");
+    if (multinomial_check(p, n_sample, repl, &n_cat, &n_dist) < 0)
         return NULL;
-    }
-    if (!cddp_is_floating(p->dtype)) {
-        PyErr_Format(PyExc_RuntimeError, "multinomial only supports floating-point dtypes for "
-                     "input, got: %s", cddp_dtype_name[p->dtype]);
-        return NULL;
-    }
-    if (n_sample <= 0) {
-        PyErr_SetString(PyExc_RuntimeError, "cannot sample n_sample <= 0 samples");
-        return NULL;
-    }
-    n_cat = p->shape[p->ndim - 1];
-    n_dist = p->ndim > 1 ? p->shape[0] : 1;
-    if (!repl && n_sample > n_cat) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
-        return NULL;
-    }
-    if (n_cat == 0) {
-        PyErr_SetString(PyExc_RuntimeError, "invalid multinomial distribution (sum of "
-                        "probabilities <= 0)");
-        return NULL;
-    }
-    for (int64_t r = 0; r < n_dist; r++) {
-        double sum = 0;
-        for (int64_t j = 0; j < n_cat; j++) {
-            double x = cddp_get_double(p, r * n_cat + j);
-            if (!(x >= 0) || !isfinite(x)) {
-                PyErr_SetString(PyExc_RuntimeError,
-                                "probability tensor contains either `inf`, `nan` or element < 0");
-                return NULL;
-            }
-            sum += x;
-        }
-        if (!(sum > 0)) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "invalid multinomial distribution (sum of probabilities <= 0)");
-            return NULL;
-        }
-    }
     /* (n_sample,) for one distribution, (n_dist, n_sample) for rows */
     shape[0] = p->ndim == 1 ? n_sample : n_dist;
     shape[1] = n_sample;
@@ -343,43 +385,17 @@ PyObject *cddp_py_multinomial(PyObject *m, PyObject *const *args, Py_ssize_t nar
         return NULL;
     if (repl && n_sample > 1) {
         if (!(scratch = PyMem_Malloc((size_t)n_cat * sizeof(double)))) {
-            PyErr_NoMemory();
-            goto fail;
+            Py_DECREF(out);
+            return PyErr_NoMemory();
         }
         cddp_gen_acquire(g, 0);
-        sample_with_replacement(g, p, n_dist, n_cat, n_sample, (int64_t *)cddp_data(out), scratch);
+        sample_with_replacement(g, p, n_dist, n_cat, n_sample, (int64_t *)cddp_data(out),
+                                scratch);
         cddp_gen_release(g);
         PyMem_Free(scratch);
-        return (PyObject *)out;
+    } else if (sample_without_replacement(g, p, n_dist, n_cat, n_sample,
+                                          (int64_t *)cddp_data(out)) < 0) {
+        Py_CLEAR(out);
     }
-    /* s = top-n of p / q with q ~ Exp(1) (the exponential-race form of sampling) */
-    if (!(q = cddp_tensor_new(CDDP_FLOAT64, p->ndim, p->shape, 0)) ||
-        cddp_random_exponential_fill(q, g, 1.0) < 0)
-        goto fail;
-    if (!(scratch = PyMem_Malloc((size_t)n_cat * sizeof(keyed)))) {
-        PyErr_NoMemory();
-        goto fail;
-    }
-    {
-        keyed *ks = scratch;
-        const double *qd = (const double *)cddp_data(q);
-        int64_t *res = (int64_t *)cddp_data(out);
-        for (int64_t r = 0; r < n_dist; r++) {
-            for (int64_t j = 0; j < n_cat; j++) {
-                ks[j].key = cddp_get_double(p, r * n_cat + j) / qd[r * n_cat + j];
-                ks[j].idx = j;
-            }
-            qsort(ks, (size_t)n_cat, sizeof(keyed), keyed_desc);
-            for (int64_t j = 0; j < n_sample; j++)
-                res[r * n_sample + j] = ks[j].idx;
-        }
-    }
-    PyMem_Free(scratch);
-    Py_DECREF(q);
     return (PyObject *)out;
-fail:
-    PyMem_Free(scratch);
-    Py_XDECREF(q);
-    Py_XDECREF(out);
-    return NULL;
 }
