@@ -1,15 +1,16 @@
-/* ops/shape/shape.h — private glue between ops/shape/shape.c (views), ops/shape/slice.c (narrow / select /
- * split / chunk / unbind / iteration), ops/shape/convert.c (contiguous / clone / to / device policy)
- * and ops/shape/join.c (cat / stack). Not part of the shared API in core/cddp.h:
- * module.c only sees cddp_shape_*_methods, so ops/shape/shape.c lists the other two files' entry
- * points in its method tables.
+/* ops/shape/shape.h — private glue between ops/shape/args.c (argument parsing),
+ * ops/shape/shape.c (views), ops/shape/slice.c (narrow / select / split / chunk / unbind /
+ * iteration), ops/shape/convert.c (contiguous / clone / to / device policy) and
+ * ops/shape/join.c (cat / stack). Not part of the shared API in core/cddp.h: module.c only
+ * sees cddp_shape_*_methods, so ops/shape/shape.c lists the other three files' entry points in
+ * its method tables.
  */
 #ifndef CDDP_OPS_SHAPE_H
 #define CDDP_OPS_SHAPE_H
 
 #include "core/cddp.h"
 
-/* ---- argument parsing (METH_FASTCALL | METH_KEYWORDS) --------------------------------- */
+/* ---- argument parsing (ops/shape/args.c; METH_FASTCALL | METH_KEYWORDS) --------------- */
 
 /* Match positional args and keyword names against `names` (nparams entries, the first
  * npos of which may be given positionally). out[i] = borrowed object or NULL when absent.
@@ -31,7 +32,7 @@ int cddp_shape_int_list(const char *fname, PyObject *const *args, Py_ssize_t nar
 /* 0 when o is a Tensor, else TypeError naming fname/argname. */
 int cddp_shape_check_tensor(PyObject *o, const char *fname, const char *argname);
 
-/* ---- views without autograd (shared by backward functions and cat/stack) -------------- */
+/* ---- views without autograd (ops/shape/shape.c; shared by backwards and cat/stack) ---- */
 
 /* t viewed as shape (fully specified, numel must match): an alias when t's strides allow it,
  * else a contiguous copy shaped so. New reference. */
@@ -52,7 +53,7 @@ NodeObject *cddp_shape_record(TensorObject *in, TensorObject *out, const char *n
 PyObject *cddp_shape_finish(TensorObject *in, TensorObject *out, const char *name,
                             cddp_backward_fn fn, const int64_t *iparams, int nparams);
 
-/* ---- entry points listed in ops/shape/shape.c's tables -------------------------------------- */
+/* ---- entry points listed in ops/shape/shape.c's tables -------------------------------- */
 
 /* ops/shape/slice.c: Tensor.narrow/select/split/chunk/unbind */
 PyObject *cddp_shape_narrow(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
