@@ -265,33 +265,34 @@ void cddp_set_history(TensorObject *out, NodeObject *n, int output_nr);
 NodeObject *cddp_maybe_node(const char *name, cddp_backward_fn fn, int k,
                             TensorObject **inputs, int *err);
 
-/* Engine: run backward from roots with seed grads (NULL -> ones, scalar roots only). */
+/* Engine (autograd/engine.c): run backward from roots with seed grads (NULL -> ones,
+ * scalar roots only). The node-building functions above are in autograd/node.c. */
 int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int retain_graph);
 
 /* Type slots implemented by the op files (core/tensor_type.c wires them into the Tensor type). */
-PyObject *cddp_nb_add(PyObject *a, PyObject *b);          /* ops/elementwise/elementwise.c */
+PyObject *cddp_nb_add(PyObject *a, PyObject *b);          /* ops/elementwise/binary.c */
 PyObject *cddp_nb_sub(PyObject *a, PyObject *b);
 PyObject *cddp_nb_mul(PyObject *a, PyObject *b);
 PyObject *cddp_nb_truediv(PyObject *a, PyObject *b);
 PyObject *cddp_nb_floordiv(PyObject *a, PyObject *b);
 PyObject *cddp_nb_remainder(PyObject *a, PyObject *b);
-PyObject *cddp_nb_pow(PyObject *a, PyObject *b, PyObject *mod);
-PyObject *cddp_nb_neg(PyObject *a);
+PyObject *cddp_nb_pow(PyObject *a, PyObject *b, PyObject *mod);  /* binary_pow.c */
+PyObject *cddp_nb_neg(PyObject *a);                       /* unary.c */
 PyObject *cddp_nb_abs(PyObject *a);
-PyObject *cddp_nb_iadd(PyObject *a, PyObject *b);
+PyObject *cddp_nb_iadd(PyObject *a, PyObject *b);         /* binary.c */
 PyObject *cddp_nb_isub(PyObject *a, PyObject *b);
 PyObject *cddp_nb_imul(PyObject *a, PyObject *b);
 PyObject *cddp_nb_itruediv(PyObject *a, PyObject *b);
-PyObject *cddp_nb_and(PyObject *a, PyObject *b);
+PyObject *cddp_nb_and(PyObject *a, PyObject *b);          /* binary_compare.c */
 PyObject *cddp_nb_or(PyObject *a, PyObject *b);
 PyObject *cddp_nb_xor(PyObject *a, PyObject *b);
-PyObject *cddp_nb_invert(PyObject *a);
-PyObject *cddp_richcompare(PyObject *a, PyObject *b, int op);
+PyObject *cddp_nb_invert(PyObject *a);                    /* unary.c */
+PyObject *cddp_richcompare(PyObject *a, PyObject *b, int op);  /* binary_compare.c */
 PyObject *cddp_nb_matmul(PyObject *a, PyObject *b);       /* ops/linalg/linalg.c */
 PyObject *cddp_mp_subscript(PyObject *self, PyObject *key);            /* ops/index/index.c */
 int cddp_mp_ass_subscript(PyObject *self, PyObject *key, PyObject *value);
-PyObject *cddp_tensor_iter(PyObject *self);                            /* ops/shape/shape.c */
-PyObject *cddp_tensor_repr(PyObject *self);                            /* ops/creation/creation.c */
+PyObject *cddp_tensor_iter(PyObject *self);                            /* ops/shape/slice.c */
+PyObject *cddp_tensor_repr(PyObject *self);                            /* core/repr.c */
 
 /* Cross-file helpers */
 /* The no-GPU device policy: 0 for None/CPU specs, and for CUDA specs after one warning per
@@ -299,7 +300,7 @@ PyObject *cddp_tensor_repr(PyObject *self);                            /* ops/cr
  * CDDP_STRICT_DEVICE=1. Accepts str, int, cddp.device, objects with .type/.index, Tensors. */
 int cddp_device_fallback(PyObject *device_spec);                                     /* ops/shape/convert.c */
 /* Tensor from arbitrary Python data (nested lists, scalars, NumPy arrays, tensors): copies. */
-TensorObject *cddp_tensor_from_data(PyObject *data, int has_dtype, cddp_dtype dtype);  /* ops/creation/creation.c */
+TensorObject *cddp_tensor_from_data(PyObject *data, int has_dtype, cddp_dtype dtype);  /* ops/creation/data.c */
 /* 0-dim or 1-element tensor to Python number. */
 PyObject *cddp_tensor_item(TensorObject *t);                                        /* ops/creation/creation.c */
 /* torch.randperm(n, generator=g) bit for bit into out[n]; NULL/None = default generator. */

@@ -326,10 +326,10 @@ static int sample_without_replacement(GeneratorObject *g, const TensorObject *p,
     keyed *ks = NULL;
     int rc = -1;
     if (!q || cddp_random_exponential_fill(q, g, 1.0) < 0)
-        goto fail;
+        goto done;
     if (!(ks = PyMem_Malloc((size_t)n_cat * sizeof(keyed)))) {
         PyErr_NoMemory();
-        goto fail;
+        goto done;
     }
     const double *qd = (const double *)cddp_data(q);
     for (int64_t r = 0; r < n_dist; r++) {
@@ -342,7 +342,7 @@ static int sample_without_replacement(GeneratorObject *g, const TensorObject *p,
             res[r * n_sample + j] = ks[j].idx;
     }
     rc = 0;
-fail:
+done:
     PyMem_Free(ks);
     Py_XDECREF(q);
     return rc;
