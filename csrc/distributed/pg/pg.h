@@ -49,7 +49,7 @@ enum cddp_pg_redop {
 };
 
 /* HIER: ranks on several hosts, some hosts holding several ranks: the TCP mesh for every op,
- * plus a shared-memory group per host for the hierarchical all_reduce (distributed/pg/tcp.c). */
+ * plus a shared-memory group per host for the hierarchical all_reduce (distributed/pg/hier.c). */
 enum cddp_pg_transport { CDDP_PG_SHM = 1, CDDP_PG_TCP = 2, CDDP_PG_HIER = 3 };
 
 extern const char *const cddp_pg_op_name[CDDP_PG_NOPS];      /* "all_reduce", ... */
@@ -162,7 +162,8 @@ typedef struct {
 } cddp_pg_transport_ops;
 
 extern const cddp_pg_transport_ops cddp_pg_shm_ops;   /* distributed/pg/shm.c */
-extern const cddp_pg_transport_ops cddp_pg_tcp_ops;    /* distributed/pg/tcp.c */
+extern const cddp_pg_transport_ops cddp_pg_tcp_ops;    /* distributed/pg/tcp.c (+ ring.c, direct.c) */
+extern const cddp_pg_transport_ops cddp_pg_hier_ops;   /* distributed/pg/hier.c */
 
 struct cddp_pg {
     int rank, size;
