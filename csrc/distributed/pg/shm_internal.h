@@ -6,6 +6,9 @@
  *   distributed/pg/shm.c           what runs on the segment: sequence-number waits, failure
  *                                  reporting, the collectives, send/recv mailboxes, the table
  *
+ * Mirrors: the shared segment of NCCL's shm transport (per-rank buffers and flags in one
+ * mapping); torch's gloo has no shared-memory transport.
+ *
  * shm.c calls shm_segment.c (init / fini); shm_segment.c calls nothing in shm.c. The layout
  * below is shared memory: every process of the group maps the same bytes (the layout comment
  * says who writes what).

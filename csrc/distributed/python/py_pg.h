@@ -6,6 +6,9 @@
  *                                  unfinished Work a group keeps, and submit (op -> Work)
  *
  * py_pg.c calls py_work.c; py_work.c only reads the group's fields below.
+ *
+ * Mirrors: torch/csrc/distributed/c10d/init.cpp's bindings of ProcessGroup and Work, split
+ * one file per class as c10d keeps its classes.
  */
 #ifndef CDDP_PY_PG_H
 #define CDDP_PY_PG_H

@@ -12,6 +12,9 @@
  * the client's output, marks the client parked or closing with a deadline, and sets s->changed
  * so the loop reruns parked requests). The clock both use is proto.h's cddp_store_now_ms.
  *
+ * Mirrors: the state of c10d's TCPStore server (TCPStoreBackend: its key map, its sockets,
+ * the waiting GET/WAIT requests).
+ *
  * Everything here is touched by the server thread only (under s->mu), except the counters
  * marked atomic.
  */
