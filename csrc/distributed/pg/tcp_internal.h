@@ -13,12 +13,14 @@
  *   distributed/pg/hier.c   the hierarchical transport (cddp_pg_hier_ops): the TCP mesh plus a
  *                           shared-memory group per host, large all_reduce across host leaders
  *
- * Who calls whom: hier.c -> ring.c / direct.c -> tcp.c for bytes; tcp.c's run() hands each
- * collective to its algorithm (the one call upward: the functions declared at the end).
+ * Who calls whom: ring.c and direct.c move bytes through tcp.c; hier.c runs on tcp.c's table
+ * and ring.c's ring; tcp.c's run() hands each collective to its algorithm (the one call
+ * upward: the functions declared at the end).
  *
- * Every function here takes the group, its TCP state and the running op. On failure it returns
- * -1 with w->err set (the first cause wins); a failure of a connection has also marked the group
- * broken and told every peer (cddp_tcp_break), so the caller only returns -1 up the stack.
+ * The functions here take the group, its TCP state and the running op (those they need). On
+ * failure they return -1 with w->err set (the first cause wins); a failed connection has also
+ * marked the group broken and told every peer (cddp_tcp_break), so the caller only returns -1
+ * up the stack.
  */
 #ifndef CDDP_PG_TCP_INTERNAL_H
 #define CDDP_PG_TCP_INTERNAL_H
