@@ -532,7 +532,9 @@ cddp_pg *cddp_pg_create(const cddp_pg_info *info, char *err)
     pg->timeout_s = info->timeout_s > 0 ? info->timeout_s : 1800.0;
     pg->transport = info->transport;
     pg->owner_pid = (int)getpid();
-    pg->ops = info->transport == CDDP_PG_SHM ? &cddp_pg_shm_ops : &cddp_pg_tcp_ops;
+    pg->ops = info->transport == CDDP_PG_SHM    ? &cddp_pg_shm_ops
+              : info->transport == CDDP_PG_HIER ? &cddp_pg_hier_ops
+                                                : &cddp_pg_tcp_ops;
     snprintf(pg->group_name, sizeof pg->group_name, "%s", info->group_name);
     pthread_mutex_init(&pg->mu, NULL);
     pthread_cond_init(&pg->cv_work, NULL);

@@ -1,11 +1,12 @@
-/* distributed/pg/pg.h — the CPU process-group engine (pure C, no Python.h): a group of `size` ranks, one
- * worker thread per group running collectives in issue order, Work handles, the per-op header
- * check, peer-failure detection, and two transports (shared memory on one host, TCP between
- * hosts or when CDDP_TRANSPORT=tcp).
+/* distributed/pg/pg.h — the CPU process-group engine (pure C, no Python.h): a group of `size`
+ * ranks, one worker thread per group running collectives in issue order, Work handles, the
+ * per-op header check, peer-failure detection, and three transports: shared memory on one host
+ * (shm.c), TCP between hosts or when CDDP_TRANSPORT=tcp (tcp.c with the algorithms in ring.c
+ * and direct.c), and hierarchical, shm inside each host + TCP between them (hier.c).
  *
  * Mirrors: torch.distributed.ProcessGroup (gloo backend) and its Work objects.
  *
- *   pg = cddp_pg_create(&info, err)           # after rendezvous (distributed/python/py_pg.c talks to the store)
+ *   pg = cddp_pg_create(&info, err)           # after rendezvous (distributed/pg/rendezvous.c)
  *   w  = cddp_pg_submit(pg, &args, inline)    # queued on the worker (or run inline when idle)
  *   cddp_work_wait(w, timeout)                # 0 ok, -1 failed (cddp_work_error), 1 not yet
  *   cddp_pg_destroy(pg)                       # stops the thread; never hangs
@@ -49,7 +50,7 @@ enum cddp_pg_redop {
 };
 
 /* HIER: ranks on several hosts, some hosts holding several ranks: the TCP mesh for every op,
- * plus a shared-memory group per host for the hierarchical all_reduce (distributed/pg/tcp.c). */
+ * plus a shared-memory group per host for the hierarchical all_reduce (distributed/pg/hier.c). */
 enum cddp_pg_transport { CDDP_PG_SHM = 1, CDDP_PG_TCP = 2, CDDP_PG_HIER = 3 };
 
 extern const char *const cddp_pg_op_name[CDDP_PG_NOPS];      /* "all_reduce", ... */
@@ -79,11 +80,11 @@ static inline char *cddp_pg_block(void *base, void *const *blocks, int j, size_t
     return blocks ? (char *)blocks[j] : (char *)base + (size_t)j * block_bytes;
 }
 
-/* What rendezvous learned about the group (filled by distributed/python/py_pg.c from the store). */
+/* What rendezvous learned about the group (filled by distributed/pg/rendezvous.c). */
 typedef struct {
     int rank, size;
     double timeout_s;
-    int transport;             /* CDDP_PG_SHM or CDDP_PG_TCP */
+    int transport;             /* CDDP_PG_SHM, CDDP_PG_TCP or CDDP_PG_HIER */
     int *pids;                 /* [size] */
     unsigned char *local;      /* [size] 1 when that rank shares this host (pidfd works) */
     char **addrs;              /* [size] "ip" strings (TCP) */
@@ -100,8 +101,10 @@ typedef struct cddp_pg cddp_pg;
 
 /* Work states */
 enum { CDDP_WORK_QUEUED = 0, CDDP_WORK_RUNNING, CDDP_WORK_DONE, CDDP_WORK_FAILED };
-/* Failure kinds (the binding picks the exception class) */
-enum { CDDP_ERR_RUNTIME = 0, CDDP_ERR_TIMEOUT, CDDP_ERR_VALUE };
+/* Failure kinds (the binding picks the exception class). A Work fails with one of the first
+ * three; rendezvous (distributed/pg/rendezvous.h) adds NOMEM and STORE (a store callback
+ * failed and its own error stands). */
+enum { CDDP_ERR_RUNTIME = 0, CDDP_ERR_TIMEOUT, CDDP_ERR_VALUE, CDDP_ERR_NOMEM, CDDP_ERR_STORE };
 
 struct cddp_work {
     atomic_int refcnt;
@@ -162,7 +165,8 @@ typedef struct {
 } cddp_pg_transport_ops;
 
 extern const cddp_pg_transport_ops cddp_pg_shm_ops;   /* distributed/pg/shm.c */
-extern const cddp_pg_transport_ops cddp_pg_tcp_ops;    /* distributed/pg/tcp.c */
+extern const cddp_pg_transport_ops cddp_pg_tcp_ops;    /* distributed/pg/tcp.c (+ ring.c, direct.c) */
+extern const cddp_pg_transport_ops cddp_pg_hier_ops;   /* distributed/pg/hier.c */
 
 struct cddp_pg {
     int rank, size;

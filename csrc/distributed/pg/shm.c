@@ -1,15 +1,10 @@
-/* distributed/pg/shm.c — the shared-memory transport: every rank of the group on one host maps one
- * segment; collectives copy through per-rank slots and synchronise with sequence numbers.
+/* distributed/pg/shm.c — the shared-memory transport: every rank of the group on one host maps
+ * one segment; collectives copy through per-rank slots and synchronise with sequence numbers.
  *
  * Mirrors: what torch's gloo does over loopback TCP, without TCP on the data path.
  *
- * Segment (created by rank 0 as /cddp-<nonce>, unlinked as soon as every rank has mapped it,
- * so nothing is left behind even when processes die):
- *   seg_hdr                    magic, layout, attach counter, the group-wide `broken` word
- *   seg_ctl[n]                 per rank, cache-line separated: seq (futex word) + waiter count,
- *                              the op header of the last two ops (by parity), p2p doorbell
- *   slots[n][3][C]             per rank, three rotating buffers of C bytes (CDDP_SHM_CHUNK)
- *   mbox ctl[n][n], data[n][n][2][P]   send/recv mailboxes, one per ordered pair
+ * The segment (its layout, creation and attachment) is distributed/pg/shm_segment.c and
+ * distributed/pg/shm_internal.h; this file is what runs on it.
  *
  * Synchronisation: each rank publishes a monotonically increasing 32-bit `seq` (release store)
  * and waits until the ranks it needs have published a value (acquire load): spin briefly, then
@@ -21,26 +16,17 @@
  * Buffer reuse: a rank writes data step s into slot buffer s % 3 only after seeing every rank
  * publish a value that each publishes after its last read of step s - 3 (argued per algorithm
  * below), so no step needs an extra barrier.
+ *
+ * Called by the engine through cddp_pg_shm_ops (distributed/pg/engine.c), and by hier.c for a
+ * host's subgroup (run, cddp_pg_shm_broken_rank, cddp_pg_shm_break_remote).
  */
-#include "distributed/pg/pg.h"
+#include "distributed/pg/shm_internal.h"
 #include "distributed/pg/reduce_kernels.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
-
-#define SHM_MAGIC 0x3170646463ULL      /* "cddp1" */
-#define SHM_NBUF 3
-#define MB_ENTRY 64                     /* mailbox buffer: entry header, then payload */
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -50,102 +36,20 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* broken word kinds; the rank is local except for BRK_REMOTE (a global rank that failed on
- * another host, reported by global rank `broken_by`) */
-enum { BRK_EXITED = 1, BRK_SHUTDOWN = 2, BRK_TIMEOUT = 3, BRK_REMOTE = 4 };
-
-typedef struct {
-    uint64_t magic;                    /* stored last (release) by rank 0 */
-    uint64_t nonce;
-    int64_t size;
-    uint64_t total, chunk, mbox;
-    uint64_t off_ctl, off_slots, off_mbctl, off_mbdata;
-    _Alignas(64) atomic_uint attached; /* ranks 1..n-1 that mapped the segment */
-    _Alignas(64) atomic_uint broken;   /* 0, or (rank + 1) | kind << 24 */
-    atomic_uint broken_by;
-} seg_hdr;
-
-typedef struct {
-    _Alignas(64) atomic_uint seq;
-    atomic_uint seq_waiters;
-    _Alignas(64) int64_t hdr[2][6];    /* header of op #k at [k & 1] */
-    _Alignas(64) atomic_uint bell;     /* bumped by whoever may have unblocked this rank's p2p */
-    atomic_uint bell_waiters;
-} seg_ctl;
-
-typedef struct {
-    _Alignas(64) atomic_uint produced; /* chunks the sender has written */
-    atomic_uint rejected;              /* the receiver refused a message: pair unusable */
-    _Alignas(64) atomic_uint consumed; /* chunks the receiver has copied out */
-} seg_mbox;
-
-typedef struct {                       /* at the start of each mailbox buffer */
-    int64_t total, offset, len;        /* bytes: whole message, this chunk */
-    int64_t count;
-    int32_t tag, dtype;
-} mb_entry;
-
-typedef struct {
-    char *base;
-    size_t total;
-    seg_hdr *h;
-    int n, r;
-    size_t C, P;                       /* slot buffer bytes, mailbox buffer bytes */
-    uint32_t myseq;                    /* last value this rank published */
-    int64_t dstep;                     /* data steps used so far (same on every rank) */
-    uint32_t bell_seen;
-    int64_t spin_ns, yield_ns;         /* spin ceiling, yield phase */
-    int64_t spin_cur;                  /* adaptive spin budget (wait_seq) */
-    size_t small_max;                  /* all_reduce bytes taking the one-step path */
-    size_t nt_min;                     /* outputs from this size on: streaming stores */
-    const void **srcs;                 /* [n] scratch for reductions */
-    uint64_t *tx_next, *tx_serve, *rx_next, *rx_serve;   /* [n] p2p FIFO tickets */
-    int creator_unlinked;
-    char name[64];
-} shm_t;
-
+/* w->p2p of an in-flight send/recv */
 typedef struct {
     uint64_t ticket;
     int64_t off;
     int started;
 } p2p_state;
 
-/* ---- segment access ------------------------------------------------------------------ */
-
-static inline seg_ctl *ctl(shm_t *s, int j)
-{
-    return (seg_ctl *)(s->base + s->h->off_ctl) + j;
-}
-static inline char *slot(shm_t *s, int j, int64_t d)
-{
-    return s->base + s->h->off_slots + ((size_t)j * SHM_NBUF + (size_t)(d % SHM_NBUF)) * s->C;
-}
-static inline seg_mbox *mbox(shm_t *s, int src, int dst)
-{
-    return (seg_mbox *)(s->base + s->h->off_mbctl) + ((size_t)src * s->n + dst);
-}
-static inline char *mbuf(shm_t *s, int src, int dst, uint32_t b)
-{
-    return s->base + s->h->off_mbdata + (((size_t)src * s->n + dst) * 2 + (b & 1)) * s->P;
-}
-
-static inline int reached(uint32_t v, uint32_t target) { return (int32_t)(v - target) >= 0; }
+/* ---- sequence numbers and doorbells --------------------------------------------------- */
 
 static int64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static void futex_wait(atomic_uint *addr, uint32_t val, int64_t ns)
-{
-    struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
-    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, &ts, NULL, 0);
-}
-static void futex_wake(atomic_uint *addr)
-{
-    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, 0x7fffffff, NULL, NULL, 0);
 }
 
 static void publish(shm_t *s, uint32_t v)
@@ -772,201 +676,15 @@ static void shm_doorbell(cddp_pg *pg)
         ring(s, s->r);
 }
 
-/* ---- setup / teardown ---------------------------------------------------------------- */
-
-static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-static void shm_fini(cddp_pg *pg)
-{
-    shm_t *s = pg->tr;
-    if (!s)
-        return;
-    if (s->base) {
-        if (s->r == 0 && !s->creator_unlinked)
-            shm_unlink(s->name);
-        munmap(s->base, s->total);
-    }
-    free(s->srcs);
-    free(s->tx_next);
-    free(s);
-    pg->tr = NULL;
-}
-
-/* Rank 0: create, size and describe the segment, then wait until every rank mapped it and
- * unlink the name. */
-static int create_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
-{
-    int n = s->n, fd;
-    size_t C = cddp_pg_env_size("CDDP_SHM_CHUNK", 256 << 10, 1024, 64 << 20) & ~(size_t)63;
-    size_t P = cddp_pg_env_size("CDDP_SHM_P2P", n <= 8 ? 64 << 10 : 16 << 10, 256, 16 << 20);
-    size_t off_ctl = 4096, off_slots, off_mbctl, off_mbdata, total;
-    if (C < (size_t)n * 64)
-        C = (size_t)n * 64;              /* every rank's sub-slot holds at least 64 bytes */
-    P = align_up(P, 64);
-    off_slots = align_up(off_ctl + (size_t)n * sizeof(seg_ctl), 4096);
-    off_mbctl = align_up(off_slots + (size_t)n * SHM_NBUF * C, 4096);
-    off_mbdata = align_up(off_mbctl + (size_t)n * n * sizeof(seg_mbox), 4096);
-    total = off_mbdata + (size_t)n * n * 2 * P;
-    fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) {
-        cddp_pg_seterr(err, "shm_open(%s) failed: %s", s->name, strerror(errno));
-        return -1;
-    }
-    if (ftruncate(fd, (off_t)total) < 0) {
-        cddp_pg_seterr(err, "could not size the shared-memory segment to %zu bytes: %s "
-                       "(is /dev/shm full?)", total, strerror(errno));
-        close(fd);
-        shm_unlink(s->name);
-        return -1;
-    }
-    s->base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (s->base == MAP_FAILED) {
-        s->base = NULL;
-        cddp_pg_seterr(err, "mmap of the shared-memory segment failed: %s", strerror(errno));
-        shm_unlink(s->name);
-        return -1;
-    }
-    s->total = total;
-    s->h = (seg_hdr *)s->base;
-    s->h->nonce = 0;
-    s->h->size = n;
-    s->h->total = total;
-    s->h->chunk = C;
-    s->h->mbox = P;
-    s->h->off_ctl = off_ctl;
-    s->h->off_slots = off_slots;
-    s->h->off_mbctl = off_mbctl;
-    s->h->off_mbdata = off_mbdata;
-    atomic_store_explicit((_Atomic uint64_t *)&s->h->magic, SHM_MAGIC, memory_order_release);
-    while (atomic_load(&s->h->attached) < (unsigned)(n - 1)) {
-        uint32_t v = atomic_load(&s->h->attached);
-        for (int j = 1; j < n; j++)
-            if (cddp_pg_peer_dead(pg, j)) {
-                cddp_pg_seterr(err, "rank %d (pid %d) exited before mapping the group's "
-                               "shared memory", j, pg->pids[j]);
-                return -1;
-            }
-        if (cddp_pg_now() > deadline) {
-            cddp_pg_seterr(err, "timed out after %.1f s waiting for the other ranks to map "
-                           "the shared-memory segment", pg->timeout_s);
-            return -1;
-        }
-        if (v < (unsigned)(n - 1))
-            futex_wait(&s->h->attached, v, 2000000);
-    }
-    shm_unlink(s->name);
-    s->creator_unlinked = 1;
-    return 0;
-}
-
-/* Other ranks: open (retrying until rank 0 created and described it), map, check, attach. */
-static int attach_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
-{
-    for (;;) {
-        int fd = shm_open(s->name, O_RDWR, 0);
-        if (fd >= 0) {
-            struct stat stt;
-            if (fstat(fd, &stt) == 0 && (size_t)stt.st_size >= sizeof(seg_hdr)) {
-                void *b = mmap(NULL, (size_t)stt.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-                close(fd);
-                if (b == MAP_FAILED) {
-                    cddp_pg_seterr(err, "mmap of the shared-memory segment failed: %s",
-                                   strerror(errno));
-                    return -1;
-                }
-                seg_hdr *h = b;
-                if (atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire)
-                    == SHM_MAGIC) {
-                    if (h->size != s->n || h->total != (uint64_t)stt.st_size) {
-                        munmap(b, (size_t)stt.st_size);
-                        cddp_pg_seterr(err, "shared-memory segment %s describes a group of %lld "
-                                       "ranks, this rank expects %d", s->name,
-                                       (long long)h->size, s->n);
-                        return -1;
-                    }
-                    s->base = b;
-                    s->total = (size_t)stt.st_size;
-                    s->h = h;
-                    /* the last rank to map it removes the name too, so it cannot outlive
-                     * the group even if rank 0 dies right now (unlinking twice is harmless) */
-                    if (atomic_fetch_add(&h->attached, 1) + 2 == (unsigned)s->n)
-                        shm_unlink(s->name);
-                    futex_wake(&h->attached);
-                    return 0;
-                }
-                munmap(b, (size_t)stt.st_size);
-            } else {
-                close(fd);
-            }
-        } else if (errno != ENOENT) {
-            cddp_pg_seterr(err, "shm_open(%s) failed: %s", s->name, strerror(errno));
-            return -1;
-        }
-        if (cddp_pg_peer_dead(pg, 0)) {
-            cddp_pg_seterr(err, "rank 0 (pid %d) exited before creating the group's shared "
-                           "memory", pg->pids[0]);
-            return -1;
-        }
-        if (cddp_pg_now() > deadline) {
-            cddp_pg_seterr(err, "timed out after %.1f s waiting for rank 0's shared-memory "
-                           "segment %s", pg->timeout_s, s->name);
-            return -1;
-        }
-        usleep(500);
-    }
-}
-
-static int shm_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
-{
-    shm_t *s = calloc(1, sizeof *s);
-    int n = info->size;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double deadline = cddp_pg_now() + pg->timeout_s;
-    if (!s) {
-        cddp_pg_seterr(err, "out of memory");
-        return -1;
-    }
-    pg->tr = s;
-    s->n = n;
-    s->r = info->rank;
-    snprintf(s->name, sizeof s->name, "%s", info->shm_name);
-    s->srcs = calloc((size_t)n, sizeof *s->srcs);
-    s->tx_next = calloc((size_t)n * 4, sizeof(uint64_t));
-    if (!s->srcs || !s->tx_next) {
-        cddp_pg_seterr(err, "out of memory");
-        goto fail;
-    }
-    s->tx_serve = s->tx_next + n;
-    s->rx_next = s->tx_next + 2 * n;
-    s->rx_serve = s->tx_next + 3 * n;
-    /* spinning only pays when every rank has a core; oversubscribed, go to sleep at once */
-    s->spin_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_SPIN_US", (ncpu > 0 && n <= ncpu) ? 20 : 2,
-                                           0, 1000000) * 1000;
-    s->yield_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_YIELD_US", 100, 0, 1000000) * 1000;
-    s->spin_cur = s->spin_ns;
-    if ((s->r == 0 ? create_segment(pg, s, deadline, err)
-                   : attach_segment(pg, s, deadline, err)) < 0)
-        goto fail;
-    s->C = s->h->chunk;
-    s->P = s->h->mbox;
-    s->small_max = cddp_pg_env_size("CDDP_SHM_SMALL", 16 << 10, 0, 1 << 30);
-    if (s->small_max > s->C)
-        s->small_max = s->C;
-    s->nt_min = cddp_pg_env_size("CDDP_SHM_NT", 16 << 20, 0, (size_t)1 << 62);
-    return 0;
-fail:
-    shm_fini(pg);
-    return -1;
-}
+/* ---- the transport's table (init / fini: distributed/pg/shm_segment.c) ----------------- */
 
 const cddp_pg_transport_ops cddp_pg_shm_ops = {
-    .init = shm_init,
+    .init = cddp_shm_init,
     .run = shm_run,
     .p2p_start = shm_p2p_start,
     .p2p_progress = shm_p2p_progress,
     .p2p_cancel = shm_p2p_cancel,
     .p2p_wait = shm_p2p_wait,
     .doorbell = shm_doorbell,
-    .fini = shm_fini,
+    .fini = cddp_shm_fini,
 };

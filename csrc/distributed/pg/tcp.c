@@ -1,28 +1,25 @@
-/* distributed/pg/tcp.c — the TCP transport: a full mesh of connections (one for collectives, one for
- * send/recv per pair of ranks), every op driven by non-blocking sockets under poll().
+/* distributed/pg/tcp.c — the TCP transport: a full mesh of connections (one for collectives, one
+ * for send/recv per pair of ranks), every op driven by non-blocking sockets under poll().
  *
- * Mirrors: gloo's TCP transport and its ring algorithms (allreduce_ring_chunked.h).
+ * Mirrors: gloo's TCP transport (transport/tcp: pairs, the event loop); the algorithms that
+ * drive it are ring.c and direct.c, as gloo's are its allreduce_ring_chunked.h and friends.
  *
  * Every collective starts with a header exchange with all peers (8 int64: magic, seq, op,
  * dtype, count, root, reduce op, eager bytes): it is the barrier, the mismatch check, and for
- * small all_reduce it also carries the data (each rank reduces all inputs in rank order, so
- * every rank gets the same bits). After a mismatch every rank has consumed exactly what the
- * others sent, so the connections stay usable. Then:
- *   all_reduce / reduce   pipelined ring: reduce-scatter then all-gather as ONE byte stream
- *                         per direction; a byte may be sent once `lead` + (bytes received
- *                         and reduced) allow it, so sends, receives and reductions overlap
- *                         at chunk granularity (CDDP_TCP_CHUNK).
- *   broadcast             chain from the root (same stream engine, lead 0); star when small
- *   all_gather            ring; reduce_scatter: ring reduce-scatter on a scratch copy
- *   gather/scatter/all_to_all   direct transfers with every peer, all in flight together
+ * small all_reduce it also carries the data. After a mismatch every rank has consumed exactly
+ * what the others sent, so the connections stay usable. run() then hands the op to its
+ * algorithm (distributed/pg/tcp_internal.h lists them).
  *
  * Failures: EOF / reset on a connection we need fails the op naming that rank (and "exited"
  * when its pidfd says so); the rank that notices sends every peer one out-of-band byte naming
  * the failed rank, then shuts its sockets for writing, so ranks blocked on OTHER peers learn
  * it within a poll round instead of at their timeout.
+ *
+ * Called by the engine through cddp_pg_tcp_ops (distributed/pg/engine.c) and by hier.c, which
+ * layers a host level on this mesh; rendezvous (distributed/pg/rendezvous.c) opens the listener
+ * and finds the address peers connect to.
  */
-#include "distributed/pg/pg.h"
-#include "distributed/pg/reduce_kernels.h"
+#include "distributed/pg/tcp_internal.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,28 +38,6 @@
 #define TCP_MAGIC 0x63646470746370ULL   /* "cddptcp" */
 #define HELLO_MAGIC 0x6364647068656cULL
 #define P2P_MAGIC 0x70327063u
-#define NHDR 8
-
-typedef struct {
-    int n, r;
-    int *fd;                  /* [n] collective connection (-1 for self) */
-    int *pfd;                 /* [n] send/recv connection */
-    unsigned char *p2p_dead;  /* [n] send/recv channel unusable after an error */
-    short *want;              /* [n] poll events the p2p ops wait for */
-    int evfd;                 /* doorbell: new op queued / abort */
-    size_t chunk, small_max;
-    char *scratch;
-    size_t scratch_cap;
-    char *stage;              /* ring reduce staging: chunk + 8 bytes */
-    int64_t (*hdrs)[NHDR];    /* [n] header exchange */
-    uint64_t *tx_next, *tx_serve, *rx_next, *rx_serve;
-    int broke;                /* OOB notices already sent */
-    int failed;               /* the rank named in them */
-    /* HIER: this host's shared-memory subgroup, and the ring of host leaders */
-    cddp_pg *local;
-    int *leaders, nleaders, lidx; /* lidx: this rank's place among the leaders, or -1 */
-    int64_t lseq;             /* ops run on the subgroup */
-} tcp_t;
 
 typedef struct {
     uint64_t ticket;
@@ -104,7 +79,7 @@ static int confirm_dead(cddp_pg *pg, int j)
  * notice or EOF at once. The notice is one urgent byte on the send/recv connection (normally
  * idle, so there is room for it even when the collective connection's buffer is full) and on
  * the collective one. Connections stay open (no RST) until the group ends. */
-static void tcp_break(tcp_t *t, int who)
+void cddp_tcp_break(tcp_t *t, int who)
 {
     unsigned char b = (unsigned char)(who + 1 < 255 ? who + 1 : 255);
     if (t->broke)
@@ -137,7 +112,7 @@ static int fail_peer(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, int e)
                  e ? strerror(e) : "end of stream");
     cddp_pg_seterr(w->err, "%s: %s while rank %d was waiting for it", pre, msg, t->r);
     cddp_pg_mark_broken(pg, msg);
-    tcp_break(t, j);
+    cddp_tcp_break(t, j);
     return -1;
 }
 
@@ -164,7 +139,7 @@ static int fail_notice(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
         snprintf(msg, sizeof msg, "a rank failed (reported by rank %d)", j);
     cddp_pg_seterr(w->err, "%s: %s", pre, msg);
     cddp_pg_mark_broken(pg, msg);
-    tcp_break(t, d >= 0 ? d : j);
+    cddp_tcp_break(t, d >= 0 ? d : j);
     return -1;
 }
 
@@ -176,7 +151,7 @@ static int check_time(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
         op_prefix(w, pre, sizeof pre);
         cddp_pg_seterr(w->err, "%s: process group was shut down or interrupted", pre);
         cddp_pg_mark_broken(pg, "process group was shut down or interrupted");
-        tcp_break(t, t->r);
+        cddp_tcp_break(t, t->r);
         return -1;
     }
     if (cddp_pg_now() - w->t_start > pg->timeout_s) {
@@ -185,7 +160,7 @@ static int check_time(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
                        t->r, pg->timeout_s, j);
         w->err_kind = CDDP_ERR_TIMEOUT;
         cddp_pg_mark_broken(pg, w->err);
-        tcp_break(t, j);
+        cddp_tcp_break(t, j);
         return -1;
     }
     return 0;
@@ -196,7 +171,7 @@ static int check_time(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
 /* One poll round over the doorbell and every collective connection: ev[j] are the events
  * wanted from rank j, plus POLLPRI everywhere so failure notices arrive from anyone. Then the
  * shutdown and deadline checks (`waitfor`: the rank named if the deadline passed). */
-static int pollset_run(cddp_pg *pg, tcp_t *t, cddp_work *w, const short *ev, int waitfor)
+int cddp_tcp_poll(cddp_pg *pg, tcp_t *t, cddp_work *w, const short *ev, int waitfor)
 {
     struct pollfd stack_p[129], *p = stack_p;
     int stack_peer[129], *peer = stack_peer, np = 0, rc, to_ms, notice = -1;
@@ -251,7 +226,7 @@ static int fail_closed(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, int e)
 }
 
 /* Move up to len bytes; returns bytes moved (0 on EAGAIN), -1 with w->err on failure. */
-static ssize_t io_send(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, const char *buf, size_t len)
+ssize_t cddp_tcp_io_send(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, const char *buf, size_t len)
 {
     ssize_t k;
     if (!len)
@@ -264,7 +239,7 @@ static ssize_t io_send(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, const char *b
     return fail_closed(pg, t, w, j, errno);
 }
 
-static ssize_t io_recv(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, char *buf, size_t len)
+ssize_t cddp_tcp_io_recv(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, char *buf, size_t len)
 {
     ssize_t k;
     if (!len)
@@ -281,13 +256,7 @@ static ssize_t io_recv(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, char *buf, si
 
 /* ---- engine 1: independent transfers with several peers ------------------------------ */
 
-typedef struct {
-    int peer, send;
-    char *buf;
-    size_t len, done;
-} xfer;
-
-static int run_xfers(cddp_pg *pg, tcp_t *t, cddp_work *w, xfer *x, int nx)
+int cddp_tcp_run_xfers(cddp_pg *pg, tcp_t *t, cddp_work *w, tcp_xfer *x, int nx)
 {
     short *ev = t->want;
     for (;;) {
@@ -295,8 +264,10 @@ static int run_xfers(cddp_pg *pg, tcp_t *t, cddp_work *w, xfer *x, int nx)
         memset(ev, 0, sizeof *ev * (size_t)t->n);
         for (int i = 0; i < nx; i++) {
             while (x[i].done < x[i].len) {
-                ssize_t k = x[i].send ? io_send(pg, t, w, x[i].peer, x[i].buf + x[i].done, x[i].len - x[i].done)
-                                      : io_recv(pg, t, w, x[i].peer, x[i].buf + x[i].done, x[i].len - x[i].done);
+                char *p = x[i].buf + x[i].done;
+                size_t left = x[i].len - x[i].done;
+                ssize_t k = x[i].send ? cddp_tcp_io_send(pg, t, w, x[i].peer, p, left)
+                                      : cddp_tcp_io_recv(pg, t, w, x[i].peer, p, left);
                 if (k < 0)
                     return -1;
                 if (k == 0)
@@ -312,114 +283,14 @@ static int run_xfers(cddp_pg *pg, tcp_t *t, cddp_work *w, xfer *x, int nx)
         }
         if (!pending)
             return 0;
-        if (pollset_run(pg, t, w, ev, waitfor) < 0)
-            return -1;
-    }
-}
-
-/* ---- engine 2: the ring stream ------------------------------------------------------- */
-
-enum { ACT_COPY = 0, ACT_REDUCE = 1, ACT_REDUCE_AVG = 2 };
-typedef struct {
-    char *p;
-    size_t len;
-    int act;
-} rseg;
-
-/* Send ss[] to `next` and receive rs[] from `prev` (either may be -1 / empty), never sending
- * stream byte S before lead + R bytes have been received and applied (R counts completed
- * bytes). Receives into the destination for ACT_COPY, through the staging buffer for the
- * reducing actions. */
-static int run_ring(cddp_pg *pg, tcp_t *t, cddp_work *w, int next, const rseg *ss, int ns,
-                    int prev, const rseg *rs, int nr, size_t lead)
-{
-    const cddp_pg_args *a = &w->a;
-    size_t es = cddp_pg_dtype_size[a->dtype];
-    size_t S = 0, R = 0, Stot = 0, Rtot = 0, soff = 0, roff = 0, have = 0;
-    int si = 0, ri = 0;
-    short *ev = t->want;
-    for (int i = 0; i < ns; i++) Stot += ss[i].len;
-    for (int i = 0; i < nr; i++) Rtot += rs[i].len;
-    while (si < ns && ss[si].len == 0) si++;
-    while (ri < nr && rs[ri].len == 0) ri++;
-    for (;;) {
-        int progress = 1;
-        while (progress) {
-            progress = 0;
-            /* send what the dependency allows */
-            while (S < Stot && S < lead + R) {
-                size_t allow = lead + R - S, rem = ss[si].len - soff;
-                size_t m = rem < allow ? rem : allow;
-                ssize_t k = io_send(pg, t, w, next, ss[si].p + soff, m);
-                if (k < 0)
-                    return -1;
-                if (k == 0)
-                    break;
-                S += (size_t)k;
-                soff += (size_t)k;
-                progress = 1;
-                if (soff == ss[si].len) {
-                    soff = 0;
-                    si++;
-                    while (si < ns && ss[si].len == 0) si++;
-                }
-            }
-            /* receive, applying whole elements */
-            while (R < Rtot) {
-                const rseg *g = &rs[ri];
-                size_t rem = g->len - roff;
-                ssize_t k;
-                if (g->act == ACT_COPY) {
-                    k = io_recv(pg, t, w, prev, g->p + roff, rem < t->chunk ? rem : t->chunk);
-                    if (k < 0)
-                        return -1;
-                    if (k == 0)
-                        break;
-                    roff += (size_t)k;
-                    R += (size_t)k;
-                } else {
-                    size_t room = t->chunk - have, m = rem - have < room ? rem - have : room;
-                    k = io_recv(pg, t, w, prev, t->stage + have, m);
-                    if (k < 0)
-                        return -1;
-                    if (k == 0)
-                        break;
-                    have += (size_t)k;
-                    size_t full = have / es * es;
-                    if (full) {
-                        pg_reduce2(g->p + roff, g->p + roff, t->stage, (int64_t)(full / es),
-                                   a->dtype, a->redop);
-                        if (g->act == ACT_REDUCE_AVG)
-                            pg_divide(g->p + roff, (int64_t)(full / es), a->dtype, t->n);
-                        memmove(t->stage, t->stage + full, have - full);
-                        have -= full;
-                        roff += full;
-                        R += full;
-                    }
-                }
-                progress = 1;
-                if (roff == g->len) {
-                    roff = 0;
-                    ri++;
-                    while (ri < nr && rs[ri].len == 0) ri++;
-                }
-            }
-        }
-        if (S == Stot && R == Rtot)
-            return 0;
-        memset(ev, 0, sizeof *ev * (size_t)t->n);
-        if (S < Stot && S < lead + R)
-            ev[next] |= POLLOUT;
-        if (R < Rtot)
-            ev[prev] |= POLLIN | POLLRDHUP;
-        if (pollset_run(pg, t, w, ev, R < Rtot ? prev : next) < 0)
+        if (cddp_tcp_poll(pg, t, w, ev, waitfor) < 0)
             return -1;
     }
 }
 
 /* ---- header exchange ----------------------------------------------------------------- */
 
-static int ensure_scratch(tcp_t *t, cddp_work *w, size_t bytes)
+int cddp_tcp_scratch(tcp_t *t, cddp_work *w, size_t bytes)
 {
     if (bytes > t->scratch_cap) {
         char *p = realloc(t->scratch, bytes);
@@ -436,12 +307,12 @@ static int ensure_scratch(tcp_t *t, cddp_work *w, size_t bytes)
 /* Exchange headers (plus `eager` payload bytes of `eager_buf`) with every peer. Peers'
  * payloads land in scratch[(j < r ? j : j - 1) * eager] when the headers agree; otherwise they
  * are read and dropped so the streams stay in step. -1 (w->err) on mismatch or failure. */
-static int exchange_headers(cddp_pg *pg, tcp_t *t, cddp_work *w, const char *eager_buf,
+int cddp_tcp_exchange_headers(cddp_pg *pg, tcp_t *t, cddp_work *w, const char *eager_buf,
                             size_t eager)
 {
     int n = t->n, r = t->r, nx = 0;
-    int64_t mine[NHDR], hdr6[6];
-    xfer *x = malloc(sizeof *x * (size_t)(4 * n));
+    int64_t mine[TCP_NHDR], hdr6[6];
+    tcp_xfer *x = malloc(sizeof *x * (size_t)(4 * n));
     int rc = -1;
     if (!x) {
         cddp_pg_seterr(w->err, "out of memory");
@@ -455,12 +326,12 @@ static int exchange_headers(cddp_pg *pg, tcp_t *t, cddp_work *w, const char *eag
     for (int j = 0; j < n; j++) {
         if (j == r)
             continue;
-        x[nx++] = (xfer){j, 1, (char *)mine, sizeof mine, 0};
+        x[nx++] = (tcp_xfer){j, 1, (char *)mine, sizeof mine, 0};
         if (eager)
-            x[nx++] = (xfer){j, 1, (char *)eager_buf, eager, 0};
-        x[nx++] = (xfer){j, 0, (char *)t->hdrs[j], sizeof mine, 0};
+            x[nx++] = (tcp_xfer){j, 1, (char *)eager_buf, eager, 0};
+        x[nx++] = (tcp_xfer){j, 0, (char *)t->hdrs[j], sizeof mine, 0};
     }
-    if (run_xfers(pg, t, w, x, nx) < 0)
+    if (cddp_tcp_run_xfers(pg, t, w, x, nx) < 0)
         goto done;
     /* payloads: sized by each sender's own header */
     {
@@ -472,7 +343,7 @@ static int exchange_headers(cddp_pg *pg, tcp_t *t, cddp_work *w, const char *eag
                 cddp_pg_seterr(w->err, "%s #%lld: garbage header from rank %d (the connection "
                                "is out of step)", cddp_pg_op_name[w->a.op], (long long)w->seq, j);
                 cddp_pg_mark_broken(pg, w->err);
-                tcp_break(t, j);
+                cddp_tcp_break(t, j);
                 goto done;
             }
             if (t->hdrs[j][7] != (int64_t)eager)
@@ -482,20 +353,21 @@ static int exchange_headers(cddp_pg *pg, tcp_t *t, cddp_work *w, const char *eag
         }
         nx = 0;
         if (ok && eager) {
-            if (ensure_scratch(t, w, (size_t)(n - 1) * eager) < 0)
+            if (cddp_tcp_scratch(t, w, (size_t)(n - 1) * eager) < 0)
                 goto done;
             for (int j = 0; j < n; j++)
                 if (j != r)
-                    x[nx++] = (xfer){j, 0, t->scratch + (size_t)(j < r ? j : j - 1) * eager, eager, 0};
+                    x[nx++] = (tcp_xfer){j, 0, t->scratch + (size_t)(j < r ? j : j - 1) * eager,
+                                         eager, 0};
         } else if (!ok) {
-            if (ensure_scratch(t, w, drop) < 0)
+            if (cddp_tcp_scratch(t, w, drop) < 0)
                 goto done;
             for (int j = 0; j < n; j++)
                 if (j != r && t->hdrs[j][7] > 0)
-                    x[nx++] = (xfer){j, 0, t->scratch, (size_t)t->hdrs[j][7], 0};
+                    x[nx++] = (tcp_xfer){j, 0, t->scratch, (size_t)t->hdrs[j][7], 0};
             /* several peers may write the same scratch: contents are discarded anyway */
         }
-        if (nx && run_xfers(pg, t, w, x, nx) < 0)
+        if (nx && cddp_tcp_run_xfers(pg, t, w, x, nx) < 0)
             goto done;
     }
     {
@@ -514,291 +386,7 @@ done:
     return rc;
 }
 
-/* ---- collectives --------------------------------------------------------------------- */
-
-/* Element range of block j when count elements split across n blocks. */
-static void block(int64_t count, int n, int j, int64_t *lo, int64_t *len)
-{
-    int64_t q = count / n, rem = count % n;
-    *lo = (int64_t)j * q + (j < rem ? j : rem);
-    *len = q + (j < rem);
-}
-
-static inline int mod(int a, int n) { return ((a % n) + n) % n; }
-
-/* Ring all-reduce in place on buf (count elements) among members mem[0..nm) (global ranks;
- * NULL: every rank), this rank being mem[me]. AVG divides by the whole group's size. */
-static int ring_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w, char *buf, const int *mem,
-                          int nm, int me)
-{
-    int m = 2 * (nm - 1);
-    size_t es = cddp_pg_dtype_size[w->a.dtype];
-    rseg *ss;
-    rseg *rs;
-    int64_t lo, len;
-    int rc;
-    if (nm == 1)
-        return 0;
-    ss = malloc(sizeof *ss * (size_t)(2 * m));
-    if (!ss) {
-        cddp_pg_seterr(w->err, "out of memory");
-        return -1;
-    }
-    rs = ss + m;
-    for (int s = 0; s < nm - 1; s++) {                /* reduce-scatter */
-        block(w->a.count, nm, mod(me - s, nm), &lo, &len);
-        ss[s] = (rseg){buf + lo * es, (size_t)len * es, 0};
-        block(w->a.count, nm, mod(me - s - 1, nm), &lo, &len);
-        rs[s] = (rseg){buf + lo * es, (size_t)len * es,
-                       s == nm - 2 && w->a.redop == CDDP_RED_AVG ? ACT_REDUCE_AVG : ACT_REDUCE};
-    }
-    for (int s = 0; s < nm - 1; s++) {                /* all-gather */
-        block(w->a.count, nm, mod(me + 1 - s, nm), &lo, &len);
-        ss[nm - 1 + s] = (rseg){buf + lo * es, (size_t)len * es, 0};
-        block(w->a.count, nm, mod(me - s, nm), &lo, &len);
-        rs[nm - 1 + s] = (rseg){buf + lo * es, (size_t)len * es, ACT_COPY};
-    }
-    block(w->a.count, nm, me, &lo, &len);
-    rc = run_ring(pg, t, w, mem ? mem[mod(me + 1, nm)] : mod(me + 1, nm), ss, m,
-                  mem ? mem[mod(me - 1, nm)] : mod(me - 1, nm), rs, m, (size_t)len * es);
-    free(ss);
-    return rc;
-}
-
-/* Run a sub-op (reduce / broadcast from the host leader) on this host's shared-memory group.
- * Its error is re-worded as the parent op's, the whole group breaks and the other hosts are
- * told which rank failed. */
-static int local_op(cddp_pg *pg, tcp_t *t, cddp_work *w, int op, int redop)
-{
-    cddp_work sub = *w;
-    char *c;
-    sub.a.op = op;
-    sub.a.root = 0;
-    sub.a.redop = redop;
-    sub.seq = ++t->lseq;
-    sub.err[0] = 0;
-    if (cddp_pg_shm_ops.run(t->local, &sub) == 0)
-        return 0;
-    c = strstr(sub.err, ": ");
-    cddp_pg_seterr(w->err, "%s #%lld: %s", cddp_pg_op_name[w->a.op], (long long)w->seq,
-                   c ? c + 2 : sub.err);
-    w->err_kind = sub.err_kind;
-    cddp_pg_mark_broken(pg, c ? c + 2 : sub.err);
-    {
-        int who = cddp_pg_shm_broken_rank(t->local);
-        tcp_break(t, who >= 0 ? who : t->r);
-    }
-    return -1;
-}
-
-/* HIER all_reduce: reduce to the host leader through shared memory, ring between leaders
- * over TCP, broadcast back through shared memory. Only the leaders touch the network. */
-static int hier_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w)
-{
-    int red = w->a.redop == CDDP_RED_AVG ? CDDP_RED_SUM : w->a.redop;   /* divide once, at the end */
-    if (t->local && local_op(pg, t, w, CDDP_PG_REDUCE, red) < 0)
-        return -1;
-    if (t->lidx >= 0 && ring_allreduce(pg, t, w, w->a.out, t->leaders, t->nleaders, t->lidx) < 0) {
-        if (t->local)          /* the host's other ranks wait in the broadcast: release them */
-            cddp_pg_shm_break_remote(t->local, t->broke ? t->failed : t->r, t->r);
-        return -1;
-    }
-    if (t->nleaders == 1 && w->a.redop == CDDP_RED_AVG && t->lidx >= 0)
-        pg_divide(w->a.out, w->a.count, w->a.dtype, t->n);
-    return t->local ? local_op(pg, t, w, CDDP_PG_BROADCAST, 0) : 0;
-}
-
-static int tcp_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w)
-{
-    const cddp_pg_args *a = &w->a;
-    size_t es = cddp_pg_dtype_size[a->dtype], B = (size_t)a->count * es;
-    int n = t->n, r = t->r;
-    char *buf;
-    if (B <= t->small_max) {
-        const void **src = malloc(sizeof *src * (size_t)n);
-        if (!src) {
-            cddp_pg_seterr(w->err, "out of memory");
-            return -1;
-        }
-        if (exchange_headers(pg, t, w, a->in, B) < 0) {
-            free(src);
-            return -1;
-        }
-        if (a->op == CDDP_PG_ALLREDUCE || r == a->root) {
-            for (int j = 0; j < n; j++)
-                src[j] = j == r ? a->in : t->scratch + (size_t)(j < r ? j : j - 1) * B;
-            pg_reduce_n(a->out, src, n, a->count, a->dtype, a->redop, n);
-        }
-        free(src);
-        return 0;
-    }
-    if (exchange_headers(pg, t, w, NULL, 0) < 0)
-        return -1;
-    if (a->op == CDDP_PG_ALLREDUCE && (t->local || t->nleaders < n))
-        return hier_allreduce(pg, t, w);
-    buf = a->out;
-    if (a->op == CDDP_PG_REDUCE && r != a->root) {    /* keep non-root tensors unchanged */
-        if (ensure_scratch(t, w, B) < 0)
-            return -1;
-        memcpy(t->scratch, a->in, B);
-        buf = t->scratch;
-    }
-    return ring_allreduce(pg, t, w, buf, NULL, n, r);
-}
-
-static int tcp_broadcast(cddp_pg *pg, tcp_t *t, cddp_work *w)
-{
-    const cddp_pg_args *a = &w->a;
-    size_t B = (size_t)a->count * cddp_pg_dtype_size[a->dtype];
-    int n = t->n, r = t->r, root = a->root, pos = mod(r - root, n);
-    rseg seg = {a->out, B, ACT_COPY};
-    if (exchange_headers(pg, t, w, NULL, 0) < 0)
-        return -1;
-    if (!B)
-        return 0;
-    if (B <= t->small_max) {                            /* star: one hop */
-        if (r != root) {
-            xfer x = {root, 0, a->out, B, 0};
-            return run_xfers(pg, t, w, &x, 1);
-        }
-        xfer *x = malloc(sizeof *x * (size_t)n);
-        int nx = 0, rc;
-        if (!x) {
-            cddp_pg_seterr(w->err, "out of memory");
-            return -1;
-        }
-        for (int j = 0; j < n; j++)
-            if (j != r)
-                x[nx++] = (xfer){j, 1, a->out, B, 0};
-        rc = run_xfers(pg, t, w, x, nx);
-        free(x);
-        return rc;
-    }
-    /* chain root -> root+1 -> ... -> root-1, forwarding as bytes arrive */
-    return run_ring(pg, t, w, pos == n - 1 ? -1 : mod(r + 1, n), &seg, pos == n - 1 ? 0 : 1,
-                    pos == 0 ? -1 : mod(r - 1, n), &seg, pos == 0 ? 0 : 1, pos == 0 ? B : 0);
-}
-
-static int tcp_allgather(cddp_pg *pg, tcp_t *t, cddp_work *w)
-{
-    const cddp_pg_args *a = &w->a;
-    size_t Bm = (size_t)a->count * cddp_pg_dtype_size[a->dtype];
-    int n = t->n, r = t->r, rc;
-    char *out = a->out;
-    rseg *ss, *rs;
-    if (exchange_headers(pg, t, w, NULL, 0) < 0)
-        return -1;
-    if (cddp_pg_block(out, a->oblk, r, Bm) != (char *)a->in)
-        memmove(cddp_pg_block(out, a->oblk, r, Bm), a->in, Bm);
-    if (!Bm)
-        return 0;
-    ss = malloc(sizeof *ss * (size_t)(2 * n));
-    if (!ss) {
-        cddp_pg_seterr(w->err, "out of memory");
-        return -1;
-    }
-    rs = ss + n;
-    for (int s = 0; s < n - 1; s++) {
-        ss[s] = (rseg){cddp_pg_block(out, a->oblk, mod(r - s, n), Bm), Bm, 0};
-        rs[s] = (rseg){cddp_pg_block(out, a->oblk, mod(r - s - 1, n), Bm), Bm, ACT_COPY};
-    }
-    rc = run_ring(pg, t, w, mod(r + 1, n), ss, n - 1, mod(r - 1, n), rs, n - 1, Bm);
-    free(ss);
-    return rc;
-}
-
-/* gather / scatter / all_to_all: direct transfers with every peer at once */
-static int tcp_direct(cddp_pg *pg, tcp_t *t, cddp_work *w)
-{
-    const cddp_pg_args *a = &w->a;
-    size_t es = cddp_pg_dtype_size[a->dtype];
-    int n = t->n, r = t->r, nx = 0, rc;
-    size_t Bm = (size_t)(a->op == CDDP_PG_ALLTOALL ? a->count / n : a->count) * es;
-    const char *in = a->in;
-    xfer *x;
-    if (exchange_headers(pg, t, w, NULL, 0) < 0)
-        return -1;
-    if (!Bm)
-        return 0;
-    x = malloc(sizeof *x * (size_t)(2 * n));
-    if (!x) {
-        cddp_pg_seterr(w->err, "out of memory");
-        return -1;
-    }
-    switch (a->op) {
-    case CDDP_PG_GATHER:
-        if (r == a->root) {
-            memcpy(cddp_pg_block(a->out, a->oblk, r, Bm), in, Bm);
-            for (int j = 0; j < n; j++)
-                if (j != r)
-                    x[nx++] = (xfer){j, 0, cddp_pg_block(a->out, a->oblk, j, Bm), Bm, 0};
-        } else {
-            x[nx++] = (xfer){a->root, 1, (char *)in, Bm, 0};
-        }
-        break;
-    case CDDP_PG_SCATTER:
-        if (r == a->root) {
-            memcpy(a->out, cddp_pg_block(a->in, a->iblk, r, Bm), Bm);
-            for (int j = 0; j < n; j++)
-                if (j != r)
-                    x[nx++] = (xfer){j, 1, cddp_pg_block(a->in, a->iblk, j, Bm), Bm, 0};
-        } else {
-            x[nx++] = (xfer){a->root, 0, a->out, Bm, 0};
-        }
-        break;
-    default:                                            /* all_to_all */
-        if (in == a->out) {                             /* in place: send from a copy */
-            if (ensure_scratch(t, w, (size_t)n * Bm) < 0) {
-                free(x);
-                return -1;
-            }
-            memcpy(t->scratch, in, (size_t)n * Bm);
-            in = t->scratch;
-        }
-        memmove((char *)a->out + (size_t)r * Bm, in + (size_t)r * Bm, Bm);
-        for (int j = 0; j < n; j++)
-            if (j != r) {
-                x[nx++] = (xfer){j, 1, (char *)in + (size_t)j * Bm, Bm, 0};
-                x[nx++] = (xfer){j, 0, (char *)a->out + (size_t)j * Bm, Bm, 0};
-            }
-    }
-    rc = run_xfers(pg, t, w, x, nx);
-    free(x);
-    return rc;
-}
-
-/* ring reduce-scatter on a scratch copy of the input; rank r ends with block r */
-static int tcp_reduce_scatter(cddp_pg *pg, tcp_t *t, cddp_work *w)
-{
-    const cddp_pg_args *a = &w->a;
-    size_t Bm = (size_t)a->count * cddp_pg_dtype_size[a->dtype];
-    int n = t->n, r = t->r, rc;
-    rseg *ss, *rs;
-    if (exchange_headers(pg, t, w, NULL, 0) < 0)
-        return -1;
-    if (!Bm)
-        return 0;
-    if (ensure_scratch(t, w, (size_t)n * Bm) < 0)
-        return -1;
-    for (int j = 0; j < n; j++)
-        memcpy(t->scratch + (size_t)j * Bm, cddp_pg_block(a->in, a->iblk, j, Bm), Bm);
-    ss = malloc(sizeof *ss * (size_t)(2 * n));
-    if (!ss) {
-        cddp_pg_seterr(w->err, "out of memory");
-        return -1;
-    }
-    rs = ss + n;
-    for (int s = 0; s < n - 1; s++) {
-        ss[s] = (rseg){t->scratch + (size_t)mod(r - s - 1, n) * Bm, Bm, 0};
-        rs[s] = (rseg){t->scratch + (size_t)mod(r - s - 2, n) * Bm, Bm,
-                       s == n - 2 && a->redop == CDDP_RED_AVG ? ACT_REDUCE_AVG : ACT_REDUCE};
-    }
-    rc = run_ring(pg, t, w, mod(r + 1, n), ss, n - 1, mod(r - 1, n), rs, n - 1, Bm);
-    free(ss);
-    if (rc == 0)
-        memcpy(a->out, t->scratch + (size_t)r * Bm, Bm);
-    return rc;
-}
+/* ---- collectives: the algorithms are ring.c's and direct.c's --------------------------- */
 
 static int tcp_run(cddp_pg *pg, cddp_work *w)
 {
@@ -811,12 +399,13 @@ static int tcp_run(cddp_pg *pg, cddp_work *w)
         return -1;
     }
     switch (w->a.op) {
-    case CDDP_PG_ALLREDUCE: case CDDP_PG_REDUCE: return tcp_allreduce(pg, t, w);
-    case CDDP_PG_BROADCAST: return tcp_broadcast(pg, t, w);
-    case CDDP_PG_ALLGATHER: return tcp_allgather(pg, t, w);
-    case CDDP_PG_GATHER: case CDDP_PG_SCATTER: case CDDP_PG_ALLTOALL: return tcp_direct(pg, t, w);
-    case CDDP_PG_REDUCE_SCATTER: return tcp_reduce_scatter(pg, t, w);
-    case CDDP_PG_BARRIER: return exchange_headers(pg, t, w, NULL, 0);
+    case CDDP_PG_ALLREDUCE: case CDDP_PG_REDUCE: return cddp_tcp_allreduce(pg, t, w);
+    case CDDP_PG_BROADCAST: return cddp_tcp_broadcast(pg, t, w);
+    case CDDP_PG_ALLGATHER: return cddp_tcp_allgather(pg, t, w);
+    case CDDP_PG_GATHER: case CDDP_PG_SCATTER: case CDDP_PG_ALLTOALL:
+        return cddp_tcp_direct(pg, t, w);
+    case CDDP_PG_REDUCE_SCATTER: return cddp_tcp_reduce_scatter(pg, t, w);
+    case CDDP_PG_BARRIER: return cddp_tcp_exchange_headers(pg, t, w, NULL, 0);
     default:
         cddp_pg_seterr(w->err, "%s is not a collective", cddp_pg_op_name[w->a.op]);
         return -1;
@@ -871,7 +460,7 @@ static int p2p_fail(cddp_pg *pg, tcp_t *t, cddp_work *w, int e)
         snprintf(msg, sizeof msg, "rank %d (pid %d) exited", j, pg->pids[j]);
         cddp_pg_seterr(w->err, "%s: %s while rank %d was waiting for it", pre, msg, t->r);
         cddp_pg_mark_broken(pg, msg);
-        tcp_break(t, j);
+        cddp_tcp_break(t, j);
     } else {
         cddp_pg_seterr(w->err, "%s: connection closed (%s)", pre, e ? strerror(e) : "end of stream");
     }
@@ -1134,8 +723,6 @@ static void tcp_fini(cddp_pg *pg)
     }
     if (t->evfd >= 0)
         close(t->evfd);
-    cddp_pg_destroy(t->local);
-    free(t->leaders);
     free(t->fd);
     free(t->scratch);
     free(t->stage);
@@ -1143,40 +730,6 @@ static void tcp_fini(cddp_pg *pg)
     free(t->tx_next);
     free(t);
     pg->tr = NULL;
-}
-
-/* HIER: the leaders (lowest rank of each host, in host order) and, when this host holds
- * several ranks, its shared-memory subgroup on /cddp-<nonce>-<leader>. */
-static int hier_init(cddp_pg *pg, tcp_t *t, const cddp_pg_info *info, char *err)
-{
-    int n = t->n, r = t->r, nm = 0, *mem = malloc(sizeof(int) * (size_t)n);
-    t->leaders = malloc(sizeof(int) * (size_t)n);
-    if (!mem || !t->leaders) {
-        free(mem);
-        cddp_pg_seterr(err, "out of memory");
-        return -1;
-    }
-    t->nleaders = 0;
-    for (int j = 0; j < n; j++) {
-        int first = 1;
-        for (int i = 0; i < j; i++)
-            if (info->host[i] == info->host[j])
-                first = 0;
-        if (first) {
-            if (j == r)
-                t->lidx = t->nleaders;
-            t->leaders[t->nleaders++] = j;
-        }
-        if (info->host[j] == info->host[r])
-            mem[nm++] = j;
-    }
-    if (nm > 1) {
-        char name[80];
-        snprintf(name, sizeof name, "%.60s-%d", info->shm_name, mem[0]);
-        t->local = cddp_pg_sub_create(pg, mem, nm, name, err);
-    }
-    free(mem);
-    return nm > 1 && !t->local ? -1 : 0;
 }
 
 /* Connect to every lower rank (two connections: collectives, send/recv) and accept from every
@@ -1188,7 +741,7 @@ static int tcp_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
     tcp_t *t = calloc(1, sizeof *t);
     if (!t) {
         cddp_pg_seterr(err, "out of memory");
-        goto fail_early;
+        goto fail;          /* pg->tr is still NULL: tcp_fini does nothing */
     }
     pg->tr = t;
     t->n = n;
@@ -1262,14 +815,9 @@ static int tcp_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
     }
     close(lfd);
     lfd = -1;
-    t->lidx = -1;
-    t->nleaders = n;
-    if (info->transport == CDDP_PG_HIER && hier_init(pg, t, info, err) < 0)
-        goto fail;
     return 0;
 fail:
     tcp_fini(pg);
-fail_early:
     if (lfd >= 0)
         close(lfd);
     return -1;

@@ -1,5 +1,5 @@
-/* distributed/store/client.c — the rendezvous store's client: one blocking TCP connection per store
- * object, every wait bounded by a deadline (pure C, no Python.h; callers drop the GIL).
+/* distributed/store/client.c — the rendezvous store's client: one blocking TCP connection per
+ * store object, every wait bounded by a deadline (pure C, no Python.h; callers drop the GIL).
  *
  * Mirrors: c10d's TCPStore client side (TCPClient: connect with retries while rank 0's server
  * comes up, then one request/reply at a time).

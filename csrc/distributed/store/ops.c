@@ -1,12 +1,15 @@
-/* distributed/store/ops.c — the store server's data and requests: the map key -> bytes, one handler per
- * op of the wire format (distributed/store/proto.h), and reply framing (pure C, no Python.h).
+/* distributed/store/ops.c — the store server's data and requests: the map key -> bytes, one
+ * handler per op of the wire format (distributed/store/proto.h), and reply framing (pure C, no
+ * Python.h). The layer below the server's loop: called by distributed/store/server.c, it calls
+ * nothing there (distributed/store/server.h says what it may touch).
  *
  * Mirrors: the request handling of c10d's TCPStore server (set / get / add / compareSet /
  * deleteKey / getNumKeys / check / wait / append), including torch's compare_set rules and
  * counters kept as decimal text.
  *
  * Handlers read the payload through cddp_rd (bounds-checked) and reject anything short,
- * overlong or over a cap by returning -1: the loop (distributed/store/server.c) then closes that client.
+ * overlong or over a cap by returning -1: the loop (distributed/store/server.c) then closes
+ * that client.
  */
 #include "distributed/store/server.h"
 
@@ -148,7 +151,7 @@ int cddp_store_map_init(cddp_store_server *s)
 
 void cddp_store_map_free(cddp_store_server *s)
 {
-    for (size_t i = 0; i < s->nbuckets; i++)
+    for (size_t i = 0; s->buckets && i < s->nbuckets; i++)
         for (store_entry *e = s->buckets[i], *next; e; e = next) {
             next = e->next;
             free(e->val);

@@ -1,4 +1,5 @@
-/* distributed/store/proto.h — wire format and C API of cddp's rendezvous store (no Python.h here).
+/* distributed/store/proto.h — wire format and C API of cddp's rendezvous store (no Python.h
+ * here).
  *
  * Mirrors: torch.distributed.TCPStore's server/client (c10d TCPStore.cpp), with a length-
  * checked framing and an optional shared secret (CDDP_TOKEN) that torch's store lacks.
@@ -30,6 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #define CDDP_STORE_MAGIC 0x54534443u          /* "CDST" */
 #define CDDP_STORE_VERSION 1u
@@ -143,7 +145,7 @@ static inline int cddp_rd_str(cddp_rd *r, uint32_t max, const uint8_t **s, uint3
     return 0;
 }
 
-/* ---- server (distributed/store/server.c) ---------------------------------------------------------- */
+/* ---- server (distributed/store/server.c) ------------------------------------------------ */
 
 typedef struct cddp_store_server cddp_store_server;
 
@@ -162,7 +164,7 @@ void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64
  * In a process forked from the owner it only frees the copy (fork closed its sockets). */
 void cddp_store_server_stop(cddp_store_server *s);
 
-/* ---- client (distributed/store/client.c) ---------------------------------------------------------- */
+/* ---- client (distributed/store/client.c) ------------------------------------------------ */
 
 typedef struct cddp_store_client cddp_store_client;
 
@@ -179,11 +181,19 @@ int cddp_store_client_call(cddp_store_client *c, uint8_t op, const uint8_t *head
                            uint8_t **reply, size_t *reply_len, char *err, size_t errlen);
 void cddp_store_client_close(cddp_store_client *c);
 /* Called (without any lock) when a signal interrupts a client's wait; nonzero aborts the call
- * with CDDP_STORE_EINTR. distributed/python/py_store.c installs one that runs Python's signal handlers, so
- * Ctrl-C stops a blocked get() instead of waiting out the store timeout. */
+ * with CDDP_STORE_EINTR. distributed/python/py_store.c installs one that runs Python's signal
+ * handlers, so Ctrl-C stops a blocked get() instead of waiting out the store timeout. */
 void cddp_store_set_interrupt_hook(int (*hook)(void));
 
-/* Milliseconds on the monotonic clock. */
-int64_t cddp_store_now_ms(void);
+/* ---- the clock -------------------------------------------------------------------------- */
+
+/* Milliseconds on the monotonic clock: the deadlines of the client, the server's loop and its
+ * handlers (defined here, below all three, so none of them calls into another for it). */
+static inline int64_t cddp_store_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 #endif

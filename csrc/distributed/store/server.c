@@ -1,6 +1,7 @@
-/* distributed/store/server.c — the rendezvous store's TCP server: one background pthread, a poll() loop
- * over nonblocking sockets (pure C, no Python.h); the map and the request handlers are in
- * distributed/store/ops.c.
+/* distributed/store/server.c — the rendezvous store's TCP server: one background pthread, a
+ * poll() loop over nonblocking sockets (pure C, no Python.h); the map and the request handlers
+ * are in distributed/store/ops.c, which this file calls (never the other way round:
+ * distributed/store/server.h).
  *
  * Mirrors: c10d's TCPStore server (TCPStoreBackend.cpp / the libuv backend), which rank 0's
  * process hosts on MASTER_ADDR:MASTER_PORT.
@@ -34,19 +35,11 @@
 #include <stdlib.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define MAX_CLIENTS 16384
 #define HELLO_DEADLINE_MS 10000              /* a silent unauthenticated peer is dropped */
 #define ACCEPT_PAUSE_MS 100                  /* after EMFILE: the listen fd stays readable */
-
-int64_t cddp_store_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- fork safety ---------------------------------------------------------------------- */
 

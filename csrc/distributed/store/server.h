@@ -1,8 +1,19 @@
-/* distributed/store/server.h — internals shared by the store server's two files (not an API: the
- * server's API is in distributed/store/proto.h).
+/* distributed/store/server.h — what the store server's two files share: the server's state, a
+ * client connection, a map entry, and the interface of the lower file (not an API: the server's
+ * API is in distributed/store/proto.h).
  *
  *   distributed/store/server.c   the thread: poll loop, sockets, per-client buffers, fork safety
+ *            | calls: map init / free, run a frame, begin a reply
+ *            v
  *   distributed/store/ops.c      the map key -> bytes, the request handlers, reply framing
+ *
+ * The dependency goes one way, server.c -> ops.c: ops.c calls no function of server.c. A
+ * handler acts on the loop only through the shared state declared here (it appends a reply to
+ * the client's output, marks the client parked or closing with a deadline, and sets s->changed
+ * so the loop reruns parked requests). The clock both use is proto.h's cddp_store_now_ms.
+ *
+ * Mirrors: the state of c10d's TCPStore server (TCPStoreBackend: its key map, its sockets,
+ * the waiting GET/WAIT requests).
  *
  * Everything here is touched by the server thread only (under s->mu), except the counters
  * marked atomic.
@@ -63,10 +74,11 @@ struct cddp_store_server {
     struct cddp_store_server *reg_next;   /* fork registry */
 };
 
-/* ---- distributed/store/ops.c ---------------------------------------------------------------------- */
+/* ---- distributed/store/ops.c: what server.c calls ---------------------------------------- */
 
 /* An empty map with a random hash seed: 0, or -1 (out of memory). */
 int cddp_store_map_init(cddp_store_server *s);
+/* Frees every entry and the bucket array (also after a failed cddp_store_map_init). */
 void cddp_store_map_free(cddp_store_server *s);
 /* Runs the complete frame at the head of c's input. 0: done (reply queued, consume the
  * frame); 1: parked (a GET/WAIT whose keys are missing; the frame stays); -1: the frame

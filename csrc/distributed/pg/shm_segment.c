@@ -1,0 +1,212 @@
+/* distributed/pg/shm_segment.c — the shared-memory transport's segment: its layout
+ * (distributed/pg/shm_internal.h), rank 0 creating it, the other ranks attaching, the name
+ * unlinked once every rank has it mapped, and the transport state's init and fini.
+ *
+ * Mirrors: NCCL's shm transport setup (one named segment per group, opened by every local
+ * rank); torch's gloo has no shared-memory transport.
+ *
+ *   rank 0:   shm_open(O_EXCL) -> ftruncate -> mmap -> write the layout -> publish `magic`
+ *             -> wait (futex on `attached`) until n - 1 ranks attached -> unlink
+ *   others:   shm_open until it exists and `magic` is published -> check the layout -> mmap
+ *             -> attached += 1 (the last one unlinks too, in case rank 0 died meanwhile)
+ *
+ * Every wait has the group's deadline and watches the peers' liveness (pidfd). Called by
+ * shm.c's transport table (cddp_pg_shm_ops: init, fini).
+ */
+#include "distributed/pg/shm_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+/* ---- teardown, create, attach, init ------------------------------------------------------ */
+
+void cddp_shm_fini(cddp_pg *pg)
+{
+    shm_t *s = pg->tr;
+    if (!s)
+        return;
+    if (s->base) {
+        if (s->r == 0 && !s->creator_unlinked)
+            shm_unlink(s->name);
+        munmap(s->base, s->total);
+    }
+    free(s->srcs);
+    free(s->tx_next);
+    free(s);
+    pg->tr = NULL;
+}
+
+/* Rank 0: create, size and describe the segment, then wait until every rank mapped it and
+ * unlink the name. */
+static int create_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
+{
+    int n = s->n, fd;
+    size_t C = cddp_pg_env_size("CDDP_SHM_CHUNK", 256 << 10, 1024, 64 << 20) & ~(size_t)63;
+    size_t P = cddp_pg_env_size("CDDP_SHM_P2P", n <= 8 ? 64 << 10 : 16 << 10, 256, 16 << 20);
+    size_t off_ctl = 4096, off_slots, off_mbctl, off_mbdata, total;
+    if (C < (size_t)n * 64)
+        C = (size_t)n * 64;              /* every rank's sub-slot holds at least 64 bytes */
+    P = align_up(P, 64);
+    off_slots = align_up(off_ctl + (size_t)n * sizeof(seg_ctl), 4096);
+    off_mbctl = align_up(off_slots + (size_t)n * SHM_NBUF * C, 4096);
+    off_mbdata = align_up(off_mbctl + (size_t)n * n * sizeof(seg_mbox), 4096);
+    total = off_mbdata + (size_t)n * n * 2 * P;
+    fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0) {
+        cddp_pg_seterr(err, "shm_open(%s) failed: %s", s->name, strerror(errno));
+        return -1;
+    }
+    if (ftruncate(fd, (off_t)total) < 0) {
+        cddp_pg_seterr(err, "could not size the shared-memory segment to %zu bytes: %s "
+                       "(is /dev/shm full?)", total, strerror(errno));
+        close(fd);
+        shm_unlink(s->name);
+        return -1;
+    }
+    s->base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (s->base == MAP_FAILED) {
+        s->base = NULL;
+        cddp_pg_seterr(err, "mmap of the shared-memory segment failed: %s", strerror(errno));
+        shm_unlink(s->name);
+        return -1;
+    }
+    s->total = total;
+    s->h = (seg_hdr *)s->base;
+    s->h->nonce = 0;
+    s->h->size = n;
+    s->h->total = total;
+    s->h->chunk = C;
+    s->h->mbox = P;
+    s->h->off_ctl = off_ctl;
+    s->h->off_slots = off_slots;
+    s->h->off_mbctl = off_mbctl;
+    s->h->off_mbdata = off_mbdata;
+    atomic_store_explicit((_Atomic uint64_t *)&s->h->magic, SHM_MAGIC, memory_order_release);
+    while (atomic_load(&s->h->attached) < (unsigned)(n - 1)) {
+        uint32_t v = atomic_load(&s->h->attached);
+        for (int j = 1; j < n; j++)
+            if (cddp_pg_peer_dead(pg, j)) {
+                cddp_pg_seterr(err, "rank %d (pid %d) exited before mapping the group's "
+                               "shared memory", j, pg->pids[j]);
+                return -1;
+            }
+        if (cddp_pg_now() > deadline) {
+            cddp_pg_seterr(err, "timed out after %.1f s waiting for the other ranks to map "
+                           "the shared-memory segment", pg->timeout_s);
+            return -1;
+        }
+        if (v < (unsigned)(n - 1))
+            futex_wait(&s->h->attached, v, 2000000);
+    }
+    shm_unlink(s->name);
+    s->creator_unlinked = 1;
+    return 0;
+}
+
+/* Other ranks: open (retrying until rank 0 created and described it), map, check, attach. */
+static int attach_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
+{
+    for (;;) {
+        int fd = shm_open(s->name, O_RDWR, 0);
+        if (fd >= 0) {
+            struct stat stt;
+            if (fstat(fd, &stt) == 0 && (size_t)stt.st_size >= sizeof(seg_hdr)) {
+                void *b = mmap(NULL, (size_t)stt.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+                close(fd);
+                if (b == MAP_FAILED) {
+                    cddp_pg_seterr(err, "mmap of the shared-memory segment failed: %s",
+                                   strerror(errno));
+                    return -1;
+                }
+                seg_hdr *h = b;
+                if (atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire)
+                    == SHM_MAGIC) {
+                    if (h->size != s->n || h->total != (uint64_t)stt.st_size) {
+                        munmap(b, (size_t)stt.st_size);
+                        cddp_pg_seterr(err, "shared-memory segment %s describes a group of %lld "
+                                       "ranks, this rank expects %d", s->name,
+                                       (long long)h->size, s->n);
+                        return -1;
+                    }
+                    s->base = b;
+                    s->total = (size_t)stt.st_size;
+                    s->h = h;
+                    /* the last rank to map it removes the name too, so it cannot outlive
+                     * the group even if rank 0 dies right now (unlinking twice is harmless) */
+                    if (atomic_fetch_add(&h->attached, 1) + 2 == (unsigned)s->n)
+                        shm_unlink(s->name);
+                    futex_wake(&h->attached);
+                    return 0;
+                }
+                munmap(b, (size_t)stt.st_size);
+            } else {
+                close(fd);
+            }
+        } else if (errno != ENOENT) {
+            cddp_pg_seterr(err, "shm_open(%s) failed: %s", s->name, strerror(errno));
+            return -1;
+        }
+        if (cddp_pg_peer_dead(pg, 0)) {
+            cddp_pg_seterr(err, "rank 0 (pid %d) exited before creating the group's shared "
+                           "memory", pg->pids[0]);
+            return -1;
+        }
+        if (cddp_pg_now() > deadline) {
+            cddp_pg_seterr(err, "timed out after %.1f s waiting for rank 0's shared-memory "
+                           "segment %s", pg->timeout_s, s->name);
+            return -1;
+        }
+        usleep(500);
+    }
+}
+
+int cddp_shm_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
+{
+    shm_t *s = calloc(1, sizeof *s);
+    int n = info->size;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double deadline = cddp_pg_now() + pg->timeout_s;
+    if (!s) {
+        cddp_pg_seterr(err, "out of memory");
+        return -1;
+    }
+    pg->tr = s;
+    s->n = n;
+    s->r = info->rank;
+    snprintf(s->name, sizeof s->name, "%s", info->shm_name);
+    s->srcs = calloc((size_t)n, sizeof *s->srcs);
+    s->tx_next = calloc((size_t)n * 4, sizeof(uint64_t));
+    if (!s->srcs || !s->tx_next) {
+        cddp_pg_seterr(err, "out of memory");
+        goto fail;
+    }
+    s->tx_serve = s->tx_next + n;
+    s->rx_next = s->tx_next + 2 * n;
+    s->rx_serve = s->tx_next + 3 * n;
+    /* spinning only pays when every rank has a core; oversubscribed, go to sleep at once */
+    s->spin_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_SPIN_US", (ncpu > 0 && n <= ncpu) ? 20 : 2,
+                                           0, 1000000) * 1000;
+    s->yield_ns = (int64_t)cddp_pg_env_size("CDDP_SHM_YIELD_US", 100, 0, 1000000) * 1000;
+    s->spin_cur = s->spin_ns;
+    if ((s->r == 0 ? create_segment(pg, s, deadline, err)
+                   : attach_segment(pg, s, deadline, err)) < 0)
+        goto fail;
+    s->C = s->h->chunk;
+    s->P = s->h->mbox;
+    s->small_max = cddp_pg_env_size("CDDP_SHM_SMALL", 16 << 10, 0, 1 << 30);
+    if (s->small_max > s->C)
+        s->small_max = s->C;
+    s->nt_min = cddp_pg_env_size("CDDP_SHM_NT", 16 << 20, 0, (size_t)1 << 62);
+    return 0;
+fail:
+    cddp_shm_fini(pg);
+    return -1;
+}
