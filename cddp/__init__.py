@@ -3,30 +3,75 @@
 `import cddp as torch` gives a torch-like Tensor (C type), autograd (C engine), and nn / optim /
 utils.data / distributed / multiprocessing mirroring torch's module paths; cddp.launch and
 cddp.run are the launchers.
+
+Which cddp `import cddp` runs: this directory, when the extension _C was built beside it (the
+installed package, an editable install, a checkout after `python setup.py build_ext --inplace`).
+A checkout that was not built is found first all the same whenever its root heads sys.path —
+`python -m cddp.launch`, `python -c` and pytest put the current directory there — so its
+cddp/ hands over to the cddp installed elsewhere (`pip install .`): see _use_installed_package.
 """
-from . import _C
-from ._C import Tensor, dtype, float32, float64, int64, int32, float, double, long, int  # noqa: A004
-from ._C import bool  # noqa: A004  (torch.bool, as torch names it)
-from ._size import Size
-from ._device import device
-from . import autograd
-from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from importlib.machinery import PathFinder as _PathFinder
 
-_C._set_size_type(Size)
-_C._set_device_objects(device("cpu"), device)
 
-# Module-level functions written in C (cddp.tensor, cddp.sum, cddp.softmax, ...) are exported
-# as they are: no Python wrapper on the hot path.
-_INTERNAL = {"Reducer", "Node"}     # C types the Python layer uses; not torch API
-for _name in dir(_C):
-    if not _name.startswith("_") and _name not in globals() and _name not in _INTERNAL:
-        globals()[_name] = getattr(_C, _name)
-del _name
+def _use_installed_package():
+    """Replace this unbuilt source package, in sys.modules, by the first built cddp found where
+    `import cddp` looks; ImportError saying what to run when there is none.
 
-from . import _tensor_py  # noqa: E402,F401  (a few Python-level Tensor properties)
-from ._extras import allclose, isclose, equal, sort, argsort, topk  # noqa: E402,F401
-from . import nn, optim, utils, cuda, backends  # noqa: E402,F401
-from .serialization import save, load  # noqa: E402,F401
+    The import system returns whatever sys.modules["cddp"] holds once this __init__ ends, so
+    `import cddp` gives the installed package itself: its __file__ and __path__, so cddp.launch,
+    cddp._C and every other submodule load from its files under their usual names (pickles,
+    multiprocessing spawn children and launched workers resolve `cddp.*` the same way, each
+    process by this same hand-over when it too starts from the checkout).
+    """
+    import importlib.util
+    import itertools
+    import sys
+
+    def built(spec):
+        return (spec is not None and spec.loader is not None and spec.submodule_search_locations
+                and _PathFinder.find_spec(f"{__name__}._C", spec.submodule_search_locations))
+
+    # where `import cddp` looks, in its order: each sys.path entry, then the finders that follow
+    # (an editable install adds one). Only a built package will do, which rules out this tree
+    # and any other unbuilt one (that would hand back to this one).
+    on_path = (_PathFinder.find_spec(__name__, [e]) for e in sys.path if isinstance(e, str))
+    finders = (f.find_spec(__name__, None) for f in sys.meta_path
+               if f is not _PathFinder and hasattr(f, "find_spec"))
+    spec = next(filter(built, itertools.chain(on_path, finders)), None)
+    if spec is None:
+        raise ImportError("cddp is not built: run `pip install .` (or `python setup.py "
+                          "build_ext --inplace` to work on this checkout)", name=__name__)
+    package = importlib.util.module_from_spec(spec)
+    sys.modules[__name__] = package
+    spec.loader.exec_module(package)
+
+
+if _PathFinder.find_spec(f"{__name__}._C", __path__) is None:    # a source tree, not built
+    _use_installed_package()
+else:
+    from . import _C
+    from ._C import Tensor, dtype, float32, float64, int64, int32, float, double, long, int  # noqa: A004
+    from ._C import bool  # noqa: A004  (torch.bool, as torch names it)
+    from ._size import Size
+    from ._device import device
+    from . import autograd
+    from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+
+    _C._set_size_type(Size)
+    _C._set_device_objects(device("cpu"), device)
+
+    # Module-level functions written in C (cddp.tensor, cddp.sum, cddp.softmax, ...) are exported
+    # as they are: no Python wrapper on the hot path.
+    _INTERNAL = {"Reducer", "Node"}     # C types the Python layer uses; not torch API
+    for _name in dir(_C):
+        if not _name.startswith("_") and _name not in globals() and _name not in _INTERNAL:
+            globals()[_name] = getattr(_C, _name)
+    del _name
+
+    from . import _tensor_py  # noqa: F401  (a few Python-level Tensor properties)
+    from ._extras import allclose, isclose, equal, sort, argsort, topk  # noqa: F401
+    from . import nn, optim, utils, cuda, backends  # noqa: F401
+    from .serialization import save, load  # noqa: F401
 
 __version__ = "0.1.0"
 

@@ -6,7 +6,8 @@ Every rank builds the same dataset (four interleaved spirals, 4096 points, a fix
 takes its share through DistributedSampler, and trains the same MLP; DDP averages gradients,
 so every rank holds identical weights. Rank 0 prints the mean loss and the accuracy over the
 whole dataset after each epoch and saves a checkpoint (model.module.state_dict(), written
-atomically) at the end. Runs unchanged on one process: `python examples/mlp_ddp.py`.
+atomically) at the end; then every rank prints how much it trained and a checksum of its
+weights (the same on every rank). Runs unchanged on one process: `python examples/mlp_ddp.py`.
 """
 import argparse
 import math
@@ -68,6 +69,7 @@ def main():
     criterion = nn.CrossEntropyLoss()
 
     t0 = time.perf_counter()
+    steps = samples = 0
     for epoch in range(args.epochs):
         sampler.set_epoch(epoch)
         model.train()
@@ -77,6 +79,7 @@ def main():
             loss = criterion(model(x), y)
             loss.backward()
             opt.step()
+            steps, samples = steps + 1, samples + len(y)
             total += torch.tensor([loss.item() * len(y), len(y)], dtype=torch.float64)
         sched.step()
         dist.all_reduce(total)
@@ -91,7 +94,10 @@ def main():
         os.makedirs(args.out, exist_ok=True)
         path = os.path.join(args.out, "mlp.pt")
         torch.save(model.module.state_dict(), path)
-        print(f"saved {path}")
+        print(f"saved {path}", flush=True)
+    checksum = sum(float(p.detach().numpy().astype(np.float64).sum()) for p in model.parameters())
+    print(f"rank {rank} of {world}: {steps} steps on {samples} samples, "
+          f"weights checksum {checksum:.9g}", flush=True)
     dist.destroy_process_group()
 
 

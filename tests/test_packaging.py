@@ -3,17 +3,22 @@
 - `import cddp` pulls in no third-party module but NumPy; in particular never torch.
 - README gives exactly the two set-up commands, and .ci/run runs the README's test command.
 - examples/quickstart.py and `bench/ops.py --quick` run to the end (no timing assertions).
-- (slow) a wheel built from a copy of the checkout installs into a plain venv — no system
-  site-packages, NumPy the only dependency pulled in — and works from a directory outside it.
+- A source tree without a build (what `python -m cddp.launch` from a fresh clone's root finds
+  first) hands over to the built cddp on the path, or says in one sentence what to run.
+- (slow) the README's first command, read from README.md, runs from the root of a fresh clone
+  in a plain venv (no system site-packages, NumPy the only dependency pulled in) and trains on
+  both ranks; the installed package then works from the clone's root and from outside it.
 
 Subprocesses import the same cddp as this test run (installed or in-place build, see
 ./conftest.py): its parent directory goes first on PYTHONPATH and they run outside the checkout.
 """
+import glob
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -84,7 +89,102 @@ def test_bench_quick_runs(tmp_path):
                     + proc.stdout.split("NOT IMPLEMENTED in cddp (shown as n/i):")[1].rstrip())
 
 
-# ---- slow: the wheel in a clean venv -------------------------------------------------------
+# ---- a source tree without a build (what `python -m` from a checkout's root finds first) ------
+
+def unbuilt_copy(dest):
+    """dest/cddp: the package's Python files only, as a fresh clone has them (no _C)."""
+    shutil.copytree(os.path.join(ROOT, "cddp"), dest / "cddp",
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__"))
+    return dest
+
+
+def test_unbuilt_source_tree_alone_says_how_to_build(tmp_path):
+    """No _C beside the sources and no installed cddp: one sentence saying what to run, both
+    for `import cddp` and for `python -m cddp.launch` (never "partially initialized module")."""
+    src = unbuilt_copy(tmp_path)
+    # -S: no site-packages (so no installed cddp), -E: no PYTHONPATH; the current directory,
+    # which holds the copy, is the only place to look
+    plain = subprocess.run([sys.executable, "-S", "-E", "-c", "import cddp"], cwd=src,
+                           capture_output=True, text=True, timeout=60)
+    launch = subprocess.run([sys.executable, "-S", "-E", "-m", "cddp.launch", "--help"], cwd=src,
+                            capture_output=True, text=True, timeout=60)
+    said = "cddp is not built: run `pip install .` (or `python setup.py build_ext --inplace` " \
+           "to work on this checkout)"
+    assert plain.returncode == 1 and plain.stderr.strip().splitlines()[-1] == f"ImportError: {said}", \
+        plain.stderr
+    assert launch.returncode == 1 and launch.stderr.strip().endswith(
+        f"Error while finding module specification for 'cddp.launch' (ImportError: {said})"), \
+        launch.stderr
+    assert "partially initialized" not in plain.stderr + launch.stderr
+
+
+HANDOVER_PROBE = r"""
+import multiprocessing as mp
+import os
+import pickle
+import sys
+
+import cddp
+import cddp.nn
+
+
+def where(q):
+    import cddp
+    q.put((cddp.__file__, type(pickle.loads(q.get())).__module__, sys.modules["cddp._size"].__file__))
+
+
+if __name__ == "__main__":
+    assert sys.modules["cddp"] is cddp and cddp.__spec__.origin == cddp.__file__
+    print("package", cddp.__file__)
+    print("nn", cddp.nn.__file__)
+    print("_C", cddp._C.__file__)
+    print("sum", cddp.tensor([1.0, 2.0]).sum().item())
+    size = pickle.loads(pickle.dumps(cddp.Size([2, 3])))
+    print("pickled", type(size) is cddp.Size)
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    q.put(pickle.dumps(cddp.Size([4])))
+    p = ctx.Process(target=where, args=(q,))
+    p.start()
+    p.join(60)
+    print("spawned", *q.get(timeout=5))
+    if os.environ.get("RANK"):
+        print("worker", os.environ["RANK"], cddp.__file__)
+"""
+
+
+def test_unbuilt_source_tree_hands_over_to_the_built_package(tmp_path):
+    """From the root of an unbuilt tree, with the cddp under test elsewhere on the path: every
+    import (the package, its submodules, _C, pickles, a spawn child, `python -m cddp.launch`
+    and the workers it starts from the tree's root) gets the built package's files."""
+    src = unbuilt_copy(tmp_path)
+    (src / "probe.py").write_text(HANDOVER_PROBE)    # sys.path[0] is the tree, as for `python -c`
+    built = os.path.join(PKG_PARENT, "cddp")
+
+    def check(out, prefix=""):
+        lines = [ln[len(prefix):] for ln in out.splitlines() if ln.startswith(prefix)]
+        got = dict(ln.split(" ", 1) for ln in lines if " " in ln)
+        assert got["package"] == os.path.join(built, "__init__.py"), out
+        assert os.path.dirname(got["nn"]) == os.path.join(built, "nn"), out
+        assert os.path.dirname(got["_C"]) == built, out
+        assert got["sum"] == "3.0" and got["pickled"] == "True", out
+        child_pkg, child_size_module, child_size_file = got["spawned"].split()
+        assert child_pkg == got["package"] and child_size_module == "cddp._size", out
+        assert os.path.dirname(child_size_file) == built, out
+        return got
+
+    proc = run_py(["probe.py"], cwd=src)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    check(proc.stdout)
+
+    proc = run_py(["-m", "cddp.launch", "--nproc_per_node=2", "--use_env", "probe.py"], cwd=src)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rank in (0, 1):
+        got = check(proc.stdout, f"[rank{rank}]: ")
+        assert got["worker"] == f"{rank} {got['package']}", proc.stdout
+
+
+# ---- slow: the README's main job from a fresh clone in a clean venv --------------------------
 
 def slow_enabled():
     flag = os.environ.get("CDDP_SLOW_TESTS")
@@ -112,37 +212,74 @@ SKIP_COPY = shutil.ignore_patterns(".git", "build", "dist", "*.egg-info", "*.so"
                                    "__pycache__", ".pytest_cache", ".hypothesis")
 
 
+def fresh_clone(dest):
+    """What `git clone` of this checkout would give, with its uncommitted edits: every file git
+    tracks or would track (nothing ignored: no build, no _C), as the working tree holds it."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                                cwd=ROOT, capture_output=True, check=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):          # not a git checkout (an sdist, ...)
+        shutil.copytree(ROOT, dest, ignore=SKIP_COPY)
+        return
+    for rel in filter(None, listed.decode().split("\0")):
+        path = os.path.join(ROOT, rel)
+        if os.path.isfile(path):                           # tracked but deleted: left out
+            os.makedirs(os.path.join(dest, os.path.dirname(rel)), exist_ok=True)
+            shutil.copy2(path, os.path.join(dest, rel))
+
+
+def readme_first_command():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    block = re.search(r"^```sh\n(.*?)^```", readme, re.S | re.M)
+    assert block, "README.md has no ```sh block"
+    return block.group(1).strip()
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not slow_enabled(), reason="slow: set CDDP_SLOW_TESTS=1 (on by default when CI=true)")
-def test_wheel_installs_into_a_clean_venv(tmp_path):
-    src, wheels, venv, away = tmp_path / "src", tmp_path / "wheels", tmp_path / "venv", tmp_path / "away"
-    shutil.copytree(ROOT, src, ignore=SKIP_COPY)
-    away.mkdir()
-
-    def sh(cmd, cwd, timeout):
+def test_readme_main_job_runs_from_a_fresh_clone_in_a_clean_venv():
+    """The README's first command, read from README.md, run as a user would: from the root of a
+    fresh clone, in a plain venv (no system site-packages, so NumPy is the only dependency
+    pulled in; build isolation on, so the wheel builds from pyproject's build requirements
+    alone). Then the installed package, from the clone's root and from a directory outside it."""
+    cmd = readme_first_command()
+    assert cmd == INSTALL_CMD
+    with tempfile.TemporaryDirectory(prefix="cddp-readme-") as tmp:
+        clone, venv, away = (os.path.join(tmp, d) for d in ("clone", "venv", "away"))
+        fresh_clone(clone)
+        os.mkdir(away)
+        assert not glob.glob(os.path.join(clone, "cddp", "_C*")), "the clone holds a build"
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-        env.update(PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1")
-        p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-        assert p.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
-        return p
+        env.update(PIP_NO_INPUT="1", PIP_DISABLE_PIP_VERSION_CHECK="1", VIRTUAL_ENV=venv,
+                   PATH=os.pathsep.join([os.path.join(venv, "bin"), os.environ.get("PATH", "")]))
+        py = os.path.join(venv, "bin", "python")
 
-    # build isolation on: the wheel must build from pyproject's build requirements alone
-    sh([sys.executable, "-m", "pip", "wheel", ".", "--no-deps", "-w", str(wheels)], src, 600)
-    (wheel,) = list(wheels.glob("cddp-*.whl"))
-    sh([sys.executable, "-m", "venv", str(venv)], tmp_path, 300)   # plain: no system site-packages
-    py = str(venv / "bin" / "python")
-    sh([py, "-m", "pip", "install", str(wheel)], tmp_path, 600)
-    installed = sh([py, "-m", "pip", "list", "--format=freeze"], tmp_path, 120).stdout
-    names = {ln.split("==")[0].lower() for ln in installed.split()}
-    assert {"cddp", "numpy"} <= names and "torch" not in names, installed
+        def sh(args, cwd, timeout=120):
+            p = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+            assert p.returncode == 0, f"{args} failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+            return p.stdout
 
-    probe = sh([py, "-c", WHEEL_PROBE], away, 120)
-    assert probe.stdout.startswith("ok "), probe.stdout
+        sh([sys.executable, "-m", "venv", venv], tmp, 300)   # plain: no system site-packages
+        out = sh(["bash", "-c", cmd], clone, 1200)
 
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    quick = subprocess.run([py, str(src / "examples" / "quickstart.py")], cwd=away, env=env,
-                           capture_output=True, text=True, timeout=120)
-    assert quick.returncode == 0, quick.stdout + quick.stderr
+        # rank 0 reports every epoch over both ranks; then each rank says what it trained on
+        epochs = re.findall(r"^\[rank0\]: epoch (\d+)  loss (\S+)  accuracy (\S+)  \(\S+ (\d+) ranks\)$",
+                            out, re.M)
+        assert [int(e[0]) for e in epochs] == list(range(10)) and {e[3] for e in epochs} == {"2"}, out
+        assert float(epochs[-1][1]) < float(epochs[0][1]) / 4 and float(epochs[-1][2]) > 0.9, out
+        done = dict(re.findall(r"^\[rank(\d)\]: rank \1 of 2: (320 steps on 20480 samples, "
+                               r"weights checksum \S+)$", out, re.M))
+        assert set(done) == {"0", "1"} and done["0"] == done["1"], out   # the same weights
+        assert "[rank0]: saved mlp_ddp_out/mlp.pt" in out
+        assert os.path.isfile(os.path.join(clone, "mlp_ddp_out", "mlp.pt"))
+
+        installed = sh([py, "-m", "pip", "list", "--format=freeze"], tmp)
+        names = {ln.split("==")[0].lower() for ln in installed.split()}
+        assert {"cddp", "numpy"} <= names and "torch" not in names, installed
+        # from the clone's root the unbuilt ./cddp hands over to the installed package
+        for cwd in (clone, away):
+            assert sh([py, "-c", WHEEL_PROBE], cwd).startswith("ok "), cwd
+        sh([py, os.path.join(clone, "examples", "quickstart.py")], away)
 
 
 def test_api_table_rows_marked_yes_exist():

@@ -27,6 +27,7 @@ import warnings
 import numpy as np
 
 from .. import _C
+from ..futures import Future
 
 try:                                   # the store helper's error hierarchy, when present
     from .store import DistError as _DistErrorBase
@@ -302,66 +303,9 @@ class _PostWork:
         return list(self._outputs)
 
 
-class Future:
-    """A torch.futures.Future over a Work: wait() -> value (the Work's output tensors),
-    value(), done(), then(callback) -> Future, add_done_callback(callback).
-    Callbacks run on the thread that first waits for (or polls) the result — cddp runs no
-    Python on its worker threads — which is where torch's DDP hooks consume them anyway."""
-
-    def __init__(self, work=None, parent=None, fn=None):
-        self._work, self._parent, self._fn = work, parent, fn
-        self._done, self._value, self._exc = False, None, None
-        self._callbacks = []
-
-    def _resolve(self):
-        if self._done:
-            return
-        try:
-            if self._parent is not None:
-                self._value = self._fn(self._parent)
-            else:
-                self._work.wait()
-                self._value = self._work.result()
-        except Exception as e:  # noqa: BLE001 — stored, raised by wait()/value()
-            self._exc = e
-        self._done = True
-        for cb in self._callbacks:
-            cb(self)
-
-    def wait(self):
-        self._resolve()
-        if self._exc is not None:
-            raise self._exc
-        return self._value
-
-    value = wait
-
-    def done(self):
-        if not self._done:
-            ready = self._parent.done() if self._parent is not None else self._work.is_completed()
-            if ready:
-                self._resolve()
-        return self._done
-
-    def then(self, callback):
-        child = Future(parent=self, fn=lambda fut: callback(fut))
-        return child
-
-    def add_done_callback(self, callback):
-        if self._done:
-            callback(self)
-        else:
-            self._callbacks.append(callback)
-
-    def set_result(self, result):
-        self._value, self._done = result, True
-
-    def set_exception(self, exc):
-        self._exc, self._done = exc, True
-
-
 def _get_future(self):
-    return Future(work=self)
+    """torch's Work.get_future(): a Future of the Work's output tensors (cddp.futures)."""
+    return Future._deferred(lambda: (self.wait(), self.result())[1], ready=self.is_completed)
 
 
 Work.get_future = _get_future          # the engine's Work (a C type) gains torch's get_future

@@ -10,7 +10,6 @@ import numpy as np
 
 from .... import _C
 from ....autograd.grad_mode import no_grad
-from ....futures import Future
 
 
 def _dist():
@@ -29,7 +28,7 @@ def allreduce_hook(process_group, bucket):
     tensor = bucket.buffer()
     tensor.div_(dist.get_world_size(group))
     work = dist.all_reduce(tensor, group=group, async_op=True)
-    return Future(lambda: (work.wait(), tensor)[1])
+    return work.get_future().then(lambda fut: fut.value()[0])
 
 
 def fp16_compress_hook(process_group, bucket):
@@ -44,11 +43,11 @@ def fp16_compress_hook(process_group, bucket):
     gathered = _C.empty(world * words.numel(), dtype=_C.int32)
     work = dist.all_gather_into_tensor(gathered, words, group=group, async_op=True)
 
-    def finish():
-        work.wait()
+    def finish(fut):
+        fut.wait()
         parts = gathered.numpy().view(np.float16).reshape(world, -1)[:, :buf.numel()]
         total = parts.astype(np.float32).sum(axis=0)
         with no_grad():
             buf.copy_(_C.from_numpy(total.astype(buf.detach().numpy().dtype)))
         return buf
-    return Future(finish)
+    return work.get_future().then(finish)
