@@ -27,6 +27,9 @@ def _err(res, r):
 
 # ---- a peer dies ------------------------------------------------------------------------------
 
+ATTEMPTS = 20
+
+
 def _kill_child(rank, n, d, mode, victim, ranks_per_host=0):
     """Everyone but `victim` blocks in all_reduce; the victim SIGKILLs itself, either before
     entering it ("idle") or in the middle of a large one ("mid")."""
@@ -38,8 +41,13 @@ def _kill_child(rank, n, d, mode, victim, ranks_per_host=0):
     dist.all_reduce(x)             # everyone healthy first
     if rank == victim:
         if mode == "mid":
-            dist.all_reduce(x, async_op=True)      # 64 MiB: tens of ms at least
-            time.sleep(0.005)
+            # 64 MiB takes tens of ms, but a loaded machine can stretch a short sleep past
+            # that: start ops until one is still running when the victim dies
+            for _ in range(ATTEMPTS):
+                w = dist.all_reduce(x, async_op=True)
+                time.sleep(0.002)
+                if not w.is_completed():
+                    break
         else:
             time.sleep(0.3)
         with open(os.path.join(d, "killed"), "w") as f:
@@ -47,7 +55,8 @@ def _kill_child(rank, n, d, mode, victim, ranks_per_host=0):
             f.flush()
         os.kill(os.getpid(), signal.SIGKILL)
     try:
-        dist.all_reduce(x)
+        for _ in range(ATTEMPTS):  # the survivors match the victim's ops until one fails
+            dist.all_reduce(x)
         return "no error"
     except RuntimeError as e:
         t = time.time()

@@ -1,7 +1,7 @@
 """cddp.distributed.store — rendezvous key-value stores.
 
 Mirrors torch.distributed.{Store, TCPStore, FileStore, PrefixStore, HashStore} (same
-constructor signatures and methods). The TCP store is C (csrc/store_server.c, distributed/store/client.c,
+constructor signatures and methods). The TCP store is C (csrc/distributed/store/server.c, client.c,
 distributed/python/py_store.c): rank 0's process hosts the server on a background thread; every store object
 holds one client connection whose blocking calls release the GIL and end at a deadline.
 

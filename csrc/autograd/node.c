@@ -17,7 +17,7 @@
 #include "autograd/autograd.h"
 #include "module.h"
 #include <string.h>
-#include "structmember.h"
+#include <structmember.h>
 
 _Thread_local int cddp_grad_enabled = 1;
 

@@ -11,7 +11,7 @@
 #include "core/cddp.h"
 #include "module.h"
 #include <string.h>
-#include "structmember.h"
+#include <structmember.h>
 #define NO_IMPORT_ARRAY
 #define PY_ARRAY_UNIQUE_SYMBOL cddp_ARRAY_API
 #include <numpy/arrayobject.h>

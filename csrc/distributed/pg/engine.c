@@ -35,6 +35,15 @@ const char *const cddp_pg_op_name[CDDP_PG_NOPS] = {
     "all_reduce", "broadcast", "reduce", "all_gather", "gather", "scatter",
     "reduce_scatter", "all_to_all", "barrier", "send", "recv",
 };
+
+void cddp_pg_op_prefix(const cddp_work *w, char *buf, size_t len)
+{
+    if (w->a.op == CDDP_PG_SEND || w->a.op == CDDP_PG_RECV)
+        snprintf(buf, len, "%s %s rank %d", cddp_pg_op_name[w->a.op],
+                 w->a.op == CDDP_PG_SEND ? "to" : "from", w->a.root);
+    else
+        snprintf(buf, len, "%s #%lld", cddp_pg_op_name[w->a.op], (long long)w->seq);
+}
 const char *const cddp_pg_redop_name[CDDP_RED_NOPS] = {
     "SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR",
 };

@@ -132,6 +132,8 @@ int cddp_pg_peer_dead(cddp_pg *pg, int r);
  * blocking wait) whether the caller was interrupted. 1: stop the op (the transport then tells
  * the peers, as for a shutdown). */
 int cddp_pg_interrupted(cddp_work *w);
+/* The op as messages name it: "all_reduce #12", "send to rank 3", "recv from rank 0". */
+void cddp_pg_op_prefix(const cddp_work *w, char *buf, size_t len);
 /* A thread-less subgroup of `parent` over members[0..nm) (global ranks, parent->rank among
  * them) using the shared-memory transport on segment shm_name. NULL + err on failure. */
 cddp_pg *cddp_pg_sub_create(cddp_pg *parent, const int *members, int nm, const char *shm_name,

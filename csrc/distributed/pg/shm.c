@@ -80,15 +80,6 @@ static void wake_everyone(shm_t *s)
 
 /* ---- failures ------------------------------------------------------------------------ */
 
-static void op_prefix(const cddp_work *w, char *buf, size_t len)
-{
-    if (w->a.op == CDDP_PG_SEND || w->a.op == CDDP_PG_RECV)
-        snprintf(buf, len, "%s %s rank %d", cddp_pg_op_name[w->a.op],
-                 w->a.op == CDDP_PG_SEND ? "to" : "from", w->a.root);
-    else
-        snprintf(buf, len, "%s #%lld", cddp_pg_op_name[w->a.op], (long long)w->seq);
-}
-
 /* Record the group-wide broken word (first cause wins) and wake every sleeper. */
 static void seg_break(shm_t *s, int rank, int kind)
 {
@@ -105,7 +96,7 @@ static int fail_broken(cddp_pg *pg, shm_t *s, cddp_work *w, int waited_for)
     int d = (int)(b & 0xffffff) - 1, kind = (int)(b >> 24);
     int gd = kind == BRK_REMOTE ? d : cddp_pg_gname(pg, d);
     char pre[96], msg[CDDP_PG_ERRLEN];
-    op_prefix(w, pre, sizeof pre);
+    cddp_pg_op_prefix(w, pre, sizeof pre);
     if (kind == BRK_EXITED)
         snprintf(msg, sizeof msg, "rank %d (pid %d) exited%s", gd, pg->pids[d],
                  d == waited_for ? "" : " (reported by a peer)");
@@ -164,7 +155,7 @@ static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
     }
     if (cddp_pg_now() - w->t_start > pg->timeout_s) {
         char pre[96];
-        op_prefix(w, pre, sizeof pre);
+        cddp_pg_op_prefix(w, pre, sizeof pre);
         cddp_pg_seterr(w->err, "%s: rank %d timed out after %.1f s waiting for rank %d",
                        pre, cddp_pg_gname(pg, s->r), pg->timeout_s, cddp_pg_gname(pg, j));
         w->err_kind = CDDP_ERR_TIMEOUT;

@@ -48,15 +48,6 @@ typedef struct {
 
 /* ---- failure handling ---------------------------------------------------------------- */
 
-static void op_prefix(const cddp_work *w, char *buf, size_t len)
-{
-    if (w->a.op == CDDP_PG_SEND || w->a.op == CDDP_PG_RECV)
-        snprintf(buf, len, "%s %s rank %d", cddp_pg_op_name[w->a.op],
-                 w->a.op == CDDP_PG_SEND ? "to" : "from", w->a.root);
-    else
-        snprintf(buf, len, "%s #%lld", cddp_pg_op_name[w->a.op], (long long)w->seq);
-}
-
 /* A local peer's process: wait up to 100 ms for its exit to become visible (its sockets close
  * a moment before its pidfd turns readable). */
 static int confirm_dead(cddp_pg *pg, int j)
@@ -104,7 +95,7 @@ void cddp_tcp_break(tcp_t *t, int who)
 static int fail_peer(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, int e)
 {
     char pre[96], msg[CDDP_PG_ERRLEN];
-    op_prefix(w, pre, sizeof pre);
+    cddp_pg_op_prefix(w, pre, sizeof pre);
     if (confirm_dead(pg, j))
         snprintf(msg, sizeof msg, "rank %d (pid %d) exited", j, pg->pids[j]);
     else
@@ -126,7 +117,7 @@ static int fail_notice(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
         recv(t->fd[j], &b, 1, MSG_OOB | MSG_DONTWAIT) != 1)
         return fail_peer(pg, t, w, j, 0);
     d = b >= 1 && b < 255 ? b - 1 : -1;
-    op_prefix(w, pre, sizeof pre);
+    cddp_pg_op_prefix(w, pre, sizeof pre);
     if (d == j)
         snprintf(msg, sizeof msg, "rank %d aborted (shut down or interrupted) during a "
                  "collective", j);
@@ -148,14 +139,14 @@ static int check_time(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
 {
     char pre[96];
     if (cddp_pg_aborting(pg) || cddp_pg_interrupted(w)) {
-        op_prefix(w, pre, sizeof pre);
+        cddp_pg_op_prefix(w, pre, sizeof pre);
         cddp_pg_seterr(w->err, "%s: process group was shut down or interrupted", pre);
         cddp_pg_mark_broken(pg, "process group was shut down or interrupted");
         cddp_tcp_break(t, t->r);
         return -1;
     }
     if (cddp_pg_now() - w->t_start > pg->timeout_s) {
-        op_prefix(w, pre, sizeof pre);
+        cddp_pg_op_prefix(w, pre, sizeof pre);
         cddp_pg_seterr(w->err, "%s: rank %d timed out after %.1f s waiting for rank %d", pre,
                        t->r, pg->timeout_s, j);
         w->err_kind = CDDP_ERR_TIMEOUT;
@@ -393,7 +384,7 @@ static int tcp_run(cddp_pg *pg, cddp_work *w)
     tcp_t *t = pg->tr;
     if (t->broke) {
         char pre[96];
-        op_prefix(w, pre, sizeof pre);
+        cddp_pg_op_prefix(w, pre, sizeof pre);
         cddp_pg_seterr(w->err, "%s: the group's connections were closed after an earlier "
                        "failure", pre);
         return -1;
@@ -453,7 +444,7 @@ static int p2p_fail(cddp_pg *pg, tcp_t *t, cddp_work *w, int e)
 {
     int j = w->a.root;
     char pre[96];
-    op_prefix(w, pre, sizeof pre);
+    cddp_pg_op_prefix(w, pre, sizeof pre);
     t->p2p_dead[j] = 1;
     if (confirm_dead(pg, j)) {
         char msg[128];
@@ -477,7 +468,7 @@ static int tcp_p2p_progress(cddp_pg *pg, cddp_work *w)
     ssize_t k;
     if (t->p2p_dead[j]) {
         char pre[96];
-        op_prefix(w, pre, sizeof pre);
+        cddp_pg_op_prefix(w, pre, sizeof pre);
         cddp_pg_seterr(w->err, "%s: the send/recv channel between ranks %d and %d failed earlier",
                        pre, t->r, j);
         return -1;

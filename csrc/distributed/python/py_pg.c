@@ -142,6 +142,11 @@ static PyObject *pg_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     int kind;
     PGObject *self;
     cddp_pg *pg;
+    if (!cddp_state()->dist_backend_error) {     /* its errors need the classes _pg_types makes */
+        PyErr_SetString(PyExc_RuntimeError, "ProcessGroupCPU: call _C._pg_types() first "
+                        "(importing cddp.distributed does)");
+        return NULL;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "Oii|dss:ProcessGroupCPU", kwlist, &sc.store,
                                      &ra.rank, &ra.size, &ra.timeout_s, &ra.group_name,
                                      &ra.transport))

@@ -14,7 +14,7 @@
 #define CDDP_RANDOM_H
 
 #include "core/cddp.h"
-#include "pythread.h"
+#include <pythread.h>
 
 #define CDDP_MT_N 624
 #define CDDP_MT_M 397
