@@ -148,6 +148,7 @@ def test_unbatched_and_non_contiguous_inputs(torch, mode):
     _close(hc.grad, ht.grad, "float64", "grad of transposed h0")
 
 
+@pytest.mark.filterwarnings("ignore:LSTM with projections is not supported with oneDNN")
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_lstm_proj_size_matches_torch(torch, bidirectional):
     rng = np.random.default_rng(2)

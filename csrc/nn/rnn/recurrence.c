@@ -66,21 +66,32 @@ static void add_into(cddp_dtype dt, int64_t n, void *dst, const void *src)
             ((double *)dst)[k] += ((const double *)src)[k];
 }
 
-/* dst (cols) = column sums of src (rows, cols), accumulated in double. */
+/* dst (cols) = column sums of src (rows, cols), accumulated in double; column blocks keep
+ * the walk over src row-major (a column-at-a-time walk strides through memory). */
+#define SUM_BLOCK 256
 static void col_sums(cddp_dtype dt, int64_t rows, int64_t cols, const void *src, void *dst)
 {
-    for (int64_t j = 0; j < cols; j++) {
-        double s = 0.0;
-        if (dt == CDDP_FLOAT32)
-            for (int64_t r = 0; r < rows; r++)
-                s += ((const float *)src)[r * cols + j];
-        else
-            for (int64_t r = 0; r < rows; r++)
-                s += ((const double *)src)[r * cols + j];
-        if (dt == CDDP_FLOAT32)
-            ((float *)dst)[j] = (float)s;
-        else
-            ((double *)dst)[j] = s;
+    double acc[SUM_BLOCK];
+    for (int64_t j0 = 0; j0 < cols; j0 += SUM_BLOCK) {
+        int64_t w = cols - j0 < SUM_BLOCK ? cols - j0 : SUM_BLOCK;
+        memset(acc, 0, sizeof acc);
+        for (int64_t r = 0; r < rows; r++) {
+            if (dt == CDDP_FLOAT32) {
+                const float *row = (const float *)src + r * cols + j0;
+                for (int64_t j = 0; j < w; j++)
+                    acc[j] += row[j];
+            } else {
+                const double *row = (const double *)src + r * cols + j0;
+                for (int64_t j = 0; j < w; j++)
+                    acc[j] += row[j];
+            }
+        }
+        for (int64_t j = 0; j < w; j++) {
+            if (dt == CDDP_FLOAT32)
+                ((float *)dst)[j0 + j] = (float)acc[j];
+            else
+                ((double *)dst)[j0 + j] = acc[j];
+        }
     }
 }
 
