@@ -294,26 +294,64 @@ def test_layer_op_gradcheck_projection_and_packed():
         gradcheck(op, *arrays, atol=1e-7, rtol=1e-6)
 
 
-def test_packed_final_state_is_each_sequences_last_step():
-    """NumPy reference of an Elman RNN over sequences of different lengths: the packed run's
-    outputs and h_n are each sequence's own run, alone."""
+def _np_step(mode, m, x, h, c):
+    """One step of torch's documented equations in NumPy (layer 0 of module m)."""
+    W_ih, W_hh = n(m.weight_ih_l0), n(m.weight_hh_l0)
+    b_ih, b_hh = n(m.bias_ih_l0), n(m.bias_hh_l0)
+    gi, gh = x @ W_ih.T + b_ih, h @ W_hh.T + b_hh
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    if mode == "LSTM":
+        i, f, g, o = np.split(gi + gh, 4)
+        c = sig(f) * c + sig(i) * np.tanh(g)
+        return sig(o) * np.tanh(c), c
+    if mode == "GRU":
+        (ir, iz, in_), (hr, hz, hn) = np.split(gi, 3), np.split(gh, 3)
+        r, z = sig(ir + hr), sig(iz + hz)
+        nn_ = np.tanh(in_ + r * hn)
+        return (1 - z) * nn_ + z * h, c
+    return np.tanh(gi + gh), c
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN_TANH"])
+def test_packed_run_is_each_sequence_alone_numpy(mode):
+    """NumPy reference of torch's equations over sequences of different lengths: the packed
+    run's outputs and final states are each sequence's own run, alone."""
     rng = np.random.default_rng(21)
     cddp.manual_seed(0)
-    m = nn.RNN(3, 4, dtype=cddp.float64)
-    W_ih, W_hh = n(m.weight_ih_l0), n(m.weight_hh_l0)
-    b = n(m.bias_ih_l0) + n(m.bias_hh_l0)
+    m = _cls(cddp, mode)[0](3, 4, dtype=cddp.float64, **_cls(cddp, mode)[1])
     seqs = [rng.standard_normal((L, 3)) for L in (4, 2, 3)]
     packed = crnn.pack_sequence([t(s) for s in seqs], enforce_sorted=False)
-    out, h_n = m(packed)
+    out, fin = m(packed)
+    h_n, c_n = fin if mode == "LSTM" else (fin, None)
     outs = crnn.unpack_sequence(out)
     for i, s in enumerate(seqs):
-        h = np.zeros(4)
-        ys = []
+        h, c, ys = np.zeros(4), np.zeros(4), []
         for x in s:
-            h = np.tanh(x @ W_ih.T + h @ W_hh.T + b)
+            h, c = _np_step(mode, m, x, h, c)
             ys.append(h)
         np.testing.assert_allclose(n(outs[i]), np.array(ys), rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(n(h_n[0, i]), h, rtol=1e-12, atol=1e-12)
+        if c_n is not None:
+            np.testing.assert_allclose(n(c_n[0, i]), c, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["RNNCell", "LSTMCell", "GRUCell"])
+def test_cells_numpy(name):
+    """A cell is one step of torch's equations (NumPy), batched rows each on their own."""
+    from types import SimpleNamespace
+    mode = {"RNNCell": "RNN_TANH", "LSTMCell": "LSTM", "GRUCell": "GRU"}[name]
+    cddp.manual_seed(1)
+    cell = getattr(nn, name)(3, 4, dtype=cddp.float64)
+    as_layer = SimpleNamespace(weight_ih_l0=cell.weight_ih, weight_hh_l0=cell.weight_hh,
+                               bias_ih_l0=cell.bias_ih, bias_hh_l0=cell.bias_hh)
+    rng = np.random.default_rng(24)
+    x, h, c = (rng.standard_normal((2, k)) for k in (3, 4, 4))
+    got = cell(t(x), (t(h), t(c)) if mode == "LSTM" else t(h))
+    got = got if mode == "LSTM" else (got,)
+    for b in range(2):
+        want = _np_step(mode, as_layer, x[b], h[b], c[b])
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(n(g[b]), w, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("batch_first", [False, True])
