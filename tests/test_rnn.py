@@ -453,7 +453,7 @@ def test_save_load_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_dropout(torch, mode):
+def test_dropout_only_in_training(mode):
     tcls, extra = _cls(cddp, mode)
     x = cddp.randn(6, 3, 4)
     with pytest.warns(UserWarning, match="dropout option adds dropout"):
@@ -466,7 +466,12 @@ def test_dropout(torch, mode):
     np.testing.assert_array_equal(n(m(x)[0]), n(m0(x)[0]))     # eval: dropout is off
     m.train()
     assert not np.allclose(n(m(x)[0]), n(m0(x)[0]))
-    # training: the same mask as torch's from the same seed (torch's CPU dropout recipe)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_dropout_masks_match_torch(torch, mode):
+    """Training: the same masks as torch's from the same seed (torch's CPU dropout recipe,
+    drawn per layer output in the same order)."""
     torch.manual_seed(13)
     tm, cm = _pair(torch, mode, 4, 5, 3, dropout=0.5, dtype="float32")
     xn = np.random.default_rng(5).standard_normal((6, 3, 4)).astype(np.float32)

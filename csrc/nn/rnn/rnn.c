@@ -29,6 +29,7 @@
 static const char *const node_names[4] = {
     "LstmLayerBackward0", "GruLayerBackward0", "RnnTanhLayerBackward0", "RnnReluLayerBackward0",
 };
+static const char *const mode_names[4] = {"LSTM", "GRU", "RNN_TANH", "RNN_RELU"};
 static const char *const arg_names[9] = {
     "input", "h0", "c0", "w_ih", "w_hh", "b_ih", "b_hh", "w_hr", "batch_sizes",
 };
@@ -150,7 +151,7 @@ static int check_args(TensorObject **a, int mode, cddp_rnn_plan *p, int64_t **ib
         ((a[A_WHR] || a[A_C0]) && mode != CDDP_RNN_LSTM)) {
         PyErr_Format(PyExc_RuntimeError, "_rnn_layer: w_ih (%lld rows) and w_hh (%lld columns) "
                      "do not describe a %s layer", (long long)a[A_WIH]->shape[0],
-                     (long long)p->P, node_names[mode]);
+                     (long long)p->P, mode_names[mode]);
         return -1;
     }
     if ((a[A_WHR] && check_shape(a[A_WHR], "w_hr", 2, p->P, p->H) < 0) ||
@@ -184,6 +185,7 @@ static int check_args(TensorObject **a, int mode, cddp_rnn_plan *p, int64_t **ib
     return 0;
 }
 
+/* The weights' data pointers and strides (biases already contiguous, or NULL). */
 static cddp_rnn_weights weights_of(TensorObject *w_ih, TensorObject *w_hh, TensorObject *w_hr,
                                    TensorObject *b_ih, TensorObject *b_hh)
 {
