@@ -4,3 +4,4 @@ from .linear import Linear, Identity
 from .activation import ReLU, Tanh, Sigmoid, Softmax, LogSoftmax
 from .dropout import Dropout, Flatten
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss
+from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
