@@ -47,5 +47,16 @@ extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
 extern PyMethodDef cddp_store_module_methods[];     /* distributed/python/py_store.c */
 extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.c */
+/* the extra tensor ops of the "real models" work, one pair per file */
+extern PyMethodDef cddp_tri_tensor_methods[];       /* ops/shape/tri.c */
+extern PyMethodDef cddp_tri_module_methods[];
+extern PyMethodDef cddp_repeat_tensor_methods[];    /* ops/shape/repeat.c */
+extern PyMethodDef cddp_repeat_module_methods[];
+extern PyMethodDef cddp_cumprod_tensor_methods[];   /* ops/reduce/cumprod.c */
+extern PyMethodDef cddp_cumprod_module_methods[];
+extern PyMethodDef cddp_nonzero_tensor_methods[];   /* ops/index/nonzero.c */
+extern PyMethodDef cddp_nonzero_module_methods[];
+extern PyMethodDef cddp_index_ops_tensor_methods[]; /* ops/index/index_ops.c */
+extern PyMethodDef cddp_index_ops_module_methods[];
 
 #endif
