@@ -58,5 +58,12 @@ extern PyMethodDef cddp_nonzero_tensor_methods[];   /* ops/index/nonzero.c */
 extern PyMethodDef cddp_nonzero_module_methods[];
 extern PyMethodDef cddp_index_ops_tensor_methods[]; /* ops/index/index_ops.c */
 extern PyMethodDef cddp_index_ops_module_methods[];
+extern PyMethodDef cddp_addmm_family_tensor_methods[];  /* ops/linalg/addmm_family.c */
+extern PyMethodDef cddp_addmm_family_module_methods[];
+extern PyMethodDef cddp_einsum_module_methods[];    /* ops/linalg/einsum.c */
+extern PyMethodDef cddp_unique_tensor_methods[];    /* ops/search/unique.c */
+extern PyMethodDef cddp_unique_module_methods[];
+extern PyMethodDef cddp_search_tensor_methods[];    /* ops/search/search.c */
+extern PyMethodDef cddp_search_module_methods[];
 
 #endif
