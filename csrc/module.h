@@ -65,5 +65,6 @@ extern PyMethodDef cddp_unique_tensor_methods[];    /* ops/search/unique.c */
 extern PyMethodDef cddp_unique_module_methods[];
 extern PyMethodDef cddp_search_tensor_methods[];    /* ops/search/search.c */
 extern PyMethodDef cddp_search_module_methods[];
+extern PyMethodDef cddp_loss_extra_module_methods[];   /* nn/loss_extra.c */
 
 #endif

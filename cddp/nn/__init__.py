@@ -4,5 +4,9 @@ from .modules import (Module, Sequential, ModuleList, ModuleDict, ParameterList,
                       Linear, Identity, ReLU, Tanh, Sigmoid, Softmax, LogSoftmax, Dropout,
                       Flatten, CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
                       BCEWithLogitsLoss)
+from .modules import (SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss,  # noqa: F401
+                      GaussianNLLLoss, HingeEmbeddingLoss, SoftMarginLoss,
+                      MultiLabelSoftMarginLoss, MarginRankingLoss, CosineEmbeddingLoss,
+                      TripletMarginLoss)
 from . import functional, init, utils, parallel  # noqa: F401
 from .parallel import DataParallel

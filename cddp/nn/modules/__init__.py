@@ -4,3 +4,6 @@ from .linear import Linear, Identity
 from .activation import ReLU, Tanh, Sigmoid, Softmax, LogSoftmax
 from .dropout import Dropout, Flatten
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss
+from .loss import (SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss, GaussianNLLLoss,
+                   HingeEmbeddingLoss, SoftMarginLoss, MultiLabelSoftMarginLoss,
+                   MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss)
