@@ -7,10 +7,10 @@
  *   key: int | slice (step > 0) | None | ... | bool | 0-dim int/bool tensor |
  *        int/bool tensor, NumPy array, range or (nested) list | tuple of those
  *
- * A list (or other non-tuple sequence) shorter than 32 that holds a sequence, tensor, slice,
- * None or ... is read as a tuple, with torch's deprecation warning (x[[[0, 1], [2, 3]]] is
- * x[[0, 1], [2, 3]]), as torch 2.x and NumPy's legacy rule do; any other list or range is
- * one index (x[[0, 2]], x[range(1, 3)]).
+ * A list or range is one index array (x[[0, 2]], x[range(1, 3)], x[[[0, 1], [2, 3]]] a 2-D
+ * index): the rule NumPy follows and torch's deprecation warning announces; torch 2.x still
+ * reads a short list holding lists, tensors, slices, None or ... as a tuple (with that
+ * warning), which cddp refuses or reads as an index array.
  *
  * Each item is classified (int, slice, None, ellipsis, bool, index tensor, mask), then the
  * items are laid over the tensor's dims: ints, slices, None and bools give the basic view's
@@ -360,63 +360,23 @@ static int walk(TensorObject *x, ix_item *items, Py_ssize_t n, int consumed, cdd
 
 /* ---- the parser ----------------------------------------------------------------------- */
 
-/* torch's treatSequenceAsTuple: a non-tuple sequence (not a tensor or array) of fewer than 32
- * items, one of which is a sequence, tensor, slice, None or `...`, is a tuple of indices.
- * 1 yes (after the deprecation warning), 0 no, -1 error. */
-static int sequence_as_tuple(PyObject *key)
-{
-    Py_ssize_t n;
-    if (PyTuple_Check(key) || cddp_tensor_check(key) || PyArray_Check(key) ||
-        PyUnicode_Check(key) || PyBytes_Check(key) || !PySequence_Check(key))
-        return 0;
-    n = PySequence_Size(key);
-    if (n < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    for (Py_ssize_t i = 0; n < 32 && i < n; i++) {
-        PyObject *o = PySequence_GetItem(key, i);
-        int hit;
-        if (!o) {
-            PyErr_Clear();
-            return 0;
-        }
-        hit = cddp_tensor_check(o) || PySequence_Check(o) || PySlice_Check(o) ||
-              o == Py_Ellipsis || o == Py_None;
-        Py_DECREF(o);
-        if (hit)
-            return PyErr_WarnEx(PyExc_UserWarning, "Using a non-tuple sequence for "
-                                "multidimensional indexing is deprecated and will be changed in "
-                                "pytorch 2.9; use x[tuple(seq)] instead of x[seq]. In pytorch 2.9 "
-                                "this will be interpreted as tensor index, x[torch.tensor(seq)], "
-                                "which will result either in an error or a different result",
-                                1) < 0 ? -1 : 1;
-    }
-    return 0;
-}
-
 /* Contract in ops/index/index.h. */
 int cddp_ix_parse(TensorObject *x, PyObject *key, cddp_ix_key *k)
 {
     ix_item items[IX_MAX_ITEMS];
-    PyObject *const *objs = &key, *tup = NULL;
+    PyObject *const *objs = &key;
     Py_ssize_t n = 1, ni = 0;
-    int consumed = 0, ell = 0, first_int = -1, rc = -1, as_tuple;
+    int consumed = 0, ell = 0, first_int = -1, rc = -1;
     k->nd = 0;
     k->nadv = 0;
     k->name = "AliasBackward0";
     k->oob = NULL;
-    if ((as_tuple = sequence_as_tuple(key)) < 0)
-        return -1;
-    if (as_tuple && !(key = tup = PySequence_Tuple(key)))
-        return -1;
     if (PyTuple_Check(key)) {
         n = PyTuple_GET_SIZE(key);
         objs = &PyTuple_GET_ITEM(key, 0);
     }
     if (n > IX_MAX_ITEMS) {
         PyErr_Format(PyExc_IndexError, "too many indices for tensor of dimension %d", x->ndim);
-        Py_XDECREF(tup);
         return -1;
     }
     for (; ni < n; ni++) {
@@ -451,6 +411,5 @@ done:
         Py_XDECREF(items[i].t);
     if (rc < 0)
         cddp_ix_key_clear(k);
-    Py_XDECREF(tup);
     return rc;
 }
