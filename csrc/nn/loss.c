@@ -269,7 +269,9 @@ static int ce_check(TensorObject *x, TensorObject *tgt, int red, double eps, lon
     if (parse_reduction(red) < 0 || check_float(x, fn, "input") < 0)
         return -1;
     if (eps < 0 || eps > 1) {
-        PyErr_Format(PyExc_ValueError, "label_smoothing must be between 0.0 and 1.0. Got: %g", eps);
+        char b[48];                  /* PyErr_Format has no %g */
+        snprintf(b, sizeof b, "%g", eps);
+        PyErr_Format(PyExc_ValueError, "label_smoothing must be between 0.0 and 1.0. Got: %s", b);
         return -1;
     }
     if (x->ndim == 0) {

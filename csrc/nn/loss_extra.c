@@ -269,7 +269,7 @@ static PyObject *py_pointwise_loss(PyObject *m, PyObject *args)
     PyObject *third;
     int kind, red, fl, nd = 0, ond;
     double prm[2], *l = NULL, denom = 1;
-    int64_t shape[CDDP_MAX_DIMS], n, R = 1;
+    int64_t shape[CDDP_MAX_DIMS], n, R = 1, rows;
     cddp_dtype dt;
     if (!PyArg_ParseTuple(args, "iO!O!Oiddi", &kind, cddp_state()->tensor_type, &ins[0],
                           cddp_state()->tensor_type, &ins[1], &third, &red, &prm[0], &prm[1], &fl))
@@ -300,10 +300,15 @@ static PyObject *py_pointwise_loss(PyObject *m, PyObject *args)
     if (kind == MULTILABEL_SOFT_MARGIN)     /* each row of C classes is one output */
         R = nd ? shape[nd - 1] : 1;
     ond = kind == MULTILABEL_SOFT_MARGIN && nd ? nd - 1 : nd;
-    if (!(l = PyMem_Malloc(sizeof(double) * (size_t)(n ? n : 1)))) {
+    rows = 1;
+    for (int d = 0; d < ond; d++)
+        rows *= shape[d];
+    if (!(l = PyMem_Malloc(sizeof(double) * (size_t)(n > rows ? n : rows + 1)))) {
         PyErr_NoMemory();
         goto done;
     }
+    for (int64_t i = 0; R == 0 && i < rows; i++)
+        l[i] = NAN;                  /* rows of no classes: 0 / 0, as torch */
     {
         const double *x = DATA(b[0]), *y = DATA(b[1]), *z = b[2] ? DATA(b[2]) : NULL;
         for (int64_t i = 0; i < n; i++) {
@@ -315,8 +320,8 @@ static PyObject *py_pointwise_loss(PyObject *m, PyObject *args)
         }
     }
     denom = red == RED_BATCHMEAN ? (ins[0]->ndim ? (double)ins[0]->shape[0] : 1.0)
-                                 : (double)(R ? n / R : 0);
-    out = reduced(l, R ? n / R : 0, red, denom, dt, ond, shape);
+                                 : (double)rows;
+    out = reduced(l, rows, red, denom, dt, ond, shape);
     if (out && cddp_is_floating(ins[0]->dtype) &&
         pw_record(out, ins, b, kind, red, fl, R, prm, denom) < 0)
         Py_CLEAR(out);
@@ -521,7 +526,9 @@ static PyObject *py_row_loss(PyObject *m, PyObject *args)
     if (check_red(red) < 0 || red == RED_BATCHMEAN || row_check(q.kind, t, &q.N, &q.D) < 0)
         return NULL;
     if (q.kind == TRIPLET_MARGIN && !(q.p > 0)) {
-        PyErr_Format(PyExc_RuntimeError, "triplet_margin_loss: p must be positive, got %g", q.p);
+        char b[48];                  /* PyErr_Format has no %g */
+        snprintf(b, sizeof b, "%g", q.p);
+        PyErr_Format(PyExc_RuntimeError, "triplet_margin_loss: p must be positive, got %s", b);
         return NULL;
     }
     for (int k = 0; k < 3; k++)

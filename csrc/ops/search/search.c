@@ -484,8 +484,9 @@ static PyObject *histc_binding(PyObject *self, PyObject *const *args, Py_ssize_t
         hi += 1;
     }
     if (!isfinite(lo) || !isfinite(hi)) {
-        PyErr_Format(PyExc_RuntimeError, "torch.histogram(): range of [%g, %g] is not finite",
-                     lo, hi);
+        char b[96];                  /* PyErr_Format has no %g */
+        snprintf(b, sizeof b, "[%g, %g]", lo, hi);
+        PyErr_Format(PyExc_RuntimeError, "torch.histogram(): range of %s is not finite", b);
         goto done;
     }
     {
