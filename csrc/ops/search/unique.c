@@ -9,9 +9,10 @@
  * (torch's sorted=False leaves the order unspecified; sorted is a valid one). NaNs sort last
  * and each is distinct (NaN != NaN), as in torch. Not differentiable (torch neither).
  *
- * Values are compared as double (floats) or int64 (integers, bool): one contiguous copy, an
- * index sort (qsort_r, ties by position, so the sort is deterministic), one pass for groups.
- * Legend: n elements, or S slices of M elements each (dim given).
+ * Values are compared as double (floats) or int64 (integers, bool): one contiguous copy, a
+ * stable sort of positions — LSD radix on order-preserving 64-bit keys for single elements
+ * (bytes every key shares are skipped: small integer ranges take two passes), qsort_r with
+ * ties by position for slices — then one pass for the groups. Legend: n elements, or S slices of M elements each (dim given).
  */
 #include "core/cddp.h"
 #include "module.h"
@@ -72,6 +73,71 @@ static int same(const cmp_ctx *c, int64_t a, int64_t b)
         }
     }
     return 1;
+}
+
+/* ---- the element sort: LSD radix on order-preserving 64-bit keys --------------------- */
+
+/* The value's bits as an unsigned key whose order is the value's: int64 with the sign bit
+ * flipped; doubles sign-flipped (negatives: all bits), every NaN one key above +inf. */
+static inline uint64_t sort_key(int flt, const void *v, int64_t i)
+{
+    uint64_t b;
+    if (!flt)
+        return (uint64_t)((const int64_t *)v)[i] ^ (1ull << 63);
+    double d = ((const double *)v)[i];
+    if (isnan(d))
+        d = NAN;
+    memcpy(&b, &d, 8);
+    return b >> 63 ? ~b : b | (1ull << 63);
+}
+
+/* order[0..n) = positions of v's n elements in sorted order, stable (NaNs last, in position
+ * order): 8-bit LSD radix passes over (key, position), skipping the bytes all keys share.
+ * 0, or -1 + MemoryError. */
+static int sort_elements(int flt, const void *v, int64_t n, int64_t *order)
+{
+    uint64_t *k = PyMem_Malloc(sizeof(uint64_t) * (size_t)(2 * n + 1));
+    int64_t *ix = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
+    if (!k || !ix) {
+        PyMem_Free(k);
+        PyMem_Free(ix);
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    uint64_t *ks = k, *kd = k + n;
+    int64_t *is = order, *id = ix;
+    for (int64_t i = 0; i < n; i++) {
+        ks[i] = sort_key(flt, v, i);
+        is[i] = i;
+    }
+    for (int shift = 0; shift < 64; shift += 8) {
+        int64_t count[256] = {0}, at = 0;
+        int skip = 0;
+        for (int64_t i = 0; i < n; i++)
+            count[(ks[i] >> shift) & 255]++;
+        for (int b = 0; b < 256; b++) {
+            int64_t c = count[b];
+            skip |= c == n;
+            count[b] = at;
+            at += c;
+        }
+        if (skip)                    /* every key has this byte: the order stands */
+            continue;
+        for (int64_t i = 0; i < n; i++) {
+            int64_t dst = count[(ks[i] >> shift) & 255]++;
+            kd[dst] = ks[i];
+            id[dst] = is[i];
+        }
+        uint64_t *tk = ks; ks = kd; kd = tk;
+        int64_t *ti = is; is = id; id = ti;
+    }
+    if (is != order)
+        memcpy(order, is, sizeof(int64_t) * (size_t)n);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(k);
+    PyMem_Free(ix);
+    return 0;
 }
 
 /* x with dim moved to the front as a contiguous (S, M) copy in the compare dtype. */
@@ -175,11 +241,16 @@ static PyObject *unique_impl(TensorObject *x, int dim, int want_inv, int want_cn
     c.flt = flt;
     c.v = cddp_data(w);
     c.M = M;
-    for (int64_t i = 0; i < S; i++)
-        order[i] = i;
-    Py_BEGIN_ALLOW_THREADS
-    qsort_r(order, (size_t)S, sizeof(int64_t), qcmp, &c);
-    Py_END_ALLOW_THREADS
+    if (M == 1) {
+        if (sort_elements(flt, c.v, S, order) < 0)
+            goto done;
+    } else {
+        for (int64_t i = 0; i < S; i++)
+            order[i] = i;
+        Py_BEGIN_ALLOW_THREADS
+        qsort_r(order, (size_t)S, sizeof(int64_t), qcmp, &c);
+        Py_END_ALLOW_THREADS
+    }
     {
         int64_t *iv = (int64_t *)(void *)cddp_data(inv);
         for (int64_t k = 0; k < S; k++) {
