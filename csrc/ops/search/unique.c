@@ -87,16 +87,25 @@ static inline uint64_t sort_key(int flt, const void *v, int64_t i)
     double d = ((const double *)v)[i];
     if (isnan(d))
         d = NAN;
+    if (d == 0)                      /* -0.0 == 0.0: one key */
+        d = 0.0;
     memcpy(&b, &d, 8);
     return b >> 63 ? ~b : b | (1ull << 63);
 }
 
-/* order[0..n) = positions of v's n elements in sorted order, stable (NaNs last, in position
- * order): 8-bit LSD radix passes over (key, position), skipping the bytes all keys share.
- * 0, or -1 + MemoryError. */
-static int sort_elements(int flt, const void *v, int64_t n, int64_t *order)
+/* The key every NaN gets. */
+static uint64_t nan_key(void)
 {
-    uint64_t *k = PyMem_Malloc(sizeof(uint64_t) * (size_t)(2 * n + 1));
+    double d = NAN;
+    return sort_key(1, &d, 0);
+}
+
+/* order[0..n) = positions of v's n elements in sorted order, stable (NaNs last, in position
+ * order), and keys[0..n) their sorted keys: 8-bit LSD radix passes over (key, position),
+ * skipping the bytes all keys share. 0, or -1 + MemoryError. */
+static int sort_elements(int flt, const void *v, int64_t n, int64_t *order, uint64_t *keys)
+{
+    uint64_t *k = PyMem_Malloc(sizeof(uint64_t) * (size_t)(n + 1));
     int64_t *ix = PyMem_Malloc(sizeof(int64_t) * (size_t)(n + 1));
     if (!k || !ix) {
         PyMem_Free(k);
@@ -105,7 +114,7 @@ static int sort_elements(int flt, const void *v, int64_t n, int64_t *order)
         return -1;
     }
     Py_BEGIN_ALLOW_THREADS
-    uint64_t *ks = k, *kd = k + n;
+    uint64_t *ks = keys, *kd = k;
     int64_t *is = order, *id = ix;
     for (int64_t i = 0; i < n; i++) {
         ks[i] = sort_key(flt, v, i);
@@ -132,8 +141,10 @@ static int sort_elements(int flt, const void *v, int64_t n, int64_t *order)
         uint64_t *tk = ks; ks = kd; kd = tk;
         int64_t *ti = is; is = id; id = ti;
     }
-    if (is != order)
+    if (is != order) {
         memcpy(order, is, sizeof(int64_t) * (size_t)n);
+        memcpy(keys, ks, sizeof(uint64_t) * (size_t)n);
+    }
     Py_END_ALLOW_THREADS
     PyMem_Free(k);
     PyMem_Free(ix);
@@ -214,6 +225,7 @@ static PyObject *unique_impl(TensorObject *x, int dim, int want_inv, int want_cn
     int flt = cddp_is_floating(x->dtype);
     TensorObject *w = NULL, *vals = NULL, *inv = NULL, *cnt = NULL;
     int64_t S, M, G = 0, *order = NULL, *first = NULL;
+    uint64_t *keys = NULL;
     PyObject *res = NULL;
     cmp_ctx c;
     if (dim < 0) {                   /* the elements in C order, as a (n,) copy */
@@ -242,7 +254,12 @@ static PyObject *unique_impl(TensorObject *x, int dim, int want_inv, int want_cn
     c.v = cddp_data(w);
     c.M = M;
     if (M == 1) {
-        if (sort_elements(flt, c.v, S, order) < 0)
+        keys = PyMem_Malloc(sizeof(uint64_t) * (size_t)(S + 1));
+        if (!keys) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (sort_elements(flt, c.v, S, order, keys) < 0)
             goto done;
     } else {
         for (int64_t i = 0; i < S; i++)
@@ -253,8 +270,13 @@ static PyObject *unique_impl(TensorObject *x, int dim, int want_inv, int want_cn
     }
     {
         int64_t *iv = (int64_t *)(void *)cddp_data(inv);
+        /* groups: sorted keys compare sequentially (each NaN its own group); slices
+         * compare their values */
+        uint64_t nk = nan_key();
         for (int64_t k = 0; k < S; k++) {
-            if (k == 0 || !same(&c, order[k - 1], order[k]))
+            int fresh = k == 0 || (keys ? keys[k] != keys[k - 1] || (flt && keys[k] == nk)
+                                        : !same(&c, order[k - 1], order[k]));
+            if (fresh)
                 first[G++] = order[k];
             iv[order[k]] = G - 1;
         }
@@ -283,6 +305,7 @@ done:
     Py_XDECREF(cnt);
     PyMem_Free(order);
     PyMem_Free(first);
+    PyMem_Free(keys);
     return res;
 }
 
