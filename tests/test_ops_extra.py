@@ -826,3 +826,56 @@ def test_vs_torch_error_kinds(torch):
                 f(torch)
             assert ce.type is te.type, (ce.value, te.value)
             assert str(ce.value)[:40] == str(te.value)[:40], (ce.value, te.value)
+
+
+# ---- degenerate inputs: a result or a Python exception, never a crash ----------------------
+
+
+def _edge_cases():
+    E, Z, B = cddp.zeros(0, 3), cddp.tensor(2.5), cddp.ones(*([1] * 12))
+    i64 = cddp.int64
+    return [
+        (lambda: E.tril(), (0, 3)), (lambda: E.diagonal(), (0,)), (lambda: cddp.diag_embed(E), (0, 3, 3)),
+        (lambda: E.repeat(2, 2), (0, 6)), (lambda: E.repeat_interleave(3, dim=0), (0, 3)),
+        (lambda: E.roll(1, 0), (0, 3)), (lambda: E.flip(0), (0, 3)), (lambda: E.cumprod(1), (0, 3)),
+        (lambda: cddp.cummax(E, 0)[0], (0, 3)), (lambda: E.nonzero(), (0, 2)),
+        (lambda: E.masked_select(E > 0), (0,)), (lambda: cddp.take(E, cddp.zeros(0, dtype=i64)), (0,)),
+        (lambda: E.index_add(1, cddp.zeros(0, dtype=i64), cddp.zeros(0, 0)), (0, 3)),
+        (lambda: E.scatter_reduce(0, cddp.zeros(0, 3, dtype=i64), E, "prod"), (0, 3)),
+        (lambda: cddp.einsum("ij,jk->ik", E, cddp.zeros(3, 0)), (0, 0)),
+        (lambda: cddp.unique(E, dim=1, return_inverse=True)[1], (3,)),
+        (lambda: cddp.searchsorted(cddp.zeros(0), cddp.ones(3)), (3,)),
+        (lambda: cddp.addbmm(cddp.zeros(2, 3), cddp.zeros(0, 2, 4), cddp.zeros(0, 4, 3)), (2, 3)),
+        (lambda: Z.repeat_interleave(3), (3,)), (lambda: Z.roll(2), ()), (lambda: Z.cumprod(0), ()),
+        (lambda: Z.nonzero(as_tuple=True)[0], (1,)), (lambda: cddp.take(Z, cddp.tensor([0, -1])), (2,)),
+        (lambda: Z.index_add(0, cddp.tensor([0]), cddp.tensor(1.0)), ()),
+        (lambda: Z.scatter_reduce(0, cddp.tensor([0]), cddp.tensor([3.0]), "sum"), ()),
+        (lambda: cddp.einsum(",->", Z, Z), ()), (lambda: cddp.unique(Z), (1,)),
+        (lambda: B.movedim(0, -1), (1,) * 12), (lambda: B.flip(tuple(range(12))), (1,) * 12),
+        (lambda: F_ce(cddp.ones(2, 3, 0), cddp.zeros(2, 0, dtype=i64)), ()),
+        (lambda: B.repeat_interleave(2, dim=0), ValueError), (lambda: cddp.diag_embed(B), ValueError),
+        (lambda: B.repeat(*([1] * 13)), ValueError),
+        (lambda: cddp.einsum("abcdefghijkl,m->abcdefghijklm", B, cddp.ones(2)), ValueError),
+        (lambda: cddp.einsum("i", 3), TypeError), (lambda: cddp.einsum("i"), ValueError),
+        (lambda: cddp.einsum("i" * 20, cddp.ones(2)), RuntimeError),
+        (lambda: cddp.einsum(".i", cddp.ones(2)), RuntimeError),
+        (lambda: cddp.histc(cddp.tensor([1.0, float("inf")])), RuntimeError),
+        (lambda: cddp.searchsorted(cddp.tensor([1, 2]), cddp.tensor([1]), sorter=cddp.tensor([5, 0])),
+         RuntimeError),
+        (lambda: cddp.tensor([1.0]).scatter_reduce(0, cddp.tensor([3]), cddp.tensor([1.0]), "sum"),
+         RuntimeError),
+        (lambda: cddp.tensor([[1.0, 2.0]])[range(5)], IndexError),
+    ]
+
+
+def F_ce(x, y):
+    return cddp.nn.functional.cross_entropy(x, y)
+
+
+def test_edge_inputs_give_results_or_exceptions():
+    for k, (f, want) in enumerate(_edge_cases()):
+        if isinstance(want, type):
+            with pytest.raises(want):
+                f()
+        else:
+            assert tuple(f().shape) == want, k
