@@ -371,3 +371,26 @@ def test_losses_vs_torch(torch, reduction):
         ]
         for f, arrays, grads in cases:
             _vs_torch(torch, f, arrays, [bool(g) for g in grads])
+
+
+def test_float32_and_noncontiguous_inputs():
+    x, y = R(4, 6), R(4, 6)
+    xt = t(np.ascontiguousarray(x.T)).t()              # a transposed view
+    assert not xt.is_contiguous()
+    for f, want in [
+        (lambda a, b: F.huber_loss(a, b, delta=0.5), ref_huber(x, y, 0.5).mean()),
+        (lambda a, b: F.triplet_margin_loss(a, b, b * 2), ref_triplet(x, y, 2 * y, 1.0, 2, 1e-6,
+                                                                       False).mean()),
+        (lambda a, b: F.cosine_embedding_loss(a, b, t(np.ones(4))),
+         ref_cosine(x, y, np.ones(4), 0).mean()),
+        (lambda a, b: F.kl_div(a, b.abs(), reduction="batchmean"),
+         ref_kl(x, np.abs(y), False).sum() / 4),
+    ]:
+        np.testing.assert_allclose(n(f(xt, t(y))), want, rtol=1e-12)
+        got = f(t(x.astype(np.float32)), t(y.astype(np.float32)))
+        assert got.dtype == cddp.float32
+        np.testing.assert_allclose(n(got), want, rtol=1e-5)
+    g = t(np.ascontiguousarray(x.T), requires_grad=True)
+    F.smooth_l1_loss(g.t(), t(y), beta=0.3).backward()
+    want = np.where(np.abs(x - y) < 0.3, (x - y) / 0.3, np.sign(x - y)) / x.size
+    np.testing.assert_allclose(n(g.grad), want.T, rtol=1e-12)

@@ -288,6 +288,17 @@ def test_cumprod_matches_numpy(layout):
     assert n(t(np.array(2.5)).cumprod(0)) == 2.5
 
 
+def test_cumprod_inplace():
+    a = R(3, 4)
+    a[1, 2] = 0.0
+    x = t(a)
+    assert x.cumprod_(1) is x
+    np.testing.assert_allclose(n(x), np.cumprod(a, 1), rtol=1e-12)
+    gradcheck(lambda z: (z * 1).cumprod_(0), a)
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        t(a, requires_grad=True).cumprod_(0)
+
+
 @pytest.mark.parametrize("zeros", [[], [2], [0], [1, 3], [4]])
 def test_cumprod_gradient_with_zeros(zeros):
     a = R(2, 5)
@@ -569,6 +580,7 @@ def test_addmm_family_gradients():
     gradcheck(lambda i, m, v: cddp.addmv(i, m, v, beta=3), R(1), R(3, 2), R(2))
     gradcheck(lambda i, a, b: cddp.addr(i, a, b, beta=0.5, alpha=2), R(3, 2), R(3), R(2))
     gradcheck(lambda i, a, b: (i * 1).addmv_(a, b), R(3), R(3, 2), R(2))
+    gradcheck(lambda i, a, b: cddp.addmv_(i * 1, a, b, alpha=2), R(3), R(3, 2), R(2))
 
 
 def test_addmm_family_errors():
@@ -611,6 +623,19 @@ def test_unique_matches_numpy():
     assert n(cddp.unique(t(np.zeros(0)))).shape == (0,)
     nan = n(cddp.unique(t(np.array([2.0, np.nan, 1.0, np.nan]))))
     assert nan[:2].tolist() == [1.0, 2.0] and np.isnan(nan[2:]).all()   # NaNs stay distinct
+
+
+def test_unique_consecutive():
+    a = np.array([1, 1, 2, 2, 3, 1, 1, 2])
+    v, i, c = cddp.unique_consecutive(t(a), return_inverse=True, return_counts=True)
+    assert n(v).tolist() == [1, 2, 3, 1, 2]
+    assert n(i).tolist() == [0, 0, 1, 1, 2, 3, 3, 4]
+    assert n(c).tolist() == [2, 2, 1, 2, 1]
+    rows = np.array([[1, 2], [1, 2], [3, 4], [1, 2]])
+    v, c = t(rows).unique_consecutive(dim=0, return_counts=True)
+    assert n(v).tolist() == [[1, 2], [3, 4], [1, 2]] and n(c).tolist() == [2, 1, 1]
+    nan = n(cddp.unique_consecutive(t(np.array([np.nan, np.nan, 1.0]))))
+    assert nan.shape == (3,)                           # NaN != NaN: no run
 
 
 def test_searchsorted_bucketize_isin_match_numpy():
@@ -799,7 +824,8 @@ def test_vs_torch_index_results(torch):
               lambda m, x: m.bucketize(x, m.tensor([-1, 0, 2])),
               lambda m, x: m.isin(x, m.tensor([0, 2])),
               lambda m, x: m.bincount(x.reshape(-1) + 2, minlength=7),
-              lambda m, x: m.cummin(x, 1).indices):
+              lambda m, x: m.cummin(x, 1).indices,
+              lambda m, x: m.unique_consecutive(x.reshape(-1), return_counts=True)[1]):
         got, want = f(cddp, t(a)), f(torch, torch.tensor(a))
         np.testing.assert_array_equal(n(got), want.numpy())
 

@@ -429,6 +429,10 @@ static PyObject *addx_binding(int kind, PyObject *self, PyObject *const *args, P
 KIND(baddbmm, K_BADDBMM)
 KIND(addbmm, K_ADDBMM)
 KIND(addmv, K_ADDMV)
+static PyObject *m_addmv_(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObject *kw)
+{
+    return addx_binding(K_ADDMV, NULL, a, n, kw, 1);
+}
 KIND(addr, K_ADDR)
 
 #define FK (METH_FASTCALL | METH_KEYWORDS)
@@ -448,6 +452,7 @@ PyMethodDef cddp_addmm_family_module_methods[] = {
     {"baddbmm", FN(m_baddbmm), FK, "baddbmm(input, batch1, batch2, *, beta=1, alpha=1)"},
     {"addbmm", FN(m_addbmm), FK, "addbmm(input, batch1, batch2, *, beta=1, alpha=1)"},
     {"addmv", FN(m_addmv), FK, "addmv(input, mat, vec, *, beta=1, alpha=1)"},
+    {"addmv_", FN(m_addmv_), FK, "addmv_(input, mat, vec, *, beta=1, alpha=1): in place"},
     {"addr", FN(m_addr), FK, "addr(input, vec1, vec2, *, beta=1, alpha=1)"},
     {NULL},
 };

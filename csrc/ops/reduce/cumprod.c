@@ -2,6 +2,7 @@
  *
  * Mirrors torch:
  *   cumprod(input, dim, *, dtype=None)     CumprodBackward0, zeros in the input included
+ *   Tensor.cumprod_(dim)                   in place (the backward keeps the old values)
  *   cummax / cummin(input, dim)            (values, indices); CummaxBackward0 / CumminBackward0
  * The C entry points are cddp._C._cumprod / _cummax / _cummin; cddp/_ops.py gives cummax and
  * cummin their return_types-like named result, cumprod is exported as it is.
@@ -164,6 +165,49 @@ done:
     return (PyObject *)res;
 }
 
+/* Tensor.cumprod_: the values computed without history, written into x; the node's edge is
+ * x's history before the write and it keeps a copy of the old values for the backward. */
+static PyObject *cumprod_inplace(TensorObject *x, PyObject *dimo, PyObject *dto)
+{
+    TensorObject *old = NULL, *vals;
+    NodeObject *node = NULL;
+    int d, err = 0, saved = cddp_grad_enabled;
+    if (cddp_grad_enabled && x->requires_grad && !x->grad_fn) {
+        PyErr_SetString(PyExc_RuntimeError, "a leaf Variable that requires grad is being used "
+                        "in an in-place operation.");
+        return NULL;
+    }
+    if (dimo && cddp_reduce_int_dim("cumprod_", dimo, x->ndim, &d) < 0)
+        return NULL;
+    cddp_grad_enabled = 0;
+    vals = (TensorObject *)cumprod_impl(x, dimo, dto);
+    cddp_grad_enabled = saved;
+    if (!vals)
+        return NULL;
+    if (cddp_is_floating(x->dtype)) {
+        node = cddp_maybe_node("CumprodBackward0", cumprod_backward, 1, &x, &err);
+        if (!err && node) {
+            old = cddp_tensor_new(x->dtype, x->ndim, x->shape, 0);
+            err = !old || cddp_copy_into(old, x) < 0 || cddp_node_save(node, 0, old) < 0;
+            node->i[0] = x->ndim ? 1u << d : 0;          /* the plan cumprod_impl used */
+            node->i[1] = 1;
+        }
+    }
+    if (err || cddp_copy_into(x, vals) < 0) {
+        Py_XDECREF(node);
+        Py_XDECREF(old);
+        Py_DECREF(vals);
+        return NULL;
+    }
+    if (node) {
+        cddp_set_history(x, node, 0);
+        Py_DECREF(node);
+    }
+    Py_XDECREF(old);
+    Py_DECREF(vals);
+    return Py_NewRef((PyObject *)x);
+}
+
 /* ---- cummax / cummin ------------------------------------------------------------------ */
 
 /* values y and int64 indices ix of the running best along R; ismin picks <= over >=. */
@@ -298,6 +342,20 @@ static PyObject *t_cumprod(PyObject *self, PyObject *const *args, Py_ssize_t nar
     return cumprod_impl((TensorObject *)self, a[0], a[1]);
 }
 
+static PyObject *t_cumprod_(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames)
+{
+    static const char *const names[] = {"dim", "dtype"};
+    PyObject *a[2];
+    if (cddp_reduce_args("cumprod_", args, nargs, kwnames, names, 2, 1, a) < 0)
+        return NULL;
+    if (!a[0]) {
+        PyErr_SetString(PyExc_TypeError, "cumprod_() missing required argument 'dim' (pos 1)");
+        return NULL;
+    }
+    return cumprod_inplace((TensorObject *)self, a[0], a[1]);
+}
+
 static PyObject *m_cumprod(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {
@@ -340,6 +398,7 @@ static PyObject *m_cummin(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObjec
 
 PyMethodDef cddp_cumprod_tensor_methods[] = {
     {"cumprod", FN(t_cumprod), FC, "cumprod(dim, *, dtype=None)"},
+    {"cumprod_", FN(t_cumprod_), FC, "in-place cumprod"},
     {NULL},
 };
 

@@ -220,7 +220,7 @@ done:
 }
 
 /* dim < 0: flattened. Returns values or the tuple torch returns. */
-static PyObject *unique_impl(TensorObject *x, int dim, int want_inv, int want_cnt)
+static PyObject *unique_impl(TensorObject *x, int dim, int want_inv, int want_cnt, int consec)
 {
     int flt = cddp_is_floating(x->dtype);
     TensorObject *w = NULL, *vals = NULL, *inv = NULL, *cnt = NULL;
@@ -253,7 +253,10 @@ static PyObject *unique_impl(TensorObject *x, int dim, int want_inv, int want_cn
     c.flt = flt;
     c.v = cddp_data(w);
     c.M = M;
-    if (M == 1) {
+    if (consec) {                    /* unique_consecutive: runs in the given order */
+        for (int64_t i = 0; i < S; i++)
+            order[i] = i;
+    } else if (M == 1) {
         keys = PyMem_Malloc(sizeof(uint64_t) * (size_t)(S + 1));
         if (!keys) {
             PyErr_NoMemory();
@@ -309,37 +312,43 @@ done:
     return res;
 }
 
-/* unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None) */
+/* unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None), or
+ * (consec) unique_consecutive(input, return_inverse=False, return_counts=False, dim=None) */
 static PyObject *unique_binding(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                                PyObject *kw)
+                                PyObject *kw, int consec)
 {
-    static const char *const names[] = {"input", "sorted", "return_inverse", "return_counts",
-                                        "dim"};
+    static const char *const unames[] = {"input", "sorted", "return_inverse", "return_counts",
+                                         "dim"};
+    static const char *const cnames[] = {"input", "", "return_inverse", "return_counts", "dim"};
+    const char *const *names = consec ? cnames : unames;
+    const char *fn = consec ? "unique_consecutive" : "unique";
+    static const int useq[] = {0, 1, 2, 3, 4}, cseq[] = {0, 2, 3, 4};
+    const int *seq = consec ? cseq : useq;      /* the slot of each positional argument */
     PyObject *a[5] = {self, NULL, NULL, NULL, NULL};
-    int off = self ? 1 : 0, flags[3] = {1, 0, 0}, dim = -1;
+    int first = self ? 1 : 0, npos = consec ? 4 : 5, flags[3] = {1, 0, 0}, dim = -1;
     Py_ssize_t nkw = kw ? PyTuple_GET_SIZE(kw) : 0;
     TensorObject *x;
-    if (nargs > 5 - off) {
-        PyErr_Format(PyExc_TypeError, "unique() takes at most %d arguments (%zd given)", 5 - off,
-                     nargs);
+    if (nargs > npos - first) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments (%zd given)", fn,
+                     npos - first, nargs);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nargs; i++)
-        a[i + off] = args[i];
+        a[seq[first + i]] = args[i];
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *key = PyTuple_GET_ITEM(kw, k);
-        int i = off;
+        int i = self ? 1 : 0;
         while (i < 5 && PyUnicode_CompareWithASCIIString(key, names[i]) != 0)
             i++;
         if (i == 5 || a[i]) {
-            PyErr_Format(PyExc_TypeError, i == 5 ? "unique() got an unexpected keyword argument "
-                         "'%U'" : "unique() got multiple values for argument '%U'", key);
+            PyErr_Format(PyExc_TypeError, i == 5 ? "%s() got an unexpected keyword argument "
+                         "'%U'" : "%s() got multiple values for argument '%U'", fn, key);
             return NULL;
         }
         a[i] = args[nargs + k];
     }
     if (!a[0] || !cddp_tensor_check(a[0])) {
-        PyErr_Format(PyExc_TypeError, "unique(): argument 'input' must be Tensor, not %s",
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'input' must be Tensor, not %s", fn,
                      a[0] ? Py_TYPE(a[0])->tp_name : "nothing");
         return NULL;
     }
@@ -359,17 +368,29 @@ static PyObject *unique_binding(PyObject *self, PyObject *const *args, Py_ssize_
         }
         dim = (int)(d < 0 ? d + n : d);
     }
-    return unique_impl(x, dim, flags[1], flags[2]);
+    return unique_impl(x, dim, flags[1], flags[2], consec);
 }
 
 static PyObject *t_unique(PyObject *s, PyObject *const *a, Py_ssize_t n, PyObject *kw)
 {
-    return unique_binding(s, a, n, kw);
+    return unique_binding(s, a, n, kw, 0);
 }
 
 static PyObject *m_unique(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObject *kw)
 {
-    return unique_binding(NULL, a, n, kw);
+    return unique_binding(NULL, a, n, kw, 0);
+}
+
+static PyObject *t_unique_consecutive(PyObject *s, PyObject *const *a, Py_ssize_t n,
+                                      PyObject *kw)
+{
+    return unique_binding(s, a, n, kw, 1);
+}
+
+static PyObject *m_unique_consecutive(PyObject *m, PyObject *const *a, Py_ssize_t n,
+                                      PyObject *kw)
+{
+    return unique_binding(NULL, a, n, kw, 1);
 }
 
 #define FK (METH_FASTCALL | METH_KEYWORDS)
@@ -378,11 +399,15 @@ static PyObject *m_unique(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObjec
 PyMethodDef cddp_unique_tensor_methods[] = {
     {"unique", FN(t_unique), FK,
      "unique(sorted=True, return_inverse=False, return_counts=False, dim=None)"},
+    {"unique_consecutive", FN(t_unique_consecutive), FK,
+     "unique_consecutive(return_inverse=False, return_counts=False, dim=None)"},
     {NULL},
 };
 
 PyMethodDef cddp_unique_module_methods[] = {
     {"unique", FN(m_unique), FK,
      "unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None)"},
+    {"unique_consecutive", FN(m_unique_consecutive), FK,
+     "unique_consecutive(input, return_inverse=False, return_counts=False, dim=None)"},
     {NULL},
 };
