@@ -70,6 +70,9 @@ else:
 
     from . import _tensor_py  # noqa: F401  (a few Python-level Tensor properties)
     from ._extras import allclose, isclose, equal, sort, argsort, topk  # noqa: F401
+    from ._ops import (cummax, cummin, take_along_dim, meshgrid, cartesian_prod,  # noqa: F401
+                       atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
+                       vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron)
     from . import nn, optim, utils, cuda, backends  # noqa: F401
     from .serialization import save, load  # noqa: F401
 

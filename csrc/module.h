@@ -50,5 +50,24 @@ extern PyMethodDef cddp_rnn_module_methods[];       /* nn/rnn/rnn.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
 extern PyMethodDef cddp_store_module_methods[];     /* distributed/python/py_store.c */
 extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.c */
+/* the extra tensor ops of the "real models" work, one pair per file */
+extern PyMethodDef cddp_tri_tensor_methods[];       /* ops/shape/tri.c */
+extern PyMethodDef cddp_tri_module_methods[];
+extern PyMethodDef cddp_repeat_tensor_methods[];    /* ops/shape/repeat.c */
+extern PyMethodDef cddp_repeat_module_methods[];
+extern PyMethodDef cddp_cumprod_tensor_methods[];   /* ops/reduce/cumprod.c */
+extern PyMethodDef cddp_cumprod_module_methods[];
+extern PyMethodDef cddp_nonzero_tensor_methods[];   /* ops/index/nonzero.c */
+extern PyMethodDef cddp_nonzero_module_methods[];
+extern PyMethodDef cddp_index_ops_tensor_methods[]; /* ops/index/index_ops.c */
+extern PyMethodDef cddp_index_ops_module_methods[];
+extern PyMethodDef cddp_addmm_family_tensor_methods[];  /* ops/linalg/addmm_family.c */
+extern PyMethodDef cddp_addmm_family_module_methods[];
+extern PyMethodDef cddp_einsum_module_methods[];    /* ops/linalg/einsum.c */
+extern PyMethodDef cddp_unique_tensor_methods[];    /* ops/search/unique.c */
+extern PyMethodDef cddp_unique_module_methods[];
+extern PyMethodDef cddp_search_tensor_methods[];    /* ops/search/search.c */
+extern PyMethodDef cddp_search_module_methods[];
+extern PyMethodDef cddp_loss_extra_module_methods[];   /* nn/loss_extra.c */
 
 #endif

@@ -5,5 +5,9 @@ from .modules import (Module, Sequential, ModuleList, ModuleDict, ParameterList,
                       Flatten, CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
                       BCEWithLogitsLoss)
 from .modules import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
+from .modules import (SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss,  # noqa: F401
+                      GaussianNLLLoss, HingeEmbeddingLoss, SoftMarginLoss,
+                      MultiLabelSoftMarginLoss, MarginRankingLoss, CosineEmbeddingLoss,
+                      TripletMarginLoss)
 from . import functional, init, utils, parallel  # noqa: F401
 from .parallel import DataParallel

@@ -149,3 +149,129 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _check_tensor(target, "target")
     return _C._bce_with_logits(input, target, weight, pos_weight,
                                _reduction(reduction, size_average, reduce))
+
+
+# ---- the losses of csrc/nn/loss_extra.c: one pointwise and one row engine --------------------
+
+_SMOOTH_L1, _HUBER, _KL_DIV, _POISSON_NLL, _GAUSSIAN_NLL, _HINGE, _SOFT_MARGIN, _RANKING, \
+    _MULTILABEL_SOFT_MARGIN = range(9)
+_COSINE_EMBEDDING, _TRIPLET = range(2)
+
+
+def _check_tensors(**named):
+    for name, x in named.items():
+        _check_tensor(x, name)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+                   beta=1.0):
+    _check_tensors(input=input, target=target)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    _warn_broadcast(input, target)
+    red = _reduction(reduction, size_average, reduce)
+    if beta == 0.0:                  # torch: beta == 0 is exactly l1_loss
+        return _C._l1_loss(input, target, red)
+    return _C._pointwise_loss(_SMOOTH_L1, input, target, None, red, float(beta), 0.0, 0)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):  # noqa: A002
+    _check_tensors(input=input, target=target)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    _warn_broadcast(input, target)
+    if weight is not None:
+        loss = _C._pointwise_loss(_HUBER, input, target, None, 0, float(delta), 0.0, 0) * weight
+        return {"none": loss, "mean": loss.mean(), "sum": loss.sum()}[reduction]
+    return _C._pointwise_loss(_HUBER, input, target, None, _reduction(reduction), float(delta),
+                              0.0, 0)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+           log_target=False):
+    _check_tensors(input=input, target=target)
+    if reduction == "batchmean":
+        red = 3
+    else:
+        red = _reduction(reduction, size_average, reduce)
+        if red == 1:
+            warnings.warn("reduction: 'mean' divides the total loss by both the batch size and "
+                          "the support size.'batchmean' divides only by the batch size, and "
+                          "aligns with the KL div math definition.'mean' will be changed to "
+                          "behave the same as 'batchmean' in the next major release.",
+                          UserWarning, stacklevel=2)
+    return _C._pointwise_loss(_KL_DIV, input, target, None, red, 0.0, 0.0, int(bool(log_target)))
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None,  # noqa: A002
+                     eps=1e-8, reduce=None, reduction="mean"):
+    _check_tensors(input=input, target=target)
+    red = _reduction(reduction, size_average, reduce)
+    return _C._pointwise_loss(_POISSON_NLL, input, target, None, red, float(eps), 0.0,
+                              int(bool(log_input)) | (2 if full else 0))
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):  # noqa: A002
+    _check_tensors(input=input, target=target)
+    if not isinstance(var, Tensor):   # a number: one variance for every element
+        var = _C.full(tuple(input.shape), float(var), dtype=input.dtype)
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):      # homoscedastic: one per row
+            var = var.unsqueeze(-1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    if bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    return _C._pointwise_loss(_GAUSSIAN_NLL, input, target, var, _reduction(reduction),
+                              float(eps), 0.0, 2 if full else 0)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,  # noqa: A002
+                         reduction="mean"):
+    _check_tensors(input=input, target=target)
+    return _C._pointwise_loss(_HINGE, input, target, None,
+                              _reduction(reduction, size_average, reduce), float(margin), 0.0, 0)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
+    _check_tensors(input=input, target=target)
+    if target.requires_grad and _C.is_grad_enabled():
+        raise RuntimeError("The function 'soft_margin_loss' is not differentiable with respect "
+                           "to argument 'target'. This input cannot have requires_grad True.")
+    return _C._pointwise_loss(_SOFT_MARGIN, input, target, None,
+                              _reduction(reduction, size_average, reduce), 0.0, 0.0, 0)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    _check_tensors(input1=input1, input2=input2, target=target)
+    if not input1.dim() == input2.dim() == target.dim():
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
+                           f"but got sizes: input1: {input1.shape}, input2: {input2.shape}, "
+                           f"target: {target.shape} ")
+    return _C._pointwise_loss(_RANKING, input1, input2, target,
+                              _reduction(reduction, size_average, reduce), float(margin), 0.0, 0)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  # noqa: A002
+                                reduce=None, reduction="mean"):
+    _check_tensors(input=input, target=target)
+    return _C._pointwise_loss(_MULTILABEL_SOFT_MARGIN, input, target, weight,
+                              _reduction(reduction, size_average, reduce), 0.0, 0.0, 0)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    _check_tensors(input1=input1, input2=input2, target=target)
+    return _C._row_loss(_COSINE_EMBEDDING, input1, input2, target,
+                        _reduction(reduction, size_average, reduce), float(margin), 2.0, 0.0, 0)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    _check_tensors(anchor=anchor, positive=positive, negative=negative)
+    return _C._row_loss(_TRIPLET, anchor, positive, negative,
+                        _reduction(reduction, size_average, reduce), float(margin), float(p),
+                        float(eps), int(bool(swap)))

@@ -5,3 +5,6 @@ from .activation import ReLU, Tanh, Sigmoid, Softmax, LogSoftmax
 from .dropout import Dropout, Flatten
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
+from .loss import (SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss, GaussianNLLLoss,
+                   HingeEmbeddingLoss, SoftMarginLoss, MultiLabelSoftMarginLoss,
+                   MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss)
