@@ -37,7 +37,7 @@ except Exception:                      # noqa: BLE001 — any import problem: pl
 ProcessGroupCPU, Work, DistBackendError, DistTimeoutError = _C._pg_types(_DistErrorBase)
 
 __all__ = [
-    "Backend", "ReduceOp", "GroupMember", "group", "ProcessGroup", "Work", "P2POp",
+    "Backend", "get_default_backend_for_device", "ReduceOp", "GroupMember", "group", "ProcessGroup", "Work", "P2POp",
     "DistBackendError", "DistTimeoutError",
     "init_process_group", "destroy_process_group", "is_initialized", "is_available",
     "is_gloo_available", "is_nccl_available", "is_mpi_available", "is_ucc_available",
@@ -89,6 +89,22 @@ class Backend(str):
         if not isinstance(name, str):
             raise ValueError(f"Backend name must be a string, but got: {name}")
         return str.__new__(cls, name.lower())
+
+
+# torch's device -> default backend table; on cddp "nccl" is the CPU engine until a GPU build
+Backend.default_device_backend_map = {"cpu": Backend.GLOO, "cuda": Backend.NCCL}
+
+
+def get_default_backend_for_device(device):
+    """torch.distributed.get_default_backend_for_device: 'gloo' for cpu, 'nccl' for cuda."""
+    kind = device if isinstance(device, str) else getattr(device, "type", None)
+    if not isinstance(kind, str):
+        raise TypeError(f"get_default_backend_for_device: expected a str or device, got "
+                        f"{type(device).__name__}")
+    kind = kind.split(":")[0]
+    if kind not in Backend.default_device_backend_map:
+        raise ValueError(f"Default backend not registered for device : {kind}")
+    return Backend.default_device_backend_map[kind]
 
 
 class _NonMember:
