@@ -524,6 +524,8 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     name_b = _backend_name(backend) if backend is not None else _world.backend
     timeout = _timedelta(timeout) or datetime.timedelta(seconds=world._c.timeout)
     me = world.rank()
+    if not use_local_synchronization:
+        _check_members(world, ranks)
     if me not in ranks:
         return GroupMember.NON_GROUP_MEMBER
     gname = f"{world.group_name}.sub{_world.count}"
@@ -532,6 +534,31 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     pg = ProcessGroup(cpg, ranks, name_b, gname, _world.store)
     _world.groups.append(pg)
     return pg
+
+
+def _check_members(world, ranks):
+    """Every rank of the world passes its member list (a bit mask) through one all_gather; a
+    disagreement raises DistBackendError on every rank naming the lists, instead of ranks
+    building groups of different sizes that cannot meet."""
+    n = world.size()
+    words = (n + 63) // 64
+    mask = np.zeros(words, np.uint64)
+    for r in ranks:
+        mask[r // 64] |= np.uint64(1) << np.uint64(r % 64)
+    out = _from_np(np.zeros(n * words, np.int64))
+    world._c.allgather(out, _from_np(mask.view(np.int64)), True)
+    rows = _np(out).view(np.uint64).reshape(n, words)
+    if (rows == rows[0]).all():
+        return
+    lists = {}
+    for r in range(n):
+        members = tuple(i for i in range(n) if int(rows[r, i // 64]) >> (i % 64) & 1)
+        lists.setdefault(members, []).append(r)
+    said = "; ".join(f"rank{'s' if len(who) > 1 else ''} {', '.join(map(str, who))} passed "
+                     f"{list(members)}" for members, who in lists.items())
+    raise DistBackendError(f"new_group #{_world.count}: the ranks disagree on the group's "
+                           f"members: {said}. Every rank must call new_group with the same ranks, "
+                           "in the same order")
 
 
 def destroy_process_group(group=None):
