@@ -4,7 +4,8 @@
  * TCPStore / PrefixStore on these and adds timedelta handling and torch's signatures.
  *
  *   _C._store_server_start(host, port, token=None, listen_fd=-1) -> _StoreServer
- *       .port, .close(), .stats() -> (clients connected, clients dropped for bad frames)
+ *       .port, .close(), .stats() -> (clients connected, clients dropped for bad frames,
+ *                                     connections closed before HELLO to make room)
  *   _C._store_client_connect(host, port, token=None, timeout=300.0) -> _StoreClient
  *       .set(k, v) .get(k) -> bytes .add(k, n) -> int .wait(keys, timeout=None)
  *       .check(keys) -> bool .compare_set(k, expected, desired) -> bytes
@@ -183,10 +184,10 @@ static PyObject *server_close(ServerObject *self, PyObject *unused)
 
 static PyObject *server_stats(ServerObject *self, PyObject *unused)
 {
-    int64_t clients = 0, dropped = 0;
+    int64_t clients = 0, dropped = 0, evicted = 0;
     if (self->srv)
-        cddp_store_server_stats(self->srv, &clients, &dropped);
-    return Py_BuildValue("LL", (long long)clients, (long long)dropped);
+        cddp_store_server_stats(self->srv, &clients, &dropped, &evicted);
+    return Py_BuildValue("LLL", (long long)clients, (long long)dropped, (long long)evicted);
 }
 
 static PyObject *server_get_port(ServerObject *self, void *unused)
@@ -201,7 +202,8 @@ static PyObject *server_get_closed(ServerObject *self, void *unused)
 
 static PyMethodDef server_methods[] = {
     {"close", (PyCFunction)server_close, METH_NOARGS, "stop the server thread, close its sockets"},
-    {"stats", (PyCFunction)server_stats, METH_NOARGS, "(clients connected, clients dropped)"},
+    {"stats", (PyCFunction)server_stats, METH_NOARGS,
+     "(clients connected, clients dropped, connections evicted before HELLO)"},
     {NULL},
 };
 

@@ -12,6 +12,12 @@
  *             a GET/WAIT whose keys are missing stays parked (its frame kept unconsumed)
  *             and is rerun after every change to the map, or answered TIMEOUT at its deadline
  *
+ * Unauthenticated peers are bounded twice: each by HELLO_DEADLINE_MS, and all together by
+ * s->max_unauthed (a quarter of RLIMIT_NOFILE): accepting one more closes the oldest one still
+ * without HELLO, so bare connections can neither exhaust the process's descriptors (its own
+ * open() calls) nor keep a legitimate client waiting in the backlog. A new connection's HELLO
+ * is read at once when it is already there, so a real client is never the one counted.
+ *
  * Per client at most one request is in flight: a client's next frame is not read while a
  * reply is unsent or a request is parked, so buffers stay bounded by one frame each, and a
  * peer that never reads cannot make the server queue replies. Buffers grow as bytes arrive,
@@ -34,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -256,6 +263,28 @@ static void rerun_parked(cddp_store_server *s, int64_t now)
 
 /* ---- the loop ------------------------------------------------------------------------- */
 
+/* Room for one more connection without HELLO: close the oldest such one when max_unauthed
+ * are waiting (conns are kept in accept order). */
+static void evict_unauthed(cddp_store_server *s)
+{
+    size_t waiting = 0;
+    store_conn *oldest = NULL;
+    for (size_t i = 0; i < s->nconns; i++) {
+        store_conn *c = s->conns[i];
+        if (c->dead || c->authed || c->closing)
+            continue;
+        if (!oldest)
+            oldest = c;
+        waiting++;
+    }
+    if (oldest && waiting >= s->max_unauthed) {
+        oldest->dead = 1;
+        close(oldest->fd);                   /* now: the descriptor is what is scarce */
+        oldest->fd = -1;
+        __atomic_add_fetch(&s->n_evicted, 1, __ATOMIC_RELAXED);
+    }
+}
+
 static void accept_clients(cddp_store_server *s, int64_t now)
 {
     for (int i = 0; i < 64; i++) {
@@ -289,6 +318,11 @@ static void accept_clients(cddp_store_server *s, int64_t now)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
         c->deadline = now + HELLO_DEADLINE_MS;
+        if (conn_read(c) < 0)                /* its HELLO is usually here already */
+            c->dead = 1;
+        conn_service(s, c, now);
+        if (!c->dead && !c->authed && !c->closing)
+            evict_unauthed(s);
         s->conns[s->nconns++] = c;
     }
 }
@@ -460,6 +494,17 @@ static int open_listener(const char *host, int port, char *err, size_t errlen)
     return fd;
 }
 
+/* How many connections may wait for their HELLO at once: a quarter of the descriptors this
+ * process may open, within [16, 1024]. */
+static size_t unauthed_cap(void)
+{
+    struct rlimit rl;
+    rlim_t cap = 256;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        cap = rl.rlim_cur / 4;
+    return cap < 16 ? 16 : cap > 1024 ? 1024 : (size_t)cap;
+}
+
 int cddp_store_server_start(const char *host, int port, int listen_fd, const uint8_t *token,
                             size_t token_len, cddp_store_server **out, char *err, size_t errlen)
 {
@@ -477,6 +522,7 @@ int cddp_store_server_start(const char *host, int port, int listen_fd, const uin
         return CDDP_STORE_ESYS;
     }
     s->lfd = s->efd = -1;
+    s->max_unauthed = unauthed_cap();
     if (cddp_store_map_init(s) < 0) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -542,10 +588,12 @@ int cddp_store_server_port(const cddp_store_server *s)
     return s->port;
 }
 
-void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64_t *dropped)
+void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64_t *dropped,
+                             int64_t *evicted)
 {
     *clients = __atomic_load_n(&s->n_clients, __ATOMIC_RELAXED);
     *dropped = __atomic_load_n(&s->n_dropped, __ATOMIC_RELAXED);
+    *evicted = __atomic_load_n(&s->n_evicted, __ATOMIC_RELAXED);
 }
 
 void cddp_store_server_stop(cddp_store_server *s)
