@@ -648,6 +648,34 @@ def test_env_errors(dist, monkeypatch):
     assert not dist.is_initialized()
 
 
+def test_init_argument_messages(dist, tmp_path):
+    """Bad arguments say what is wrong: a negative world size is not "missing", a timeout must
+    be a positive timedelta (torch's TypeError for an int; never a handshake timeout)."""
+    st = DirStore(str(tmp_path))
+    for method in ("tcp://127.0.0.1:1", f"file://{tmp_path}/f"):
+        with pytest.raises(ValueError, match="world_size must be positive, got -2"):
+            dist.init_process_group("gloo", init_method=method, world_size=-2, rank=0)
+        with pytest.raises(ValueError, match="Invalid rank -3"):
+            dist.init_process_group("gloo", init_method=method, world_size=2, rank=-3)
+        with pytest.raises(ValueError, match="rank and world_size must be given"):
+            dist.init_process_group("gloo", init_method=method)
+    with pytest.raises(TypeError, match="Expected timeout argument to be of type "
+                                        "datetime.timedelta, got 5"):
+        dist.init_process_group("gloo", store=st, rank=0, world_size=1, timeout=5)
+    for bad in (datetime.timedelta(seconds=-1), datetime.timedelta(0)):
+        with pytest.raises(ValueError, match="timeout must be a positive duration"):
+            dist.init_process_group("gloo", init_method="tcp://127.0.0.1:1", world_size=1,
+                                    rank=0, timeout=bad)
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=st, rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=10))
+    try:
+        with pytest.raises(TypeError, match="datetime.timedelta, got 3.5"):
+            dist.new_group([0], timeout=3.5)
+    finally:
+        dist.destroy_process_group()
+
+
 def test_single_rank_world(dist, tmp_path):
     import cddp
     dist.init_process_group("cpu", store=DirStore(str(tmp_path)), rank=0, world_size=1,

@@ -536,6 +536,16 @@ def test_bare_connections_cannot_starve_the_store_or_its_process():
         finish(srv)
 
 
+def test_silent_server_timeout_says_the_handshake_got_no_answer():
+    """A listener that never answers: the timeout names the unanswered handshake (it used to
+    say the server closed the connection)."""
+    with socket.socket() as lst:
+        lst.bind((HOST, 0))
+        lst.listen(8)
+        with pytest.raises(StoreTimeoutError, match="no answer to the handshake"):
+            client(lst.getsockname()[1], timeout=TD(seconds=0.3))
+
+
 def test_killed_clients_do_not_affect_others():
     m = master()
     base = stats(m)[0]
