@@ -631,7 +631,20 @@ def test_use_before_init(dist):
         dist.get_rank()
 
 
-def test_env_errors(dist, monkeypatch):
+def _noop_child(rank, n, d):
+    return rank
+
+
+def test_run_ranks_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """The harness's store folder goes away with the launch (every run of the suite used to
+    leave ~35 cddp-pgtest-* folders in $TMPDIR)."""
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert run_ranks(2, "test_pg:_noop_child", timeout=60) == [{"ok": 0}, {"ok": 1}]
+    assert os.listdir(tmp_path) == []
+
+
+def test_env_errors(dist, monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="Error initializing torch.distributed using env:// "
                                          "rendezvous: environment variable RANK expected, but not set"):
         dist.init_process_group("gloo")
@@ -642,9 +655,9 @@ def test_env_errors(dist, monkeypatch):
     with pytest.raises(ValueError, match="environment variable MASTER_ADDR expected"):
         dist.init_process_group("gloo")
     with pytest.raises(ValueError, match="Invalid rank 3"):
-        dist.init_process_group("gloo", store=DirStore("/tmp/unused-cddp"), rank=3, world_size=2)
+        dist.init_process_group("gloo", store=DirStore(str(tmp_path)), rank=3, world_size=2)
     with pytest.raises(ValueError, match="Invalid backend"):
-        dist.init_process_group("mpi", store=DirStore("/tmp/unused-cddp"), rank=0, world_size=1)
+        dist.init_process_group("mpi", store=DirStore(str(tmp_path)), rank=0, world_size=1)
     assert not dist.is_initialized()
 
 
