@@ -121,7 +121,8 @@ def run_ranks(scenario, n, arg="", env=None, timeout=60):
 
 
 def ms(x):
-    return f"{x * 1e3:.0f} ms" if x < 10 else f"{x:.1f} s"
+    return ("< 0.01 ms" if x < 1e-5 else f"{x * 1e3:.2f} ms" if x < 0.001 else f"{x * 1e3:.1f} ms" if x < 0.01 else
+            f"{x * 1e3:.0f} ms" if x < 10 else f"{x:.1f} s")
 
 
 def spread(xs):
@@ -169,6 +170,8 @@ if lib == "torch":
     big = {{"w%d" % i: m.ones({elems} // 8) for i in range(8)}}
 else:
     import cddp as m
+    import cddp.serialization
+    cddp.serialization._USE_O_TMPFILE = lib == "cddp"     # "cddp-named": the fallback
     big = {{"w%d" % i: m.ones({elems} // 8) for i in range(8)}}
 print("ready", flush=True)
 while True:
@@ -181,7 +184,7 @@ def save_rows(kills, mb):
     import cddp
     rows = []
     rng = random.Random(0)
-    libs = ["cddp"]
+    libs = ["cddp", "cddp-named"]
     try:
         import torch  # noqa: F401
         libs.append("torch")
@@ -213,10 +216,12 @@ def save_rows(kills, mb):
                     pass
                 left = max(left, len([f for f in os.listdir(d) if f != "ck.pt"]))
             after = "n/a"
-            if lib == "cddp":
+            if lib != "torch":
                 cddp.save({"x": 1}, target)
                 after = str(len([f for f in os.listdir(d) if f != "ck.pt"]))
-            rows.append((f"kill mid-save, {lib}.save of {mb} MB, {kills} kills",
+            how = {"cddp": "cddp.save (O_TMPFILE)",
+                   "cddp-named": "cddp.save (no O_TMPFILE: named temporaries)"}.get(lib, "torch.save")
+            rows.append((f"kill mid-save, {how} of {mb} MB, {kills} kills",
                          f"target loadable {intact}/{kills}; most temporaries beside it "
                          f"after a kill: {left}; after the next save: {after}"))
         finally:
@@ -303,12 +308,15 @@ def store_rows():
                         struct.pack("<II", 0x54534443, 1) + struct.pack("<IB", 1 << 30, 2))):
         with socket.create_connection(("127.0.0.1", m.port), timeout=5) as s:
             s.sendall(data)
+            t0 = time.perf_counter()
             try:
                 while s.recv(4096):
                     pass
-                refused.append(what)
+                refused.append(f"{what}: closed in {ms(time.perf_counter() - t0)}")
+            except ConnectionResetError:
+                refused.append(f"{what}: reset in {ms(time.perf_counter() - t0)}")
             except OSError:
-                refused.append(what)
+                refused.append(f"{what}: NOT closed within 5 s")
     rows.append(("store: protocol violations (each closes only that client)", "; ".join(refused)))
     rows.append(("store: a client without HELLO", "closed after 10 s, or when 1/4 of the fd "
                  "limit wait for HELLO (oldest first)"))
@@ -351,8 +359,8 @@ def loader_rows():
         sd = time.perf_counter() - t0
     finally:
         shutil.rmtree(d, ignore_errors=True)
-    return [("DataLoader: a worker SIGKILLed", f"RuntimeError naming its pid and signal after "
-             f"{ms(t)}"), ("DataLoader: leaving the loop with a hung worker",
+    return [("DataLoader: a worker SIGKILLed", f"RuntimeError naming its pid and signal "
+             f"{ms(t)} after the kill (the other workers' shutdown included)"), ("DataLoader: leaving the loop with a hung worker",
                            f"shutdown in {ms(sd)} (the hung worker is terminated)")]
 
 

@@ -331,31 +331,43 @@ class _Source:
         return self._pending
 
     def read(self, n, what):
-        """Exactly n bytes, else CheckpointError naming `what` (truncated)."""
+        """Exactly n bytes (a writable buffer), else CheckpointError naming `what`."""
         head, self._pending = self._pending[:n], self._pending[n:]
-        buf = bytearray(head) + self._read_upto(n - len(head))
-        if len(buf) < n:
-            _fail(self.name, f"{what}: wanted {n} bytes, the file ends {n - len(buf)} bytes "
-                             "short (truncated?)")
-        return buf
+        rest = self._read_upto(n - len(head))
+        if len(head) + len(rest) < n:
+            _fail(self.name, f"{what}: wanted {n} bytes, the file ends "
+                             f"{n - len(head) - len(rest)} bytes short (truncated?)")
+        return bytearray(head) + bytearray(rest) if head else rest
 
     def _read_upto(self, n):
-        known = self.size is not None
-        buf = bytearray(n if known else 0)
-        got = 0
-        while got < n:
-            want = n - got if known else min(n - got, _CHUNK)
-            chunk = self._fh.read(want)
+        """Up to n bytes: into one uninitialised buffer when the size is known (the tensor
+        data is read once, with no copy), else grown chunk by chunk as bytes arrive."""
+        if self.size is not None:
+            buf = np.empty(n, np.uint8)
+            view, got = memoryview(buf), 0
+            readinto = getattr(self._fh, "readinto", None)
+            while got < n:
+                if readinto is not None:
+                    k = readinto(view[got:])
+                else:
+                    chunk = self._fh.read(n - got)
+                    if not isinstance(chunk, (bytes, bytearray)):
+                        _fail(self.name, f"the file object's read() returned "
+                                         f"{type(chunk).__name__}")
+                    view[got:got + len(chunk)] = chunk
+                    k = len(chunk)
+                if not k:
+                    break
+                got += k
+            return buf[:got]
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._fh.read(min(n - len(buf), _CHUNK))
             if not isinstance(chunk, (bytes, bytearray)):
                 _fail(self.name, f"the file object's read() returned {type(chunk).__name__}")
             if not chunk:
                 break
-            if known:
-                buf[got:got + len(chunk)] = chunk
-            else:
-                buf += chunk
-            got += len(chunk)
-        del buf[got:]
+            buf += chunk
         return buf
 
     def at_end(self):
@@ -478,7 +490,7 @@ def _read_safetensors(src):
     if src.size is not None and 8 + hlen > src.size:
         _fail(name, f"header claims {hlen} bytes but the file has {src.size - 8} after the "
                     "length field (truncated?)")
-    hbytes = src.read(hlen, "the header")
+    hbytes = bytes(src.read(hlen, "the header"))
     if not hbytes.startswith(b"{"):
         _fail(name, "header does not start with '{' (corrupt or foreign file)")
     header = _json(hbytes, name, "header")

@@ -5,6 +5,12 @@ batch's indices go to worker processes round-robin and results are put back in o
 run with workers yields exactly the batches of a run without them. Collation of N tensors is
 one C stack (one copy into one buffer); a TensorDataset batch is gathered with one index op
 per tensor instead of N single-sample views.
+
+Worker failures, as torch has them: an exception in a worker is raised in the main process
+with its own type and the worker's traceback in the message; a worker that dies (SIGKILL, the
+OOM killer) fails the loop when it dies — the main process waits on the result queue and on
+every worker's sentinel at once; leaving the loop early terminates the workers that still owe
+a batch instead of waiting for them.
 """
 import collections.abc
 import itertools
@@ -290,7 +296,10 @@ class _MultiProcessIter:
 
     def __del__(self):
         if getattr(self, "_workers", None):
-            self.shutdown()
+            try:
+                self.shutdown()
+            except Exception:  # noqa: BLE001 — at interpreter exit modules may be gone
+                pass
 
 
 class DataLoader:
