@@ -232,11 +232,11 @@ def _sweep_temps(path):
             os.close(fd)
 
 
-def _open_temp(directory, path, mode):
-    """(fd, name or None): an unnamed O_TMPFILE file in `directory`, or a named temporary
-    where the filesystem has no O_TMPFILE. Locked (LOCK_EX) either way."""
+def _open_temp(directory, path, mode, unnamed):
+    """(fd, name or None): an unnamed O_TMPFILE file in `directory` (when `unnamed` and the
+    filesystem has O_TMPFILE), else a named temporary. Locked (LOCK_EX) either way."""
     fd, tmp = -1, None
-    if _USE_O_TMPFILE:
+    if unnamed:
         try:
             fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, mode)
         except OSError as e:
@@ -252,20 +252,15 @@ def _open_temp(directory, path, mode):
     return fd, tmp
 
 
-def _atomic_write(path, parts):
-    path = os.path.abspath(path)
-    directory = os.path.dirname(path)
-    _sweep_temps(path)
-    try:                         # the old file's mode, else what a plain open() would give
-        mode = os.stat(path).st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    fd, tmp = -1, None
+class _NoLink(Exception):
+    """The unnamed file could not be given a name (no usable /proc/self/fd)."""
+
+
+def _write_into(dfd, path, parts, mode, unnamed):
+    """Write parts to a temporary beside path (directory fd dfd), fsync, rename over path."""
+    directory, base = os.path.split(path)
+    fd, tmp = _open_temp(directory, path, mode, unnamed)
     try:
-        fd, tmp = _open_temp(directory, path, mode)
         os.fchmod(fd, mode)
         for p in parts:
             view = memoryview(p)
@@ -273,24 +268,46 @@ def _atomic_write(path, parts):
                 view = view[os.write(fd, view):]
         os.fsync(fd)
         if tmp is None:          # name the unnamed file (linkat through /proc: link(2) would
-            tmp = _temp_name(path)   # link the /proc symlink itself), then move it into place
-            os.link(f"/proc/self/fd/{fd}", os.path.basename(tmp), src_dir_fd=dfd,
-                    dst_dir_fd=dfd, follow_symlinks=True)
-        os.replace(os.path.basename(tmp), os.path.basename(path), src_dir_fd=dfd,
-                   dst_dir_fd=dfd)
+            name = _temp_name(path)  # link the /proc symlink itself), then move it into place
+            try:
+                os.link(f"/proc/self/fd/{fd}", os.path.basename(name), src_dir_fd=dfd,
+                        dst_dir_fd=dfd, follow_symlinks=True)
+            except OSError as e:
+                raise _NoLink() from e
+            tmp = name
+        os.replace(os.path.basename(tmp), base, src_dir_fd=dfd, dst_dir_fd=dfd)
         tmp = None
-        try:                     # make the rename itself durable
-            os.fsync(dfd)
-        except OSError:
-            pass
     finally:
         if tmp is not None:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
-        if fd >= 0:
-            os.close(fd)
+        os.close(fd)
+
+
+def _atomic_write(path, parts):
+    global _USE_O_TMPFILE
+    path = os.path.abspath(path)
+    _sweep_temps(path)
+    try:                         # the old file's mode, else what a plain open() would give
+        mode = os.stat(path).st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    dfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            _write_into(dfd, path, parts, mode, _USE_O_TMPFILE)
+        except _NoLink:
+            _USE_O_TMPFILE = False           # this process cannot name unnamed files
+            _write_into(dfd, path, parts, mode, False)
+        try:                     # make the rename itself durable
+            os.fsync(dfd)
+        except OSError:
+            pass
+    finally:
         os.close(dfd)
 
 

@@ -226,6 +226,25 @@ def test_killed_writers_leave_no_temporary_after_the_next_save(tmp_path, tmpfile
     assert cddp.load(target) == {"gen": -1}
 
 
+def test_save_without_a_usable_proc_falls_back_to_named_temporaries(tmp_path, monkeypatch):
+    """O_TMPFILE works but the unnamed file cannot be linked (no /proc/self/fd): the save
+    still succeeds, through a named temporary, and leaves nothing else behind."""
+    ser = cddp.serialization
+    real_link = os.link
+
+    def no_proc(src, *a, **kw):
+        if str(src).startswith("/proc/self/fd/"):
+            raise FileNotFoundError(src)
+        return real_link(src, *a, **kw)
+
+    monkeypatch.setattr(ser, "_USE_O_TMPFILE", True)
+    monkeypatch.setattr(os, "link", no_proc)
+    cddp.save({"w": cddp.arange(3)}, tmp_path / "ck.pt")
+    assert ser._USE_O_TMPFILE is False           # decided once for the process
+    assert cddp.load(tmp_path / "ck.pt")["w"].tolist() == [0, 1, 2]
+    assert os.listdir(tmp_path) == ["ck.pt"]
+
+
 def test_dead_writers_temporary_is_swept_and_a_live_ones_kept(tmp_path):
     """Deterministic version of the above: a writer that died holding a named temporary
     (fallback mode) leaves .ck.pt.<pid>.<hex>.tmp; a load of ck.pt removes it. A temporary
@@ -235,8 +254,8 @@ def test_dead_writers_temporary_is_swept_and_a_live_ones_kept(tmp_path):
     target = tmp_path / "ck.pt"
     cddp.save({"a": 1}, target)
     code = (f"import sys, os; sys.path.insert(0, {CDDP_PATH!r}); import cddp.serialization as s;"
-            f"s._USE_O_TMPFILE = False; fd, name = s._open_temp({str(tmp_path)!r}, "
-            f"{str(target)!r}, 0o600); os.write(fd, b'x' * 100); print(name); os._exit(0)")
+            f"fd, name = s._open_temp({str(tmp_path)!r}, {str(target)!r}, 0o600, False); "
+            f"os.write(fd, b'x' * 100); print(name); os._exit(0)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     stale = out.stdout.strip()
     assert os.path.basename(stale).startswith(".ck.pt.") and os.path.exists(stale), out.stderr
