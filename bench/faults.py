@@ -121,8 +121,12 @@ def run_ranks(scenario, n, arg="", env=None, timeout=60):
 
 
 def ms(x):
-    return ("< 0.01 ms" if x < 1e-5 else f"{x * 1e3:.2f} ms" if x < 0.001 else f"{x * 1e3:.1f} ms" if x < 0.01 else
-            f"{x * 1e3:.0f} ms" if x < 10 else f"{x:.1f} s")
+    """Seconds as a short reading: '< 0.01 ms', '0.28 ms', '8.1 ms', '164 ms', '12.0 s'."""
+    if x < 1e-5:
+        return "< 0.01 ms"
+    if x < 10:
+        return f"{x * 1e3:.{2 if x < 1e-3 else 1 if x < 1e-2 else 0}f} ms"
+    return f"{x:.1f} s"
 
 
 def spread(xs):
