@@ -4,5 +4,8 @@ from .modules import (Module, Sequential, ModuleList, ModuleDict, ParameterList,
                       Linear, Identity, ReLU, Tanh, Sigmoid, Softmax, LogSoftmax, Dropout,
                       Flatten, CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
                       BCEWithLogitsLoss)
+from .modules import (LayerNorm, Embedding, MultiheadAttention, Transformer,  # noqa: F401
+                      TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
+                      TransformerDecoderLayer)
 from . import functional, init, utils, parallel  # noqa: F401
 from .parallel import DataParallel

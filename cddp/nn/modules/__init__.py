@@ -4,3 +4,8 @@ from .linear import Linear, Identity
 from .activation import ReLU, Tanh, Sigmoid, Softmax, LogSoftmax
 from .dropout import Dropout, Flatten
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss
+from .activation import MultiheadAttention
+from .normalization import LayerNorm
+from .sparse import Embedding
+from .transformer import (Transformer, TransformerEncoder, TransformerDecoder,
+                          TransformerEncoderLayer, TransformerDecoderLayer)
