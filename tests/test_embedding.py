@@ -151,7 +151,8 @@ def test_max_norm_renormalises_used_rows_in_place():
 # ---- torch as the oracle -------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("kw", [{}, {"padding_idx": 2}, {"padding_idx": -1, "scale_grad_by_freq": True},
+@pytest.mark.parametrize("kw", [{}, {"padding_idx": 2},
+                                {"padding_idx": -1, "scale_grad_by_freq": True},
                                 {"max_norm": 1.5}, {"max_norm": 0.5, "norm_type": 3.0}])
 def test_against_torch(torch, dtype, kw):
     rng = np.random.default_rng(5)

@@ -7,9 +7,8 @@
  * Dimension legend: the input is viewed as M rows of N = prod(normalized_shape) elements
  * (x (M, N) contiguous); weight and bias are (N).
  *
- * Forward, one pass per row while it is in cache: mean and biased variance in double
- * (two passes over the row: exact enough that float32 results sit within an ulp or two of
- * torch's), rstd = 1 / sqrt(var + eps), y = (x - mean) * rstd * w + b. The row statistics
+ * Forward, per row while it is in cache: mean and biased variance in double (two passes,
+ * eight SIMD lanes), rstd = 1 / sqrt(var + eps), y = (x - mean) * rstd * w + b. The row statistics
  * (mean, rstd) are kept as a (M, 2) float64 tensor for backward, as torch's native_layer_norm
  * keeps its mean/rstd outputs.
  * Backward (NativeLayerNormBackward0), per row with xhat = (x - mean) * rstd, g = dy * w:
@@ -18,6 +17,7 @@
  */
 #include "core/cddp.h"
 #include "module.h"
+#include "ops/reduce/reduce.h"   /* CDDP_HOT: AVX2 and baseline clones of the kernels */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -45,68 +45,108 @@ static void fmt_list(char *buf, size_t size, int n, const int64_t *v)
 
 /* ---- kernels -------------------------------------------------------------------------- */
 
-/* y (M,N) and stats (M,2) = (mean, rstd) from x (M,N); w, b (N) or NULL. */
-#define LN_FORWARD(NAME, T)                                                              \
-    static void NAME(const T *x, const T *w, const T *b, T *y, double *stats, int64_t M, \
+/* Row sums in double with eight independent lanes, so the compiler keeps them in SIMD
+ * registers (one double accumulator cannot be vectorized under IEEE rules):
+ *   *s1 = sum(x - shift), *s2 = sum((x - shift)^2)        (ln_moments)
+ *   *s1 = sum(x),         *s2 = sum(x * y)                (ln_dots)  */
+#define LN_SUMS(NAME, T, EXPR1, EXPR2)                                                   \
+    CDDP_HOT static void NAME(const T *x, const T *y, int64_t n, double shift,           \
+                              double *s1, double *s2)                                    \
+    {                                                                                    \
+        double a[8] = {0}, c[8] = {0};                                                   \
+        int64_t j = 0;                                                                   \
+        for (; j + 8 <= n; j += 8)                                                       \
+            for (int l = 0; l < 8; l++) {                                                \
+                int64_t i = j + l;                                                       \
+                double d = (double)x[i] - shift;                                         \
+                a[l] += EXPR1;                                                           \
+                c[l] += EXPR2;                                                           \
+            }                                                                            \
+        for (int l = 0; j < n; j++, l++) {                                               \
+            int64_t i = j;                                                               \
+            double d = (double)x[i] - shift;                                             \
+            a[l] += EXPR1;                                                               \
+            c[l] += EXPR2;                                                               \
+        }                                                                                \
+        *s1 = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));         \
+        *s2 = ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));         \
+    }
+LN_SUMS(ln_moments_f32, float, d, d * d)
+LN_SUMS(ln_moments_f64, double, d, d * d)
+LN_SUMS(ln_dots_f32, float, d, d * (double)y[i])
+LN_SUMS(ln_dots_f64, double, d, d * y[i])
+
+/* y (M,N) and stats (M,2) = (mean, rstd) from x (M,N); w, b (N) or NULL. Two passes in
+ * double: the mean, then squared deviations from it (with the usual correction for the
+ * rounding of the mean); the affine part runs in T, as torch's does. */
+#define LN_FORWARD(NAME, T, SFX)                                                         \
+    CDDP_HOT static void NAME(const T *x, const T *w, const T *b, T *y, double *stats, int64_t M, \
                      int64_t N, double eps)                                              \
     {                                                                                    \
         for (int64_t m = 0; m < M; m++) {                                                \
             const T *xr = x + m * N;                                                     \
             T *yr = y + m * N;                                                           \
-            double s = 0, v = 0;                                                         \
-            for (int64_t j = 0; j < N; j++)                                              \
-                s += xr[j];                                                              \
+            double s, ss;                                                                \
+            ln_moments_##SFX(xr, NULL, N, 0.0, &s, &ss);                                 \
             double mean = s / (double)N;                                                 \
-            for (int64_t j = 0; j < N; j++) {                                            \
-                double d = xr[j] - mean;                                                 \
-                v += d * d;                                                              \
-            }                                                                            \
-            double rstd = 1.0 / sqrt(v / (double)N + eps);                               \
+            ln_moments_##SFX(xr, NULL, N, mean, &s, &ss);                                \
+            double dm = s / (double)N, var = ss / (double)N - dm * dm;                   \
+            double rstd = 1.0 / sqrt((var > 0 ? var : 0) + eps);                         \
             stats[2 * m] = mean;                                                         \
             stats[2 * m + 1] = rstd;                                                     \
-            for (int64_t j = 0; j < N; j++) {                                            \
-                double h = (xr[j] - mean) * rstd;                                        \
-                if (w)                                                                   \
-                    h *= w[j];                                                           \
-                if (b)                                                                   \
-                    h += b[j];                                                           \
-                yr[j] = (T)h;                                                            \
-            }                                                                            \
+            T mu = (T)mean, r = (T)rstd;                                                 \
+            if (w && b)                                                                  \
+                for (int64_t j = 0; j < N; j++)                                          \
+                    yr[j] = (xr[j] - mu) * r * w[j] + b[j];                              \
+            else if (w)                                                                  \
+                for (int64_t j = 0; j < N; j++)                                          \
+                    yr[j] = (xr[j] - mu) * r * w[j];                                     \
+            else if (b)                                                                  \
+                for (int64_t j = 0; j < N; j++)                                          \
+                    yr[j] = (xr[j] - mu) * r + b[j];                                     \
+            else                                                                         \
+                for (int64_t j = 0; j < N; j++)                                          \
+                    yr[j] = (xr[j] - mu) * r;                                            \
         }                                                                                \
     }
-LN_FORWARD(ln_forward_f32, float)
-LN_FORWARD(ln_forward_f64, double)
+LN_FORWARD(ln_forward_f32, float, f32)
+LN_FORWARD(ln_forward_f64, double, f64)
 
-/* dx (M,N) (or NULL), dw/db accumulators (N) in double (or NULL) from dy, x, w, stats. */
-#define LN_BACKWARD(NAME, T)                                                             \
-    static void NAME(const T *x, const T *w, const double *stats, const T *dy, T *dx,    \
-                     double *dw, double *db, int64_t M, int64_t N)                       \
+/* dx (M,N) (or NULL) and dw/db accumulators (N) in double (or NULL) from dy, x, w, stats.
+ * `tmp` (2N of T) holds a row's xhat and g = dy * w. */
+#define LN_BACKWARD(NAME, T, SFX)                                                        \
+    CDDP_HOT static void NAME(const T *x, const T *w, const double *stats, const T *dy, T *dx, \
+                     double *dw, double *db, int64_t M, int64_t N, T *tmp)               \
     {                                                                                    \
+        T *h = tmp, *g = tmp + N;                                                        \
         for (int64_t m = 0; m < M; m++) {                                                \
             const T *xr = x + m * N, *gr = dy + m * N;                                   \
-            double mean = stats[2 * m], rstd = stats[2 * m + 1], a = 0, c = 0;          \
-            for (int64_t j = 0; j < N; j++) {                                            \
-                double h = (xr[j] - mean) * rstd, g = w ? (double)gr[j] * w[j] : gr[j];  \
-                a += g;                                                                  \
-                c += g * h;                                                              \
-                if (dw)                                                                  \
-                    dw[j] += gr[j] * h;                                                  \
-                if (db)                                                                  \
+            T mu = (T)stats[2 * m], r = (T)stats[2 * m + 1];                             \
+            for (int64_t j = 0; j < N; j++)                                              \
+                h[j] = (xr[j] - mu) * r;                                                 \
+            if (dw)                                                                      \
+                for (int64_t j = 0; j < N; j++)                                          \
+                    dw[j] += (double)gr[j] * h[j];                                       \
+            if (db)                                                                      \
+                for (int64_t j = 0; j < N; j++)                                          \
                     db[j] += gr[j];                                                      \
-            }                                                                            \
             if (!dx)                                                                     \
                 continue;                                                                \
-            a /= (double)N;                                                              \
-            c /= (double)N;                                                              \
+            if (w)                                                                       \
+                for (int64_t j = 0; j < N; j++)                                          \
+                    g[j] = gr[j] * w[j];                                                 \
+            else                                                                         \
+                memcpy(g, gr, sizeof(T) * (size_t)N);                                    \
+            double a, c;                                                                 \
+            ln_dots_##SFX(g, h, N, 0.0, &a, &c);                                         \
+            T am = (T)(a / (double)N), cm = (T)(c / (double)N);                          \
             T *dr = dx + m * N;                                                          \
-            for (int64_t j = 0; j < N; j++) {                                            \
-                double h = (xr[j] - mean) * rstd, g = w ? (double)gr[j] * w[j] : gr[j];  \
-                dr[j] = (T)(rstd * (g - a - h * c));                                     \
-            }                                                                            \
+            for (int64_t j = 0; j < N; j++)                                              \
+                dr[j] = r * (g[j] - am - h[j] * cm);                                     \
         }                                                                                \
     }
-LN_BACKWARD(ln_backward_f32, float)
-LN_BACKWARD(ln_backward_f64, double)
+LN_BACKWARD(ln_backward_f32, float, f32)
+LN_BACKWARD(ln_backward_f64, double, f64)
 
 /* A (N) double accumulator written into a new tensor of dtype dt and the parameter's shape. */
 static TensorObject *from_acc(const double *acc, int64_t N, cddp_dtype dt, const cddp_meta *m)
@@ -149,7 +189,7 @@ static int layer_norm_backward(NodeObject *self, TensorObject **gout, TensorObje
     if (self->next[0].node && !(gin[0] = cddp_tensor_new(dt, self->meta[0].ndim,
                                                          self->meta[0].shape, 0)))
         goto done;
-    acc = PyMem_Calloc((size_t)(2 * N + 1), sizeof(double));
+    acc = PyMem_Calloc((size_t)(4 * N + 1), sizeof(double));   /* dw, db, then the kernel's tmp */
     if (!acc) {
         PyErr_NoMemory();
         goto done;
@@ -161,9 +201,9 @@ static int layer_norm_backward(NodeObject *self, TensorObject **gout, TensorObje
         double *dw = want_w ? acc : NULL, *db = want_b ? acc + N : NULL;
         Py_BEGIN_ALLOW_THREADS
         if (dt == CDDP_FLOAT32)
-            ln_backward_f32(xp, wp, sp, gp, dxp, dw, db, M, N);
+            ln_backward_f32(xp, wp, sp, gp, dxp, dw, db, M, N, (float *)(acc + 2 * N));
         else
-            ln_backward_f64(xp, wp, sp, gp, dxp, dw, db, M, N);
+            ln_backward_f64(xp, wp, sp, gp, dxp, dw, db, M, N, acc + 2 * N);
         Py_END_ALLOW_THREADS
     }
     if (want_w && !(gin[1] = from_acc(acc, N, self->meta[1].dtype, &self->meta[1])))
@@ -271,9 +311,11 @@ static PyObject *py_layer_norm(PyObject *m, PyObject *const *args, Py_ssize_t na
     for (int d = 0; d < x->ndim - nd; d++)
         M *= x->shape[d];
     int64_t sshape[2] = {M, 2};
-    if (!(xc = cddp_tensor_contiguous_raw(x)) || !(y = cddp_tensor_new(x->dtype, x->ndim, x->shape, 0)) ||
+    if (!(xc = cddp_tensor_contiguous_raw(x)) ||
+        !(y = cddp_tensor_new(x->dtype, x->ndim, x->shape, 0)) ||
         !(st = cddp_tensor_new(CDDP_FLOAT64, 2, sshape, 0)) ||
-        (w && !(wc = cddp_tensor_contiguous_raw(w))) || (b && !(bc = cddp_tensor_contiguous_raw(b))))
+        (w && !(wc = cddp_tensor_contiguous_raw(w))) ||
+        (b && !(bc = cddp_tensor_contiguous_raw(b))))
         goto fail;
     if (N > 0) {
         const void *xp = cddp_data(xc), *wp = wc ? cddp_data(wc) : NULL;
