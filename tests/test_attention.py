@@ -438,3 +438,20 @@ def test_multihead_attention_init_names_and_errors():
     with pytest.warns(UserWarning, match="Support for mismatched key_padding_mask and attn_mask"):
         m(x, x, x, key_padding_mask=cddp.zeros((2, 4), dtype=cddp.bool),
           attn_mask=cddp.zeros(4, 4))
+
+
+def test_merge_masks_like_torch(torch):
+    rng = np.random.default_rng(42)
+    tm = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    cm = nn.MultiheadAttention(8, 2, batch_first=True)
+    q = rng.standard_normal((3, 4, 8)).astype(np.float32)
+    am, kpm = rng.standard_normal((4, 4)).astype(np.float32), rng.standard_normal((3, 4))
+    kpm = kpm.astype(np.float32)
+    for a, k in ((am, None), (None, kpm), (am, kpm), (rng.standard_normal((6, 4, 4))
+                                                     .astype(np.float32), kpm)):
+        cmask, ctype = cm.merge_masks(None if a is None else t(a), None if k is None else t(k),
+                                      t(q))
+        tmask, ttype = tm.merge_masks(None if a is None else torch.tensor(a),
+                                      None if k is None else torch.tensor(k), torch.tensor(q))
+        assert ctype == ttype
+        np.testing.assert_array_equal(n(cmask), tmask.numpy())
