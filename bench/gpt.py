@@ -13,7 +13,8 @@ Single process: one thread each (torch.set_num_threads(1), cddp.set_num_threads(
 windows interleaved between the libraries (bench/train.py's _interleaved), medians, samples/s.
 DDP: 2 ranks per library started as bench/ddp.py starts them (RANK/WORLD_SIZE/MASTER_* by
 hand, one BLAS/OpenMP thread per rank, gloo for torch), samples/s over both ranks, the
-slowest rank's window each time, medians.
+slowest rank's window each time; launches alternate between the libraries (--rounds), and
+the figure is the median over rounds of each launch's median window.
 """
 import argparse
 import glob
@@ -212,6 +213,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny windows")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--no-ddp", action="store_true")
+    ap.add_argument("--rounds", type=int, default=None, help="DDP launches per library "
+                    "(alternating; default 3, 1 with --quick)")
     ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -219,13 +222,19 @@ def main():
         worker(lib, int(layers), attn, int(windows), float(min_time))
         return
     min_time, windows = (0.05, 2) if args.quick else (1.0, 7)
+    if args.rounds is None:
+        args.rounds = 1 if args.quick else 3
     rows, act = single(args.layers, min_time, windows)
     libs = list(rows[0][1])
     if not args.no_ddp:
-        for attn in ("sdpa",):
-            rates = {lib: launch(lib, args.layers, attn, 2, windows, min_time) for lib in libs}
-            rows.append((f"GPT {args.layers}L d{D} h{HEADS} T{SEQ} b{BATCH}x2 {attn}, 2-rank DDP",
-                         rates))
+        # launches alternate between the libraries, `rounds` times, so a shared machine's
+        # drifting load falls on both; the figure is the median over the rounds
+        runs = {lib: [] for lib in libs}
+        for _ in range(args.rounds):
+            for lib in libs:
+                runs[lib].append(launch(lib, args.layers, "sdpa", 2, windows, min_time))
+        rows.append((f"GPT {args.layers}L d{D} h{HEADS} T{SEQ} b{BATCH}x2 sdpa, 2-rank DDP",
+                     {lib: statistics.median(v) for lib, v in runs.items()}))
     print(f"activation: {act}; samples/s (medians of {windows} windows)")
     print(f"{'case':52s} " + " ".join(f"{k:>10s}" for k in libs) +
           ("   cddp/torch" if "torch" in libs else ""))
