@@ -182,3 +182,12 @@ def test_module_state_dict_from_torch(torch):
     with pytest.raises(IndexError) as te_err:
         te(torch.tensor([9]))
     assert str(ce_err.value) == str(te_err.value)
+
+
+def test_sparse_true_gives_a_dense_gradient_with_a_warning(monkeypatch):
+    monkeypatch.setattr(F, "_sparse_warned", [])
+    w = cddp.randn(5, 2, requires_grad=True)
+    with pytest.warns(UserWarning, match="dense gradient"):
+        out = F.embedding(cddp.tensor([4, 4, 0]), w, sparse=True)
+    out.sum().backward()
+    np.testing.assert_array_equal(n(w.grad), [[1, 1], [0, 0], [0, 0], [0, 0], [2, 2]])
