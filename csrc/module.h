@@ -47,6 +47,9 @@ extern PyMethodDef cddp_optim_module_methods[];     /* optim/optim.c */
 extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
 extern PyMethodDef cddp_rnn_module_methods[];       /* nn/rnn/rnn.c */
+extern PyMethodDef cddp_layer_norm_module_methods[];  /* nn/layer_norm.c */
+extern PyMethodDef cddp_embedding_module_methods[];   /* nn/embedding.c */
+extern PyMethodDef cddp_sdpa_module_methods[];        /* nn/sdpa.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
 extern PyMethodDef cddp_store_module_methods[];     /* distributed/python/py_store.c */
 extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.c */

@@ -9,5 +9,8 @@ from .modules import (SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss,  # noq
                       GaussianNLLLoss, HingeEmbeddingLoss, SoftMarginLoss,
                       MultiLabelSoftMarginLoss, MarginRankingLoss, CosineEmbeddingLoss,
                       TripletMarginLoss)
+from .modules import (LayerNorm, Embedding, MultiheadAttention, Transformer,  # noqa: F401
+                      TransformerEncoder, TransformerDecoder, TransformerEncoderLayer,
+                      TransformerDecoderLayer)
 from . import functional, init, utils, parallel  # noqa: F401
 from .parallel import DataParallel

@@ -65,6 +65,19 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     return input.log_softmax(dim) if dtype is None else input.to(dtype).log_softmax(dim)
 
 
+def _noise_like(input):  # noqa: A002
+    """An empty tensor like input in input's memory order when input is a permuted dense
+    tensor (torch's empty_like keeps that layout, and bernoulli_ fills memory in order): a
+    seeded dropout of a transposed view then draws the same mask as torch's."""
+    if input.dim() < 2 or input.is_contiguous():
+        return _C.empty_like(input)
+    order = sorted(range(input.dim()), key=lambda d: -input.stride(d))
+    if not input.permute(order).is_contiguous():
+        return _C.empty_like(input)
+    base = _C.empty(tuple(input.shape[d] for d in order), dtype=input.dtype)
+    return base.permute([order.index(d) for d in range(input.dim())])
+
+
 def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
     """Zero each element with probability p and scale the rest by 1/(1-p) (training only)."""
     if p < 0.0 or p > 1.0:
@@ -76,7 +89,7 @@ def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
     if p == 1.0:
         noise = _C.zeros((), dtype=input.dtype)
     else:
-        noise = _C.empty_like(input).bernoulli_(1.0 - p)
+        noise = _noise_like(input).bernoulli_(1.0 - p)
         noise.div_(1.0 - p)
     return input.mul_(noise) if inplace else input * noise
 
@@ -275,3 +288,52 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     return _C._row_loss(_TRIPLET, anchor, positive, negative,
                         _reduction(reduction, size_average, reduce), float(margin), float(p),
                         float(eps), int(bool(swap)))
+# ---- transformer stack: layer_norm, embedding, attention (csrc/nn/layer_norm.c, embedding.c,
+# sdpa.c; multi_head_attention_forward and its mask helpers in _mha.py) --------------------
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    """Normalize over the trailing normalized_shape dims: one fused C pass per row."""
+    _check_tensor(input, "input")
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return _C._layer_norm(input, tuple(normalized_shape), weight, bias, float(eps))
+
+
+_sparse_warned = []
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # noqa: A002
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of weight at input's indices; padding_idx's row gets no gradient."""
+    _check_tensor(input, "input")
+    _check_tensor(weight, "weight")
+    if padding_idx is not None:
+        if padding_idx > 0:
+            if padding_idx >= weight.size(0):
+                raise AssertionError("Padding_idx must be within num_embeddings")
+        elif padding_idx < 0:
+            if padding_idx < -weight.size(0):
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx = weight.size(0) + padding_idx
+    else:
+        padding_idx = -1
+    if sparse and not _sparse_warned:
+        _sparse_warned.append(True)
+        warnings.warn("cddp has no sparse tensors: embedding(sparse=True) produces a dense "
+                      "gradient (same values)", UserWarning, stacklevel=2)
+    if max_norm is not None:
+        # torch's embedding_renorm_ under no_grad: rows used by input scaled to max_norm
+        _C._embedding_renorm_(weight, input, float(max_norm), float(norm_type))
+    return _C._embedding(weight, input, int(padding_idx), bool(scale_grad_by_freq))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(Q K^T * scale + mask) V with dropout on the weights: one C kernel forward and
+    one backward (csrc/nn/sdpa.c)."""
+    return _C._sdpa(query, key, value, attn_mask, float(dropout_p), bool(is_causal),
+                    None if scale is None else float(scale), bool(enable_gqa), False)
+
+
+from ._mha import (multi_head_attention_forward, _canonical_mask, _none_or_dtype,  # noqa: E402,F401
+                   _mha_shape_check, _in_projection_packed, _in_projection)

@@ -8,3 +8,8 @@ from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCel
 from .loss import (SmoothL1Loss, HuberLoss, KLDivLoss, PoissonNLLLoss, GaussianNLLLoss,
                    HingeEmbeddingLoss, SoftMarginLoss, MultiLabelSoftMarginLoss,
                    MarginRankingLoss, CosineEmbeddingLoss, TripletMarginLoss)
+from .activation import MultiheadAttention
+from .normalization import LayerNorm
+from .sparse import Embedding
+from .transformer import (Transformer, TransformerEncoder, TransformerDecoder,
+                          TransformerEncoderLayer, TransformerDecoderLayer)

@@ -1,5 +1,10 @@
-"""Activation modules (torch.nn.ReLU, Tanh, Sigmoid, Softmax, LogSoftmax)."""
+"""Activation modules (torch.nn.ReLU, Tanh, Sigmoid, Softmax, LogSoftmax) and
+torch.nn.MultiheadAttention (over F.multi_head_attention_forward, csrc/nn/sdpa.c)."""
+from ... import _C
 from .. import functional as F
+from .. import init
+from ..parameter import Parameter
+from .linear import NonDynamicallyQuantizableLinear
 from .module import Module
 
 
@@ -47,3 +52,123 @@ class LogSoftmax(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class MultiheadAttention(Module):
+    """torch.nn.MultiheadAttention: parameters in_proj_weight (3E, E) and in_proj_bias (3E)
+    (or q_proj_weight / k_proj_weight / v_proj_weight when kdim or vdim differ from E),
+    out_proj (Linear(E, E)), bias_k / bias_v (1, 1, E) with add_bias_kv; torch's init, so a
+    state_dict moves between the two. forward returns (attn_output, attn_weights or None)."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
+                 dtype=None):
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
+                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
+        super().__init__()
+        dtype = dtype if dtype is not None else _C.get_default_dtype()
+        self.embed_dim = embed_dim
+        self.kdim = kdim if kdim is not None else embed_dim
+        self.vdim = vdim if vdim is not None else embed_dim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        if self.head_dim * num_heads != self.embed_dim:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        if not self._qkv_same_embed_dim:
+            self.q_proj_weight = Parameter(_C.empty((embed_dim, embed_dim), dtype=dtype))
+            self.k_proj_weight = Parameter(_C.empty((embed_dim, self.kdim), dtype=dtype))
+            self.v_proj_weight = Parameter(_C.empty((embed_dim, self.vdim), dtype=dtype))
+            self.register_parameter("in_proj_weight", None)
+        else:
+            self.in_proj_weight = Parameter(_C.empty((3 * embed_dim, embed_dim), dtype=dtype))
+            self.register_parameter("q_proj_weight", None)
+            self.register_parameter("k_proj_weight", None)
+            self.register_parameter("v_proj_weight", None)
+        if bias:
+            self.in_proj_bias = Parameter(_C.empty(3 * embed_dim, dtype=dtype))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
+                                                        dtype=dtype)
+        if add_bias_kv:
+            self.bias_k = Parameter(_C.empty((1, 1, embed_dim), dtype=dtype))
+            self.bias_v = Parameter(_C.empty((1, 1, embed_dim), dtype=dtype))
+        else:
+            self.bias_k = self.bias_v = None
+        self.add_zero_attn = add_zero_attn
+        self._reset_parameters()
+        if device is not None:
+            self.to(device)
+
+    def _reset_parameters(self):
+        if self._qkv_same_embed_dim:
+            init.xavier_uniform_(self.in_proj_weight)
+        else:
+            init.xavier_uniform_(self.q_proj_weight)
+            init.xavier_uniform_(self.k_proj_weight)
+            init.xavier_uniform_(self.v_proj_weight)
+        if self.in_proj_bias is not None:
+            init.constant_(self.in_proj_bias, 0.0)
+            init.constant_(self.out_proj.bias, 0.0)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+        if self.bias_v is not None:
+            init.xavier_normal_(self.bias_v)
+
+    def __setstate__(self, state):
+        state.setdefault("_qkv_same_embed_dim", True)
+        super().__setstate__(state)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
+                attn_mask=None, average_attn_weights=True, is_causal=False):
+        is_batched = query.dim() == 3
+        key_padding_mask = F._canonical_mask(key_padding_mask, "key_padding_mask",
+                                             F._none_or_dtype(attn_mask), "attn_mask",
+                                             query.dtype)
+        attn_mask = F._canonical_mask(attn_mask, "attn_mask", None, "", query.dtype,
+                                      check_other=False)
+        if self.batch_first and is_batched:
+            # (N, L, E) -> (L, N, E) as views, keeping the "query is key" identities
+            if key is value:
+                if query is key:
+                    query = key = value = query.transpose(1, 0)
+                else:
+                    query, key = (x.transpose(1, 0) for x in (query, key))
+                    value = key
+            else:
+                query, key, value = (x.transpose(1, 0) for x in (query, key, value))
+        separate = not self._qkv_same_embed_dim
+        attn_output, attn_output_weights = F.multi_head_attention_forward(
+            query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight,
+            self.in_proj_bias, self.bias_k, self.bias_v, self.add_zero_attn, self.dropout,
+            self.out_proj.weight, self.out_proj.bias, training=self.training,
+            key_padding_mask=key_padding_mask, need_weights=need_weights, attn_mask=attn_mask,
+            use_separate_proj_weight=separate, q_proj_weight=self.q_proj_weight,
+            k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
+            average_attn_weights=average_attn_weights, is_causal=is_causal)
+        if self.batch_first and is_batched:
+            return attn_output.transpose(1, 0), attn_output_weights
+        return attn_output, attn_output_weights
+
+    def merge_masks(self, attn_mask, key_padding_mask, query):
+        """torch's helper for its fast path: one mask and its type (0 attn_mask, 1
+        key_padding_mask, 2 both, merged to (N, num_heads, L, L))."""
+        mask_type, merged_mask = None, None
+        if key_padding_mask is not None:
+            mask_type, merged_mask = 1, key_padding_mask
+        if attn_mask is not None:
+            batch_size, seq_len, _ = query.shape
+            mask_type = 2
+            if attn_mask.dim() == 3:
+                merged_mask = attn_mask.view(batch_size, -1, seq_len, seq_len)
+            else:
+                merged_mask = attn_mask.view(1, 1, seq_len, seq_len).expand(
+                    batch_size, self.num_heads, -1, -1)
+            if key_padding_mask is not None:
+                merged_mask = merged_mask + key_padding_mask.view(
+                    batch_size, 1, 1, seq_len).expand(-1, self.num_heads, -1, -1)
+        return merged_mask, mask_type
