@@ -45,6 +45,7 @@ extern PyMethodDef cddp_optim_module_methods[];     /* optim/optim.c */
 extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
+extern PyMethodDef cddp_batch_norm_module_methods[];  /* nn/norm/batch_norm.c */
 extern PyMethodDef cddp_store_module_methods[];     /* distributed/python/py_store.c */
 extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.c */
 

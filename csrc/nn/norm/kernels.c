@@ -1,0 +1,292 @@
+/* nn/norm/kernels.c — the loops under every normalization layer (batch, sync batch, group and
+ * instance norm): per-row/per-column moments, the normalize+affine pass, the backward
+ * reductions and the dx pass. Pure C over contiguous float32/float64 memory; no Python, so the
+ * callers run them with the GIL released. Contracts in nn/norm/norm.h.
+ *
+ * Layouts (norm.h): rows r (R, S) with coefficients at r % cmod; columns j of an (N, W) block.
+ *
+ * Sums are double whatever the data (torch's CPU accumulate type for float32 is double too).
+ * The row loops keep 8 independent accumulators so the compiler turns them into SIMD adds
+ * without reassociating anything itself (no -ffast-math: results do not depend on the ISA);
+ * column loops are vectorized across columns. Every kernel is compiled for AVX2 and for the
+ * baseline, the loader picking one (as the elementwise kernels do).
+ */
+#include "nn/norm/norm.h"
+
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
+#define NORM_HOT __attribute__((target_clones("avx2", "default")))
+#else
+#define NORM_HOT
+#endif
+
+#define ACC 8                         /* independent accumulators per row */
+
+/* ---- moments ------------------------------------------------------------------------------ */
+
+#define ROWS_MOMENTS(NAME, T)                                                                \
+    NORM_HOT static void NAME(const T *x, int64_t R, int64_t S, const double *K,             \
+                              int64_t cmod, double *s1, double *s2)                          \
+    {                                                                                        \
+        for (int64_t r = 0; r < R; r++) {                                                    \
+            const T *p = x + r * S;                                                          \
+            const double k = K[r % cmod];                                                    \
+            double a1[ACC] = {0}, a2[ACC] = {0}, t1 = 0, t2 = 0;                             \
+            int64_t s = 0;                                                                   \
+            for (; s + ACC <= S; s += ACC)                                                   \
+                for (int j = 0; j < ACC; j++) {                                              \
+                    double d = (double)p[s + j] - k;                                         \
+                    a1[j] += d;                                                              \
+                    a2[j] += d * d;                                                          \
+                }                                                                            \
+            for (; s < S; s++) {                                                             \
+                double d = (double)p[s] - k;                                                 \
+                t1 += d;                                                                     \
+                t2 += d * d;                                                                 \
+            }                                                                                \
+            for (int j = 0; j < ACC; j++) {                                                  \
+                t1 += a1[j];                                                                 \
+                t2 += a2[j];                                                                 \
+            }                                                                                \
+            s1[r] = t1;                                                                      \
+            s2[r] = t2;                                                                      \
+        }                                                                                    \
+    }
+ROWS_MOMENTS(rows_moments_f32, float)
+ROWS_MOMENTS(rows_moments_f64, double)
+
+#define COLS_MOMENTS(NAME, T)                                                                \
+    NORM_HOT static void NAME(const T *x, int64_t N, int64_t W, const double *K, double *s1, \
+                              double *s2)                                                    \
+    {                                                                                        \
+        for (int64_t j = 0; j < W; j++)                                                      \
+            s1[j] = s2[j] = 0;                                                               \
+        for (int64_t n = 0; n < N; n++) {                                                    \
+            const T *p = x + n * W;                                                          \
+            for (int64_t j = 0; j < W; j++) {                                                \
+                double d = (double)p[j] - K[j];                                              \
+                s1[j] += d;                                                                  \
+                s2[j] += d * d;                                                              \
+            }                                                                                \
+        }                                                                                    \
+    }
+COLS_MOMENTS(cols_moments_f32, float)
+COLS_MOMENTS(cols_moments_f64, double)
+
+void cddp_norm_rows_moments(cddp_dtype dt, const void *x, int64_t R, int64_t S,
+                            const double *K, int64_t cmod, double *s1, double *s2)
+{
+    if (dt == CDDP_FLOAT32)
+        rows_moments_f32(x, R, S, K, cmod, s1, s2);
+    else
+        rows_moments_f64(x, R, S, K, cmod, s1, s2);
+}
+
+void cddp_norm_cols_moments(cddp_dtype dt, const void *x, int64_t N, int64_t W,
+                            const double *K, double *s1, double *s2)
+{
+    if (dt == CDDP_FLOAT32)
+        cols_moments_f32(x, N, W, K, s1, s2);
+    else
+        cols_moments_f64(x, N, W, K, s1, s2);
+}
+
+/* ---- normalize + affine: y = (x - m) * a + b, in the data's precision ---------------------- */
+
+#define ROWS_AFFINE(NAME, T)                                                                 \
+    NORM_HOT static void NAME(const T *x, T *y, int64_t R, int64_t S, const double *m,       \
+                              const double *a, const double *b, int64_t cmod)                \
+    {                                                                                        \
+        for (int64_t r = 0; r < R; r++) {                                                    \
+            const T *p = x + r * S;                                                          \
+            T *o = y + r * S;                                                                \
+            const T mm = (T)m[r % cmod], aa = (T)a[r % cmod], bb = (T)b[r % cmod];           \
+            for (int64_t s = 0; s < S; s++)                                                  \
+                o[s] = (p[s] - mm) * aa + bb;                                                \
+        }                                                                                    \
+    }
+ROWS_AFFINE(rows_affine_f32, float)
+ROWS_AFFINE(rows_affine_f64, double)
+
+#define COLS_AFFINE(NAME, T)                                                                 \
+    NORM_HOT static void NAME(const T *x, T *y, int64_t N, int64_t W, const double *m,       \
+                              const double *a, const double *b)                              \
+    {                                                                                        \
+        for (int64_t n = 0; n < N; n++) {                                                    \
+            const T *p = x + n * W;                                                          \
+            T *o = y + n * W;                                                                \
+            for (int64_t j = 0; j < W; j++)                                                  \
+                o[j] = (p[j] - (T)m[j]) * (T)a[j] + (T)b[j];                                 \
+        }                                                                                    \
+    }
+COLS_AFFINE(cols_affine_f32, float)
+COLS_AFFINE(cols_affine_f64, double)
+
+void cddp_norm_rows_affine(cddp_dtype dt, const void *x, void *y, int64_t R, int64_t S,
+                           const double *m, const double *a, const double *b, int64_t cmod)
+{
+    if (dt == CDDP_FLOAT32)
+        rows_affine_f32(x, y, R, S, m, a, b, cmod);
+    else
+        rows_affine_f64(x, y, R, S, m, a, b, cmod);
+}
+
+void cddp_norm_cols_affine(cddp_dtype dt, const void *x, void *y, int64_t N, int64_t W,
+                           const double *m, const double *a, const double *b)
+{
+    if (dt == CDDP_FLOAT32)
+        cols_affine_f32(x, y, N, W, m, a, b);
+    else
+        cols_affine_f64(x, y, N, W, m, a, b);
+}
+
+/* ---- backward reductions: sum dy, sum dy * (x - m) --------------------------------------- */
+
+#define ROWS_REDUCE(NAME, T)                                                                 \
+    NORM_HOT static void NAME(const T *dy, const T *x, int64_t R, int64_t S,                 \
+                              const double *m, int64_t cmod, double *sdy, double *sdyx)      \
+    {                                                                                        \
+        for (int64_t r = 0; r < R; r++) {                                                    \
+            const T *g = dy + r * S, *p = x ? x + r * S : NULL;                              \
+            const double mm = m ? m[r % cmod] : 0.0;                                         \
+            double a1[ACC] = {0}, a2[ACC] = {0}, t1 = 0, t2 = 0;                             \
+            int64_t s = 0;                                                                   \
+            if (p) {                                                                         \
+                for (; s + ACC <= S; s += ACC)                                               \
+                    for (int j = 0; j < ACC; j++) {                                          \
+                        double gv = (double)g[s + j];                                        \
+                        a1[j] += gv;                                                         \
+                        a2[j] += gv * ((double)p[s + j] - mm);                               \
+                    }                                                                        \
+                for (; s < S; s++) {                                                         \
+                    t1 += (double)g[s];                                                      \
+                    t2 += (double)g[s] * ((double)p[s] - mm);                                \
+                }                                                                            \
+            } else {                                                                         \
+                for (; s + ACC <= S; s += ACC)                                               \
+                    for (int j = 0; j < ACC; j++)                                            \
+                        a1[j] += (double)g[s + j];                                           \
+                for (; s < S; s++)                                                           \
+                    t1 += (double)g[s];                                                      \
+            }                                                                                \
+            for (int j = 0; j < ACC; j++) {                                                  \
+                t1 += a1[j];                                                                 \
+                t2 += a2[j];                                                                 \
+            }                                                                                \
+            sdy[r] = t1;                                                                     \
+            if (p)                                                                           \
+                sdyx[r] = t2;                                                                \
+        }                                                                                    \
+    }
+ROWS_REDUCE(rows_reduce_f32, float)
+ROWS_REDUCE(rows_reduce_f64, double)
+
+#define COLS_REDUCE(NAME, T)                                                                 \
+    NORM_HOT static void NAME(const T *dy, const T *x, int64_t N, int64_t W,                 \
+                              const double *m, double *sdy, double *sdyx)                    \
+    {                                                                                        \
+        for (int64_t j = 0; j < W; j++) {                                                    \
+            sdy[j] = 0;                                                                      \
+            if (x)                                                                           \
+                sdyx[j] = 0;                                                                 \
+        }                                                                                    \
+        for (int64_t n = 0; n < N; n++) {                                                    \
+            const T *g = dy + n * W;                                                         \
+            if (x) {                                                                         \
+                const T *p = x + n * W;                                                      \
+                for (int64_t j = 0; j < W; j++) {                                            \
+                    sdy[j] += (double)g[j];                                                  \
+                    sdyx[j] += (double)g[j] * ((double)p[j] - m[j]);                         \
+                }                                                                            \
+            } else {                                                                         \
+                for (int64_t j = 0; j < W; j++)                                              \
+                    sdy[j] += (double)g[j];                                                  \
+            }                                                                                \
+        }                                                                                    \
+    }
+COLS_REDUCE(cols_reduce_f32, float)
+COLS_REDUCE(cols_reduce_f64, double)
+
+void cddp_norm_rows_reduce(cddp_dtype dt, const void *dy, const void *x, int64_t R, int64_t S,
+                           const double *m, int64_t cmod, double *sdy, double *sdyx)
+{
+    if (dt == CDDP_FLOAT32)
+        rows_reduce_f32(dy, x, R, S, m, cmod, sdy, sdyx);
+    else
+        rows_reduce_f64(dy, x, R, S, m, cmod, sdy, sdyx);
+}
+
+void cddp_norm_cols_reduce(cddp_dtype dt, const void *dy, const void *x, int64_t N, int64_t W,
+                           const double *m, double *sdy, double *sdyx)
+{
+    if (dt == CDDP_FLOAT32)
+        cols_reduce_f32(dy, x, N, W, m, sdy, sdyx);
+    else
+        cols_reduce_f64(dy, x, N, W, m, sdy, sdyx);
+}
+
+/* ---- dx = dy * p + (x - m) * q + r ------------------------------------------------------- */
+
+#define ROWS_ELEMT(NAME, T)                                                                  \
+    NORM_HOT static void NAME(const T *dy, const T *x, T *dx, int64_t R, int64_t S,          \
+                              const double *m, const double *pc, const double *q,            \
+                              const double *rc, int64_t cmod)                                \
+    {                                                                                        \
+        for (int64_t r = 0; r < R; r++) {                                                    \
+            const T *g = dy + r * S;                                                         \
+            T *o = dx + r * S;                                                               \
+            const int64_t c = r % cmod;                                                      \
+            const T pp = (T)pc[c], rr = (T)rc[c];                                            \
+            if (x) {                                                                         \
+                const T *p = x + r * S, mm = (T)m[c], qq = (T)q[c];                          \
+                for (int64_t s = 0; s < S; s++)                                              \
+                    o[s] = g[s] * pp + (p[s] - mm) * qq + rr;                                \
+            } else {                                                                         \
+                for (int64_t s = 0; s < S; s++)                                              \
+                    o[s] = g[s] * pp + rr;                                                   \
+            }                                                                                \
+        }                                                                                    \
+    }
+ROWS_ELEMT(rows_elemt_f32, float)
+ROWS_ELEMT(rows_elemt_f64, double)
+
+#define COLS_ELEMT(NAME, T)                                                                  \
+    NORM_HOT static void NAME(const T *dy, const T *x, T *dx, int64_t N, int64_t W,          \
+                              const double *m, const double *pc, const double *q,            \
+                              const double *rc)                                              \
+    {                                                                                        \
+        for (int64_t n = 0; n < N; n++) {                                                    \
+            const T *g = dy + n * W;                                                         \
+            T *o = dx + n * W;                                                               \
+            if (x) {                                                                         \
+                const T *p = x + n * W;                                                      \
+                for (int64_t j = 0; j < W; j++)                                              \
+                    o[j] = g[j] * (T)pc[j] + (p[j] - (T)m[j]) * (T)q[j] + (T)rc[j];          \
+            } else {                                                                         \
+                for (int64_t j = 0; j < W; j++)                                              \
+                    o[j] = g[j] * (T)pc[j] + (T)rc[j];                                       \
+            }                                                                                \
+        }                                                                                    \
+    }
+COLS_ELEMT(cols_elemt_f32, float)
+COLS_ELEMT(cols_elemt_f64, double)
+
+void cddp_norm_rows_elemt(cddp_dtype dt, const void *dy, const void *x, void *dx, int64_t R,
+                          int64_t S, const double *m, const double *p, const double *q,
+                          const double *r, int64_t cmod)
+{
+    if (dt == CDDP_FLOAT32)
+        rows_elemt_f32(dy, x, dx, R, S, m, p, q, r, cmod);
+    else
+        rows_elemt_f64(dy, x, dx, R, S, m, p, q, r, cmod);
+}
+
+void cddp_norm_cols_elemt(cddp_dtype dt, const void *dy, const void *x, void *dx, int64_t N,
+                          int64_t W, const double *m, const double *p, const double *q,
+                          const double *r)
+{
+    if (dt == CDDP_FLOAT32)
+        cols_elemt_f32(dy, x, dx, N, W, m, p, q, r);
+    else
+        cols_elemt_f64(dy, x, dx, N, W, m, p, q, r);
+}
