@@ -46,6 +46,9 @@ extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
 extern PyMethodDef cddp_batch_norm_module_methods[];  /* nn/norm/batch_norm.c */
+extern PyMethodDef cddp_sync_bn_module_methods[];     /* nn/norm/sync_bn.c */
+extern PyMethodDef cddp_group_norm_module_methods[];  /* nn/norm/group_norm.c */
+extern PyMethodDef cddp_activation_module_methods[];  /* nn/activation.c */
 extern PyMethodDef cddp_store_module_methods[];     /* distributed/python/py_store.c */
 extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.c */
 
