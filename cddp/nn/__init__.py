@@ -4,5 +4,10 @@ from .modules import (Module, Sequential, ModuleList, ModuleDict, ParameterList,
                       Linear, Identity, ReLU, Tanh, Sigmoid, Softmax, LogSoftmax, Dropout,
                       Flatten, CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
                       BCEWithLogitsLoss)
+from .modules import (Softmax2d, LeakyReLU, PReLU, GELU, SiLU, ELU, SELU, CELU, Softplus,  # noqa: F401
+                      Hardtanh, ReLU6, Mish, Hardswish, Hardsigmoid, Softsign, Tanhshrink,
+                      Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout,
+                      BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm, InstanceNorm1d,
+                      InstanceNorm2d, InstanceNorm3d, GroupNorm)
 from . import functional, init, utils, parallel  # noqa: F401
 from .parallel import DataParallel
