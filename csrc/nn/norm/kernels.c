@@ -5,6 +5,10 @@
  *
  * Layouts (norm.h): rows r (R, S) with coefficients at r % cmod; columns j of an (N, W) block.
  *
+ * Centring subtracts the mean in two float parts (hi = (T)m, lo = (T)(m - hi)): x - hi is exact
+ * near the mean (Sterbenz), so float32 outputs keep their precision even when the mean dwarfs
+ * the spread, at one extra subtraction per element.
+ *
  * Sums are double whatever the data (torch's CPU accumulate type for float32 is double too).
  * The row loops keep 8 independent accumulators so the compiler turns them into SIMD adds
  * without reassociating anything itself (no -ffast-math: results do not depend on the ISA);
@@ -100,9 +104,10 @@ void cddp_norm_cols_moments(cddp_dtype dt, const void *x, int64_t N, int64_t W,
         for (int64_t r = 0; r < R; r++) {                                                    \
             const T *p = x + r * S;                                                          \
             T *o = y + r * S;                                                                \
-            const T mm = (T)m[r % cmod], aa = (T)a[r % cmod], bb = (T)b[r % cmod];           \
+            const T mh = (T)m[r % cmod], ml = (T)(m[r % cmod] - (double)mh);                  \
+            const T aa = (T)a[r % cmod], bb = (T)b[r % cmod];                                \
             for (int64_t s = 0; s < S; s++)                                                  \
-                o[s] = (p[s] - mm) * aa + bb;                                                \
+                o[s] = ((p[s] - mh) - ml) * aa + bb;                                         \
         }                                                                                    \
     }
 ROWS_AFFINE(rows_affine_f32, float)
@@ -116,7 +121,7 @@ ROWS_AFFINE(rows_affine_f64, double)
             const T *p = x + n * W;                                                          \
             T *o = y + n * W;                                                                \
             for (int64_t j = 0; j < W; j++)                                                  \
-                o[j] = (p[j] - (T)m[j]) * (T)a[j] + (T)b[j];                                 \
+                o[j] = ((p[j] - (T)m[j]) - (T)(m[j] - (double)(T)m[j])) * (T)a[j] + (T)b[j]; \
         }                                                                                    \
     }
 COLS_AFFINE(cols_affine_f32, float)
@@ -238,9 +243,10 @@ void cddp_norm_cols_reduce(cddp_dtype dt, const void *dy, const void *x, int64_t
             const int64_t c = r % cmod;                                                      \
             const T pp = (T)pc[c], rr = (T)rc[c];                                            \
             if (x) {                                                                         \
-                const T *p = x + r * S, mm = (T)m[c], qq = (T)q[c];                          \
+                const T *p = x + r * S, mh = (T)m[c], qq = (T)q[c];                          \
+                const T ml = (T)(m[c] - (double)mh);                                         \
                 for (int64_t s = 0; s < S; s++)                                              \
-                    o[s] = g[s] * pp + (p[s] - mm) * qq + rr;                                \
+                    o[s] = g[s] * pp + ((p[s] - mh) - ml) * qq + rr;                         \
             } else {                                                                         \
                 for (int64_t s = 0; s < S; s++)                                              \
                     o[s] = g[s] * pp + rr;                                                   \
@@ -261,7 +267,8 @@ ROWS_ELEMT(rows_elemt_f64, double)
             if (x) {                                                                         \
                 const T *p = x + n * W;                                                      \
                 for (int64_t j = 0; j < W; j++)                                              \
-                    o[j] = g[j] * (T)pc[j] + (p[j] - (T)m[j]) * (T)q[j] + (T)rc[j];          \
+                    o[j] = g[j] * (T)pc[j] +                                                 \
+                           ((p[j] - (T)m[j]) - (T)(m[j] - (double)(T)m[j])) * (T)q[j] + (T)rc[j]; \
             } else {                                                                         \
                 for (int64_t j = 0; j < W; j++)                                              \
                     o[j] = g[j] * (T)pc[j] + (T)rc[j];                                       \
