@@ -14,41 +14,73 @@
  * backward reads the saved input; an in-place call on a tensor with history runs out of place
  * on a copy of the old value and writes back (the elementwise in-place protocol), so the
  * backward still sees the input. Parameters live in node->d[0..2] and reach the kernels
- * through ew_ctx (p0, p1 in the compute dtype, d0 as double).
+ * through ew_ctx (p0.f64, p1.f64, d0).
  */
+#pragma GCC optimize("no-trapping-math")   /* selects stay selects, so loops vectorize */
 #include "ops/elementwise/elementwise.h"
+#include "ops/reduce/reduce.h"                /* cddp_exp_f32: a vectorizable float exp */
 #include "module.h"
 #include <tgmath.h>
+
+/* ---- float32 math the vectorizer can inline ----------------------------------------------
+ * libm's expf/tanhf/erff are calls per element. float32 kernels use cddp_exp_f32 (<= 1 ulp),
+ * a tanh built on it (Cephes: an odd polynomial below |x| = 0.625, 1 - 2/(e^2|x| + 1) above)
+ * and, for GELU only, erf by Abramowitz-Stegun 7.1.26 (absolute error < 1.5e-7, the formula
+ * torch's vectorized GELU uses; erf only ever enters as 1 + erf there). float64 keeps libm. */
+
+static inline float act_tanhf(float x)
+{
+    float ax = fabsf(x), z = x * x;
+    float p = ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z - 5.37397155531E-2f) * z +
+                1.33314422036E-1f) * z - 3.33332819422E-1f) * z * x + x;
+    float q = copysignf(1.0f - 2.0f / (cddp_exp_f32(2.0f * ax) + 1.0f), x);
+    return ax < 0.625f ? p : q;
+}
+
+static inline float act_erff(float x)
+{
+    float t = 1.0f / (0.3275911f * fabsf(x) + 1.0f);
+    float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
+              0.254829592f;
+    return copysignf(1.0f - r * t * cddp_exp_f32(-x * x), x);
+}
+
+static inline double act_exp_d(double x) { return exp(x); }
+static inline double act_tanh_d(double x) { return tanh(x); }
+static inline double act_erf_d(double x) { return erf(x); }
+#define EXP(v) _Generic((v), float: cddp_exp_f32, default: act_exp_d)(v)
+#define TANH(v) _Generic((v), float: act_tanhf, default: act_tanh_d)(v)
+#define ERF(v) _Generic((v), float: act_erff, default: act_erf_d)(v)
 
 /* ---- scalar helpers, per float type --------------------------------------------------- */
 
 #define ACT_HELPERS(T, SFX)                                                                \
     static inline T gelu_##SFX(T x)                                                        \
     {                                                                                      \
-        return x * (T)0.5 * (1 + erf(x * (T)M_SQRT1_2));                                   \
+        return x * (T)0.5 * (1 + ERF(x * (T)M_SQRT1_2));                                   \
     }                                                                                      \
     static inline T gelu_bw_##SFX(T g, T x)                                                \
     {                                                                                      \
-        T cdf = (T)0.5 * (1 + erf(x * (T)M_SQRT1_2));                                      \
-        T pdf = exp((T)-0.5 * x * x) * (T)(M_2_SQRTPI * M_SQRT1_2 * 0.5);                  \
+        T cdf = (T)0.5 * (1 + ERF(x * (T)M_SQRT1_2));                                      \
+        T pdf = EXP((T)-0.5 * x * x) * (T)(M_2_SQRTPI * M_SQRT1_2 * 0.5);                  \
         return g * (cdf + x * pdf);                                                        \
     }                                                                                      \
     static inline T gelu_tanh_##SFX(T x)                                                   \
     {                                                                                      \
         const T beta = (T)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = (T)0.044715;               \
-        return (T)0.5 * x * (1 + tanh(beta * (x + kappa * x * x * x)));                    \
+        return (T)0.5 * x * (1 + TANH(beta * (x + kappa * x * x * x)));                    \
     }                                                                                      \
     static inline T gelu_tanh_bw_##SFX(T g, T x)                                           \
     {                                                                                      \
         const T beta = (T)(M_SQRT2 * M_2_SQRTPI * 0.5), kappa = (T)0.044715;               \
-        T t = tanh(beta * (x + kappa * x * x * x));                                        \
+        T t = TANH(beta * (x + kappa * x * x * x));                                        \
         T left = (T)0.5 * x, right = 1 + t;                                                \
         T dl = (T)0.5 * right, dr = left * (1 - t * t) * beta * (1 + 3 * kappa * x * x);   \
         return g * (dl + dr);                                                              \
     }                                                                                      \
     static inline T silu_bw_##SFX(T g, T x)                                                \
     {                                                                                      \
-        T s = 1 / (1 + exp(-x));                                                           \
+        T s = 1 / (1 + EXP(-x));                                                           \
         return g * s * (1 + x * (1 - s));                                                  \
     }                                                                                      \
     static inline T softplus_##SFX(T x, T beta, T thr)                                     \
@@ -57,12 +89,18 @@
     }                                                                                      \
     static inline T softplus_bw_##SFX(T g, T x, T beta, T thr)                             \
     {                                                                                      \
-        T z = exp(x * beta);                                                               \
+        T z = EXP(x * beta);                                                               \
         return x * beta > thr ? g : g * z / (z + 1);                                       \
+    }                                                                                      \
+    /* tanh(softplus(x)) = n / (n + 2), n = e^x (e^x + 2): no log; 1 above x = 20 */       \
+    static inline T tanh_softplus_##SFX(T x)                                               \
+    {                                                                                      \
+        T e = EXP(x < 20 ? x : (T)20), nn = e * (e + 2);                                   \
+        return x < 20 ? nn / (nn + 2) : (T)1;                                              \
     }                                                                                      \
     static inline T mish_bw_##SFX(T g, T x)                                                \
     {                                                                                      \
-        T s = 1 / (1 + exp(-x)), t = tanh(log1p(exp(x)));                                  \
+        T s = 1 / (1 + EXP(-x)), t = tanh_softplus_##SFX(x);                               \
         return g * (t + x * s * (1 - t * t));                                              \
     }                                                                                      \
     static inline T hardswish_##SFX(T x)                                                   \
@@ -75,29 +113,67 @@ ACT_HELPERS(float, f)
 ACT_HELPERS(double, d)
 #define GEN(fn, v) _Generic((v), float: fn##_f, default: fn##_d)
 
-/* ---- kernels: forward o = EXPR(x); backward o = EXPR(x = grad, y = saved input) -------- */
+/* ---- kernels: forward o = EXPR(x); backward o = EXPR(x = grad, y = saved input) --------
+ * The parameters are read once into locals ALPHA, BETA, GAMMA (ctx->p0.f64, p1.f64, d0): a
+ * load inside the loop could alias the output and would keep it scalar. */
 
-#define ALPHA EW_P(ctx->p0)
-#define BETA EW_P(ctx->p1)
-#define GAMMA ((scalar_t)ctx->d0)
-#define ACT(op, FWD, BWD) EW_FLOAT_LOOPS1(op, FWD) EW_FLOAT_LOOPS2(op##_bw, float, double, BWD)
+#define ACT_PARAMS(T)                                                                      \
+    typedef T scalar_t;                                                                    \
+    const ew_ctx *ctx = ctx_;                                                              \
+    const T ALPHA = (T)ctx->p0.f64, BETA = (T)ctx->p1.f64, GAMMA = (T)ctx->d0;             \
+    (void)ALPHA; (void)BETA; (void)GAMMA; (void)(scalar_t)0
+
+#define ACT_LOOP1(NAME, T, EXPR)                                                           \
+    EW_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
+    {                                                                                      \
+        ACT_PARAMS(T);                                                                     \
+        if (s[0] == EW_SZ(T) && s[1] == EW_SZ(T)) {                                        \
+            T *o = (T *)p[0];                                                              \
+            const T *a = (const T *)p[1];                                                  \
+            for (int64_t i = 0; i < n; i++) { T x = a[i]; o[i] = (EXPR); }                 \
+        } else {                                                                           \
+            for (int64_t i = 0; i < n; i++) {                                              \
+                T x = *(const T *)(p[1] + i * s[1]);                                       \
+                *(T *)(p[0] + i * s[0]) = (EXPR);                                          \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+#define ACT_LOOP2(NAME, T, EXPR)                                                           \
+    EW_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
+    {                                                                                      \
+        ACT_PARAMS(T);                                                                     \
+        if (s[0] == EW_SZ(T) && s[1] == EW_SZ(T) && s[2] == EW_SZ(T)) {                    \
+            T *o = (T *)p[0];                                                              \
+            const T *a = (const T *)p[1], *b = (const T *)p[2];                            \
+            for (int64_t i = 0; i < n; i++) { T x = a[i], y = b[i]; o[i] = (EXPR); }       \
+        } else {                                                                           \
+            for (int64_t i = 0; i < n; i++) {                                              \
+                T x = *(const T *)(p[1] + i * s[1]), y = *(const T *)(p[2] + i * s[2]);    \
+                *(T *)(p[0] + i * s[0]) = (EXPR);                                          \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+#define ACT(op, FWD, BWD)                                                                  \
+    ACT_LOOP1(op##_f32, float, FWD) ACT_LOOP1(op##_f64, double, FWD)                       \
+    ACT_LOOP2(op##_bw_f32, float, BWD) ACT_LOOP2(op##_bw_f64, double, BWD)
 
 /* leaky_relu(x; slope = ALPHA) */
 ACT(leaky_relu, x > 0 ? x : x * ALPHA, y > 0 ? x : x * ALPHA)
 /* elu(x; alpha = ALPHA, scale = BETA, input_scale = GAMMA), torch's elu/selu/celu */
 ACT(elu, x <= 0 ? expm1(x * GAMMA) * (ALPHA * BETA) : x * BETA,
-    y <= 0 ? x * GAMMA * (ALPHA * BETA) * exp(y * GAMMA) : x * BETA)
+    y <= 0 ? x * GAMMA * (ALPHA * BETA) * EXP(y * GAMMA) : x * BETA)
 ACT(gelu, GEN(gelu, x)(x), GEN(gelu_bw, x)(x, y))
 ACT(gelu_tanh, GEN(gelu_tanh, x)(x), GEN(gelu_tanh_bw, x)(x, y))
-ACT(silu, x / (1 + exp(-x)), GEN(silu_bw, x)(x, y))
+ACT(silu, x / (1 + EXP(-x)), GEN(silu_bw, x)(x, y))
 /* softplus(x; beta = ALPHA, threshold = BETA) */
 ACT(softplus, GEN(softplus, x)(x, ALPHA, BETA), GEN(softplus_bw, x)(x, y, ALPHA, BETA))
 /* hardtanh(x; min = ALPHA, max = BETA); NaN passes through as clamp's does */
 ACT(hardtanh, x < ALPHA ? ALPHA : x > BETA ? BETA : x, (y <= ALPHA || y >= BETA) ? 0 : x)
-ACT(mish, x * tanh(log1p(exp(x))), GEN(mish_bw, x)(x, y))
+ACT(mish, x * GEN(tanh_softplus, x)(x), GEN(mish_bw, x)(x, y))
 ACT(hardswish, GEN(hardswish, x)(x), y <= -3 ? 0 : y < 3 ? x * (y / 3 + (scalar_t)0.5) : x)
-ACT(hardsigmoid, x <= -3 ? 0 : x >= 3 ? 1 : x / 6 + (scalar_t)0.5,
-    (y > -3 && y < 3) ? x / 6 : 0)
+ACT(hardsigmoid, x <= -3 ? 0 : x >= 3 ? 1 : x / 6 + (scalar_t)0.5, (y > -3 && y < 3) ? x / 6 : 0)
 
 /* ---- the table ------------------------------------------------------------------------- */
 
@@ -128,8 +204,8 @@ static const actop acts[A_COUNT] = {
 static void ctx_from(ew_ctx *ctx, cddp_dtype dt, const double *prm)
 {
     memset(ctx, 0, sizeof *ctx);
-    cddp_ew_scalar_from_double(&ctx->p0, dt, prm[0]);
-    cddp_ew_scalar_from_double(&ctx->p1, dt, prm[1]);
+    ctx->p0.f64 = prm[0];             /* read as doubles by ACT_PARAMS whatever the dtype */
+    ctx->p1.f64 = prm[1];
     ctx->d0 = prm[2];
 }
 

@@ -10,12 +10,12 @@
  * the spread, at one extra subtraction per element.
  *
  * Sums are double whatever the data (torch's CPU accumulate type for float32 is double too).
- * The row loops keep 8 independent accumulators so the compiler turns them into SIMD adds
- * without reassociating anything itself (no -ffast-math: results do not depend on the ISA);
- * column loops are vectorized across columns. Every kernel is compiled for AVX2 and for the
+ * Row loops accumulate in explicit double vectors (8 lanes, fixed order: results do not depend
+ * on the ISA, no -ffast-math); column loops are vectorized across columns by the compiler. Every kernel is compiled for AVX2 and for the
  * baseline, the loader picking one (as the elementwise kernels do).
  */
 #include "nn/norm/norm.h"
+#include <string.h>
 
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
@@ -24,40 +24,66 @@
 #define NORM_HOT
 #endif
 
-#define ACC 8                         /* independent accumulators per row */
+/* Row sums use explicit 4-wide double vectors (GCC vector extensions; plain loops with
+ * several scalar accumulators are left scalar by the vectorizer): 8 values per step as two
+ * vectors, converted from float32 where the data are float32. */
+typedef float nv4f __attribute__((vector_size(16)));
+typedef double nv4d __attribute__((vector_size(32)));
+
+static inline void load8_f32(const float *p, nv4d *lo, nv4d *hi)
+{
+    nv4f a, b;
+    memcpy(&a, p, sizeof a);
+    memcpy(&b, p + 4, sizeof b);
+    *lo = __builtin_convertvector(a, nv4d);
+    *hi = __builtin_convertvector(b, nv4d);
+}
+
+static inline void load8_f64(const double *p, nv4d *lo, nv4d *hi)
+{
+    memcpy(lo, p, sizeof *lo);
+    memcpy(hi, p + 4, sizeof *hi);
+}
+
+static inline double hsum(nv4d a, nv4d b)
+{
+    nv4d c = a + b;
+    return (c[0] + c[1]) + (c[2] + c[3]);
+}
 
 /* ---- moments ------------------------------------------------------------------------------ */
 
-#define ROWS_MOMENTS(NAME, T)                                                                \
+#define ROWS_MOMENTS(NAME, T, SFX)                                                           \
     NORM_HOT static void NAME(const T *x, int64_t R, int64_t S, const double *K,             \
                               int64_t cmod, double *s1, double *s2)                          \
     {                                                                                        \
         for (int64_t r = 0; r < R; r++) {                                                    \
             const T *p = x + r * S;                                                          \
             const double k = K[r % cmod];                                                    \
-            double a1[ACC] = {0}, a2[ACC] = {0}, t1 = 0, t2 = 0;                             \
+            const nv4d kv = {k, k, k, k};                                                    \
+            nv4d a1l = {0}, a1h = {0}, a2l = {0}, a2h = {0}, lo, hi;                         \
+            double t1 = 0, t2 = 0;                                                           \
             int64_t s = 0;                                                                   \
-            for (; s + ACC <= S; s += ACC)                                                   \
-                for (int j = 0; j < ACC; j++) {                                              \
-                    double d = (double)p[s + j] - k;                                         \
-                    a1[j] += d;                                                              \
-                    a2[j] += d * d;                                                          \
-                }                                                                            \
+            for (; s + 8 <= S; s += 8) {                                                     \
+                load8_##SFX(p + s, &lo, &hi);                                                \
+                lo -= kv;                                                                    \
+                hi -= kv;                                                                    \
+                a1l += lo;                                                                   \
+                a1h += hi;                                                                   \
+                a2l += lo * lo;                                                              \
+                a2h += hi * hi;                                                              \
+            }                                                                                \
             for (; s < S; s++) {                                                             \
                 double d = (double)p[s] - k;                                                 \
                 t1 += d;                                                                     \
                 t2 += d * d;                                                                 \
             }                                                                                \
-            for (int j = 0; j < ACC; j++) {                                                  \
-                t1 += a1[j];                                                                 \
-                t2 += a2[j];                                                                 \
-            }                                                                                \
-            s1[r] = t1;                                                                      \
-            s2[r] = t2;                                                                      \
+            s1[r] = t1 + hsum(a1l, a1h);                                                     \
+            s2[r] = t2 + hsum(a2l, a2h);                                                     \
         }                                                                                    \
     }
-ROWS_MOMENTS(rows_moments_f32, float)
-ROWS_MOMENTS(rows_moments_f64, double)
+ROWS_MOMENTS(rows_moments_f32, float, f32)
+ROWS_MOMENTS(rows_moments_f64, double, f64)
 
 #define COLS_MOMENTS(NAME, T)                                                                \
     NORM_HOT static void NAME(const T *x, int64_t N, int64_t W, const double *K, double *s1, \
@@ -147,44 +173,46 @@ void cddp_norm_cols_affine(cddp_dtype dt, const void *x, void *y, int64_t N, int
 
 /* ---- backward reductions: sum dy, sum dy * (x - m) --------------------------------------- */
 
-#define ROWS_REDUCE(NAME, T)                                                                 \
+#define ROWS_REDUCE(NAME, T, SFX)                                                            \
     NORM_HOT static void NAME(const T *dy, const T *x, int64_t R, int64_t S,                 \
                               const double *m, int64_t cmod, double *sdy, double *sdyx)      \
     {                                                                                        \
         for (int64_t r = 0; r < R; r++) {                                                    \
             const T *g = dy + r * S, *p = x ? x + r * S : NULL;                              \
             const double mm = m ? m[r % cmod] : 0.0;                                         \
-            double a1[ACC] = {0}, a2[ACC] = {0}, t1 = 0, t2 = 0;                             \
+            const nv4d mv = {mm, mm, mm, mm};                                                \
+            nv4d a1l = {0}, a1h = {0}, a2l = {0}, a2h = {0}, gl, gh, xl, xh;                 \
+            double t1 = 0, t2 = 0;                                                           \
             int64_t s = 0;                                                                   \
             if (p) {                                                                         \
-                for (; s + ACC <= S; s += ACC)                                               \
-                    for (int j = 0; j < ACC; j++) {                                          \
-                        double gv = (double)g[s + j];                                        \
-                        a1[j] += gv;                                                         \
-                        a2[j] += gv * ((double)p[s + j] - mm);                               \
-                    }                                                                        \
+                for (; s + 8 <= S; s += 8) {                                                 \
+                    load8_##SFX(g + s, &gl, &gh);                                            \
+                    load8_##SFX(p + s, &xl, &xh);                                            \
+                    a1l += gl;                                                               \
+                    a1h += gh;                                                               \
+                    a2l += gl * (xl - mv);                                                   \
+                    a2h += gh * (xh - mv);                                                   \
+                }                                                                            \
                 for (; s < S; s++) {                                                         \
                     t1 += (double)g[s];                                                      \
                     t2 += (double)g[s] * ((double)p[s] - mm);                                \
                 }                                                                            \
             } else {                                                                         \
-                for (; s + ACC <= S; s += ACC)                                               \
-                    for (int j = 0; j < ACC; j++)                                            \
-                        a1[j] += (double)g[s + j];                                           \
+                for (; s + 8 <= S; s += 8) {                                                 \
+                    load8_##SFX(g + s, &gl, &gh);                                            \
+                    a1l += gl;                                                               \
+                    a1h += gh;                                                               \
+                }                                                                            \
                 for (; s < S; s++)                                                           \
                     t1 += (double)g[s];                                                      \
             }                                                                                \
-            for (int j = 0; j < ACC; j++) {                                                  \
-                t1 += a1[j];                                                                 \
-                t2 += a2[j];                                                                 \
-            }                                                                                \
-            sdy[r] = t1;                                                                     \
+            sdy[r] = t1 + hsum(a1l, a1h);                                                    \
             if (p)                                                                           \
-                sdyx[r] = t2;                                                                \
+                sdyx[r] = t2 + hsum(a2l, a2h);                                               \
         }                                                                                    \
     }
-ROWS_REDUCE(rows_reduce_f32, float)
-ROWS_REDUCE(rows_reduce_f64, double)
+ROWS_REDUCE(rows_reduce_f32, float, f32)
+ROWS_REDUCE(rows_reduce_f64, double, f64)
 
 #define COLS_REDUCE(NAME, T)                                                                 \
     NORM_HOT static void NAME(const T *dy, const T *x, int64_t N, int64_t W,                 \
