@@ -139,15 +139,30 @@ void cddp_norm_cols_moments(cddp_dtype dt, const void *x, int64_t N, int64_t W,
 ROWS_AFFINE(rows_affine_f32, float)
 ROWS_AFFINE(rows_affine_f64, double)
 
+/* Column kernels convert their coefficients to T once per block of CB columns (on the stack),
+ * so the loop over the N rows is pure T arithmetic. */
+#define CB 256
+#define BLOCK(j0, W) ((W) - (j0) < CB ? (W) - (j0) : CB)
+
 #define COLS_AFFINE(NAME, T)                                                                 \
     NORM_HOT static void NAME(const T *x, T *y, int64_t N, int64_t W, const double *m,       \
                               const double *a, const double *b)                              \
     {                                                                                        \
-        for (int64_t n = 0; n < N; n++) {                                                    \
-            const T *p = x + n * W;                                                          \
-            T *o = y + n * W;                                                                \
-            for (int64_t j = 0; j < W; j++)                                                  \
-                o[j] = ((p[j] - (T)m[j]) - (T)(m[j] - (double)(T)m[j])) * (T)a[j] + (T)b[j]; \
+        T mh[CB], ml[CB], aa[CB], bb[CB];                                                    \
+        for (int64_t j0 = 0; j0 < W; j0 += CB) {                                             \
+            int64_t nb = BLOCK(j0, W);                                                       \
+            for (int64_t j = 0; j < nb; j++) {                                               \
+                mh[j] = (T)m[j0 + j];                                                        \
+                ml[j] = (T)(m[j0 + j] - (double)mh[j]);                                      \
+                aa[j] = (T)a[j0 + j];                                                        \
+                bb[j] = (T)b[j0 + j];                                                        \
+            }                                                                                \
+            for (int64_t n = 0; n < N; n++) {                                                \
+                const T *p = x + n * W + j0;                                                 \
+                T *o = y + n * W + j0;                                                       \
+                for (int64_t j = 0; j < nb; j++)                                             \
+                    o[j] = ((p[j] - mh[j]) - ml[j]) * aa[j] + bb[j];                         \
+            }                                                                                \
         }                                                                                    \
     }
 COLS_AFFINE(cols_affine_f32, float)
@@ -289,17 +304,27 @@ ROWS_ELEMT(rows_elemt_f64, double)
                               const double *m, const double *pc, const double *q,            \
                               const double *rc)                                              \
     {                                                                                        \
-        for (int64_t n = 0; n < N; n++) {                                                    \
-            const T *g = dy + n * W;                                                         \
-            T *o = dx + n * W;                                                               \
-            if (x) {                                                                         \
-                const T *p = x + n * W;                                                      \
-                for (int64_t j = 0; j < W; j++)                                              \
-                    o[j] = g[j] * (T)pc[j] +                                                 \
-                           ((p[j] - (T)m[j]) - (T)(m[j] - (double)(T)m[j])) * (T)q[j] + (T)rc[j]; \
-            } else {                                                                         \
-                for (int64_t j = 0; j < W; j++)                                              \
-                    o[j] = g[j] * (T)pc[j] + (T)rc[j];                                       \
+        T mh[CB], ml[CB], pp[CB], qq[CB], rr[CB];                                            \
+        for (int64_t j0 = 0; j0 < W; j0 += CB) {                                             \
+            int64_t nb = BLOCK(j0, W);                                                       \
+            for (int64_t j = 0; j < nb; j++) {                                               \
+                mh[j] = x ? (T)m[j0 + j] : 0;                                                \
+                ml[j] = x ? (T)(m[j0 + j] - (double)mh[j]) : 0;                              \
+                pp[j] = (T)pc[j0 + j];                                                       \
+                qq[j] = (T)q[j0 + j];                                                        \
+                rr[j] = (T)rc[j0 + j];                                                       \
+            }                                                                                \
+            for (int64_t n = 0; n < N; n++) {                                                \
+                const T *g = dy + n * W + j0;                                                \
+                T *o = dx + n * W + j0;                                                      \
+                if (x) {                                                                     \
+                    const T *p = x + n * W + j0;                                             \
+                    for (int64_t j = 0; j < nb; j++)                                         \
+                        o[j] = g[j] * pp[j] + ((p[j] - mh[j]) - ml[j]) * qq[j] + rr[j];      \
+                } else {                                                                     \
+                    for (int64_t j = 0; j < nb; j++)                                         \
+                        o[j] = g[j] * pp[j] + rr[j];                                         \
+                }                                                                            \
             }                                                                                \
         }                                                                                    \
     }
