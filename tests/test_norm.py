@@ -416,3 +416,36 @@ def test_normalize_and_cosine_similarity_match_torch(torch):
         np.testing.assert_allclose(n(out), ref.detach().numpy(), **k)
         np.testing.assert_allclose(n(x.grad), tx.grad.numpy(), **k)
         np.testing.assert_allclose(n(y.grad), ty.grad.numpy(), rtol=k["rtol"], atol=1e-3 if dtype == np.float32 else 1e-9)
+
+
+# ---- local response norm -------------------------------------------------------------------------
+
+def np_lrn(x, size, alpha, beta, k):
+    C = x.shape[1]
+    sq = x * x
+    div = np.zeros_like(x)
+    for c in range(C):
+        lo, hi = max(0, c - size // 2), min(C, c + (size - 1) // 2 + 1)
+        div[:, c] = sq[:, lo:hi].sum(1)
+    return x / (k + alpha * div / size) ** beta
+
+
+@pytest.mark.parametrize("shape,size", [((2, 6, 5), 3), ((2, 7, 3, 4), 5), ((1, 4, 2, 2, 3), 2), ((2, 3, 4), 1)])
+def test_local_response_norm_matches_numpy_and_gradcheck(shape, size):
+    a = normal(*shape)
+    m = nn.LocalResponseNorm(size, alpha=0.1, beta=0.6, k=1.5)
+    np.testing.assert_allclose(n(m(t(a))), np_lrn(a, size, 0.1, 0.6, 1.5), rtol=1e-12)
+    gradcheck(lambda x: F.local_response_norm(x, size, 0.1, 0.6, 1.5), a)
+    with pytest.raises(ValueError, match=r"Expected 3D or higher dimensionality .*input \(got 2 dimensions\)"):
+        F.local_response_norm(t(normal(2, 3)), 2)
+
+
+def test_local_response_norm_matches_torch(torch):
+    a, g = normal(2, 7, 3, 4, dtype=np.float32), normal(2, 7, 3, 4, dtype=np.float32)
+    x, tx = t(a, True), torch.tensor(a, requires_grad=True)
+    y, ty = nn.LocalResponseNorm(5)(x), torch.nn.LocalResponseNorm(5)(tx)
+    y.backward(t(g))
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(n(y), ty.detach().numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(n(x.grad), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+    assert repr(nn.LocalResponseNorm(5)) == repr(torch.nn.LocalResponseNorm(5))

@@ -263,6 +263,28 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):  # noqa: A002
+    """input / (k + alpha * mean of input^2 over a window of `size` channels)^beta; the window
+    is [c - size//2, c + (size-1)//2], zero-padded and divided by size (torch's avg_pool)."""
+    _check_tensor(input, "input")
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          input "
+                         f"(got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    sq = input.mul(input)
+    n, c, rest = input.shape[0], input.shape[1], tuple(input.shape[2:])
+    parts = [_C.zeros((n, size // 2) + rest, dtype=input.dtype), sq,
+             _C.zeros((n, (size - 1) // 2) + rest, dtype=input.dtype)]
+    padded = _C.cat([p for p in parts if p.shape[1]], 1)
+    win = padded[:, 0:c]
+    for i in range(1, size):                 # size shifted slices: exact sums, no cumsum
+        win = win + padded[:, i:i + c]
+    div = win.mul(alpha / size).add(k).pow(beta)
+    return input / div
+
+
 # ---- activations (csrc/nn/activation.c: one C kernel each way) ------------------------------
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002

@@ -8,5 +8,5 @@ from .activation import (Softmax2d, LeakyReLU, PReLU, GELU, SiLU, ELU, SELU, CEL
 from .dropout import Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm
 from .instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
-from .groupnorm import GroupNorm
+from .groupnorm import GroupNorm, LocalResponseNorm
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss

@@ -1,5 +1,5 @@
-"""Group normalization (torch.nn.GroupNorm, torch.nn.modules.normalization in torch) over the
-fused C kernel of csrc/nn/norm/group_norm.c."""
+"""Group normalization (torch.nn.GroupNorm; torch.nn.modules.normalization in torch) over the
+fused C kernel of csrc/nn/norm/group_norm.c, and LocalResponseNorm (a composite of C ops)."""
 from ... import _C
 from .. import functional as F
 from .. import init
@@ -46,3 +46,20 @@ class GroupNorm(Module):
     def extra_repr(self):
         return "{num_groups}, {num_channels}, eps={eps}, affine={affine}, bias={use_bias}".format(
             **self.__dict__, use_bias=self.bias is not None)
+
+
+class LocalResponseNorm(Module):
+    """Normalizes each channel by its neighbours' squared activity (AlexNet's LRN)."""
+
+    def __init__(self, size, alpha=1e-4, beta=0.75, k=1.0):
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):  # noqa: A002
+        return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self):
+        return "{size}, alpha={alpha}, beta={beta}, k={k}".format(**self.__dict__)
