@@ -15,6 +15,7 @@
 /* ---- init functions, in the order module.c runs them ---------------------------------- */
 int cddp_dtype_init(PyObject *m, cddp_state_t *st);            /* core/dtype.c */
 int cddp_node_type_init(PyObject *m, cddp_state_t *st);        /* autograd/node.c */
+int cddp_function_type_init(PyObject *m, cddp_state_t *st);    /* autograd/function.c */
 int cddp_tensor_type_init(PyObject *m, cddp_state_t *st, PyMethodDef *methods);  /* core/tensor_type.c */
 int cddp_random_init(PyObject *m, cddp_state_t *st);           /* ops/random/random.c */
 int cddp_blas_init(PyObject *m, cddp_state_t *st);             /* ops/linalg/blas.c */
@@ -28,6 +29,7 @@ extern PyMethodDef cddp_tensor_core_methods[];
 extern PyMethodDef cddp_core_module_methods[];
 extern PyMethodDef cddp_autograd_tensor_methods[];
 extern PyMethodDef cddp_autograd_module_methods[];
+extern PyMethodDef cddp_function_module_methods[];  /* autograd/function.c */
 extern PyMethodDef cddp_elementwise_tensor_methods[];
 extern PyMethodDef cddp_elementwise_module_methods[];
 extern PyMethodDef cddp_reduce_tensor_methods[];
@@ -44,6 +46,7 @@ extern PyMethodDef cddp_loss_module_methods[];      /* nn/loss.c */
 extern PyMethodDef cddp_optim_module_methods[];     /* optim/optim.c */
 extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
+extern PyMethodDef cddp_rnn_module_methods[];       /* nn/rnn/rnn.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
 extern PyMethodDef cddp_batch_norm_module_methods[];  /* nn/norm/batch_norm.c */
 extern PyMethodDef cddp_sync_bn_module_methods[];     /* nn/norm/sync_bn.c */

@@ -4,6 +4,7 @@ from .modules import (Module, Sequential, ModuleList, ModuleDict, ParameterList,
                       Linear, Identity, ReLU, Tanh, Sigmoid, Softmax, LogSoftmax, Dropout,
                       Flatten, CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
                       BCEWithLogitsLoss)
+from .modules import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
 from .modules import (Softmax2d, LeakyReLU, PReLU, GELU, SiLU, ELU, SELU, CELU, Softplus,  # noqa: F401
                       Hardtanh, ReLU6, Mish, Hardswish, Hardsigmoid, Softsign, Tanhshrink,
                       Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout,
