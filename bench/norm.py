@@ -7,7 +7,8 @@
 Rows: F.batch_norm in training mode (forward alone under no_grad, and forward + backward with
 gradients for input, weight and bias) at the activation shapes of ResNet-18's four stages, a
 BatchNorm1d (N, C) input, F.group_norm, and a few activations forward + backward. Each cell is
-the median of timeit repeats (autorange picks the loop count); the ratio is torch's time over
+the median of 9 timeit windows (autorange picks the loop count), cddp's and torch's windows
+interleaved; the ratio is torch's time over
 cddp's, so > 1 means cddp is faster. Before timing, each row's cddp output is checked against
 torch's, so a fast wrong kernel fails loudly. On a shared machine compare ratios, not times.
 """
@@ -31,10 +32,17 @@ if glob.glob(os.path.join(ROOT, "cddp", "_C*.so")):
 import cddp  # noqa: E402
 
 
-def seconds(fn, quick):
-    timer = timeit.Timer(fn)
-    number = 1 if quick else timer.autorange()[0]
-    return statistics.median(t / number for t in timer.repeat(3 if quick else 7, number))
+def seconds_pair(fa, fb, quick):
+    """Median per-call times of fa and fb, their timing windows interleaved (a, b, a, b, ...)
+    so that load from other processes falls on both alike."""
+    ta, tb = timeit.Timer(fa), timeit.Timer(fb)
+    na = 1 if quick else ta.autorange()[0]
+    nb = 1 if quick else tb.autorange()[0]
+    sa, sb = [], []
+    for _ in range(3 if quick else 9):
+        sa.append(ta.timeit(na) / na)
+        sb.append(tb.timeit(nb) / nb)
+    return statistics.median(sa), statistics.median(sb)
 
 
 def batch_norm_row(L, F, shape, backward):
@@ -123,7 +131,7 @@ def main(argv=None):
         got = np.asarray(got.detach().numpy())
         if not np.allclose(got, ref.detach().numpy(), rtol=1e-3, atol=1e-3):
             raise SystemExit(f"cddp gives a wrong result for {label}")
-        tc, tt = seconds(fc, args.quick), seconds(ft, args.quick)
+        tc, tt = seconds_pair(fc, ft, args.quick)
         body.append((label, f"{tc * 1e3:.3f} ms", f"{tt * 1e3:.3f} ms", f"{tt / tc:.2f}x"))
     header = ("op (float32)", "cddp", "torch", "torch/cddp")
     widths = [max(len(r[i]) for r in [header] + body) for i in range(4)]

@@ -157,8 +157,6 @@ dist.destroy_process_group()
 """
 
 
-@pytest.mark.skipif(not hasattr(cddp.autograd, "Function"),
-                    reason="SyncBatchNorm's backward needs cddp.autograd.Function")
 @pytest.mark.parametrize("momentum", [0.1, None])
 def test_two_ranks_with_different_batches_equal_batch_norm_on_the_whole(tmp_path, momentum):
     steps, sizes = 3, (2, 5)                      # ranks see different batch sizes
