@@ -21,21 +21,6 @@
 #include <math.h>
 #include <string.h>
 
-/* Gradient of a (C,) parameter of shape meta from doubles. */
-static TensorObject *param_grad(const cddp_meta *m, const double *v, int64_t C)
-{
-    TensorObject *g = cddp_tensor_new(m->dtype, m->ndim, m->shape, 0);
-    if (!g)
-        return NULL;
-    for (int64_t c = 0; c < C; c++) {
-        if (m->dtype == CDDP_FLOAT32)
-            ((float *)cddp_data(g))[c] = (float)v[c];
-        else
-            ((double *)cddp_data(g))[c] = v[c];
-    }
-    return g;
-}
-
 static int batch_norm_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
     TensorObject *x = cddp_node_saved(self, 0), *st = cddp_node_saved(self, 1), *w = NULL;
@@ -83,10 +68,10 @@ static int batch_norm_backward(NodeObject *self, TensorObject **gout, TensorObje
     if (want_w) {
         for (int64_t c = 0; c < C; c++)
             q[c] = sdyx[c] * invstd[c];
-        if (!(gin[1] = param_grad(&self->meta[1], q, C)))
+        if (!(gin[1] = cddp_norm_param_grad(&self->meta[1], q, C)))
             goto done;
     }
-    if (want_b && !(gin[2] = param_grad(&self->meta[2], sdy, C)))
+    if (want_b && !(gin[2] = cddp_norm_param_grad(&self->meta[2], sdy, C)))
         goto done;
     rc = 0;
 done:

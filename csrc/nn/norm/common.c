@@ -252,6 +252,18 @@ TensorObject *cddp_norm_from_doubles(const double *v, int64_t C, cddp_dtype dt)
     return out;
 }
 
+TensorObject *cddp_norm_param_grad(const cddp_meta *m, const double *v, int64_t C)
+{
+    TensorObject *g = cddp_tensor_new(m->dtype, m->ndim, m->shape, 0);
+    for (int64_t c = 0; g && c < C; c++) {
+        if (m->dtype == CDDP_FLOAT32)
+            ((float *)cddp_data(g))[c] = (float)v[c];
+        else
+            ((double *)cddp_data(g))[c] = v[c];
+    }
+    return g;
+}
+
 void cddp_norm_to_doubles(const TensorObject *t, int64_t C, double *v)
 {
     if (cddp_is_contiguous(t) && t->dtype == CDDP_FLOAT64) {

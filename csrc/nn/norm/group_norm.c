@@ -71,18 +71,6 @@ static int group_stats(const gn_plan *p, const void *x, double eps, double *mean
     return 0;
 }
 
-static TensorObject *param_grad(const cddp_meta *m, const double *v, int64_t C)
-{
-    TensorObject *g = cddp_tensor_new(m->dtype, m->ndim, m->shape, 0);
-    for (int64_t c = 0; g && c < C; c++) {
-        if (m->dtype == CDDP_FLOAT32)
-            ((float *)cddp_data(g))[c] = (float)v[c];
-        else
-            ((double *)cddp_data(g))[c] = v[c];
-    }
-    return g;
-}
-
 /* dx coefficients per (n, c) from the per-row sums (norm.h's elemt form). */
 static void dx_coefficients(const gn_plan *p, const double *mean, const double *rstd,
                             const double *w, const double *sdy, const double *sdyx, double *m,
@@ -151,7 +139,7 @@ static int group_norm_backward(NodeObject *self, TensorObject **gout, TensorObje
             for (int64_t n = 0; n < p.N; n++)
                 acc[c] += k == 1 ? sdyx[n * C + c] * rstd[n * p.G + c / p.D] : sdy[n * C + c];
         }
-        if (!(gin[k] = param_grad(&self->meta[k], acc, C)))
+        if (!(gin[k] = cddp_norm_param_grad(&self->meta[k], acc, C)))
             goto done;
     }
     rc = 0;

@@ -97,6 +97,9 @@ double cddp_norm_at(const TensorObject *t, int64_t c);
 void cddp_norm_set(TensorObject *t, int64_t c, double v);
 /* A new 1-D tensor of dtype dt from C doubles. */
 TensorObject *cddp_norm_from_doubles(const double *v, int64_t C, cddp_dtype dt);
+/* The gradient of a (C,)-element parameter, of the parameter's shape and dtype (meta), from C
+ * doubles. New reference or NULL. */
+TensorObject *cddp_norm_param_grad(const cddp_meta *m, const double *v, int64_t C);
 /* Doubles of a 1-D tensor of C elements into v. */
 void cddp_norm_to_doubles(const TensorObject *t, int64_t C, double *v);
 
