@@ -51,6 +51,10 @@ extern PyMethodDef cddp_layer_norm_module_methods[];  /* nn/layer_norm.c */
 extern PyMethodDef cddp_embedding_module_methods[];   /* nn/embedding.c */
 extern PyMethodDef cddp_sdpa_module_methods[];        /* nn/sdpa.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
+extern PyMethodDef cddp_batch_norm_module_methods[];  /* nn/norm/batch_norm.c */
+extern PyMethodDef cddp_sync_bn_module_methods[];     /* nn/norm/sync_bn.c */
+extern PyMethodDef cddp_group_norm_module_methods[];  /* nn/norm/group_norm.c */
+extern PyMethodDef cddp_activation_module_methods[];  /* nn/activation.c */
 extern PyMethodDef cddp_store_module_methods[];     /* distributed/python/py_store.c */
 extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.c */
 /* the extra tensor ops of the "real models" work, one pair per file */
