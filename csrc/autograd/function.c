@@ -97,16 +97,21 @@ static PyObject *function_saved_tensors(FunctionNode *self, void *c)
             PyTuple_SET_ITEM(out, j, Py_NewRef(o));
             continue;
         }
-        if (cddp_saved_check(&self->node, t, self->saved_version[j]) < 0)
-            goto fail;
-        if (self->saved_out[j] < 0) {
-            PyTuple_SET_ITEM(out, j, Py_NewRef(o));
-            continue;
+        if (cddp_saved_is_packed(t)) {              /* saved under saved_tensors_hooks */
+            a = cddp_saved_unpack(t);
+        } else {
+            if (cddp_saved_check(&self->node, t, self->saved_version[j]) < 0)
+                goto fail;
+            a = (TensorObject *)Py_NewRef(t);
         }
-        a = cddp_tensor_alias(t, t->ndim, t->shape, t->strides, t->offset);
         if (!a)
             goto fail;
-        cddp_set_history(a, &self->node, self->saved_out[j]);
+        if (self->saved_out[j] >= 0) {
+            Py_SETREF(a, cddp_tensor_alias(a, a->ndim, a->shape, a->strides, a->offset));
+            if (!a)
+                goto fail;
+            cddp_set_history(a, &self->node, self->saved_out[j]);
+        }
         PyTuple_SET_ITEM(out, j, (PyObject *)a);
     }
     return out;
@@ -173,6 +178,9 @@ static int save_variables(FunctionNode *f, PyObject *outs)
         } else {
             Py_INCREF(o);
         }
+        Py_SETREF(o, (PyObject *)cddp_saved_pack((TensorObject *)o));
+        if (!o)
+            goto done;
         PyTuple_SET_ITEM(saved, j, o);
     }
     f->n_saved = (int)n;
