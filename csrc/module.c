@@ -10,7 +10,7 @@
 static PyMethodDef *tensor_tables[] = {
     cddp_tensor_core_methods, cddp_autograd_tensor_methods, cddp_elementwise_tensor_methods,
     cddp_reduce_tensor_methods, cddp_linalg_tensor_methods, cddp_shape_tensor_methods,
-    cddp_index_tensor_methods, cddp_creation_tensor_methods, NULL,
+    cddp_index_tensor_methods, cddp_creation_tensor_methods, cddp_share_tensor_methods, NULL,
 };
 static PyMethodDef *module_tables[] = {
     cddp_core_module_methods, cddp_autograd_module_methods, cddp_function_module_methods,
@@ -18,7 +18,8 @@ static PyMethodDef *module_tables[] = {
     cddp_reduce_module_methods, cddp_linalg_module_methods, cddp_shape_module_methods,
     cddp_index_module_methods, cddp_creation_module_methods, cddp_loss_module_methods,
     cddp_optim_module_methods, cddp_clip_module_methods, cddp_linear_module_methods,
-    cddp_sampler_module_methods, cddp_store_module_methods, cddp_pg_module_methods, NULL,
+    cddp_sampler_module_methods, cddp_store_module_methods, cddp_pg_module_methods,
+    cddp_share_module_methods, NULL,
 };
 
 /* One NULL-terminated array out of several; lives as long as the process (types keep it). */

@@ -30,6 +30,8 @@ extern PyMethodDef cddp_core_module_methods[];
 extern PyMethodDef cddp_autograd_tensor_methods[];
 extern PyMethodDef cddp_autograd_module_methods[];
 extern PyMethodDef cddp_function_module_methods[];  /* autograd/function.c */
+extern PyMethodDef cddp_share_tensor_methods[];     /* core/share.c */
+extern PyMethodDef cddp_share_module_methods[];
 extern PyMethodDef cddp_elementwise_tensor_methods[];
 extern PyMethodDef cddp_elementwise_module_methods[];
 extern PyMethodDef cddp_reduce_tensor_methods[];
