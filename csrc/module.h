@@ -46,6 +46,7 @@ extern PyMethodDef cddp_creation_tensor_methods[];
 extern PyMethodDef cddp_creation_module_methods[];
 extern PyMethodDef cddp_loss_module_methods[];      /* nn/loss.c */
 extern PyMethodDef cddp_optim_module_methods[];     /* optim/optim.c */
+extern PyMethodDef cddp_fused_optim_module_methods[]; /* optim/fused.c */
 extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
