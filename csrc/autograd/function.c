@@ -11,7 +11,8 @@
  *   _function_apply(cls, backward_cls, new_style, args, kwargs):
  *       ctx = backward_cls()                      # a Node with an edge per tensor argument
  *       with no_grad: out = cls.forward(ctx, *args, **kwargs)
- *                     (new style: out = cls.forward(*args, **kwargs); cls.setup_context(ctx, args, out))
+ *                     (new style: out = cls.forward(*args, **kwargs)
+ *                                 cls.setup_context(ctx, args, out))
  *       outputs get history (ctx, i); ctx.to_save is kept for backward
  *   backward (a node of the C engine, grad mode off): grads -> ctx.apply(*grads) -> the user's
  *       backward; its result is checked (count, None for non-tensor arguments, shapes
@@ -292,7 +293,8 @@ static PyObject *wrap_outputs(FunctionNode *f, PyObject *raw, PyObject *args, in
         w = wrap_output(f, (TensorObject *)o, (int)k, executable,
                         find_obj(PySequence_Fast_ITEMS(args), PyTuple_GET_SIZE(args), o) >= 0,
                         find_obj(PySequence_Fast_ITEMS(dirty), PyTuple_GET_SIZE(dirty), o) >= 0,
-                        find_obj(PySequence_Fast_ITEMS(nondiff), PyTuple_GET_SIZE(nondiff), o) >= 0);
+                        find_obj(PySequence_Fast_ITEMS(nondiff), PyTuple_GET_SIZE(nondiff),
+                                 o) >= 0);
         if (!w)
             goto fail;
         PyTuple_SET_ITEM(res, k, (PyObject *)w);
@@ -554,7 +556,8 @@ static PyObject *py_function_apply(PyObject *m, PyObject *a)
                           &args, &kwargs))
         return NULL;
     if (!PyType_Check(bwd) || !PyType_IsSubtype((PyTypeObject *)bwd, cddp_state()->function_type)) {
-        PyErr_SetString(PyExc_TypeError, "_function_apply: backward_cls must subclass _FunctionBase");
+        PyErr_SetString(PyExc_TypeError,
+                        "_function_apply: backward_cls must subclass _FunctionBase");
         return NULL;
     }
     if (kwargs == Py_None)
