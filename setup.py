@@ -9,7 +9,8 @@ cddp._cuda  the CUDA extension, built when nvcc is found: cuda/**/*.cu compiled 
 
 Environment knobs:
     CDDP_CUDA=0       do not build cddp._cuda;  CDDP_CUDA=1  build it or fail (nvcc required);
-                      unset: build it when nvcc is found ($CUDA_HOME/bin, PATH, /usr/local/cuda/bin)
+                      unset: build it when nvcc is found ($CUDACXX, else $CUDA_HOME/bin, PATH,
+                      /usr/local/cuda/bin)
     CDDP_CUDA_ARCHS   nvcc -gencode list instead of the default (e.g. "arch=compute_90,code=sm_90")
     CDDP_SANITIZE=1   build with -fsanitize=address,undefined (tools/sanitize.sh sets it)
     CDDP_DEBUG=1      -O0 -g
@@ -56,8 +57,12 @@ ext_modules = [
 # ---- the CUDA extension ------------------------------------------------------------------------
 
 def find_nvcc():
-    """nvcc from $CUDA_HOME/bin, PATH, then /usr/local/cuda/bin (CI's machine has it there,
-    not always on PATH); None when absent."""
+    """nvcc: $CUDACXX when set (CMake's variable; then nothing else is tried), else
+    $CUDA_HOME/bin, PATH, /usr/local/cuda/bin (CI's machine has it there, not always on PATH).
+    None when absent."""
+    if os.environ.get("CUDACXX"):
+        cand = os.environ["CUDACXX"]
+        return cand if os.path.isfile(cand) and os.access(cand, os.X_OK) else None
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     for cand in ([os.path.join(home, "bin", "nvcc")] if home else []) + [shutil.which("nvcc"),
                                                                           "/usr/local/cuda/bin/nvcc"]:
@@ -82,8 +87,8 @@ if cuda_mode not in ("", "0", "1"):
     raise SystemExit(f"cddp build: CDDP_CUDA must be 0 or 1, got {cuda_mode!r}")
 nvcc = None if cuda_mode == "0" else find_nvcc()
 if cuda_mode == "1" and not nvcc:
-    raise SystemExit("cddp build: CDDP_CUDA=1 but nvcc was not found ($CUDA_HOME/bin, PATH, "
-                     "/usr/local/cuda/bin); install the CUDA toolkit or set CUDA_HOME")
+    raise SystemExit("cddp build: CDDP_CUDA=1 but nvcc was not found ($CUDACXX, $CUDA_HOME/bin, "
+                     "PATH, /usr/local/cuda/bin); install the CUDA toolkit or set CUDA_HOME")
 cu_sources = sorted(glob.glob(os.path.join("cuda", "**", "*.cu"), recursive=True))
 cuda_c = sorted(glob.glob(os.path.join("cuda", "**", "*.c"), recursive=True))
 print(f"cddp build: C core from {len(csrc)} files; nvcc {'found at ' + nvcc if nvcc else 'not used'}"

@@ -185,7 +185,7 @@ static block *cache_take(cddp_allocator *a, size_t size, void *stream)
 static int fresh_block(cddp_allocator *a, size_t size, size_t requested, void *stream, block **out)
 {
     void *p = NULL;
-    char want[32], held[32], res[32];
+    char want[32], held[32], res[32], why[512];
     block *b;
     int rc = a->be.raw_alloc(a->be.ctx, size, &p);
     if (rc == CDDP_CUDA_EOOM) {
@@ -196,6 +196,7 @@ static int fresh_block(cddp_allocator *a, size_t size, size_t requested, void *s
     }
     if (rc == CDDP_CUDA_EOOM) {
         a->st.n_ooms++;
+        snprintf(why, sizeof why, "%s", cddp_cuda_errmsg());   /* the backend's; seterr overwrites it */
         fmt_bytes(want, sizeof want, requested);
         fmt_bytes(held, sizeof held, a->st.allocated);
         fmt_bytes(res, sizeof res, a->st.reserved);
@@ -203,7 +204,7 @@ static int fresh_block(cddp_allocator *a, size_t size, size_t requested, void *s
                                 "CUDA out of memory. Tried to allocate %s (%zu bytes, size class %zu) "
                                 "on device %d; %s is allocated by cddp and %s reserved after "
                                 "freeing the cache (%s)", want, requested, size, a->be.device,
-                                held, res, cddp_cuda_errmsg());
+                                held, res, why);
     }
     if (rc < 0)
         return rc;
