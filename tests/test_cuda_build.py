@@ -177,15 +177,18 @@ def test_loader_missing_names_what_it_searched(ext, libs, monkeypatch):
         ext._probe_library("nccl", "not a list")
 
 
-def test_load_library_registry(ext, libs, monkeypatch):
-    # the process-wide registry: loaded once, then reported by _library_status
-    if ext._library_status("nccl") is None:
-        monkeypatch.setenv("CDDP_NCCL_LIB", libs["env"])
-        monkeypatch.setattr(sys, "path", [libs["site1"]] + sys.path)
-        path, version = cddp.cuda._load_library("nccl")
-        assert path == os.path.join(libs["env"], "libnccl.so.2") and version == "2.27.4"
-    assert ext._library_status("nccl") == cddp.cuda._load_library("nccl")
-    assert ext._library_status("cublas") is None or ext._library_status("cublasLt") is not None
+def test_load_library_registry(ext, libs):
+    # the process-wide registry: loaded once, then reported by _library_status. In a child
+    # process, so this process's registry never holds a fake library
+    code = ("import sys, cddp; from cddp import _cuda; sys.path.insert(0, sys.argv[1]);"
+            "assert _cuda._library_status('nccl') is None;"
+            "first = cddp.cuda._load_library('nccl'); print(*first);"
+            "assert cddp.cuda._load_library('nccl') == first == _cuda._library_status('nccl');"
+            "assert _cuda._library_status('cublas') is None")
+    r = subprocess.run([sys.executable, "-c", code, libs["site1"]], capture_output=True, text=True,
+                       env=subprocess_env(CDDP_NCCL_LIB=libs["env"]), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [os.path.join(libs["env"], "libnccl.so.2"), "2.27.4"]   # the override won
 
 
 # ---- the caching allocator over a fake device --------------------------------------------------

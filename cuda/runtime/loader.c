@@ -1,7 +1,7 @@
 /* loader.c — the library search of loader.h: environment override, then the NVIDIA wheels'
  * folders under each sys.path entry, then the system loader; dlopen + dlsym into a function
  * table. Pure C (no CUDA header): unit-tested on the CPU with fake libraries
- * (tests/test_cuda_loader.py).
+ * (tests/test_cuda_build.py).
  */
 #include <dlfcn.h>
 #include <link.h>
