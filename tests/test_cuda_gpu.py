@@ -6,7 +6,8 @@ tensors do not exist yet) and are compared with NumPy: fill, cast float32 <-> fl
 bfloat16 (bit-exact: both round to nearest even), add/mul (float32 bit-exact; half types
 computed in float and rounded once, so bit-exact against NumPy doing the same) and sum
 (float accumulation: a relative tolerance against a float64 sum). Sizes cover the vectorized
-body and the scalar tail (n not a multiple of 8), 0 and 1 elements, and more than one grid."""
+body and the scalar tail (n not a multiple of 8), 0 and 1 elements, and more than one grid;
+offset=1 shifts every buffer off 16-byte alignment, so the scalar paths run too."""
 import numpy as np
 import pytest
 
@@ -77,27 +78,29 @@ def test_cast(ext, src, dst):
         np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("offset", [0, 1])
 @pytest.mark.parametrize("op", ["add", "mul"])
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
-def test_binary(ext, op, dtype):
+def test_binary(ext, op, dtype, offset):
     for n in SIZES:
         a_bytes, a = encode(rnd(n, 1), dtype)
         b_bytes, b = encode(rnd(n, 2), dtype)
-        out = decode(ext._run_kernel(op, dtype, dtype, n, a_bytes, b_bytes, 0.0), dtype)
+        out = decode(ext._run_kernel(op, dtype, dtype, n, a_bytes, b_bytes, 0.0, offset), dtype)
         _, want = encode(a + b if op == "add" else a * b, dtype)   # float math, one rounding
         np.testing.assert_array_equal(out, want)
 
 
+@pytest.mark.parametrize("offset", [0, 1])
 @pytest.mark.parametrize("dtype", [F32, F16, BF16])
-def test_sum(ext, dtype):
+def test_sum(ext, dtype, offset):
     for n in SIZES:
         a_bytes, a = encode(rnd(n, 3) + 0.5, dtype)
-        out = decode(ext._run_kernel("sum", dtype, dtype, n, a_bytes, None, 0.0), dtype)[0]
+        out = decode(ext._run_kernel("sum", dtype, dtype, n, a_bytes, None, 0.0, offset), dtype)[0]
         exact = a.astype(np.float64).sum()
         # float accumulation, then one rounding to the output dtype
         tol = {F32: 1e-5, F16: 2e-3, BF16: 1e-2}[dtype] * (np.abs(a).sum() + 1)
         assert abs(float(out) - exact) <= tol, (n, out, exact)
-        again = decode(ext._run_kernel("sum", dtype, dtype, n, a_bytes, None, 0.0), dtype)[0]
+        again = decode(ext._run_kernel("sum", dtype, dtype, n, a_bytes, None, 0.0, offset), dtype)[0]
         assert again == out                             # a fixed order: the same bits
 
 
@@ -124,5 +127,7 @@ def test_bad_arguments(ext):
         ext._run_kernel("add", 9, 9, 4, b"\0" * 16, b"\0" * 16, 0.0)
     with pytest.raises(ValueError, match="unknown kernel"):
         ext._run_kernel("nope", F32, F32, 4, b"\0" * 16, b"\0" * 16, 0.0)
+    with pytest.raises(ValueError, match="offset"):
+        ext._run_kernel("add", F32, F32, 4, b"\0" * 16, b"\0" * 16, 0.0, -1)
     with pytest.raises(ValueError, match="inputs must hold"):
         ext._run_kernel("add", F32, F32, 4, b"\0" * 15, b"\0" * 16, 0.0)
