@@ -27,7 +27,8 @@ static PyMethodDef *module_tables[] = {
     cddp_tri_module_methods, cddp_repeat_module_methods, cddp_cumprod_module_methods,
     cddp_nonzero_module_methods, cddp_index_ops_module_methods,
     cddp_addmm_family_module_methods, cddp_einsum_module_methods, cddp_unique_module_methods,
-    cddp_search_module_methods, cddp_loss_extra_module_methods, NULL,
+    cddp_search_module_methods, cddp_loss_extra_module_methods,
+    cddp_storage_module_methods, NULL,
 };
 
 /* One NULL-terminated array out of several; lives as long as the process (types keep it). */
