@@ -48,14 +48,17 @@ def _single_process_reference(kind, steps, B):
 
 
 # how the reducer runs: the defaults (these small models: flat buckets only), every gradient
-# reduced in place (the large-gradient path), and every unit run inline on the caller's thread
+# reduced in place (the large-gradient path), and mixed units launched on the group's worker
+# thread or inline on the thread that completes them (whichever the machine's default is not)
 MODES = {"flat": "", "inplace": "_ddp_mod._INPLACE_MIN_BYTES = 0\n",
-         "inline": "_ddp_mod._INPLACE_MIN_BYTES = 200\nos.environ['CDDP_DDP_LAUNCH'] = 'inline'\n"}
+         "inline": "_ddp_mod._INPLACE_MIN_BYTES = 200\nos.environ['CDDP_DDP_LAUNCH'] = 'inline'\n",
+         "worker": "_ddp_mod._INPLACE_MIN_BYTES = 200\nos.environ['CDDP_DDP_LAUNCH'] = 'worker'\n"}
 SET_MODE = "import cddp.nn.parallel.distributed as _ddp_mod\n"
 
 
 @pytest.mark.parametrize("kind,mode", [("linear", "flat"), ("mlp", "flat"), ("linear", "inplace"),
-                                       ("mlp", "inplace"), ("mlp", "inline")])
+                                       ("mlp", "inplace"), ("mlp", "inline"),
+                                       ("mlp", "worker")])
 def test_two_ranks_equal_one_process_with_double_batch(tmp_path, kind, mode):
     steps, B = 5, 8
     body = COMMON + SET_MODE + MODES[mode] + f"""

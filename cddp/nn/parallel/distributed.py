@@ -8,10 +8,11 @@ rule: communication starts after the first few gradients), then bucket_cap_mb ea
 Backward: each parameter's post-accumulate-grad hook (a C call) hands its grad to the
 reducer. A gradient of at least 256 KiB is all-reduced where it is, in place on .grad, the
 moment it is ready (and every unit before it has launched); the smaller ones of a bucket are
-gathered in one flat buffer and reduced together. The all-reduces run on the group's worker
-thread, overlapping the rest of backward; the hook that completes the last one waits for all
-of them and leaves the averaged grads in .grad (ReduceOp.AVG: the division is part of the
-reduction pass).
+gathered in one flat buffer and reduced together. Each unit's all_reduce runs on the group's
+worker thread, overlapping the rest of backward, when that thread has a core to itself, or
+inline on the thread that completed the unit when local ranks occupy every core (see
+_launch_inline); the hook that completes the last unit waits for all of them and leaves the
+averaged grads in .grad (ReduceOp.AVG: the division is part of the reduction pass).
 
 World size 1 (no comm hook): the reducer copies nothing and runs no collective; it only keeps
 the bookkeeping behind torch's errors (a parameter marked ready twice, parameters that got no
@@ -36,6 +37,7 @@ per-graph cache to freeze), mixed_precision (no half dtypes yet), device_mesh.
 A unit whose gradients are complete launches as soon as every unit before it has: ranks
 always issue the same all_reduce sequence, whatever order their gradients arrive in.
 """
+import os
 from contextlib import contextmanager
 from functools import partial
 
@@ -48,6 +50,24 @@ _DEFAULT_BUCKET_CAP_MB = 25
 # gradients of at least this many bytes are all-reduced in place, one collective each (below
 # it, copying into a shared flat buffer costs less than a collective's latency)
 _INPLACE_MIN_BYTES = 256 * 1024
+
+
+def _launch_inline(world_size):
+    """Whether every unit's all_reduce runs on the thread that completes it (inline) rather
+    than on the group's worker thread. The worker only helps when it has a core of its own:
+    with as many local ranks as cores (2 ranks on this project's 2-core machine) it can only
+    time-slice with the rank's compute thread, and the hand-offs cost ~35 context switches a
+    step; inline measured 0.92-0.94x of plain training there against 0.80-0.85x (bench/ddp.py,
+    docs/benchmarks.md). CDDP_DDP_LAUNCH=inline | worker overrides the choice (auto)."""
+    mode = os.environ.get("CDDP_DDP_LAUNCH", "auto")
+    if mode in ("inline", "worker"):
+        return mode == "inline"
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or world_size)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:                      # not Linux
+        cpus = os.cpu_count() or 1
+    return local >= cpus
 
 
 def _dist():
@@ -158,7 +178,7 @@ class DistributedDataParallel(Module):
         self._bucket_indices = buckets
         self.reducer = _C.Reducer(self._params, buckets, pg._c, self.world_size,
                                   bool(gradient_as_bucket_view), _INPLACE_MIN_BYTES,
-                                  __import__("os").environ.get("CDDP_DDP_LAUNCH") == "inline")
+                                  _launch_inline(self.world_size))
         mark = self.reducer.mark_ready          # hook(param) -> mark_ready(i, param), in C
         self._hook_handles = [p.register_post_accumulate_grad_hook(partial(mark, i))
                               for i, p in enumerate(self._params)]
@@ -214,38 +234,39 @@ class DistributedDataParallel(Module):
         if self._join_active:
             self._join_announce(1)
             self._join_iters += 1
-        unready = self.reducer.unready()
-        if unready:
-            names = ", ".join(self._param_names[i] for i in unready)
-            raise RuntimeError(
-                "Expected to have finished reduction in the prior iteration before starting a "
-                "new one. This error indicates that your module has parameters that were not "
-                "used in producing loss. You can enable unused parameter detection by passing "
-                "the keyword argument `find_unused_parameters=True` to "
-                "`torch.nn.parallel.DistributedDataParallel`, and by making sure all `forward` "
-                "function outputs participate in calculating loss. Parameters which did not "
-                f"receive grad for rank {self.rank}: {names}")
+        if self.reducer.unready():
+            self._raise_unready()
         if self.broadcast_buffers and self.world_size > 1:
             bufs = list(self.module.buffers())
             if bufs:
                 self._broadcast_coalesced(bufs)
-        out = self.module(*inputs, **kwargs)
-        if _C.is_grad_enabled() and self.require_backward_grad_sync:
-            self.reducer.set_sync(True)
-            unused = skip = None
-            if self.find_unused_parameters:
-                reached = _C._reachable_leaves(_flatten_tensors(out))
-                unused = [i for i, p in enumerate(self._params) if id(p) not in reached]
-                # torch leaves .grad alone for parameters that no rank used: count users
-                used = _C.ones(len(self._params), dtype=_C.int32)
-                for i in unused:
-                    used[i] = 0
-                _dist().all_reduce(used, group=self._pg)
-                skip = [i for i, c in enumerate(used.tolist()) if c == 0]
-            self.reducer.prepare_for_backward(unused, skip)
-        else:
-            self.reducer.set_sync(False)
+        out = self._modules["module"](*inputs, **kwargs)
+        sync = self.require_backward_grad_sync
+        if not (sync and self.find_unused_parameters and _C.is_grad_enabled()):
+            self.reducer.after_forward(sync)   # C: sync only under grad mode; prepare
+            return out
+        self.reducer.set_sync(True)
+        reached = _C._reachable_leaves(_flatten_tensors(out))
+        unused = [i for i, p in enumerate(self._params) if id(p) not in reached]
+        # torch leaves .grad alone for parameters that no rank used: count users
+        used = _C.ones(len(self._params), dtype=_C.int32)
+        for i in unused:
+            used[i] = 0
+        _dist().all_reduce(used, group=self._pg)
+        skip = [i for i, c in enumerate(used.tolist()) if c == 0]
+        self.reducer.prepare_for_backward(unused, skip)
         return out
+
+    def _raise_unready(self):
+        names = ", ".join(self._param_names[i] for i in self.reducer.unready())
+        raise RuntimeError(
+            "Expected to have finished reduction in the prior iteration before starting a "
+            "new one. This error indicates that your module has parameters that were not "
+            "used in producing loss. You can enable unused parameter detection by passing "
+            "the keyword argument `find_unused_parameters=True` to "
+            "`torch.nn.parallel.DistributedDataParallel`, and by making sure all `forward` "
+            "function outputs participate in calculating loss. Parameters which did not "
+            f"receive grad for rank {self.rank}: {names}")
 
     # ---- torch's DDP surface -------------------------------------------------------------
 

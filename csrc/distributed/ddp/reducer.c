@@ -8,6 +8,8 @@
  *                                             ready with zero gradient (find_unused_parameters);
  *                                             `skip` ones (unused on every rank) keep their .grad
  *                                             untouched, as torch leaves them
+ *   r.after_forward(sync)                     the same with nothing unused, when sync is true
+ *                                             and grad mode is on; else set_sync(False)
  *   r.mark_ready(i, param=None)               post-accumulate-grad hook of parameter i
  *   r.finalize()                              wait for every unit, leave averaged grads in .grad
  *   r.set_sync(flag)                          no_sync(): hooks do nothing while False
@@ -570,6 +572,24 @@ static PyObject *reducer_prepare(ReducerObject *self, PyObject *const *args, Py_
     Py_RETURN_NONE;
 }
 
+/* after_forward(sync): the end of DistributedDataParallel.forward without unused-parameter
+ * search: reduce in the coming backward when sync is true and grad mode is on (then start
+ * the iteration, nothing unused), else let the hooks do nothing (no_sync, no_grad). */
+static PyObject *reducer_after_forward(ReducerObject *self, PyObject *flag)
+{
+    int v = PyObject_IsTrue(flag);
+    if (v < 0)
+        return NULL;
+    self->sync = v && cddp_grad_enabled;
+    if (!self->sync)
+        Py_RETURN_NONE;
+    memset(self->skip, 0, (size_t)self->nparams);
+    memset(self->unused, 0, (size_t)self->nparams);
+    if (begin_iteration(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 /* mark_ready(i, param=None): the parameter's post-accumulate-grad hook (functools.partial
  * of this bound method passes the parameter along; it is not needed). */
 static PyObject *reducer_mark_ready(ReducerObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -753,6 +773,7 @@ static PyObject *reducer_reset_stats(ReducerObject *self, PyObject *unused)
 static PyMethodDef reducer_methods[] = {
     {"prepare_for_backward", FAST(reducer_prepare), NULL},
     {"mark_ready", FAST(reducer_mark_ready), NULL},
+    {"after_forward", (PyCFunction)reducer_after_forward, METH_O, NULL},
     {"finalize", (PyCFunction)reducer_finalize, METH_NOARGS, NULL},
     {"unready", (PyCFunction)reducer_unready, METH_NOARGS, NULL},
     {"set_sync", (PyCFunction)reducer_set_sync, METH_O, NULL},
