@@ -30,6 +30,8 @@ extern PyMethodDef cddp_core_module_methods[];
 extern PyMethodDef cddp_autograd_tensor_methods[];
 extern PyMethodDef cddp_autograd_module_methods[];
 extern PyMethodDef cddp_function_module_methods[];  /* autograd/function.c */
+extern PyMethodDef cddp_share_tensor_methods[];     /* core/share.c */
+extern PyMethodDef cddp_share_module_methods[];
 extern PyMethodDef cddp_elementwise_tensor_methods[];
 extern PyMethodDef cddp_elementwise_module_methods[];
 extern PyMethodDef cddp_reduce_tensor_methods[];
@@ -44,10 +46,18 @@ extern PyMethodDef cddp_creation_tensor_methods[];
 extern PyMethodDef cddp_creation_module_methods[];
 extern PyMethodDef cddp_loss_module_methods[];      /* nn/loss.c */
 extern PyMethodDef cddp_optim_module_methods[];     /* optim/optim.c */
+extern PyMethodDef cddp_fused_optim_module_methods[]; /* optim/fused.c */
 extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
 extern PyMethodDef cddp_rnn_module_methods[];       /* nn/rnn/rnn.c */
+extern PyMethodDef cddp_layer_norm_module_methods[];  /* nn/layer_norm.c */
+extern PyMethodDef cddp_embedding_module_methods[];   /* nn/embedding.c */
+extern PyMethodDef cddp_sdpa_module_methods[];        /* nn/sdpa.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
+extern PyMethodDef cddp_batch_norm_module_methods[];  /* nn/norm/batch_norm.c */
+extern PyMethodDef cddp_sync_bn_module_methods[];     /* nn/norm/sync_bn.c */
+extern PyMethodDef cddp_group_norm_module_methods[];  /* nn/norm/group_norm.c */
+extern PyMethodDef cddp_activation_module_methods[];  /* nn/activation.c */
 extern PyMethodDef cddp_store_module_methods[];     /* distributed/python/py_store.c */
 extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.c */
 /* the extra tensor ops of the "real models" work, one pair per file */
