@@ -149,3 +149,29 @@ def test_huge_pages_only_from_the_threshold(cache):
     assert cache()["thp_blocks"] == s2["thp_blocks"]         # cached, still mapped
     _C._alloc_empty_cache()
     assert cache()["thp_blocks"] == s1["thp_blocks"]
+
+
+def test_evicted_huge_block_is_unmapped(cache):
+    """Memory really goes back: once the cache is emptied, the block's mapping is gone."""
+    big = cddp.ones(THP // 4 * 3)
+    ptr = big.data_ptr()
+    assert _smaps_record(ptr)                    # mapped while live
+    del big
+    assert _smaps_record(ptr)                    # and while cached
+    _C._alloc_empty_cache()
+    assert _smaps_record(ptr) == {}
+
+
+def test_shared_storage_returns_its_block_to_the_cache(cache):
+    """share_memory_ moves the bytes into a memfd; the cached block it leaves comes back to
+    the cache when the storage dies (not freed by the wrong allocator, not leaked)."""
+    x = cddp.arange(200_000, dtype=cddp.float32)
+    ptr, s0 = x.data_ptr(), cache()
+    x.share_memory_()
+    assert x.is_shared() and x.data_ptr() != ptr
+    np.testing.assert_array_equal(x.numpy(), np.arange(200_000, dtype=np.float32))
+    del x
+    s1 = cache()
+    assert s1["live_blocks"] == s0["live_blocks"] - 1
+    assert s1["cached_blocks"] == s0["cached_blocks"] + 1
+    assert cddp.empty(200_000).data_ptr() == ptr

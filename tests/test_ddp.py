@@ -52,19 +52,24 @@ def _single_process_reference(kind, steps, B):
 # thread or inline on the thread that completes them (whichever the machine's default is not)
 MODES = {"flat": "", "inplace": "_ddp_mod._INPLACE_MIN_BYTES = 0\n",
          "inline": "_ddp_mod._INPLACE_MIN_BYTES = 200\nos.environ['CDDP_DDP_LAUNCH'] = 'inline'\n",
-         "worker": "_ddp_mod._INPLACE_MIN_BYTES = 200\nos.environ['CDDP_DDP_LAUNCH'] = 'worker'\n"}
-SET_MODE = "import cddp.nn.parallel.distributed as _ddp_mod\n"
+         "worker": "_ddp_mod._INPLACE_MIN_BYTES = 200\nos.environ['CDDP_DDP_LAUNCH'] = 'worker'\n",
+         # gradients as separate tensors copied into (and out of) the buckets, as torch's default
+         "noview": "KW = {'gradient_as_bucket_view': False}\n",
+         "noview_inplace": "KW = {'gradient_as_bucket_view': False}\n"
+                           "_ddp_mod._INPLACE_MIN_BYTES = 200\n"}
+SET_MODE = "import cddp.nn.parallel.distributed as _ddp_mod\nKW = {}\n"
 
 
 @pytest.mark.parametrize("kind,mode", [("linear", "flat"), ("mlp", "flat"), ("linear", "inplace"),
                                        ("mlp", "inplace"), ("mlp", "inline"),
-                                       ("mlp", "worker")])
+                                       ("mlp", "worker"), ("mlp", "noview"),
+                                       ("mlp", "noview_inplace")])
 def test_two_ranks_equal_one_process_with_double_batch(tmp_path, kind, mode):
     steps, B = 5, 8
     body = COMMON + SET_MODE + MODES[mode] + f"""
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
-model = DDP(make_model({kind!r}, seed=rank), bucket_cap_mb=0.00005)   # ranks start different
+model = DDP(make_model({kind!r}, seed=rank), bucket_cap_mb=0.00005, **KW)   # ranks differ
 assert len(model.reducer.units()) > 1 or {kind!r} == "linear"
 opt = cddp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
 X, Y = data({steps}, {2 * B})
