@@ -7,7 +7,7 @@
 
 Rows: the per-call overhead on tiny tensors (4-element add; a (32,20)@(20,1) matmul forward +
 backward — the step of the seeds' Linear(20, 1) model) and the throughput on large ones
-(1024x1024 float32 matmul, 16M-element float32 add). Each cell is the median over repeats of
+(1024x1024 float32 matmul; 16M-element float32 add, mul, in-place add, clone). Each cell is the median over repeats of
 timeit's per-call time (autorange picks the loop count); ratios are taken within this one run,
 so on a noisy machine compare the ratios, not the absolute times of two runs. Every library
 runs single-threaded (BLAS thread variables are pinned below before NumPy loads;
@@ -69,6 +69,28 @@ def row_add(n, label, kind):
                 work=(3 * 4 * n, "GB/s"))  # bytes moved: read a, read b, write out
 
 
+# Large elementwise rows beside the add: (name, NumPy call, cddp/torch call, arrays read +
+# written). The in-place add writes into its first operand (NumPy: out=a), so no fresh output
+# block is involved: against the out-of-place add it separates the kernel from the allocation.
+EW_ROWS = [("mul  a * b", lambda a, b: a * b, lambda x, y: x * y, 3),
+           ("add_  a += b (in place)", lambda a, b: np.add(a, b, out=a), lambda x, y: x.add_(y), 3),
+           ("clone  a.copy()", lambda a, b: a.copy(), lambda x, y: x.clone(), 2)]
+
+
+def row_ew(spec, n, label):
+    name, np_fn, t_fn, arrays = spec
+
+    def make(lib, rng):
+        a, b = _arr(rng, n), _arr(rng, n)
+        expect = np_fn(a.copy(), b)
+        if lib == "numpy":
+            return (lambda: np_fn(a, b)), np.asarray, expect
+        T = LIBS[lib]
+        x, y = T.from_numpy(a.copy()), T.from_numpy(b.copy())
+        return (lambda: t_fn(x, y)), to_numpy, expect
+    return dict(name=name, shape=label, kind="throughput", make=make, work=(arrays * 4 * n, "GB/s"))
+
+
 def row_matmul(m, k, n, label, kind, backward=False):
     def make(lib, rng):
         a, b = _arr(rng, m, k), _arr(rng, k, n)
@@ -108,7 +130,7 @@ def rows(quick):
         row_matmul(32, 20, 1, "(32,20)@(20,1) fwd+bwd", "latency", backward=True),
         row_matmul(big, big, big, f"({big},{big})@({big},{big})", "throughput"),
         row_add(nadd, f"{nadd >> 20}M float32", "throughput"),
-    ]
+    ] + [row_ew(spec, nadd, f"{nadd >> 20}M float32") for spec in EW_ROWS]
 
 
 def to_numpy(x):

@@ -28,6 +28,7 @@ static PyMethodDef *module_tables[] = {
     cddp_nonzero_module_methods, cddp_index_ops_module_methods,
     cddp_addmm_family_module_methods, cddp_einsum_module_methods, cddp_unique_module_methods,
     cddp_search_module_methods, cddp_loss_extra_module_methods,
+    cddp_storage_module_methods,
     cddp_layer_norm_module_methods, cddp_embedding_module_methods, cddp_sdpa_module_methods,
     cddp_batch_norm_module_methods, cddp_sync_bn_module_methods,
     cddp_group_norm_module_methods, cddp_activation_module_methods,

@@ -47,14 +47,30 @@ def _single_process_reference(kind, steps, B):
     return [p.detach().numpy().copy() for p in model.parameters()]
 
 
-@pytest.mark.parametrize("kind", ["linear", "mlp"])
-def test_two_ranks_equal_one_process_with_double_batch(tmp_path, kind):
+# how the reducer runs: the defaults (these small models: flat buckets only), every gradient
+# reduced in place (the large-gradient path), and mixed units launched on the group's worker
+# thread or inline on the thread that completes them (whichever the machine's default is not)
+MODES = {"flat": "", "inplace": "_ddp_mod._INPLACE_MIN_BYTES = 0\n",
+         "inline": "_ddp_mod._INPLACE_MIN_BYTES = 200\nos.environ['CDDP_DDP_LAUNCH'] = 'inline'\n",
+         "worker": "_ddp_mod._INPLACE_MIN_BYTES = 200\nos.environ['CDDP_DDP_LAUNCH'] = 'worker'\n",
+         # gradients as separate tensors copied into (and out of) the buckets, as torch's default
+         "noview": "KW = {'gradient_as_bucket_view': False}\n",
+         "noview_inplace": "KW = {'gradient_as_bucket_view': False}\n"
+                           "_ddp_mod._INPLACE_MIN_BYTES = 200\n"}
+SET_MODE = "import cddp.nn.parallel.distributed as _ddp_mod\nKW = {}\n"
+
+
+@pytest.mark.parametrize("kind,mode", [("linear", "flat"), ("mlp", "flat"), ("linear", "inplace"),
+                                       ("mlp", "inplace"), ("mlp", "inline"),
+                                       ("mlp", "worker"), ("mlp", "noview"),
+                                       ("mlp", "noview_inplace")])
+def test_two_ranks_equal_one_process_with_double_batch(tmp_path, kind, mode):
     steps, B = 5, 8
-    body = COMMON + f"""
+    body = COMMON + SET_MODE + MODES[mode] + f"""
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
-model = DDP(make_model({kind!r}, seed=rank), bucket_cap_mb=0.00005)   # ranks start different
-assert len(model.reducer.buckets) > 1 or {kind!r} == "linear"
+model = DDP(make_model({kind!r}, seed=rank), bucket_cap_mb=0.00005, **KW)   # ranks differ
+assert len(model.reducer.units()) > 1 or {kind!r} == "linear"
 opt = cddp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01)
 X, Y = data({steps}, {2 * B})
 for s in range({steps}):
@@ -75,6 +91,65 @@ dist.destroy_process_group()
             got = load(tmp_path, f"r{rank}_p{i}.npy")
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6,
                                        err_msg=f"rank {rank} parameter {i}")
+
+
+def test_gradients_live_in_buckets_across_steps(tmp_path):
+    """Two ranks, mixed units (the larger weights reduced in place, the rest as views of flat
+    buckets): four SGD steps alternating zero_grad(set_to_none=True / False), one with a
+    no_sync micro-step first, equal one process on the same samples; the small grads are
+    views of their buckets, and a step after zero_grad(set_to_none=False) copies nothing."""
+    body = COMMON + SET_MODE + "_ddp_mod._INPLACE_MIN_BYTES = 200\n" + """
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+model = DDP(make_model("mlp", 0))
+opt = cddp.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+X, Y = data(5, 8)
+sl = slice(rank * 4, (rank + 1) * 4)
+copies = []
+for s in range(4):
+    opt.zero_grad(set_to_none=(s % 2 == 0))
+    if s == 2:
+        with model.no_sync():
+            nn.functional.cross_entropy(model(cddp.tensor(X[4, sl])), cddp.tensor(Y[4, sl])).backward()
+    model.reducer.reset_stats()
+    nn.functional.cross_entropy(model(cddp.tensor(X[s, sl])), cddp.tensor(Y[s, sl])).backward()
+    copies.append(model.reducer.stats()["copy_bytes"])
+    opt.step()
+bufs = model.reducer.buckets
+views = [any(b.data_ptr() <= p.grad.data_ptr() < b.data_ptr() + 4 * b.numel() for b in bufs)
+         for p in model.module.parameters()]
+np.save(os.path.join(OUT, f"c{rank}.npy"), np.array(copies))
+np.save(os.path.join(OUT, f"v{rank}.npy"), np.array(views))
+for i, p in enumerate(model.module.parameters()):
+    np.save(os.path.join(OUT, f"r{rank}_p{i}.npy"), p.detach().numpy())
+dist.destroy_process_group()
+"""
+    r = run_ranks(tmp_path, body)
+    assert r.returncode == 0, r.stderr[-3000:]
+    import cddp
+    import cddp.nn as nn
+    cddp.manual_seed(0)
+    ref = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+    opt = cddp.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    rng = np.random.default_rng(123)
+    X = rng.standard_normal((5, 8, 6)).astype(np.float32)
+    Y = rng.integers(0, 3, (5, 8))
+
+    def half_loss(s, rk):
+        return nn.functional.cross_entropy(ref(cddp.tensor(X[s, rk * 4:(rk + 1) * 4])),
+                                           cddp.tensor(Y[s, rk * 4:(rk + 1) * 4])) / 2
+    for s in range(4):
+        opt.zero_grad()
+        for rk in (0, 1):
+            (half_loss(s, rk) + (half_loss(4, rk) if s == 2 else 0)).backward()
+        opt.step()
+    small = 4 * (16 + 16 + 48 + 3)        # biases and the 3x16 weight: below 200 bytes
+    for rank in (0, 1):
+        assert load(tmp_path, f"c{rank}.npy").tolist() == [small, 0, small, 0]
+        assert load(tmp_path, f"v{rank}.npy").tolist() == [False, True, False, True, True, True]
+        for i, p in enumerate(ref.parameters()):
+            np.testing.assert_allclose(load(tmp_path, f"r{rank}_p{i}.npy"), p.detach().numpy(),
+                                       rtol=1e-5, atol=1e-6, err_msg=f"rank {rank} param {i}")
 
 
 def test_no_sync_accumulation_equals_large_batch(tmp_path):
@@ -112,8 +187,9 @@ dist.destroy_process_group()
                                        rtol=1e-5, atol=1e-6)
 
 
-def test_find_unused_parameters_and_unused_error(tmp_path):
-    body = COMMON + """
+@pytest.mark.parametrize("mode", ["flat", "inplace"])
+def test_find_unused_parameters_and_unused_error(tmp_path, mode):
+    body = COMMON + SET_MODE + MODES[mode] + """
 class Branchy(nn.Module):
     def __init__(self):
         super().__init__()
@@ -296,11 +372,18 @@ dist.destroy_process_group()
         assert load(tmp_path, f"buf{rank}.npy")[0] == 5.0
 
 
-def test_join_with_uneven_inputs(tmp_path):
-    body = COMMON + """
+@pytest.mark.parametrize("mode,hook", [("flat", None), ("inplace", None),
+                                       ("flat", "allreduce_hook")])
+def test_join_with_uneven_inputs(tmp_path, mode, hook):
+    """The joined rank shadows the others' collectives unit by unit (ReduceOp.AVG, or the comm
+    hook itself), so in-place units and hooks join too."""
+    body = COMMON + SET_MODE + MODES[mode] + f"""
+from cddp.distributed.algorithms.ddp_comm_hooks import default_hooks
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 m = DDP(make_model("linear", 0))
+if {hook!r}:
+    m.register_comm_hook(None, getattr(default_hooks, {hook!r}))
 opt = cddp.optim.SGD(m.parameters(), lr=0.1)
 X, Y = data(5, 4)
 steps = 5 if rank == 0 else 2                  # rank 1 runs out of data early
@@ -309,7 +392,7 @@ with m.join():
         opt.zero_grad()
         nn.functional.cross_entropy(m(cddp.tensor(X[s])), cddp.tensor(Y[s])).backward()
         opt.step()
-np.save(os.path.join(OUT, f"w{rank}.npy"), m.module.weight.detach().numpy())
+np.save(os.path.join(OUT, f"w{{rank}}.npy"), m.module.weight.detach().numpy())
 dist.destroy_process_group()
 """
     r = run_ranks(tmp_path, body, timeout=60)

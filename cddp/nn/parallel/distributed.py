@@ -1,23 +1,45 @@
-"""cddp.nn.parallel.DistributedDataParallel — torch's DDP over a C reducer (csrc/reducer.c).
+"""cddp.nn.parallel.DistributedDataParallel — torch's DDP over a C reducer
+(csrc/distributed/ddp/reducer.c).
 
 Construction: every rank checks that the parameter shapes agree (a clear error names the
 first parameter that differs), then parameters and buffers are broadcast from rank 0.
-Buckets: parameters in reverse registration order, a first bucket of about 1 MiB, then
-bucket_cap_mb each; each bucket one contiguous buffer; grads are divided by the world size as
-they are copied in. Backward: each parameter's post-accumulate-grad hook hands its grad to the
-reducer; a full bucket's all_reduce is queued at once on the group's worker thread (overlapping
-the rest of backward); the hook that completes the last bucket waits for all of them and leaves
-the averaged grads in .grad.
+Buckets: parameters in reverse registration order, a first bucket of at most 1 MiB (torch's
+rule: communication starts after the first few gradients), then bucket_cap_mb each.
+Backward: each parameter's post-accumulate-grad hook (a C call) hands its grad to the
+reducer. A gradient of at least 256 KiB is all-reduced where it is, in place on .grad, the
+moment it is ready (and every unit before it has launched); the smaller ones of a bucket are
+gathered in one flat buffer and reduced together. Each unit's all_reduce runs on the group's
+worker thread, overlapping the rest of backward, when that thread has a core to itself, or
+inline on the thread that completed the unit when local ranks occupy every core (see
+_launch_inline); the hook that completes the last unit waits for all of them and leaves the
+averaged grads in .grad (ReduceOp.AVG: the division is part of the reduction pass).
+
+World size 1 (no comm hook): the reducer copies nothing and runs no collective; it only keeps
+the bookkeeping behind torch's errors (a parameter marked ready twice, parameters that got no
+gradient before the next forward).
+
+gradient_as_bucket_view is on by default here (torch: off). It is safe in cddp because
+AccumulateGrad adds into an existing .grad in place (never replaces it), so a gradient that
+is a view of its bucket stays one through backward, zero_grad(set_to_none=False) zeroes it in
+place, and set_to_none=True only drops the view (the next backward copies that gradient in
+once and re-points .grad); nothing writes a bucket while its collective is in flight (the
+reducer launches a bucket only when all its gradients have been accumulated). What a user
+can observe: .grad of the small parameters are views into one shared buffer (their storage
+is the bucket's), and a .grad kept across iterations without a clone sees the next
+iteration's values — as with set_to_none=False in torch. Pass False for separate tensors.
+Large gradients (in-place units) are their own buckets either way.
 
 Differences from torch, on purpose: attribute lookups the wrapper does not answer fall through
 to the wrapped module; loading a state dict without the "module." prefix works too.
 Accepted for torch compatibility and without effect here: output_device and dim (one device
 per process), check_reduction, static_graph / _set_static_graph() (the reducer keeps no
 per-graph cache to freeze), mixed_precision (no half dtypes yet), device_mesh.
-A bucket whose gradients are complete launches as soon as every bucket before it has: ranks
+A unit whose gradients are complete launches as soon as every unit before it has: ranks
 always issue the same all_reduce sequence, whatever order their gradients arrive in.
 """
+import os
 from contextlib import contextmanager
+from functools import partial
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
@@ -25,6 +47,27 @@ from ..modules.module import Module
 
 _DEFAULT_FIRST_BUCKET_BYTES = 1024 * 1024
 _DEFAULT_BUCKET_CAP_MB = 25
+# gradients of at least this many bytes are all-reduced in place, one collective each (below
+# it, copying into a shared flat buffer costs less than a collective's latency)
+_INPLACE_MIN_BYTES = 256 * 1024
+
+
+def _launch_inline(world_size):
+    """Whether every unit's all_reduce runs on the thread that completes it (inline) rather
+    than on the group's worker thread. The worker only helps when it has a core of its own:
+    with as many local ranks as cores (2 ranks on this project's 2-core machine) it can only
+    time-slice with the rank's compute thread, and the hand-offs cost ~35 context switches a
+    step; inline measured 0.92-0.94x of plain training there against 0.80-0.85x (bench/ddp.py,
+    docs/benchmarks.md). CDDP_DDP_LAUNCH=inline | worker overrides the choice (auto)."""
+    mode = os.environ.get("CDDP_DDP_LAUNCH", "auto")
+    if mode in ("inline", "worker"):
+        return mode == "inline"
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or world_size)
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:                      # not Linux
+        cpus = os.cpu_count() or 1
+    return local >= cpus
 
 
 def _dist():
@@ -93,7 +136,7 @@ class DistributedDataParallel(Module):
     def __init__(self, module, device_ids=None, output_device=None, dim=0,
                  broadcast_buffers=True, process_group=None, bucket_cap_mb=None,
                  find_unused_parameters=False, check_reduction=False,
-                 gradient_as_bucket_view=False, static_graph=False, delay_all_reduce_named_params=None,
+                 gradient_as_bucket_view=True, static_graph=False, delay_all_reduce_named_params=None,
                  param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None):
         super().__init__()
         dist = _dist()
@@ -134,12 +177,15 @@ class DistributedDataParallel(Module):
                                      self.bucket_bytes_cap)
         self._bucket_indices = buckets
         self.reducer = _C.Reducer(self._params, buckets, pg._c, self.world_size,
-                                  bool(gradient_as_bucket_view))
-        self._hook_handles = [p.register_post_accumulate_grad_hook(
-            _ReadyHook(self.reducer, i)) for i, p in enumerate(self._params)]
+                                  bool(gradient_as_bucket_view), _INPLACE_MIN_BYTES,
+                                  _launch_inline(self.world_size))
+        mark = self.reducer.mark_ready          # hook(param) -> mark_ready(i, param), in C
+        self._hook_handles = [p.register_post_accumulate_grad_hook(partial(mark, i))
+                              for i, p in enumerate(self._params)]
         self.require_backward_grad_sync = True
         self._join_active = False
         self._comm_hook = None
+        self._comm_hook_run = None
 
     # ---- construction helpers ------------------------------------------------------------
 
@@ -188,38 +234,39 @@ class DistributedDataParallel(Module):
         if self._join_active:
             self._join_announce(1)
             self._join_iters += 1
-        unready = self.reducer.unready()
-        if unready:
-            names = ", ".join(self._param_names[i] for i in unready)
-            raise RuntimeError(
-                "Expected to have finished reduction in the prior iteration before starting a "
-                "new one. This error indicates that your module has parameters that were not "
-                "used in producing loss. You can enable unused parameter detection by passing "
-                "the keyword argument `find_unused_parameters=True` to "
-                "`torch.nn.parallel.DistributedDataParallel`, and by making sure all `forward` "
-                "function outputs participate in calculating loss. Parameters which did not "
-                f"receive grad for rank {self.rank}: {names}")
+        if self.reducer.unready():
+            self._raise_unready()
         if self.broadcast_buffers and self.world_size > 1:
             bufs = list(self.module.buffers())
             if bufs:
                 self._broadcast_coalesced(bufs)
-        out = self.module(*inputs, **kwargs)
-        if _C.is_grad_enabled() and self.require_backward_grad_sync:
-            self.reducer.set_sync(True)
-            unused = skip = None
-            if self.find_unused_parameters:
-                reached = _C._reachable_leaves(_flatten_tensors(out))
-                unused = [i for i, p in enumerate(self._params) if id(p) not in reached]
-                # torch leaves .grad alone for parameters that no rank used: count users
-                used = _C.ones(len(self._params), dtype=_C.int32)
-                for i in unused:
-                    used[i] = 0
-                _dist().all_reduce(used, group=self._pg)
-                skip = [i for i, c in enumerate(used.tolist()) if c == 0]
-            self.reducer.prepare_for_backward(unused, skip)
-        else:
-            self.reducer.set_sync(False)
+        out = self._modules["module"](*inputs, **kwargs)
+        sync = self.require_backward_grad_sync
+        if not (sync and self.find_unused_parameters and _C.is_grad_enabled()):
+            self.reducer.after_forward(sync)   # C: sync only under grad mode; prepare
+            return out
+        self.reducer.set_sync(True)
+        reached = _C._reachable_leaves(_flatten_tensors(out))
+        unused = [i for i, p in enumerate(self._params) if id(p) not in reached]
+        # torch leaves .grad alone for parameters that no rank used: count users
+        used = _C.ones(len(self._params), dtype=_C.int32)
+        for i in unused:
+            used[i] = 0
+        _dist().all_reduce(used, group=self._pg)
+        skip = [i for i, c in enumerate(used.tolist()) if c == 0]
+        self.reducer.prepare_for_backward(unused, skip)
         return out
+
+    def _raise_unready(self):
+        names = ", ".join(self._param_names[i] for i in self.reducer.unready())
+        raise RuntimeError(
+            "Expected to have finished reduction in the prior iteration before starting a "
+            "new one. This error indicates that your module has parameters that were not "
+            "used in producing loss. You can enable unused parameter detection by passing "
+            "the keyword argument `find_unused_parameters=True` to "
+            "`torch.nn.parallel.DistributedDataParallel`, and by making sure all `forward` "
+            "function outputs participate in calculating loss. Parameters which did not "
+            f"receive grad for rank {self.rank}: {names}")
 
     # ---- torch's DDP surface -------------------------------------------------------------
 
@@ -250,6 +297,7 @@ class DistributedDataParallel(Module):
             bucket = _GradBucket(index, buffer,
                                  [params[i] for i in self.reducer.bucket_params(index)])
             return hook(state, bucket)
+        self._comm_hook_run = run
         self.reducer.set_comm_hook(run)
 
     @contextmanager
@@ -286,9 +334,12 @@ class DistributedDataParallel(Module):
                 bufs = list(self.module.buffers())
                 if bufs:
                     self._broadcast_coalesced(bufs)
-            for buf in self.reducer.buckets:
-                zero = _C.zeros_like(buf)
-                dist.all_reduce(zero, group=self._pg)
+            for numel, dtype, bucket in self.reducer.units():
+                zero = _C.zeros(numel, dtype=dtype)
+                if self._comm_hook_run is not None:
+                    self._comm_hook_run(bucket, zero).wait()
+                else:
+                    dist.all_reduce(zero, op=dist.ReduceOp.AVG, group=self._pg)
         # as torch's _sync_final_model: the rank that ran the most iterations (the highest
         # such rank on ties) holds the model everyone should end with
         key = _C.tensor([self._join_iters * self.world_size + self.rank], dtype=_C.int64)
@@ -310,18 +361,6 @@ class DistributedDataParallel(Module):
     def __getstate__(self):
         raise RuntimeError("DistributedDataParallel objects cannot be pickled; save "
                            "model.module.state_dict() instead")
-
-
-class _ReadyHook:
-    """Post-accumulate-grad hook: reducer.mark_ready(index), a C call."""
-    __slots__ = ("mark", "index")
-
-    def __init__(self, reducer, index):
-        self.mark = reducer.mark_ready
-        self.index = index
-
-    def __call__(self, param):
-        self.mark(self.index)
 
 
 def _flatten_tensors(out):

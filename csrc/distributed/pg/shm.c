@@ -173,11 +173,16 @@ static int check_fail(cddp_pg *pg, shm_t *s, cddp_work *w, int j)
  * The spin budget adapts: a sched_yield that returns at once means nobody else wanted this
  * core, so spinning was right (double it); one that ran someone else, or reaching the futex,
  * means we share a core (halve it, down to 1 us — still enough to notice a peer that came
- * back to another core). */
-static int wait_seq(cddp_pg *pg, shm_t *s, cddp_work *w, int j, uint32_t target)
+ * back to another core).
+ * patient: the caller is the group's worker thread waiting for peers to *arrive* at an op
+ * it started in the background (DDP's bucket all-reduces during backward): the peers are
+ * still computing and may be milliseconds away, and this process's own compute thread wants
+ * the core, so spin only 1 us, skip the yield phase and sleep on the futex (a publisher wakes
+ * it). Waits inside an op, where every peer is running the same collective, stay eager. */
+static int wait_seq(cddp_pg *pg, shm_t *s, cddp_work *w, int j, uint32_t target, int patient)
 {
     seg_ctl *c = ctl(s, j);
-    int64_t t0, t1, slow_yields = 0;
+    int64_t t0, t1, slow_yields = 0, spin = patient ? 1000 : s->spin_cur;
     if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
         return 0;
     t0 = now_ns();
@@ -185,10 +190,10 @@ static int wait_seq(cddp_pg *pg, shm_t *s, cddp_work *w, int j, uint32_t target)
         cpu_relax();
         if (reached(atomic_load_explicit(&c->seq, memory_order_acquire), target))
             return 0;
-        if ((i & 31) == 0 && now_ns() - t0 > s->spin_cur)
+        if ((i & 31) == 0 && now_ns() - t0 > spin)
             break;
     }
-    for (t1 = now_ns(); t1 - t0 < s->yield_ns;) {
+    for (t1 = now_ns(); !patient && t1 - t0 < s->yield_ns;) {
         int64_t ty = t1;
         sched_yield();
         t1 = now_ns();
@@ -202,7 +207,8 @@ static int wait_seq(cddp_pg *pg, shm_t *s, cddp_work *w, int j, uint32_t target)
             return 0;
         }
     }
-    s->spin_cur = s->spin_cur / 2 > 1000 ? s->spin_cur / 2 : 1000;
+    if (!patient)
+        s->spin_cur = s->spin_cur / 2 > 1000 ? s->spin_cur / 2 : 1000;
     for (;;) {
         if (atomic_load(&s->h->broken) || cddp_pg_aborting(pg))
             return check_fail(pg, s, w, j);
@@ -221,7 +227,34 @@ static int wait_seq(cddp_pg *pg, shm_t *s, cddp_work *w, int j, uint32_t target)
 static int wait_all(cddp_pg *pg, shm_t *s, cddp_work *w, uint32_t target)
 {
     for (int j = 0; j < s->n; j++)
-        if (j != s->r && wait_seq(pg, s, w, j, target) < 0)
+        if (j != s->r && wait_seq(pg, s, w, j, target, 0) < 0)
+            return -1;
+    return 0;
+}
+
+/* CDDP_SHM_PATIENT=0 turns patient arrival waits off (read once per process; every thread
+ * computes the same value, so the unsynchronised first read is harmless). */
+static int patient_enabled(void)
+{
+    static atomic_int v = -1;
+    int x = atomic_load_explicit(&v, memory_order_relaxed);
+    if (x < 0) {
+        const char *e = getenv("CDDP_SHM_PATIENT");
+        x = !(e && e[0] == '0');
+        atomic_store_explicit(&v, x, memory_order_relaxed);
+    }
+    return x;
+}
+
+/* The first wait of an op: every peer has arrived (published the op's first step). Patient
+ * (see wait_seq) on the group's worker thread. */
+static int wait_arrival(cddp_pg *pg, shm_t *s, cddp_work *w, uint32_t target)
+{
+    cddp_pg *owner = pg->parent ? pg->parent : pg;
+    int patient = owner->thread_started && pthread_equal(pthread_self(), owner->thread) &&
+                  patient_enabled();
+    for (int j = 0; j < s->n; j++)
+        if (j != s->r && wait_seq(pg, s, w, j, target, patient) < 0)
             return -1;
     return 0;
 }
@@ -342,7 +375,7 @@ static int run_stepped(cddp_pg *pg, shm_t *s, cddp_work *w, const plan_t *p)
     if (p->K > 0)
         step_write(s, w, p, 0);
     publish(s, s->myseq + 1);
-    if (wait_all(pg, s, w, s->myseq) < 0)
+    if (wait_arrival(pg, s, w, s->myseq) < 0)
         return -1;
     if (check_headers(pg, s, w) < 0) {
         s->dstep += 1;              /* every rank did the same single step: stay in lockstep */
@@ -412,7 +445,7 @@ static int run_allreduce_chunked(cddp_pg *pg, shm_t *s, cddp_work *w)
     put_header(s, w);
     copy_in_others(s, in, 0, B < C ? B : C, s->dstep);
     publish(s, s->myseq + 1);
-    if (wait_all(pg, s, w, s->myseq) < 0)
+    if (wait_arrival(pg, s, w, s->myseq) < 0)
         return -1;
     if (check_headers(pg, s, w) < 0) {
         s->dstep += 1;
