@@ -44,6 +44,8 @@ extern PyMethodDef cddp_loss_module_methods[];      /* nn/loss.c */
 extern PyMethodDef cddp_optim_module_methods[];     /* optim/optim.c */
 extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
+extern PyMethodDef cddp_conv_module_methods[];      /* nn/conv.c */
+extern PyMethodDef cddp_pool_module_methods[];      /* nn/pool.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
 extern PyMethodDef cddp_store_module_methods[];     /* distributed/python/py_store.c */
 extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.c */

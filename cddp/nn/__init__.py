@@ -4,5 +4,8 @@ from .modules import (Module, Sequential, ModuleList, ModuleDict, ParameterList,
                       Linear, Identity, ReLU, Tanh, Sigmoid, Softmax, LogSoftmax, Dropout,
                       Flatten, CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
                       BCEWithLogitsLoss)
+from .modules import (Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d, MaxPool1d, MaxPool2d,
+                      AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d)
 from . import functional, init, utils, parallel  # noqa: F401
 from .parallel import DataParallel

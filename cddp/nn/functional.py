@@ -149,3 +149,10 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _check_tensor(target, "target")
     return _C._bce_with_logits(input, target, weight, pos_weight,
                                _reduction(reduction, size_average, reduce))
+
+
+# convolution, pooling, padding and resampling (csrc/nn/: conv, pool, pad, interpolate, fold)
+from ._functional_spatial import (  # noqa: E402,F401
+    _ntuple, conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool2d,
+    max_pool1d_with_indices, max_pool2d_with_indices, avg_pool1d, avg_pool2d,
+    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d)

@@ -4,3 +4,6 @@ from .linear import Linear, Identity
 from .activation import ReLU, Tanh, Sigmoid, Softmax, LogSoftmax
 from .dropout import Dropout, Flatten
 from .loss import CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss, BCEWithLogitsLoss
+from .conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d,
+                      AdaptiveAvgPool2d, AdaptiveMaxPool1d, AdaptiveMaxPool2d)
