@@ -72,6 +72,11 @@ else:
     from ._extras import allclose, isclose, equal, sort, argsort, topk  # noqa: F401
     from . import nn, optim, utils, cuda, backends  # noqa: F401
     from .serialization import save, load  # noqa: F401
+    from .nn._functional_spatial import (  # noqa: F401  (torch.conv2d, torch.max_pool2d, ...)
+        conv1d, conv2d, conv_transpose1d, conv_transpose2d, avg_pool1d, adaptive_avg_pool1d,
+        pixel_shuffle, pixel_unshuffle, _torch_max_pool1d as max_pool1d,
+        _torch_max_pool2d as max_pool2d, _torch_adaptive_max_pool1d as adaptive_max_pool1d,
+        _constant_pad_nd as constant_pad_nd)
 
 __version__ = "0.1.0"
 

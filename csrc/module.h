@@ -46,6 +46,9 @@ extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
 extern PyMethodDef cddp_conv_module_methods[];      /* nn/conv.c */
 extern PyMethodDef cddp_pool_module_methods[];      /* nn/pool.c */
+extern PyMethodDef cddp_pad_module_methods[];       /* nn/pad.c */
+extern PyMethodDef cddp_interpolate_module_methods[]; /* nn/interpolate.c */
+extern PyMethodDef cddp_fold_module_methods[];      /* nn/fold.c */
 extern PyMethodDef cddp_sampler_module_methods[];   /* data/sampler.c */
 extern PyMethodDef cddp_store_module_methods[];     /* distributed/python/py_store.c */
 extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.c */

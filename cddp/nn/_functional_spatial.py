@@ -246,3 +246,212 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):  # noqa: A002
     out, idx = _C._adaptive_max_pool2d(input.unsqueeze(-2), (1,) + o)
     out, idx = out.squeeze(-2), idx.squeeze(-2)
     return (out, idx) if return_indices else out
+
+
+# ---- padding ----------------------------------------------------------------------------
+
+_PAD_MODES = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
+
+
+def pad(input, pad, mode="constant", value=None):  # noqa: A002
+    """Pad the last len(pad)//2 dims (pad lists (left, right) pairs, last dim first).
+    constant: any number of dims, negative values crop; reflect/replicate/circular: the last
+    1, 2 or 3 dims of a (batched or not) tensor."""
+    _check_tensor(input, "input")
+    pad = tuple(pad)
+    if any(not isinstance(p, int) or isinstance(p, bool) for p in pad):
+        raise TypeError(f"pad(): argument 'pad' must be tuple of ints, but found element of "
+                        f"type {type(next(p for p in pad if not isinstance(p, int))).__name__}")
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.dim():
+        raise RuntimeError("Padding length should be less than or equal to two times the input "
+                           f"dimension but got padding length {len(pad)} and input of dimension "
+                           f"{input.dim()}")
+    if mode == "constant":
+        return _C._pad(input, pad, 0, 0.0 if value is None else float(value))
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if value is not None and value != 0:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    k = len(pad) // 2
+    if k not in (1, 2, 3) or input.dim() not in (k + 1, k + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.dim()}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    return _C._pad(input, pad, _PAD_MODES[mode], 0.0)
+
+
+# ---- resampling -------------------------------------------------------------------------
+
+_UP_MODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "bilinear": 2}
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
+                recompute_scale_factor=None, antialias=False):
+    """torch's interpolate for modes nearest / nearest-exact (3-D and 4-D inputs), linear
+    (3-D) and bilinear (4-D); other modes raise NotImplementedError."""
+    _check_tensor(input, "input")
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    dim = input.dim() - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        scales = None
+        if isinstance(size, (list, tuple)):
+            if len(size) != dim:
+                raise ValueError("Input and output must have the same number of spatial "
+                                 "dimensions, but got input with spatial dimensions of "
+                                 f"{list(input.shape[2:])} and output size of {size}. Please "
+                                 "provide input tensor in (N, C, d1, d2, ...,dK) format and "
+                                 "output size in (o1, o2, ...,oK) format.")
+            out = [int(s) for s in size]
+        else:
+            out = [int(size)] * dim
+    elif scale_factor is not None:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != dim:
+                raise ValueError("Input and scale_factor must have the same number of spatial "
+                                 "dimensions, but got input with spatial dimensions of "
+                                 f"{list(input.shape[2:])} and scale_factor of shape "
+                                 f"{scale_factor}. Please provide input tensor in (N, C, d1, "
+                                 "d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) "
+                                 "format.")
+            scales = [float(s) for s in scale_factor]
+        else:
+            scales = [float(scale_factor)] * dim
+        out = [int(input.shape[2 + i] * scales[i]) for i in range(dim)]
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    if recompute_scale_factor:
+        out = [math.floor(float(input.shape[i + 2]) * scales[i]) for i in range(dim)]
+        scales = None
+    if antialias:
+        raise NotImplementedError("cddp: interpolate(antialias=True) is not supported")
+    if mode == "bilinear" and input.dim() == 3:
+        raise NotImplementedError("Got 3D input, but bilinear mode needs 4D input")
+    if mode == "linear" and input.dim() == 4:
+        raise NotImplementedError("Got 4D input, but linear mode needs 3D input")
+    if mode not in _UP_MODES or input.dim() not in (3, 4):
+        raise NotImplementedError(
+            f"cddp: interpolate supports 3-D and 4-D inputs in modes nearest, nearest-exact, "
+            f"linear (3-D) and bilinear (4-D); got {input.dim()}-D input and mode '{mode}'")
+    sc = [0.0] * (2 - dim) + ([0.0] * dim if scales is None else scales)
+    oh, ow = ([1] + out) if dim == 1 else out
+    x = input.unsqueeze(2) if dim == 1 else input
+    y = _C._upsample(x, oh, ow, sc[0], sc[1], _UP_MODES[mode], bool(align_corners))
+    return y.squeeze(2) if dim == 1 else y
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):  # noqa: A002
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):  # noqa: A002
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):  # noqa: A002
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input, upscale_factor):  # noqa: A002
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r): a reshape, a permute and one C copy."""
+    _check_tensor(input, "input")
+    r = int(upscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError("pixel_shuffle expects input to have at least 3 dimensions, but got "
+                           f"input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    c, h, w = input.shape[-3:]
+    if c % (r * r):
+        raise RuntimeError("pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    lead = tuple(input.shape[:-3])
+    n = len(lead)
+    x = input.reshape(lead + (c // (r * r), r, r, h, w))
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(lead + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):  # noqa: A002
+    """(*, C, H*r, W*r) -> (*, C*r*r, H, W), the inverse of pixel_shuffle."""
+    _check_tensor(input, "input")
+    r = int(downscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError("pixel_unshuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    c, h, w = input.shape[-3:]
+    if h % r:
+        raise RuntimeError("pixel_unshuffle expects height to be divisible by downscale_factor, "
+                           f"but input.size(-2)={h} is not divisible by {r}")
+    if w % r:
+        raise RuntimeError("pixel_unshuffle expects width to be divisible by downscale_factor, "
+                           f"but input.size(-1)={w} is not divisible by {r}")
+    lead = tuple(input.shape[:-3])
+    n = len(lead)
+    x = input.reshape(lead + (c, h // r, r, w // r, r))
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(lead + (c * r * r, h // r, w // r))
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """Sliding blocks of (N, C, H, W) or (C, H, W) as columns (N, C*kh*kw, L) (im2col)."""
+    _check_tensor(input, "input")
+    if input.dim() not in (3, 4):
+        raise RuntimeError("Input Error: Only 3D or 4D input Tensors are supported (got "
+                           f"{input.dim()}D)")
+    unbatched = input.dim() == 3
+    x = input.unsqueeze(0) if unbatched else input
+    y = _C._unfold(x, kernel_size, dilation, padding, stride)
+    return y.squeeze(0) if unbatched else y
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """Columns (N, C*kh*kw, L) or (C*kh*kw, L) summed back into (N, C, H, W) (col2im)."""
+    _check_tensor(input, "input")
+    if input.dim() not in (2, 3):
+        raise RuntimeError("Input Error: Only unbatched (2D) or batched (3D) input Tensors are "
+                           f"supported (got {input.dim()}D)")
+    unbatched = input.dim() == 2
+    x = input.unsqueeze(0) if unbatched else input
+    y = _C._fold(x, output_size, kernel_size, dilation, padding, stride)
+    return y.squeeze(0) if unbatched else y
+
+
+# ---- torch.* spellings (cddp/__init__.py exports these under torch's top-level names) -----
+
+def _torch_max_pool1d(input, kernel_size, stride=(), padding=0, dilation=1,  # noqa: A002
+                      ceil_mode=False):
+    """torch.max_pool1d: the values only."""
+    return max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+def _torch_max_pool2d(input, kernel_size, stride=(), padding=0, dilation=1,  # noqa: A002
+                      ceil_mode=False):
+    """torch.max_pool2d: the values only."""
+    return max_pool2d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+def _torch_adaptive_max_pool1d(input, output_size):  # noqa: A002
+    """torch.adaptive_max_pool1d: (values, indices)."""
+    return adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+def _constant_pad_nd(input, pad, value=0):  # noqa: A002
+    """torch.constant_pad_nd."""
+    return globals()["pad"](input, pad, "constant", value)
