@@ -413,7 +413,19 @@ static PyObject *py_conv_transpose(PyObject *m, PyObject *const *args, Py_ssize_
     return conv_run(x, w, b, &a, 1, osz);
 }
 
+/* _conv_cols_budget(elems=0) -> the previous budget (elems > 0 sets a new one): tests use it
+ * to reach the engine's multi-chunk paths with small tensors. */
+static PyObject *py_conv_cols_budget(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    int64_t v = nargs > 0 ? PyLong_AsLongLong(args[0]) : 0;
+    if (v == -1 && PyErr_Occurred())
+        return NULL;
+    return PyLong_FromLongLong(cddp_conv_cols_budget(v));
+}
+
 PyMethodDef cddp_conv_module_methods[] = {
+    {"_conv_cols_budget", (PyCFunction)(void (*)(void))py_conv_cols_budget, METH_FASTCALL,
+     "_conv_cols_budget(elems=0): the conv engine's column-buffer budget (test knob)"},
     {"_conv", (PyCFunction)(void (*)(void))py_conv, METH_FASTCALL,
      "_conv(input, weight, bias, stride, padding, dilation, groups): batched conv1d/conv2d"},
     {"_conv_transpose", (PyCFunction)(void (*)(void))py_conv_transpose, METH_FASTCALL,

@@ -91,6 +91,10 @@ int cddp_conv_forward(const cddp_conv *cv, const void *x, const void *w, const v
 int cddp_conv_backward(const cddp_conv *cv, const void *x, const void *dy, const void *w,
                        void *dx, void *dw);
 
+/* The column-buffer size (elements) chunks aim at; elems > 0 sets it. Returns the previous
+ * value. A test knob: a small budget makes small convolutions run in several chunks. */
+int64_t cddp_conv_cols_budget(int64_t elems);
+
 /* db[c] = sum over n and p of dy (N, C, P) — the bias gradient. Pure C. */
 void cddp_channel_sum(cddp_dtype dt, const void *dy, int64_t N, int64_t C, int64_t P, void *db);
 

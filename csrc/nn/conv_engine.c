@@ -16,7 +16,7 @@
  * Why chunks of samples: ResNet's late layers have P = 1..16, and a GEMM per sample would be
  * a matrix-vector product; putting m samples side by side gives BLAS a wide right-hand side
  * (m*P columns) at the price of one reshuffle of y / dy, which is K times cheaper than the
- * GEMM. m is chosen so the column buffer stays near COLS_BUDGET elements. A chunk of one
+ * GEMM. m is chosen so the column buffer stays near g_cols_budget elements. A chunk of one
  * sample writes y / reads dy in place (their per-sample slices already are (OCg, P) matrices).
  * A 1x1, stride-1, unpadded conv needs no im2col at all when chunks are single samples: x's
  * slice is the column matrix and dx's slice receives dcols directly.
@@ -30,8 +30,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COLS_BUDGET (1 << 20)   /* elements of the column buffer a chunk aims at (4 MiB f32) */
+/* Elements of the column buffer a chunk aims at (4 MiB of float32). A variable so tests can
+ * shrink it and reach the multi-chunk paths with small tensors (cddp._C._conv_cols_budget). */
+static int64_t g_cols_budget = 1 << 20;
 #define DIRECT_MIN_P 256        /* 1x1 convs with planes this large skip im2col sample by sample */
+
+int64_t cddp_conv_cols_budget(int64_t elems)
+{
+    int64_t old = g_cols_budget;
+    if (elems > 0)
+        g_cols_budget = elems;
+    return old;
+}
 
 static int64_t conv_k(const cddp_conv *cv) { return cv->win.C * cv->win.kh * cv->win.kw; }
 static int64_t conv_p(const cddp_conv *cv) { return cv->win.OH * cv->win.OW; }
@@ -51,7 +61,7 @@ static int64_t chunk_samples(const cddp_conv *cv)
     int64_t per = conv_k(cv) * conv_p(cv), m;
     if (is_pointwise(cv) && conv_p(cv) >= DIRECT_MIN_P)
         return 1;
-    m = per > 0 ? COLS_BUDGET / per : cv->N;
+    m = per > 0 ? g_cols_budget / per : cv->N;
     if (m > cv->N)
         m = cv->N;
     return m < 1 ? 1 : m;

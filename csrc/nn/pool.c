@@ -423,49 +423,83 @@ static int64_t ad_start(int64_t o, int64_t in, int64_t out) { return (o * in) / 
 static int64_t ad_end(int64_t o, int64_t in, int64_t out) { return ((o + 1) * in + out - 1) / out; }
 
 #define DEFINE_ADAPTIVE(T, SFX)                                                                \
-/* mode 0: avg forward, 1: avg backward (in = dy, out = dx +=), 2: max forward (idx) */       \
-static void adaptive_##SFX(const pool2d *p, const T *in, T *out, int64_t *idx, int mode)       \
+/* mode 0: avg forward, 1: avg backward (in = dy, out = dx +=), 2: max forward (idx).          \
+ * hb/wb: [start, end) of each output row / column's window. */                               \
+static void adaptive_##SFX(const pool2d *p, const int64_t *hb, const int64_t *wb, const T *in, \
+                           T *out, int64_t *idx, int mode)                                     \
 {                                                                                              \
-    for (int64_t pl = 0; pl < p->planes; pl++)                                                 \
-        for (int64_t oh = 0; oh < p->OH; oh++) {                                               \
-            int64_t h0 = ad_start(oh, p->H, p->OH), h1 = ad_end(oh, p->H, p->OH);              \
+    for (int64_t pl = 0; pl < p->planes; pl++) {                                               \
+        int64_t base = pl * p->H * p->W;                                                       \
+        for (int64_t oh = 0; oh < p->OH; oh++)                                                 \
             for (int64_t ow = 0; ow < p->OW; ow++) {                                           \
-                int64_t w0 = ad_start(ow, p->W, p->OW), w1 = ad_end(ow, p->W, p->OW);          \
-                int64_t o = (pl * p->OH + oh) * p->OW + ow, base = pl * p->H * p->W;           \
+                int64_t h0 = hb[2 * oh], h1 = hb[2 * oh + 1];                                  \
+                int64_t w0 = wb[2 * ow], w1 = wb[2 * ow + 1];                                  \
+                int64_t o = (pl * p->OH + oh) * p->OW + ow;                                    \
                 T area = (T)((h1 - h0) * (w1 - w0)), s = 0, m = -INFINITY;                     \
                 int64_t best = h0 * p->W + w0;                                                 \
-                for (int64_t h = h0; h < h1; h++)                                              \
-                    for (int64_t w = w0; w < w1; w++) {                                        \
-                        if (mode == 1) {                                                       \
-                            out[base + h * p->W + w] += in[o] / area;                          \
-                        } else if (mode == 0) {                                                \
+                if (mode == 1) {                                                               \
+                    T g = in[o] / area;                                                        \
+                    for (int64_t h = h0; h < h1; h++)                                          \
+                        for (int64_t w = w0; w < w1; w++)                                      \
+                            out[base + h * p->W + w] += g;                                     \
+                } else if (mode == 0) {                                                        \
+                    for (int64_t h = h0; h < h1; h++)                                          \
+                        for (int64_t w = w0; w < w1; w++)                                      \
                             s += in[base + h * p->W + w];                                      \
-                        } else {                                                               \
+                    out[o] = s / area;                                                         \
+                } else {                                                                       \
+                    for (int64_t h = h0; h < h1; h++)                                          \
+                        for (int64_t w = w0; w < w1; w++) {                                    \
                             T v = in[base + h * p->W + w];                                     \
                             int up = (v > m) | (v != v);                                       \
                             m = up ? v : m;                                                    \
                             best = up ? h * p->W + w : best;                                   \
                         }                                                                      \
-                    }                                                                          \
-                if (mode == 0)                                                                 \
-                    out[o] = s / area;                                                         \
-                else if (mode == 2) {                                                          \
                     out[o] = m;                                                                \
                     idx[o] = best;                                                             \
                 }                                                                              \
             }                                                                                  \
-        }                                                                                      \
+    }                                                                                          \
 }
 DEFINE_ADAPTIVE(float, f32)
 DEFINE_ADAPTIVE(double, f64)
 
-static void adaptive_run(cddp_dtype dt, const pool2d *p, const void *in, void *out,
-                         int64_t *idx, int mode)
+/* Window tables, then the kernel without the GIL. -1 with MemoryError. */
+static int adaptive_run(cddp_dtype dt, const pool2d *p, const void *in, void *out,
+                        int64_t *idx, int mode)
 {
-    if (dt == CDDP_FLOAT32)
-        adaptive_f32(p, in, out, idx, mode);
+    int64_t *hb = PyMem_Malloc(sizeof(int64_t) * (size_t)(2 * p->OH + 2 * p->OW + 2));
+    if (!hb) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int64_t *wb = hb + 2 * p->OH;
+    for (int64_t o = 0; o < p->OH; o++) {
+        hb[2 * o] = ad_start(o, p->H, p->OH);
+        hb[2 * o + 1] = ad_end(o, p->H, p->OH);
+    }
+    for (int64_t o = 0; o < p->OW; o++) {
+        wb[2 * o] = ad_start(o, p->W, p->OW);
+        wb[2 * o + 1] = ad_end(o, p->W, p->OW);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    if (p->OH == p->H && p->OW == p->W && mode != 2) {  /* every window is one element */
+        size_t isz = cddp_dtype_size[dt], n = (size_t)(p->planes * p->H * p->W);
+        if (mode == 0)
+            memcpy(out, in, n * isz);
+        else if (dt == CDDP_FLOAT32)
+            for (size_t k = 0; k < n; k++)
+                ((float *)out)[k] += ((const float *)in)[k];
+        else
+            for (size_t k = 0; k < n; k++)
+                ((double *)out)[k] += ((const double *)in)[k];
+    } else if (dt == CDDP_FLOAT32)
+        adaptive_f32(p, hb, wb, in, out, idx, mode);
     else
-        adaptive_f64(p, in, out, idx, mode);
+        adaptive_f64(p, hb, wb, in, out, idx, mode);
+    Py_END_ALLOW_THREADS
+    PyMem_Free(hb);
+    return 0;
 }
 
 /* AdaptiveAvgPool2DBackward0 */
@@ -480,12 +514,9 @@ static int adaptive_avg_backward(NodeObject *self, TensorObject **gout, TensorOb
         Py_XDECREF(gy);
         return -1;
     }
-    void *dy = cddp_data(gy), *dx = cddp_data(gin[0]);
-    Py_BEGIN_ALLOW_THREADS
-    adaptive_run(gy->dtype, &p, dy, dx, NULL, 1);
-    Py_END_ALLOW_THREADS
+    int rc = adaptive_run(gy->dtype, &p, cddp_data(gy), cddp_data(gin[0]), NULL, 1);
     Py_DECREF(gy);
-    return 0;
+    return rc;
 }
 
 /* Checks of x and output_size (torch's messages); fills p. */
@@ -546,10 +577,8 @@ static PyObject *adaptive_common(PyObject *const *args, Py_ssize_t nargs, int is
     const void *xp = cddp_data(xc);
     void *yp = cddp_data(y);
     int64_t *ip = idx ? (int64_t *)cddp_data(idx) : NULL;
-    Py_BEGIN_ALLOW_THREADS
-    adaptive_run(x->dtype, &p, xp, yp, ip, is_max ? 2 : 0);
-    Py_END_ALLOW_THREADS
-    if (pool_record(x, y, is_max ? "AdaptiveMaxPool2DBackward0" : "AdaptiveAvgPool2DBackward0",
+    if (adaptive_run(x->dtype, &p, xp, yp, ip, is_max ? 2 : 0) < 0 ||
+        pool_record(x, y, is_max ? "AdaptiveMaxPool2DBackward0" : "AdaptiveAvgPool2DBackward0",
                     is_max ? max_pool_backward : adaptive_avg_backward, &p, idx) < 0)
         goto fail;
     Py_DECREF(xc);
