@@ -216,7 +216,7 @@ static int conv_backward(NodeObject *self, TensorObject **gout, TensorObject **g
     if (!transposed) {
         if (dx || dw)
             err = cddp_conv_backward(&cv, xp, dy, wp, dx, dw);
-        if (gin[2] && self->n_next > 2)
+        if (self->n_next > 2 && gin[2])
             cddp_channel_sum(cv.dt, dy, cv.N, cv.OC, cv.win.OH * cv.win.OW, cddp_data(gin[2]));
     } else {
         if (dx)
