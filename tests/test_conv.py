@@ -283,7 +283,7 @@ def test_conv_module_defaults_and_init():
     m = nn.Conv2d(4, 8, 3)
     assert m.weight.shape == (8, 4, 3, 3) and m.bias.shape == (8,)
     assert m.stride == (1, 1) and m.padding == (0, 0) and m.dilation == (1, 1)
-    bound = 1 / np.sqrt(4 * 9)     # kaiming_uniform(a=sqrt(5)) and the bias rule give 1/sqrt(fan_in)
+    bound = 1 / np.sqrt(4 * 9)     # kaiming_uniform(a=sqrt(5)) and the bias rule: 1/sqrt(fan_in)
     assert np.abs(n(m.weight)).max() <= bound + 1e-7 and np.abs(n(m.bias)).max() <= bound
     mt = nn.ConvTranspose2d(4, 6, 3, groups=2)
     assert mt.weight.shape == (4, 3, 3, 3)

@@ -36,8 +36,8 @@ def _ntuple(v, n, name):
 # ---- convolutions -----------------------------------------------------------------------
 
 def _conv_padding(padding, weight, stride, dilation, nd):
-    """padding=int/tuple/'valid'/'same' -> what _C._conv takes (per dim, or (left, right)
-    pairs when 'same' needs more on the right for an even effective kernel)."""
+    """padding=int/tuple/'valid'/'same' -> what _C._conv takes: ints per dim, or for 'same' a
+    (left, right) pair per dim (an even effective kernel needs one more on the right)."""
     if not isinstance(padding, str):
         return padding
     if padding == "valid":
@@ -52,7 +52,7 @@ def _conv_padding(padding, weight, stride, dilation, nd):
     pads = []
     for d in range(nd):
         total = dil[d] * (weight.shape[2 + d] - 1)
-        pads += [total // 2, total - total // 2]
+        pads.append((total // 2, total - total // 2))
     return tuple(pads)
 
 
@@ -150,8 +150,8 @@ def _check_pool1d_dims(input, fn):  # noqa: A002
                            f"tensor for argument #1 'self' (while checking arguments for {fn})")
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
-               return_indices=False):
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode=False, return_indices=False):
     """Max over windows of (N, C, H, W) or (C, H, W); indices are flat h*W + w per plane."""
     _check_tensor(input, "input")
     k, s, p, d = _pool_args("max_pool2d", kernel_size, stride, padding, dilation)
@@ -159,8 +159,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return (out, idx) if return_indices else out
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
-               return_indices=False):
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode=False, return_indices=False):
     _check_pool1d_dims(input, "max_pool1d")
     k, s, p, d = _pool_args("max_pool1d", kernel_size, stride, padding, dilation, 1)
     out, idx = _C._max_pool2d(input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, (1,) + d,
@@ -290,8 +290,8 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002
 _UP_MODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "bilinear": 2}
 
 
-def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,  # noqa: A002
-                recompute_scale_factor=None, antialias=False):
+def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A002
+                align_corners=None, recompute_scale_factor=None, antialias=False):
     """torch's interpolate for modes nearest / nearest-exact (3-D and 4-D inputs), linear
     (3-D) and bilinear (4-D); other modes raise NotImplementedError."""
     _check_tensor(input, "input")

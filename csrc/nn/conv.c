@@ -8,7 +8,7 @@
  *                   output_padding, groups, dilation) -> y (N, OC, [OH,] OW)
  *
  * stride, dilation, output_padding: one int per spatial dim; padding: one int per dim
- * (symmetric) or two (left, right) per dim, as padding='same' needs for even kernels.
+ * (symmetric) or a (left, right) pair per dim, as padding='same' needs for even kernels.
  * Both ops record torch's ConvolutionBackward0 node. 1-D tensors run as 2-D ones with H = 1.
  *
  * A transposed convolution is the adjoint of an ordinary one: conv_transpose(x, w) maps x
@@ -38,9 +38,11 @@ static int parse_args(PyObject *stride, PyObject *pad, PyObject *dil, PyObject *
     a->outpad[0] = a->outpad[1] = 0;
     if (outpad && cddp_int_list(outpad, nd, "output_padding", a->outpad) < 0)
         return -1;
-    if (PySequence_Check(pad) && PySequence_Size(pad) == 2 * nd) {
-        if (cddp_int_list(pad, 2 * nd, "padding", p) < 0)
-            return -1;
+    if (PyTuple_Check(pad) && PyTuple_GET_SIZE(pad) == nd &&
+        PyTuple_Check(PyTuple_GET_ITEM(pad, 0))) {
+        for (int d = 0; d < nd; d++)          /* ((left, right), ...): padding='same' */
+            if (cddp_int_list(PyTuple_GET_ITEM(pad, d), 2, "padding", p + 2 * d) < 0)
+                return -1;
     } else {
         int64_t q[2];
         if (cddp_int_list(pad, nd, "padding", q) < 0)

@@ -107,11 +107,13 @@ static void block_give(char *p)
 
 /* Where a chunk's column matrices come from: the gather path (zero-bordered chunk copy + one
  * offset table, nn/im2col.c) for short or strided rows, per-sample im2col spans for long
- * unit-stride rows (where a span is one memcpy), nothing for pointwise single-sample chunks.
+ * unit-stride rows (where a span is one memcpy); for pointwise convs no im2col at all: x's
+ * slices themselves (single-sample chunks) or copied side by side (several samples).
  * All buffers are carved from one scratch block. */
 typedef struct {
     const cddp_conv *cv;
     int64_t nb;                 /* samples per chunk */
+    int pack;                   /* pointwise, several samples: cols = x's slices side by side */
     int gather, dirty;          /* gather path; xp's border holds scatter leftovers */
     cddp_gather_plan gp;
     char *block;                /* the scratch block everything below lives in */
@@ -137,7 +139,9 @@ static int colbuf_init(colbuf *cb, const cddp_conv *cv)
     cb->cv = cv;
     cb->nb = chunk_samples(cv);
     int need_cols = !(is_pointwise(cv) && cb->nb == 1);
-    cb->gather = need_cols && (g->OW < 32 || g->sw != 1) && cddp_gather_plan_fits(g, cb->nb);
+    cb->pack = need_cols && is_pointwise(cv);
+    cb->gather = need_cols && !cb->pack && (g->OW < 32 || g->sw != 1) &&
+                 cddp_gather_plan_fits(g, cb->nb);
     if (cb->gather) {
         cddp_gather_plan_init(&cb->gp, g, cb->nb);
         xpn = cb->nb * g->C * cb->gp.Hp * cb->gp.Wp;
@@ -176,6 +180,13 @@ static const char *colbuf_fill(colbuf *cb, const void *x, int64_t n0, int64_t m,
     int64_t P = conv_p(cv), HW = cv->win.H * cv->win.W;
     if (!cb->cols)
         return slice(cv, x, n0, g);
+    if (cb->pack) {
+        for (int64_t j = 0; j < m; j++)
+            for (int64_t c = 0; c < cv->win.C; c++)
+                memcpy(cb->cols + (size_t)(c * m * P + j * P) * isz,
+                       slice(cv, x, n0 + j, g) + (size_t)(c * HW) * isz, (size_t)P * isz);
+        return cb->cols;
+    }
     if (!cb->gather) {
         for (int64_t j = 0; j < m; j++)
             cddp_im2col(cv->dt, slice(cv, x, n0 + j, g), &cv->win,
@@ -191,14 +202,21 @@ static const char *colbuf_fill(colbuf *cb, const void *x, int64_t n0, int64_t m,
     return cb->cols;
 }
 
-/* dx's slices of the chunk, group g, from dcols in cb->cols: the gather path writes them
- * (scatter into a zeroed xp, copy the interior out), im2col spans add into them (dx zeroed by
- * the caller). */
+/* dx's slices of the chunk, group g, from dcols in cb->cols: the pointwise and gather paths
+ * write them (the gather path scatters into a zeroed xp and copies the interior out), im2col
+ * spans add into them (dx zeroed by the caller). */
 static void colbuf_adjoint(colbuf *cb, void *dx, int64_t n0, int64_t m, int64_t g)
 {
     const cddp_conv *cv = cb->cv;
     size_t isz = cddp_dtype_size[cv->dt];
     int64_t P = conv_p(cv), HW = cv->win.H * cv->win.W;
+    if (cb->pack) {                           /* each dx element receives exactly one entry */
+        for (int64_t j = 0; j < m; j++)
+            for (int64_t c = 0; c < cv->win.C; c++)
+                memcpy((char *)slice(cv, dx, n0 + j, g) + (size_t)(c * HW) * isz,
+                       cb->cols + (size_t)(c * m * P + j * P) * isz, (size_t)P * isz);
+        return;
+    }
     if (!cb->gather) {
         for (int64_t j = 0; j < m; j++)
             cddp_col2im(cv->dt, cb->cols + (size_t)(j * P) * isz, m * P, &cv->win,
@@ -327,7 +345,7 @@ static int backward_full(const cddp_conv *cv, const void *x, const void *dy, con
     if (colbuf_init(&cb, cv) < 0)
         goto done;
     char *dyc = cb.mat;
-    if (dx && cb.cols && !cb.gather)          /* col2im accumulates */
+    if (dx && cb.cols && !cb.gather && !cb.pack)          /* col2im accumulates */
         memset(dx, 0, (size_t)(cv->N * cv->C * cv->win.H * cv->win.W) * isz);
     if (dw)
         memset(dw, 0, (size_t)(cv->OC * K) * isz);

@@ -148,8 +148,9 @@ void cddp_gather_plan_table(const cddp_gather_plan *gp, const cddp_win2d *g, int
 }
 
 #define DEFINE_GATHER(T, SFX)                                                                  \
-NN_CLONES static void pad_copy_##SFX(const T *x, int64_t xstride, const cddp_gather_plan *gp,           \
-                           const cddp_win2d *g, int64_t m, T *xp, int to_padded)              \
+NN_CLONES static void pad_copy_##SFX(const T *x, int64_t xstride,                             \
+                                     const cddp_gather_plan *gp, const cddp_win2d *g,          \
+                                     int64_t m, T *xp, int to_padded)                          \
 {                                                                                              \
     for (int64_t s = 0; s < m; s++)                                                            \
         for (int64_t c = 0; c < g->C; c++) {                                                   \

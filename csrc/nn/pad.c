@@ -124,7 +124,8 @@ static int plan_init(padplan *pp, int ndim, const int64_t *shape, const int64_t 
         pp->in[j] = I;
         pp->out[j] = I + l + r;
         int64_t J = I - (l < 0 ? -l : 0) - (r < 0 ? -r : 0);   /* circular: the kept span */
-        if (!(pp->map[j] = PyMem_Malloc(sizeof(int64_t) * (size_t)(pp->out[j] > 0 ? pp->out[j] : 1)))) {
+        size_t nmap = (size_t)(pp->out[j] > 0 ? pp->out[j] : 1);
+        if (!(pp->map[j] = PyMem_Malloc(sizeof(int64_t) * nmap))) {
             plan_free(pp);
             PyErr_NoMemory();
             return -1;
