@@ -70,7 +70,10 @@ else:
 
     from . import _tensor_py  # noqa: F401  (a few Python-level Tensor properties)
     from ._extras import allclose, isclose, equal, sort, argsort, topk  # noqa: F401
-    from . import nn, optim, utils, cuda, backends  # noqa: F401
+    from ._ops import (cummax, cummin, take_along_dim, meshgrid, cartesian_prod,  # noqa: F401
+                       atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
+                       vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron)
+    from . import nn, optim, utils, cuda, backends, accelerator  # noqa: F401
     from .serialization import save, load  # noqa: F401
     from .nn._functional_spatial import (  # noqa: F401  (torch.conv2d, torch.max_pool2d, ...)
         conv1d, conv2d, conv_transpose1d, conv_transpose2d, avg_pool1d, adaptive_avg_pool1d,

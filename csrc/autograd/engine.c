@@ -69,13 +69,15 @@ static NodeObject *heap_pop(cddp_node_vec *h)
  * first may be a tensor some other code still holds). */
 static int inbuf_add(NodeObject *node, int k, TensorObject *g)
 {
-    TensorObject *cur = node->inbuf[k], *sum;
-    if (k >= CDDP_NODE_MAX_OUT) {
+    int nb;
+    TensorObject **ib = cddp_node_inbufs(node, &nb), *cur, *sum;
+    if (k < 0 || k >= nb) {
         PyErr_SetString(PyExc_SystemError, "autograd: output index out of range");
         return -1;
     }
+    cur = ib[k];
     if (!cur) {
-        node->inbuf[k] = (TensorObject *)Py_NewRef(g);
+        ib[k] = (TensorObject *)Py_NewRef(g);
         return 0;
     }
     if (cur->ndim == g->ndim && memcmp(cur->shape, g->shape, sizeof(int64_t) * g->ndim) == 0 &&
@@ -91,7 +93,7 @@ static int inbuf_add(NodeObject *node, int k, TensorObject *g)
                      k, node->name);
         return -1;
     }
-    Py_SETREF(node->inbuf[k], sum);
+    Py_SETREF(ib[k], sum);
     return 0;
 }
 
@@ -147,6 +149,15 @@ static int run_pre_hooks(NodeObject *node, TensorObject **gout)
         }
     }
     return 0;
+}
+
+/* Drop every gradient buffered in n. */
+static void clear_inbufs(NodeObject *n)
+{
+    int nb;
+    TensorObject **ib = cddp_node_inbufs(n, &nb);
+    for (int k = 0; k < nb; k++)
+        Py_CLEAR(ib[k]);
 }
 
 static void release_saved(NodeObject *n)
@@ -208,8 +219,7 @@ int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int ret
             if (c->epoch != epoch) {
                 c->epoch = epoch;
                 c->deps = 0;
-                for (int k = 0; k < CDDP_NODE_MAX_OUT; k++)
-                    Py_CLEAR(c->inbuf[k]);
+                clear_inbufs(c);
                 if (cddp_node_vec_push(&seen, c) < 0)
                     goto done;
             }
@@ -229,12 +239,16 @@ int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int ret
     cddp_grad_enabled = 0;
     while (ready.n) {
         NodeObject *node = heap_pop(&ready);
-        TensorObject *gout[CDDP_NODE_MAX_OUT] = {0};
-        TensorObject **gin = NULL;
-        int any = 0, err = 0;
-        for (int k = 0; k < CDDP_NODE_MAX_OUT; k++) {
-            gout[k] = node->inbuf[k];     /* steal */
-            node->inbuf[k] = NULL;
+        TensorObject *gsmall[CDDP_NODE_MAX_OUT] = {0}, **gout = gsmall, **gin = NULL, **ib;
+        int any = 0, err = 0, nb;
+        ib = cddp_node_inbufs(node, &nb);
+        if (nb > CDDP_NODE_MAX_OUT && !(gout = PyMem_Calloc((size_t)nb, sizeof *gout))) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (int k = 0; k < nb; k++) {
+            gout[k] = ib[k];              /* steal */
+            ib[k] = NULL;
             any |= gout[k] != NULL;
         }
         if (any && node->n_next) {
@@ -245,8 +259,10 @@ int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int ret
         }
         if (any && !err)
             err = run_pre_hooks(node, gout) < 0 || node->backward(node, gout, gin) < 0;
-        for (int k = 0; k < CDDP_NODE_MAX_OUT; k++)
+        for (int k = 0; k < nb; k++)
             Py_XDECREF(gout[k]);
+        if (gout != gsmall)
+            PyMem_Free(gout);
         if (!retain_graph && !err)
             release_saved(node);
         for (int e = 0; e < node->n_next; e++) {
@@ -267,8 +283,7 @@ int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int ret
 done:
     cddp_grad_enabled = saved_mode;
     for (Py_ssize_t i = 0; i < seen.n; i++)
-        for (int k = 0; k < CDDP_NODE_MAX_OUT; k++)
-            Py_CLEAR(seen.v[i]->inbuf[k]);
+        clear_inbufs(seen.v[i]);
     for (int r = 0; r < n; r++)
         Py_XDECREF(rn[r]);
     PyMem_Free(rn);

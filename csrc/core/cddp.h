@@ -100,6 +100,7 @@ typedef struct TensorObject {
 typedef struct {
     PyTypeObject *tensor_type;
     PyTypeObject *node_type;
+    PyTypeObject *function_type;         /* _FunctionBase: Node subtype of autograd.Function */
     PyTypeObject *dtype_type;
     PyTypeObject *generator_type;
     PyObject *dtypes[CDDP_NDTYPES];      /* cddp.float32 ... objects */
@@ -202,6 +203,7 @@ typedef struct {
 } cddp_edge;
 
 #define CDDP_NODE_MAX_SAVED 4
+/* outputs kept inline (C ops); cddp_node_set_n_out gives a node more (autograd.Function) */
 #define CDDP_NODE_MAX_OUT 2
 
 typedef struct {                      /* what a backward needs to know about an input */
@@ -236,6 +238,8 @@ struct NodeObject {
     int64_t epoch;
     int64_t deps;
     TensorObject *inbuf[CDDP_NODE_MAX_OUT];
+    TensorObject **inbuf_ext;         /* n_out > CDDP_NODE_MAX_OUT (Python Functions): n_out
+                                         slots used instead of inbuf (PyMem; cddp_node_set_n_out) */
 };
 
 extern _Thread_local int cddp_grad_enabled;
