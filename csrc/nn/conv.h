@@ -71,6 +71,11 @@ void cddp_gather_cols(cddp_dtype dt, const void *xp, const cddp_gather_plan *gp,
                       const cddp_win2d *g, const int32_t *base, int64_t n, void *cols,
                       int scatter);
 
+/* Scratch memory of the engines (nn/scratch.c): 64-byte aligned, uninitialised, bytes >= 1;
+ * NULL when out of memory. Give back what was taken (NULL is ignored). Pure C, thread-safe. */
+char *cddp_scratch_take(size_t bytes);
+void cddp_scratch_give(char *p);
+
 /* A whole convolution: the conv maps x (N, C, H, W) to y (N, OC, OH, OW) with w (OC, Cg, kh,
  * kw) and G groups; win.C is Cg (the per-group plane stack). Tensors passed to the engine
  * are contiguous buffers of dtype dt. */

@@ -173,14 +173,22 @@ static inline void gather_row_##SFX(T *restrict row, const T *restrict src,     
         row[q] = src[base[q]];                                                                 \
 }                                                                                              \
                                                                                                \
-/* Unit-stride windows: columns come in runs of L = OW consecutive input elements. */         \
+/* Unit-stride windows: columns come in runs of L = OW consecutive input elements. Runs are  \
+ * moved in blocks of 8 and 4 of constant length (one vector move each; a loop of run length   \
+ * would become a memmove call per run, which costs more than the 32 bytes it moves). */       \
 static inline void run_copy_##SFX(T *restrict row, const T *restrict src,                    \
                                   const int32_t *restrict base, int64_t n, int64_t L)          \
 {                                                                                              \
     for (int64_t r = 0; r < n; r += L) {                                                       \
         const T *restrict s = src + base[r];                                                   \
-        for (int64_t w = 0; w < L; w++)                                                        \
-            row[r + w] = s[w];                                                                 \
+        T *restrict d = row + r;                                                               \
+        int64_t w = 0;                                                                         \
+        for (; w + 8 <= L; w += 8)                                                             \
+            __builtin_memcpy(d + w, s + w, 8 * sizeof(T));    /* inlined: constant size */     \
+        for (; w + 4 <= L; w += 4)                                                             \
+            __builtin_memcpy(d + w, s + w, 4 * sizeof(T));                                     \
+        for (; w < L; w++)                                                                     \
+            d[w] = s[w];                                                                       \
     }                                                                                          \
 }                                                                                              \
                                                                                                \
@@ -189,15 +197,23 @@ static inline void run_add_##SFX(const T *restrict row, T *restrict dst,        
 {                                                                                              \
     for (int64_t r = 0; r < n; r += L) {                                                       \
         T *restrict d = dst + base[r];                                                         \
-        for (int64_t w = 0; w < L; w++)                                                        \
-            d[w] += row[r + w];                                                                \
+        const T *restrict s = row + r;                                                         \
+        int64_t w = 0;                                                                         \
+        for (; w + 8 <= L; w += 8)                                                             \
+            for (int k = 0; k < 8; k++)                                                        \
+                d[w + k] += s[w + k];                                                          \
+        for (; w + 4 <= L; w += 4)                                                             \
+            for (int k = 0; k < 4; k++)                                                        \
+                d[w + k] += s[w + k];                                                          \
+        for (; w < L; w++)                                                                     \
+            d[w] += s[w];                                                                      \
     }                                                                                          \
 }                                                                                              \
                                                                                                \
 NN_CLONES static void gather_##SFX(const T *xp, const cddp_gather_plan *gp, const cddp_win2d *g, \
                                    const int32_t *base, int64_t n, T *cols, int scatter)       \
 {                                                                                              \
-    int64_t hw = gp->Hp * gp->Wp, L = g->sw == 1 && g->OW >= 8 ? g->OW : 0;                   \
+    int64_t hw = gp->Hp * gp->Wp, L = g->sw == 1 && g->OW >= 4 ? g->OW : 0;                   \
     for (int64_t c = 0; c < g->C; c++)                                                         \
         for (int64_t i = 0; i < g->kh; i++)                                                    \
             for (int64_t j = 0; j < g->kw; j++) {                                              \
