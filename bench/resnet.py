@@ -3,6 +3,7 @@
     python bench/resnet.py            # the full run (a few minutes on a shared 2-core machine)
     python bench/resnet.py --quick    # smoke run: tiny windows, one replay per layer
     python bench/resnet.py --bn none  # conv-only: BatchNorm2d replaced by Identity on both sides
+    python bench/resnet.py --no-ddp   # skip the 2-rank DDP rows
 
 The model is the seed's (examples' seed001_resnet.py: torchvision's resnet18 layout, 6 classes),
 on a batch of 64 random 3x32x32 images, with the seed's SGD(lr=0.1, momentum=0.9,
@@ -18,6 +19,13 @@ on the shapes it saw, forward and forward+backward, CPU time, median of repeats;
 layer type, per training step. "rest" is the step minus every row: the autograd engine,
 Python, allocation. Threads: the BLAS/OpenMP thread variables are pinned to 1 before NumPy and
 torch load, torch.set_num_threads(1), cddp.set_num_threads(1).
+
+2-rank DDP: the same model wrapped in DistributedDataParallel (defaults: 25 MiB buckets,
+broadcast_buffers), batch 64 per rank (each rank its own random images), ranks started as
+bench/ddp.py starts them (RANK/WORLD_SIZE/MASTER_* by hand, one thread per rank, gloo for
+torch), samples/s over both ranks, the slowest rank's window each time; launches alternate
+between the libraries (--rounds), the figure is the median over rounds of each launch's
+median window.
 """
 import os
 
@@ -27,6 +35,9 @@ for _v in THREAD_VARS:
     os.environ[_v] = "1"
 
 import argparse  # noqa: E402
+import glob  # noqa: E402
+import json  # noqa: E402
+import subprocess  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -35,6 +46,11 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train import _calibrate, _libs  # noqa: E402  (bench/train.py: cddp import rule, threads)
+from ddp import free_port  # noqa: E402
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if glob.glob(os.path.join(_ROOT, "cddp", "_C*.so")):     # the ranks import this checkout too
+    os.environ["PYTHONPATH"] = _ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")
 
 
 def seed_resnet(torch, nn):
@@ -116,12 +132,15 @@ class _NoBatchNorm:
         return BatchNorm2d
 
 
-def build(lib, use_bn, X, Y):
-    """(model, step, trace) for one library: step() is one SGD step on the fixed batch."""
+def build(lib, use_bn, X, Y, wrap=None):
+    """(model, step, trace) for one library: step() is one SGD step on the fixed batch;
+    wrap(model) (DDP) is what trains when given."""
     nn = lib.nn if use_bn else _NoBatchNorm(lib.nn)
     ResNet, BasicBlock = seed_resnet(lib, nn)
     lib.manual_seed(0)
     model = ResNet((2, 2, 2, 2), 6)
+    if wrap is not None:
+        model = wrap(model)
     opt = lib.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-4)
     crit = lib.nn.CrossEntropyLoss()
     x, y = lib.tensor(X), lib.tensor(Y)
@@ -268,6 +287,72 @@ def breakdown(name, libs, built, reps):
         print(line.replace("nan", "  -"), flush=True)
 
 
+# ---- 2-rank DDP ----------------------------------------------------------------------------
+
+def worker(lib_name, use_bn, batch, windows, min_time):
+    libs = _libs()
+    lib = libs[lib_name]
+    dist = lib.distributed
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    rng = np.random.default_rng(rank)
+    X = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
+    Y = rng.integers(0, 6, batch)
+    step = build(lib, use_bn, X, Y, wrap=lib.nn.parallel.DistributedDataParallel)[1]
+    for _ in range(2):
+        step()
+    n = 1
+    while True:                       # every rank runs the same number of steps
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        dt = lib.tensor([time.perf_counter() - t0], dtype=lib.float64)
+        dist.all_reduce(dt, op=dist.ReduceOp.MAX)
+        if dt.item() >= min_time:
+            break
+        n *= 2
+    rates = []
+    for _ in range(windows):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        dt = lib.tensor([time.perf_counter() - t0], dtype=lib.float64)
+        dist.all_reduce(dt, op=dist.ReduceOp.MAX)      # the slowest rank sets the pace
+        rates.append(world * batch * n / dt.item())
+    if rank == 0:
+        print("RESULT " + json.dumps({"rate": statistics.median(rates)}), flush=True)
+    dist.destroy_process_group()
+
+
+def launch(lib, use_bn, batch, nranks, windows, min_time):
+    port = free_port()
+    procs = []
+    for r in range(nranks):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nranks),
+                   LOCAL_WORLD_SIZE=str(nranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        env.pop("CDDP_TOKEN", None)
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", lib,
+                                       str(int(use_bn)), str(batch), str(windows), str(min_time)],
+                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True))
+    result = None
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=900)
+            if p.returncode != 0:
+                raise RuntimeError(f"{lib} x{nranks} rank failed:\n{err[-2000:]}")
+            for line in out.splitlines():
+                if line.startswith("RESULT "):
+                    result = json.loads(line[7:])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return result["rate"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny windows")
@@ -275,7 +360,15 @@ def main():
                     help="auto: BatchNorm2d when cddp has it; none: both without it")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--no-breakdown", action="store_true")
+    ap.add_argument("--no-ddp", action="store_true")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="DDP launches per library (alternating; default 3, 1 with --quick)")
+    ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        lib, bn, batch, windows, min_time = args.worker
+        worker(lib, bn == "1", int(batch), int(windows), float(min_time))
+        return
     min_time, windows, reps = (0.05, 2, 1) if args.quick else (1.0, 7, 5)
     libs = _libs()
     use_bn = args.bn == "auto" and hasattr(libs["cddp"].nn, "BatchNorm2d")
@@ -297,6 +390,17 @@ def main():
         line = f"{label:24s} " + " ".join(f"{r[k]:10.1f}" for k in libs)
         if "torch" in r:
             line += f"   {r['cddp'] / r['torch']:10.2f}x"
+        print(line, flush=True)
+    if not args.no_ddp:
+        rounds = args.rounds or (1 if args.quick else 3)
+        runs = {k: [] for k in libs}
+        for _ in range(rounds):         # alternating launches: drifting load hits both
+            for k in libs:
+                runs[k].append(launch(k, use_bn, args.batch, 2, windows, min_time))
+        rates = {k: statistics.median(v) for k, v in runs.items()}
+        line = f"{'2-rank DDP samples/s':24s} " + " ".join(f"{rates[k]:10.1f}" for k in libs)
+        if "torch" in rates:
+            line += f"   {rates['cddp'] / rates['torch']:10.2f}x"
         print(line, flush=True)
     if not args.no_breakdown:
         breakdown("Breakdown", libs, built, reps)
