@@ -290,8 +290,11 @@ def breakdown(name, libs, built, reps):
 # ---- 2-rank DDP ----------------------------------------------------------------------------
 
 def worker(lib_name, use_bn, batch, windows, min_time):
-    libs = _libs()
-    lib = libs[lib_name]
+    if lib_name == "torch":             # a cddp rank does not load torch, nor the reverse
+        import torch as lib             # (bench/train.py's cddp import stays: it is light)
+    else:
+        import cddp as lib
+    lib.set_num_threads(1)
     dist = lib.distributed
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
