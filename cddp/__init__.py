@@ -81,18 +81,27 @@ __version__ = "0.1.0"
 # Subpackages that load on first use (`cddp.nn`, `from cddp import nn`, `import cddp.nn` all
 # work): an `import cddp` that only wants tensors stays cheap (bench/ops.py's import row), and
 # cddp.distributed / cddp.multiprocessing bring subprocess, json and multiprocessing with them.
-_LAZY = {"nn": "nn", "optim": "optim", "utils": "utils", "accelerator": "accelerator",
-         "distributed": "distributed", "multiprocessing": "multiprocessing",
-         "serialization": "serialization", "save": "serialization", "load": "serialization"}
+_LAZY = {"nn": ("nn", None), "optim": ("optim", None), "utils": ("utils", None),
+         "accelerator": ("accelerator", None), "distributed": ("distributed", None),
+         "multiprocessing": ("multiprocessing", None), "serialization": ("serialization", None),
+         "save": ("serialization", "save"), "load": ("serialization", "load")}
+# torch.conv2d, torch.max_pool2d, ...: the functional forms, loaded with cddp.nn
+_LAZY.update({name: ("nn._functional_spatial", name) for name in (
+    "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "avg_pool1d",
+    "adaptive_avg_pool1d", "pixel_shuffle", "pixel_unshuffle")})
+_LAZY.update({"max_pool1d": ("nn._functional_spatial", "_torch_max_pool1d"),
+              "max_pool2d": ("nn._functional_spatial", "_torch_max_pool2d"),
+              "adaptive_max_pool1d": ("nn._functional_spatial", "_torch_adaptive_max_pool1d"),
+              "constant_pad_nd": ("nn._functional_spatial", "_constant_pad_nd")})
 
 
 def __getattr__(name):
-    module = _LAZY.get(name)
+    module, attr = _LAZY.get(name, (None, None))
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
     value = importlib.import_module(f"{__name__}.{module}")
-    if module != name:
-        value = getattr(value, name)
+    if attr is not None:
+        value = getattr(value, attr)
     globals()[name] = value
     return value

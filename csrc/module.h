@@ -49,6 +49,11 @@ extern PyMethodDef cddp_optim_module_methods[];     /* optim/optim.c */
 extern PyMethodDef cddp_fused_optim_module_methods[]; /* optim/fused.c */
 extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
+extern PyMethodDef cddp_conv_module_methods[];      /* nn/conv.c */
+extern PyMethodDef cddp_pool_module_methods[];      /* nn/pool.c */
+extern PyMethodDef cddp_pad_module_methods[];       /* nn/pad.c */
+extern PyMethodDef cddp_interpolate_module_methods[]; /* nn/interpolate.c */
+extern PyMethodDef cddp_fold_module_methods[];      /* nn/fold.c */
 extern PyMethodDef cddp_rnn_module_methods[];       /* nn/rnn/rnn.c */
 extern PyMethodDef cddp_layer_norm_module_methods[];  /* nn/layer_norm.c */
 extern PyMethodDef cddp_embedding_module_methods[];   /* nn/embedding.c */

@@ -635,3 +635,12 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
 
 def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
     return _dropout_impl(input, p, training, inplace, True, True)
+
+
+# convolution, pooling, padding and resampling (csrc/nn/: conv, pool, pad, interpolate, fold)
+from ._functional_spatial import (  # noqa: E402,F401
+    _ntuple, conv1d, conv2d, conv_transpose1d, conv_transpose2d, max_pool1d, max_pool2d,
+    max_pool1d_with_indices, max_pool2d_with_indices, avg_pool1d, avg_pool2d,
+    adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, pad,
+    interpolate, upsample, upsample_nearest, upsample_bilinear, pixel_shuffle, pixel_unshuffle,
+    unfold, fold)

@@ -1,0 +1,457 @@
+"""torch.nn.functional's convolution, pooling, padding and resampling functions (re-exported
+by cddp.nn.functional): torch's signatures, defaults and argument errors over the C kernels in
+csrc/nn/ (conv.c, pool.c, adaptive_pool.c, pad.c, interpolate.c, fold.c).
+
+This layer only normalises arguments: unbatched inputs gain and lose their batch dim here,
+padding strings become numbers, sizes and scale factors become output sizes.
+"""
+import math
+
+from .. import _C
+
+Tensor = _C.Tensor
+
+
+def _check_tensor(x, name):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{name} must be a cddp Tensor, not {type(x).__name__}")
+
+
+def _ntuple(v, n, name):
+    """int -> (v,)*n; a sequence of n ints is kept (torch's _single/_pair)."""
+    if isinstance(v, bool):
+        raise TypeError(f"{name} must be an int or a tuple of ints, not bool")
+    if isinstance(v, int):
+        return (v,) * n
+    try:
+        t = tuple(v)
+    except TypeError:
+        raise TypeError(f"{name} must be an int or a tuple of ints, not {type(v).__name__}") \
+            from None
+    if len(t) == 1 and n > 1:
+        t = t * n
+    return t
+
+
+# ---- convolutions -----------------------------------------------------------------------
+
+def _conv_padding(padding, weight, stride, dilation, nd):
+    """padding=int/tuple/'valid'/'same' -> what _C._conv takes: ints per dim, or for 'same' a
+    (left, right) pair per dim (an even effective kernel needs one more on the right)."""
+    if not isinstance(padding, str):
+        return padding
+    if padding == "valid":
+        return (0,) * nd
+    if padding != "same":
+        raise RuntimeError(f"Invalid padding string: '{padding}'")
+    if any(s != 1 for s in _ntuple(stride, nd, "stride")):
+        raise RuntimeError("padding='same' is not supported for strided convolutions")
+    dil = _ntuple(dilation, nd, "dilation")
+    if weight.dim() != nd + 2:
+        return (0,) * nd                      # _C._conv reports the weight's shape
+    pads = []
+    for d in range(nd):
+        total = dil[d] * (weight.shape[2 + d] - 1)
+        pads.append((total // 2, total - total // 2))
+    return tuple(pads)
+
+
+def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd):  # noqa: A002
+    _check_tensor(input, "input")
+    _check_tensor(weight, "weight")
+    name = f"conv{nd}d"
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to "
+                           f"{name}, but got input of size: {list(input.shape)}")
+    if weight.dim() != nd + 2:
+        raise RuntimeError(f"{name}: expected a {nd + 2}D weight (out_channels, "
+                           f"in_channels/groups, kernel...), but got weight of size: "
+                           f"{list(weight.shape)}")
+    unbatched = input.dim() == nd + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    padding = _conv_padding(padding, weight, stride, dilation, nd)
+    out = _C._conv(input, weight, bias, stride, padding, dilation, groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """1-D cross-correlation over (N, C, L) or (C, L); im2col + GEMM in C."""
+    return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 1)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """2-D cross-correlation over (N, C, H, W) or (C, H, W); im2col + GEMM in C."""
+    return _conv_nd(input, weight, bias, stride, padding, dilation, groups, 2)
+
+
+def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups,  # noqa: A002
+                       dilation, nd):
+    _check_tensor(input, "input")
+    _check_tensor(weight, "weight")
+    name = f"conv_transpose{nd}d"
+    if isinstance(padding, str):
+        raise TypeError(f"{name}(): argument 'padding' must be tuple of ints, not str")
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to "
+                           f"{name}, but got input of size: {list(input.shape)}")
+    if weight.dim() != nd + 2:
+        raise RuntimeError(f"{name}: expected a {nd + 2}D weight (in_channels, "
+                           f"out_channels/groups, kernel...), but got weight of size: "
+                           f"{list(weight.shape)}")
+    unbatched = input.dim() == nd + 1
+    if unbatched:
+        input = input.unsqueeze(0)
+    out = _C._conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
+                             dilation)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0,  # noqa: A002
+                     groups=1, dilation=1):
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups,
+                              dilation, 1)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0,  # noqa: A002
+                     groups=1, dilation=1):
+    return _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups,
+                              dilation, 2)
+
+
+# ---- pooling ----------------------------------------------------------------------------
+
+def _pool_tuple(v, n, fn, what):
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,) * n
+    t = tuple(v)
+    if len(t) == 1:
+        return t * n
+    if len(t) != n:
+        kind = "a single int, or a tuple of two ints" if n == 2 else "a single int"
+        raise RuntimeError(f"{fn}: {what} must either be {kind}")
+    return t
+
+
+def _pool_args(fn, kernel_size, stride, padding, dilation, n=2):
+    k = _pool_tuple(kernel_size, n, fn, "kernel_size")
+    s = k if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0) \
+        else _pool_tuple(stride, n, fn, "stride")
+    return k, s, _pool_tuple(padding, n, fn, "padding"), _pool_tuple(dilation, n, fn, "dilation")
+
+
+def _check_pool1d_dims(input, fn):  # noqa: A002
+    _check_tensor(input, "input")
+    if input.dim() not in (2, 3):
+        if fn == "max_pool1d":
+            raise RuntimeError("max_pool1d: Expected 2D or 3D (batch mode) tensor with optional "
+                               f"0 dim batch size for input, but got:{list(input.shape)}")
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
+                           f"tensor for argument #1 'self' (while checking arguments for {fn})")
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode=False, return_indices=False):
+    """Max over windows of (N, C, H, W) or (C, H, W); indices are flat h*W + w per plane."""
+    _check_tensor(input, "input")
+    k, s, p, d = _pool_args("max_pool2d", kernel_size, stride, padding, dilation)
+    out, idx = _C._max_pool2d(input, k, s, p, d, bool(ceil_mode))
+    return (out, idx) if return_indices else out
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode=False, return_indices=False):
+    _check_pool1d_dims(input, "max_pool1d")
+    k, s, p, d = _pool_args("max_pool1d", kernel_size, stride, padding, dilation, 1)
+    out, idx = _C._max_pool2d(input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, (1,) + d,
+                              bool(ceil_mode))
+    out, idx = out.squeeze(-2), idx.squeeze(-2)
+    return (out, idx) if return_indices else out
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+                            ceil_mode=False, return_indices=True):
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+                            ceil_mode=False, return_indices=True):
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+               count_include_pad=True, divisor_override=None):
+    _check_tensor(input, "input")
+    k, s, p, _ = _pool_args("avg_pool2d", kernel_size, stride, padding, 1)
+    return _C._avg_pool2d(input, k, s, p, bool(ceil_mode), bool(count_include_pad),
+                          divisor_override)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+               count_include_pad=True):
+    _check_pool1d_dims(input, "avg_pool1d")
+    k, s, p, _ = _pool_args("avg_pool1d", kernel_size, stride, padding, 1, 1)
+    return _C._avg_pool2d(input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, bool(ceil_mode),
+                          bool(count_include_pad), None).squeeze(-2)
+
+
+def _adaptive_size(input, output_size, n, fn):  # noqa: A002
+    if isinstance(output_size, int) and not isinstance(output_size, bool):
+        sizes = (output_size,) * n
+    else:
+        sizes = tuple(output_size)
+        if len(sizes) != n:
+            if n == 1:
+                raise RuntimeError(f"{fn}() argument 'output_size' should contain one int "
+                                   f"(got {len(sizes)})")
+            raise RuntimeError(f"{fn}: output_size must be 2")
+    # None keeps the input's size along that dim (torch's _list_with_default)
+    return tuple(input.shape[input.dim() - n + i] if v is None else int(v)
+                 for i, v in enumerate(sizes))
+
+
+def adaptive_avg_pool2d(input, output_size):  # noqa: A002
+    _check_tensor(input, "input")
+    if input.dim() < 3:
+        raise ValueError("Input dimension should be at least 3")
+    return _C._adaptive_avg_pool2d(input, _adaptive_size(input, output_size, 2,
+                                                         "adaptive_avg_pool2d"))
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
+    _check_tensor(input, "input")
+    if input.dim() < 3:
+        raise ValueError("Input dimension should be at least 3")
+    out, idx = _C._adaptive_max_pool2d(input, _adaptive_size(input, output_size, 2,
+                                                             "adaptive_max_pool2d"))
+    return (out, idx) if return_indices else out
+
+
+def _check_adaptive1d(input, fn):  # noqa: A002
+    _check_tensor(input, "input")
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"Expected 2 to 3 dimensions, but got {input.dim()}-dimensional "
+                           f"tensor for argument #1 'self' (while checking arguments for {fn})")
+
+
+def adaptive_avg_pool1d(input, output_size):  # noqa: A002
+    _check_adaptive1d(input, "adaptive_avg_pool1d")
+    o = _adaptive_size(input, output_size, 1, "adaptive_avg_pool1d")
+    return _C._adaptive_avg_pool2d(input.unsqueeze(-2), (1,) + o).squeeze(-2)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):  # noqa: A002
+    _check_adaptive1d(input, "adaptive_max_pool1d")
+    o = _adaptive_size(input, output_size, 1, "adaptive_max_pool1d")
+    out, idx = _C._adaptive_max_pool2d(input.unsqueeze(-2), (1,) + o)
+    out, idx = out.squeeze(-2), idx.squeeze(-2)
+    return (out, idx) if return_indices else out
+
+
+# ---- padding ----------------------------------------------------------------------------
+
+_PAD_MODES = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
+
+
+def pad(input, pad, mode="constant", value=None):  # noqa: A002
+    """Pad the last len(pad)//2 dims (pad lists (left, right) pairs, last dim first).
+    constant: any number of dims, negative values crop; reflect/replicate/circular: the last
+    1, 2 or 3 dims of a (batched or not) tensor."""
+    _check_tensor(input, "input")
+    pad = tuple(pad)
+    if any(not isinstance(p, int) or isinstance(p, bool) for p in pad):
+        raise TypeError(f"pad(): argument 'pad' must be tuple of ints, but found element of "
+                        f"type {type(next(p for p in pad if not isinstance(p, int))).__name__}")
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    if len(pad) // 2 > input.dim():
+        raise RuntimeError("Padding length should be less than or equal to two times the input "
+                           f"dimension but got padding length {len(pad)} and input of dimension "
+                           f"{input.dim()}")
+    if mode == "constant":
+        return _C._pad(input, pad, 0, 0.0 if value is None else float(value))
+    if mode not in _PAD_MODES:
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if value is not None and value != 0:
+        raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
+    k = len(pad) // 2
+    if k not in (1, 2, 3) or input.dim() not in (k + 1, k + 2):
+        raise NotImplementedError(
+            f"Padding size {len(pad)} is not supported for {input.dim()}D input tensor.\n"
+            "Supported combinations for non-constant padding:\n"
+            "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+            "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+            "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    return _C._pad(input, pad, _PAD_MODES[mode], 0.0)
+
+
+# ---- resampling -------------------------------------------------------------------------
+
+_UP_MODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "bilinear": 2}
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A002
+                align_corners=None, recompute_scale_factor=None, antialias=False):
+    """torch's interpolate for modes nearest / nearest-exact (3-D and 4-D inputs), linear
+    (3-D) and bilinear (4-D); other modes raise NotImplementedError."""
+    _check_tensor(input, "input")
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating "
+                             "modes: linear | bilinear | bicubic | trilinear")
+    elif align_corners is None:
+        align_corners = False
+    dim = input.dim() - 2
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        scales = None
+        if isinstance(size, (list, tuple)):
+            if len(size) != dim:
+                raise ValueError("Input and output must have the same number of spatial "
+                                 "dimensions, but got input with spatial dimensions of "
+                                 f"{list(input.shape[2:])} and output size of {size}. Please "
+                                 "provide input tensor in (N, C, d1, d2, ...,dK) format and "
+                                 "output size in (o1, o2, ...,oK) format.")
+            out = [int(s) for s in size]
+        else:
+            out = [int(size)] * dim
+    elif scale_factor is not None:
+        if isinstance(scale_factor, (list, tuple)):
+            if len(scale_factor) != dim:
+                raise ValueError("Input and scale_factor must have the same number of spatial "
+                                 "dimensions, but got input with spatial dimensions of "
+                                 f"{list(input.shape[2:])} and scale_factor of shape "
+                                 f"{scale_factor}. Please provide input tensor in (N, C, d1, "
+                                 "d2, ...,dK) format and scale_factor in (s1, s2, ...,sK) "
+                                 "format.")
+            scales = [float(s) for s in scale_factor]
+        else:
+            scales = [float(scale_factor)] * dim
+        out = [int(input.shape[2 + i] * scales[i]) for i in range(dim)]
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if recompute_scale_factor and size is not None:
+        raise ValueError("recompute_scale_factor is not meaningful with an explicit size.")
+    if recompute_scale_factor:
+        out = [math.floor(float(input.shape[i + 2]) * scales[i]) for i in range(dim)]
+        scales = None
+    if antialias:
+        raise NotImplementedError("cddp: interpolate(antialias=True) is not supported")
+    if mode == "bilinear" and input.dim() == 3:
+        raise NotImplementedError("Got 3D input, but bilinear mode needs 4D input")
+    if mode == "linear" and input.dim() == 4:
+        raise NotImplementedError("Got 4D input, but linear mode needs 3D input")
+    if mode not in _UP_MODES or input.dim() not in (3, 4):
+        raise NotImplementedError(
+            f"cddp: interpolate supports 3-D and 4-D inputs in modes nearest, nearest-exact, "
+            f"linear (3-D) and bilinear (4-D); got {input.dim()}-D input and mode '{mode}'")
+    sc = [0.0] * (2 - dim) + ([0.0] * dim if scales is None else scales)
+    oh, ow = ([1] + out) if dim == 1 else out
+    x = input.unsqueeze(2) if dim == 1 else input
+    y = _C._upsample(x, oh, ow, sc[0], sc[1], _UP_MODES[mode], bool(align_corners))
+    return y.squeeze(2) if dim == 1 else y
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):  # noqa: A002
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):  # noqa: A002
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):  # noqa: A002
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input, upscale_factor):  # noqa: A002
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r): a reshape, a permute and one C copy."""
+    _check_tensor(input, "input")
+    r = int(upscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError("pixel_shuffle expects input to have at least 3 dimensions, but got "
+                           f"input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_shuffle expects a positive upscale_factor, but got {r}")
+    c, h, w = input.shape[-3:]
+    if c % (r * r):
+        raise RuntimeError("pixel_shuffle expects its input's 'channel' dimension to be "
+                           f"divisible by the square of upscale_factor, but input.size(-3)={c} "
+                           f"is not divisible by {r * r}")
+    lead = tuple(input.shape[:-3])
+    n = len(lead)
+    x = input.reshape(lead + (c // (r * r), r, r, h, w))
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(lead + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):  # noqa: A002
+    """(*, C, H*r, W*r) -> (*, C*r*r, H, W), the inverse of pixel_shuffle."""
+    _check_tensor(input, "input")
+    r = int(downscale_factor)
+    if input.dim() < 3:
+        raise RuntimeError("pixel_unshuffle expects input to have at least 3 dimensions, but "
+                           f"got input with {input.dim()} dimension(s)")
+    if r <= 0:
+        raise RuntimeError(f"pixel_unshuffle expects a positive downscale_factor, but got {r}")
+    c, h, w = input.shape[-3:]
+    if h % r:
+        raise RuntimeError("pixel_unshuffle expects height to be divisible by downscale_factor, "
+                           f"but input.size(-2)={h} is not divisible by {r}")
+    if w % r:
+        raise RuntimeError("pixel_unshuffle expects width to be divisible by downscale_factor, "
+                           f"but input.size(-1)={w} is not divisible by {r}")
+    lead = tuple(input.shape[:-3])
+    n = len(lead)
+    x = input.reshape(lead + (c, h // r, r, w // r, r))
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(lead + (c * r * r, h // r, w // r))
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """Sliding blocks of (N, C, H, W) or (C, H, W) as columns (N, C*kh*kw, L) (im2col)."""
+    _check_tensor(input, "input")
+    if input.dim() not in (3, 4):
+        raise RuntimeError("Input Error: Only 3D or 4D input Tensors are supported (got "
+                           f"{input.dim()}D)")
+    unbatched = input.dim() == 3
+    x = input.unsqueeze(0) if unbatched else input
+    y = _C._unfold(x, kernel_size, dilation, padding, stride)
+    return y.squeeze(0) if unbatched else y
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
+    """Columns (N, C*kh*kw, L) or (C*kh*kw, L) summed back into (N, C, H, W) (col2im)."""
+    _check_tensor(input, "input")
+    if input.dim() not in (2, 3):
+        raise RuntimeError("Input Error: Only unbatched (2D) or batched (3D) input Tensors are "
+                           f"supported (got {input.dim()}D)")
+    unbatched = input.dim() == 2
+    x = input.unsqueeze(0) if unbatched else input
+    y = _C._fold(x, output_size, kernel_size, dilation, padding, stride)
+    return y.squeeze(0) if unbatched else y
+
+
+# ---- torch.* spellings (cddp/__init__.py exports these under torch's top-level names) -----
+
+def _torch_max_pool1d(input, kernel_size, stride=(), padding=0, dilation=1,  # noqa: A002
+                      ceil_mode=False):
+    """torch.max_pool1d: the values only."""
+    return max_pool1d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+def _torch_max_pool2d(input, kernel_size, stride=(), padding=0, dilation=1,  # noqa: A002
+                      ceil_mode=False):
+    """torch.max_pool2d: the values only."""
+    return max_pool2d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+def _torch_adaptive_max_pool1d(input, output_size):  # noqa: A002
+    """torch.adaptive_max_pool1d: (values, indices)."""
+    return adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+def _constant_pad_nd(input, pad, value=0):  # noqa: A002
+    """torch.constant_pad_nd."""
+    return globals()["pad"](input, pad, "constant", value)
