@@ -30,7 +30,8 @@ static PyMethodDef *module_tables[] = {
     cddp_search_module_methods, cddp_loss_extra_module_methods,
     cddp_layer_norm_module_methods, cddp_embedding_module_methods, cddp_sdpa_module_methods,
     cddp_batch_norm_module_methods, cddp_sync_bn_module_methods,
-    cddp_group_norm_module_methods, cddp_activation_module_methods, NULL,
+    cddp_group_norm_module_methods, cddp_activation_module_methods,
+    cddp_storage_view_module_methods, NULL,
 };
 
 /* One NULL-terminated array out of several; lives as long as the process (types keep it). */
