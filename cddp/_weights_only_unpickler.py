@@ -49,7 +49,8 @@ The default allowlist, and why each entry is safe:
 
 What a pickle cannot make it do: import, getattr, call eval/exec/os.system/subprocess, build
 a class it did not allowlist, allocate by a size field (reads come from an in-memory pickle,
-so a length field past the end reads what is there), recurse (the opcode loop is iterative;
+so a length field past the end reads what is there; BYTEARRAY8, which pickle's own code
+allocates before reading, is replaced), recurse (the opcode loop is iterative;
 the loaded object's nesting is checked afterwards, MAX_DEPTH).
 """
 import _compat_pickle
@@ -58,6 +59,7 @@ import pickle
 import re
 import sys
 from collections import Counter, OrderedDict, defaultdict
+from struct import unpack
 
 import numpy as np
 
@@ -513,6 +515,16 @@ class WeightsUnpickler(pickle._Unpickler):
         for item in items:
             obj.add(item)
     dispatch[pickle.ADDITEMS[0]] = load_additems
+
+    def load_bytearray8(self):
+        """pickle's own allocates the length the file claims before reading (2^63 bytes from a
+        forged field): read what is there first, then copy."""
+        n, = unpack("<Q", self.read(8))
+        data = self.read(n)
+        if len(data) != n:
+            raise UnpicklingError(f"BYTEARRAY8 claims {n} bytes; the pickle holds {len(data)}")
+        self.append(bytearray(data))
+    dispatch[pickle.BYTEARRAY8[0]] = load_bytearray8
 
     for _op in ("INST", "OBJ", "EXT1", "EXT2", "EXT4", "PERSID"):
         dispatch[getattr(pickle, _op)[0]] = _refused_opcode(_op)
