@@ -14,7 +14,7 @@ static PyMethodDef *tensor_tables[] = {
     cddp_tri_tensor_methods, cddp_repeat_tensor_methods, cddp_cumprod_tensor_methods,
     cddp_nonzero_tensor_methods, cddp_index_ops_tensor_methods,
     cddp_addmm_family_tensor_methods, cddp_unique_tensor_methods, cddp_search_tensor_methods,
-    NULL,
+    cddp_share_tensor_methods, NULL,
 };
 static PyMethodDef *module_tables[] = {
     cddp_core_module_methods, cddp_autograd_module_methods, cddp_function_module_methods,
@@ -31,6 +31,7 @@ static PyMethodDef *module_tables[] = {
     cddp_layer_norm_module_methods, cddp_embedding_module_methods, cddp_sdpa_module_methods,
     cddp_batch_norm_module_methods, cddp_sync_bn_module_methods,
     cddp_group_norm_module_methods, cddp_activation_module_methods,
+    cddp_share_module_methods, cddp_fused_optim_module_methods,
     cddp_storage_view_module_methods, NULL,
 };
 

@@ -30,6 +30,8 @@ extern PyMethodDef cddp_core_module_methods[];
 extern PyMethodDef cddp_autograd_tensor_methods[];
 extern PyMethodDef cddp_autograd_module_methods[];
 extern PyMethodDef cddp_function_module_methods[];  /* autograd/function.c */
+extern PyMethodDef cddp_share_tensor_methods[];     /* core/share.c */
+extern PyMethodDef cddp_share_module_methods[];
 extern PyMethodDef cddp_elementwise_tensor_methods[];
 extern PyMethodDef cddp_elementwise_module_methods[];
 extern PyMethodDef cddp_reduce_tensor_methods[];
@@ -44,6 +46,7 @@ extern PyMethodDef cddp_creation_tensor_methods[];
 extern PyMethodDef cddp_creation_module_methods[];
 extern PyMethodDef cddp_loss_module_methods[];      /* nn/loss.c */
 extern PyMethodDef cddp_optim_module_methods[];     /* optim/optim.c */
+extern PyMethodDef cddp_fused_optim_module_methods[]; /* optim/fused.c */
 extern PyMethodDef cddp_clip_module_methods[];      /* nn/clip.c */
 extern PyMethodDef cddp_linear_module_methods[];    /* nn/linear.c */
 extern PyMethodDef cddp_rnn_module_methods[];       /* nn/rnn/rnn.c */
