@@ -99,21 +99,24 @@ class _NotJSON(TypeError):
 
 def _encode(obj, tensors, where, path):
     """JSON-able structure for obj; tensors are appended to `tensors` and referenced by name.
-    `path` holds the ids of the containers above obj (cycles, depth)."""
-    if obj is None or isinstance(obj, (bool, str)):
+    `path` holds the ids of the containers above obj (cycles, depth). Scalars and tensors by
+    exact type: a subclass (an IntEnum, np.float64, a Tensor subclass) or a tensor carrying
+    attributes is _NotJSON, so the object is pickled and keeps its type."""
+    if obj is None or type(obj) in (bool, str, int):
         return obj
-    if isinstance(obj, int):
-        return obj
-    if isinstance(obj, float):
+    if type(obj) is float:
         if math.isfinite(obj):
             return obj
         return {"__float__": repr(obj)}
     if isinstance(obj, Tensor):
+        from .nn.parameter import Parameter
+        if type(obj) not in (Tensor, Parameter) or obj.__dict__:
+            raise _NotJSON(f"cddp.save: a {type(obj).__name__} with attributes at "
+                           f"{where or 'the top level'}")
         name = f"t{len(tensors)}"
         tensors.append(obj.detach())
         enc = {"__tensor__": name, "requires_grad": bool(obj.requires_grad)}
-        from .nn.parameter import Parameter
-        if isinstance(obj, Parameter):
+        if type(obj) is Parameter:
             enc["parameter"] = True
         return enc
     if isinstance(obj, _C.dtype):

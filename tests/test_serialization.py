@@ -846,3 +846,33 @@ def test_load_argument_rules_follow_torch(monkeypatch):
     monkeypatch.setenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
     with pytest.raises(RuntimeError, match="Only one of"):
         _load(marker_blob)
+
+
+class TaggedTensor(cddp.Tensor):
+    """A user Tensor subclass: its class and __dict__ survive a whole-object checkpoint."""
+
+
+def test_tensor_subclasses_and_their_attributes_round_trip():
+    t = cddp.Tensor._make_subclass(TaggedTensor, cddp.arange(3.0), False)
+    t.tag = "hello"
+    p = nn.Parameter(cddp.ones(2))
+    p.note = 5
+    blob = _saved({"t": t, "p": p})
+    with pytest.raises(pickle.UnpicklingError, match="TaggedTensor"):
+        _load(blob)
+    with cddp.serialization.safe_globals([TaggedTensor]):
+        back = _load(blob)
+    assert type(back["t"]) is TaggedTensor and back["t"].tag == "hello"
+    np.testing.assert_array_equal(n(back["t"]), [0.0, 1.0, 2.0])
+    assert type(back["p"]) is nn.Parameter and back["p"].note == 5 and back["p"].requires_grad
+
+
+def test_scalar_subclasses_keep_their_type():
+    """np.float64 is a float and an IntEnum an int: the JSON layout would flatten them, so
+    they are pickled (np.float64 loads under weights_only; an enum needs weights_only=False)."""
+    import signal as sig
+    blob = _saved({"loss": np.float64(0.25), "n": 3})
+    assert _header(blob)["__metadata__"]["format"] == "cddp-pickle"
+    back = _load(blob)
+    assert type(back["loss"]) is np.float64 and back["loss"] == 0.25 and back["n"] == 3
+    assert _load(_saved({"s": sig.SIGTERM}), weights_only=False)["s"] is sig.SIGTERM
