@@ -8,10 +8,11 @@ of either, and weights move to torch through it):
 1. State dicts — what a JSON structure carries: dict (any JSON-able scalar keys, order kept),
    OrderedDict, Counter, list, tuple (not namedtuples), nested at most MAX_DEPTH deep, without
    cycles; leaves Tensor, Parameter, None, bool, int, float (incl. inf/nan), str, cddp.dtype,
-   cddp.device. The header maps "t0", "t1", ... to {"dtype", "shape", "data_offsets"}; its
-   "__metadata__" holds {"format": "cddp", "cddp_structure": JSON of the saved object} where
-   tensors appear as {"__tensor__": "t3", ...}. Loading runs no code and looks up nothing a
-   file names: it parses JSON and copies bytes. Each tensor is stored on its own (views and
+   cddp.device (exact types: subclasses, and tensors with attributes, go to layout 2). The
+   header maps "t0", "t1", ... to {"dtype", "shape", "data_offsets"}; its "__metadata__" holds
+   {"format": "cddp", "cddp_structure": JSON of the saved object} where tensors appear as
+   {"__tensor__": "t3", ...}. Loading runs no code and looks up nothing a file names: it
+   parses JSON and copies bytes. Each tensor is stored on its own (views and
    tied weights are stored twice and load unshared, as before).
 2. Whole objects — anything else picklable (torch.save(model), an ndarray, a Namespace, a set,
    a cycle ...): "__metadata__" {"format": "cddp-pickle"}, entries "data.pkl" (the pickle)
