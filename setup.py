@@ -1,19 +1,29 @@
 """Build of cddp's C extension(s).
 
 cddp._C     the C core: csrc/**/*.c (always built; includes are relative to csrc/).
-cddp._cuda  CUDA kernels + cuBLAS/NCCL glue from cuda/*.cu — reserved: built once cuda/ holds
-            sources and a toolkit (nvcc) is found; absent otherwise, with the same Python API.
+cddp._cuda  the CUDA extension, built when nvcc is found: cuda/**/*.cu compiled by nvcc for
+            sm_80 and sm_90 (+ compute_90 PTX, so newer GPUs JIT it), cuda/**/*.c by the host
+            compiler, cudart linked statically (the .so needs no CUDA runtime installed, and
+            imports on a machine without a GPU). cuBLAS/cuBLASLt/NCCL are NOT linked: they are
+            dlopen'ed at first use (cuda/runtime/loader.c), so the build needs none of them.
 
 Environment knobs:
+    CDDP_CUDA=0       do not build cddp._cuda;  CDDP_CUDA=1  build it or fail (nvcc required);
+                      unset: build it when nvcc is found ($CUDACXX, else $CUDA_HOME/bin, PATH,
+                      /usr/local/cuda/bin)
+    CDDP_CUDA_ARCHS   nvcc -gencode list instead of the default (e.g. "arch=compute_90,code=sm_90")
     CDDP_SANITIZE=1   build with -fsanitize=address,undefined (tools/sanitize.sh sets it)
     CDDP_DEBUG=1      -O0 -g
 """
 import glob
 import os
 import shutil
+import subprocess
+import time
 
 import numpy
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 here = os.path.dirname(os.path.abspath(__file__))
 csrc = sorted(glob.glob(os.path.join("csrc", "**", "*.c"), recursive=True))
@@ -43,10 +53,96 @@ ext_modules = [
     )
 ]
 
-# The CUDA extension: prepared, not yet populated (later issue). Say what the build found.
-cuda_sources = sorted(glob.glob(os.path.join("cuda", "*.cu")))
-nvcc = shutil.which("nvcc") or (os.path.exists("/usr/local/cuda/bin/nvcc") and "/usr/local/cuda/bin/nvcc")
-print(f"cddp build: C core from {len(csrc)} files; nvcc {'found at ' + nvcc if nvcc else 'not found'}; "
-      f"{len(cuda_sources)} CUDA sources -> {'(none built yet)' if not cuda_sources else 'cddp._cuda'}")
 
-setup(ext_modules=ext_modules)
+# ---- the CUDA extension ------------------------------------------------------------------------
+
+def find_nvcc():
+    """nvcc: $CUDACXX when set (CMake's variable; then nothing else is tried), else
+    $CUDA_HOME/bin, PATH, /usr/local/cuda/bin (CI's machine has it there, not always on PATH).
+    None when absent."""
+    if os.environ.get("CUDACXX"):
+        cand = os.environ["CUDACXX"]
+        return cand if os.path.isfile(cand) and os.access(cand, os.X_OK) else None
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    for cand in ([os.path.join(home, "bin", "nvcc")] if home else []) + [shutil.which("nvcc"),
+                                                                          "/usr/local/cuda/bin/nvcc"]:
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def find_cuda_home(nvcc):
+    """The toolkit root holding include/cuda_runtime_api.h and lib64/libcudart_static.a."""
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    for cand in [home, os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "/usr/local/cuda"]:
+        if cand and os.path.isfile(os.path.join(cand, "include", "cuda_runtime_api.h")):
+            return cand
+    raise RuntimeError(f"cddp build: nvcc at {nvcc}, but no CUDA include/ beside it; set CUDA_HOME")
+
+
+CUDA_ARCHS = os.environ.get("CDDP_CUDA_ARCHS", "arch=compute_80,code=sm_80 arch=compute_90,code=sm_90 "
+                            "arch=compute_90,code=compute_90").split()
+cuda_mode = os.environ.get("CDDP_CUDA", "").strip()
+if cuda_mode not in ("", "0", "1"):
+    raise SystemExit(f"cddp build: CDDP_CUDA must be 0 or 1, got {cuda_mode!r}")
+nvcc = None if cuda_mode == "0" else find_nvcc()
+if cuda_mode == "1" and not nvcc:
+    raise SystemExit("cddp build: CDDP_CUDA=1 but nvcc was not found ($CUDACXX, $CUDA_HOME/bin, "
+                     "PATH, /usr/local/cuda/bin); install the CUDA toolkit or set CUDA_HOME")
+cu_sources = sorted(glob.glob(os.path.join("cuda", "**", "*.cu"), recursive=True))
+cuda_c = sorted(glob.glob(os.path.join("cuda", "**", "*.c"), recursive=True))
+print(f"cddp build: C core from {len(csrc)} files; nvcc {'found at ' + nvcc if nvcc else 'not used'}"
+      f"{'' if not nvcc else f'; cddp._cuda from {len(cu_sources)} .cu + {len(cuda_c)} .c files'}")
+
+if nvcc:
+    cuda_home = find_cuda_home(nvcc)
+    cuda_lib = next((d for d in (os.path.join(cuda_home, "lib64"), os.path.join(cuda_home, "lib"))
+                     if os.path.isfile(os.path.join(d, "libcudart_static.a"))), None)
+    if not cuda_lib:
+        raise SystemExit(f"cddp build: no libcudart_static.a under {cuda_home}/lib64")
+    cuda_inc = ["cuda/include", os.path.join(cuda_home, "include")]
+    ext_modules.append(Extension(
+        "cddp._cuda",
+        sources=cuda_c,
+        include_dirs=cuda_inc,
+        define_macros=[("_GNU_SOURCE", "1"), ("CDDP_CUDA_ARCHS", '"' + " ".join(CUDA_ARCHS) + '"')],
+        extra_compile_args=cflags,
+        extra_link_args=ldflags,
+        library_dirs=[cuda_lib],
+        # cudart_static needs rt/dl/pthread; nvcc's host objects are C++ (libstdc++)
+        libraries=["cudart_static", "rt", "dl", "pthread", "stdc++"],
+    ))
+
+
+class BuildExt(build_ext):
+    """Compiles cddp._cuda's .cu files with nvcc into objects the host linker adds. An object
+    is rebuilt when its .cu, or any header under cuda/, is newer (nvcc has no -MD here)."""
+
+    def build_extension(self, ext):
+        if ext.name == "cddp._cuda":
+            ext.extra_objects = self.nvcc_objects()
+        super().build_extension(ext)
+
+    def nvcc_objects(self):
+        headers = glob.glob(os.path.join("cuda", "**", "*.h"), recursive=True) + \
+            glob.glob(os.path.join("cuda", "**", "*.cuh"), recursive=True)
+        newest_header = max((os.path.getmtime(h) for h in headers), default=0)
+        flags = ["-O3", "-std=c++17", "-Xcompiler", "-fPIC", "-cudart", "static",
+                 "--expt-relaxed-constexpr"] + [f"-I{d}" for d in cuda_inc]
+        for arch in CUDA_ARCHS:
+            flags += ["-gencode", arch]
+        objs, start = [], time.time()
+        for src in cu_sources:
+            obj = os.path.join(self.build_temp, "nvcc", src[:-3] + ".o")
+            objs.append(obj)
+            if os.path.exists(obj) and os.path.getmtime(obj) >= max(os.path.getmtime(src), newest_header):
+                continue
+            os.makedirs(os.path.dirname(obj), exist_ok=True)
+            cmd = [nvcc, "-c", src, "-o", obj] + flags
+            print(" ".join(cmd))
+            subprocess.check_call(cmd)
+        print(f"cddp build: nvcc compiled {len(cu_sources)} .cu files in {time.time() - start:.1f} s")
+        return objs
+
+
+setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExt})

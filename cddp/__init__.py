@@ -73,7 +73,7 @@ else:
     from ._ops import (cummax, cummin, take_along_dim, meshgrid, cartesian_prod,  # noqa: F401
                        atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
                        vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron)
-    from . import cuda, backends  # noqa: F401
+    from . import cuda, backends, version  # noqa: F401
 
 __version__ = "0.1.0"
 

@@ -1,18 +1,54 @@
-"""cddp.cuda — torch.cuda's module-level API. This build has no GPU path yet, so
-is_available() is False and device_count() 0; the calls scripts make unconditionally
+"""cddp.cuda — torch.cuda's module-level API.
+
+The CUDA extension cddp._cuda (cuda/; built when nvcc is found, cddp.version.cuda) holds the
+device-count query, the caching allocator, the first kernels and the loader of cuBLAS/NCCL.
+Device tensors do not exist yet, so is_available() is False and device_count() 0 even on a
+machine with a GPU (both describe where cddp can put tensors; scripts then take their CPU
+path); _gpu_count() is what the hardware says. The calls scripts make unconditionally
 (set_device, manual_seed, manual_seed_all, synchronize, empty_cache) are accepted.
 Tensors and modules asked onto CUDA run on the CPU after one warning per process
 (CDDP_STRICT_DEVICE=1 makes that an error) — see Tensor.to / Module.to.
 """
+import sys
+
 from . import _C
+
+try:
+    from . import _cuda
+except ImportError:   # built without nvcc (CDDP_CUDA=0 or no toolkit): CPU only
+    _cuda = None
+
+# Flips to True when CUDA storage and the device ops land (issue 11, phase 2).
+_DEVICE_TENSORS = False
+
+if _cuda is not None:
+    OutOfMemoryError = _cuda.OutOfMemoryError
+else:
+    class OutOfMemoryError(RuntimeError):
+        """torch.cuda.OutOfMemoryError: the caching allocator could not allocate."""
+
+
+def _gpu_count():
+    """CUDA devices the driver reports (0 without a GPU, a driver, or cddp._cuda)."""
+    return _cuda.device_count() if _cuda is not None else 0
+
+
+def _load_library(name):
+    """Load cuBLAS ("cublas", which brings "cublasLt") or NCCL ("nccl") once per process and
+    return (path, version). Search: $CDDP_<NAME>_LIB, NVIDIA's wheels under sys.path
+    (nvidia/cu13/lib, nvidia/nccl/lib), then the system loader; RuntimeError naming what was
+    searched when none is found."""
+    if _cuda is None:
+        raise RuntimeError(f"cddp was built without CUDA (cddp.version.cuda is None): cannot load {name}")
+    return _cuda._load_library(name, [p for p in sys.path if isinstance(p, str)])
 
 
 def is_available():
-    return False
+    return _DEVICE_TENSORS and _gpu_count() > 0
 
 
 def device_count():
-    return 0
+    return _gpu_count() if _DEVICE_TENSORS else 0
 
 
 def current_device():
@@ -38,8 +74,56 @@ def synchronize(device=None):
     return None
 
 
+def _index(device):
+    if device is None:
+        return current_device()
+    if isinstance(device, int):
+        return device
+    if isinstance(device, str):
+        device = __import__("cddp").device(device)
+    return device.index if getattr(device, "index", None) is not None else current_device()
+
+
+def _stats(device):
+    if _cuda is None:
+        return {"allocated": 0, "peak_allocated": 0, "reserved": 0, "peak_reserved": 0}
+    return _cuda._memory("stats", _index(device))
+
+
 def empty_cache():
-    return None
+    """Give the caching allocator's unused blocks back to the device (every device used)."""
+    if _cuda is not None:
+        for i in range(64):
+            _cuda._memory("empty_cache", i)
+
+
+def memory_allocated(device=None):
+    return _stats(device)["allocated"]
+
+
+def max_memory_allocated(device=None):
+    return _stats(device)["peak_allocated"]
+
+
+def memory_reserved(device=None):
+    return _stats(device)["reserved"]
+
+
+def max_memory_reserved(device=None):
+    return _stats(device)["peak_reserved"]
+
+
+def reset_peak_memory_stats(device=None):
+    if _cuda is not None:
+        _cuda._memory("reset_peak", _index(device))
+
+
+def memory_stats(device=None):
+    """A subset of torch.cuda.memory_stats' keys, from cddp's caching allocator."""
+    s = _stats(device)
+    return {"allocated_bytes.all.current": s["allocated"], "allocated_bytes.all.peak": s["peak_allocated"],
+            "reserved_bytes.all.current": s["reserved"], "reserved_bytes.all.peak": s["peak_reserved"],
+            "num_alloc_retries": s.get("n_oom_retries", 0), "num_ooms": s.get("n_ooms", 0)}
 
 
 def is_initialized():
