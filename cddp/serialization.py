@@ -1,42 +1,59 @@
-"""cddp.save / cddp.load — checkpoints without pickle.
+"""cddp.save / cddp.load — torch.save / torch.load over safetensors files.
 
-File layout = a safetensors file (so `safetensors.numpy.load_file` reads the weights, and
-weights move to torch through it):
+Two layouts, both safetensors files (so `safetensors.numpy.load_file` reads the tensor bytes
+of either, and weights move to torch through it):
 
     u64 little-endian N | N bytes JSON header (space-padded to 8) | tensor bytes
 
-The header maps "t0", "t1", ... to {"dtype", "shape", "data_offsets"}, and its "__metadata__"
-holds {"format": "cddp", "cddp_structure": JSON of the saved object} where tensors appear as
-{"__tensor__": "t3", ...}. Containers supported: dict (any JSON-able scalar keys, order kept),
-OrderedDict, Counter, list, tuple, namedtuple-free tuples, nested at most MAX_DEPTH deep and
-without cycles; leaves: Tensor, Parameter, None, bool, int, float (incl. inf/nan), str,
-cddp.dtype, cddp.device.
+1. State dicts — what a JSON structure carries: dict (any JSON-able scalar keys, order kept),
+   OrderedDict, Counter, list, tuple (not namedtuples), nested at most MAX_DEPTH deep, without
+   cycles; leaves Tensor, Parameter, None, bool, int, float (incl. inf/nan), str, cddp.dtype,
+   cddp.device (exact types: subclasses, and tensors with attributes, go to layout 2). The
+   header maps "t0", "t1", ... to {"dtype", "shape", "data_offsets"}; its "__metadata__" holds
+   {"format": "cddp", "cddp_structure": JSON of the saved object} where tensors appear as
+   {"__tensor__": "t3", ...}. Loading runs no code and looks up nothing a file names: it
+   parses JSON and copies bytes. Each tensor is stored on its own (views and
+   tied weights are stored twice and load unshared, as before).
+2. Whole objects — anything else picklable (torch.save(model), an ndarray, a Namespace, a set,
+   a cycle ...): "__metadata__" {"format": "cddp-pickle"}, entries "data.pkl" (the pickle)
+   and "data/<n>" (raw storages the pickle refers to by persistent id, as torch's zip format
+   does); tensors sharing a storage stay shared, views stay views. cddp/_checkpoint_pickle.py
+   has the layout. Loading it is safe by default: weights_only=True (torch >= 2.6's default)
+   unpickles through _weights_only_unpickler.py, which resolves only allowlisted globals
+   (tensors, containers, primitives, NumPy arrays/dtypes/scalars through checked calls, cddp
+   dtypes/devices/Size, and what add_safe_globals / safe_globals allowlist) and raises
+   UnpicklingError naming anything else; weights_only=False unpickles anything, for files
+   from a trusted source.
 
-Loading runs no code and looks up nothing a file names: it parses JSON and copies bytes. A
-file is checked as the safetensors library checks it, before any tensor is built: the header
-length against the file's size (read first, so /dev/zero or a 2^63 length costs nothing), the
-tensors covering the data section exactly (no gap, overlap or trailing byte), each one's size
-= shape x itemsize, bool bytes 0 or 1, and the structure against a fixed vocabulary (dtype
-names from the dtype table only). Every way a file can be wrong raises CheckpointError with
-the reason; nothing else escapes from a bad file.
+A file is checked as the safetensors library checks it, before any tensor is built or any
+pickle byte is read: the header length against the file's size (read first, so /dev/zero or
+a 2^63 length costs nothing), the tensors covering the data section exactly (no gap, overlap
+or trailing byte), each one's size = shape x itemsize, bool bytes 0 or 1, and the structure
+against a fixed vocabulary (dtype names from the dtype table only). Every way a file can be
+wrong raises CheckpointError with the reason (or, under weights_only, UnpicklingError for what
+the unpickler refuses); nothing else escapes from a bad file.
 
 Formats: load() sniffs the first bytes and hands the file to the reader registered for what it
-sees (_FORMATS); today that is the safetensors layout, and torch's pickle/zip files are
-refused by name. A second format goes beside it as another reader.
+sees (_FORMATS); torch's own files (zip or legacy pickle) are refused by name with how to
+convert them; safetensors files go to the reader their "format" names (_load_safetensors).
 
 Writes to a path are atomic: the bytes go to an unnamed file (O_TMPFILE) in the target's
 directory, fsync, then it is linked under a temporary name and renamed over the target, and
 the directory is fsync'ed — a process killed mid-save leaves the previous file intact and,
 with O_TMPFILE, nothing else. Where the filesystem lacks O_TMPFILE the temporary file is named
 .<target>.<pid>.<random>.tmp from the start; the writer holds a lock on it, and every later
-save or load of that path removes the temporaries whose writer is dead.
+save or load of that path removes the temporaries whose writer is dead. Tensor bytes go from
+the tensors' own memory to the file (no copy); load reads the data section into one buffer
+(or maps it, mmap=True) and the tensors view it.
 """
 from collections import Counter, OrderedDict
 import errno
 import fcntl
 import json
 import math
+import mmap as _mmap
 import os
+import pickle
 import secrets
 import stat
 import struct
@@ -44,12 +61,16 @@ import struct
 import numpy as np
 
 from . import _C
+from . import _checkpoint_pickle
+from ._weights_only_unpickler import (UnpicklingError, add_safe_globals, get_safe_globals,  # noqa: F401
+                                      clear_safe_globals, safe_globals)
 
 Tensor = _C.Tensor
 
 _DTYPES = {"float32": ("F32", np.float32), "float64": ("F64", np.float64),
            "int64": ("I64", np.int64), "int32": ("I32", np.int32), "bool": ("BOOL", np.bool_)}
 _ST_TO_NP = {v[0]: v[1] for v in _DTYPES.values()}
+_ST_TO_NP.setdefault("U8", np.uint8)   # raw bytes: the entries of whole-object (pickle) files
 _MAX_HEADER = 100 << 20          # safetensors' own limit
 _MAGIC_ZIP = b"PK\x03\x04"       # torch.save's zip format
 _MAGIC_PICKLE = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
@@ -71,25 +92,32 @@ def _fail(name, why):
     raise CheckpointError(name, why)
 
 
+class _NotJSON(TypeError):
+    """The object is not what the JSON structure carries: save() pickles it instead."""
+
+
 # ---- encoding --------------------------------------------------------------------------------
 
 def _encode(obj, tensors, where, path):
     """JSON-able structure for obj; tensors are appended to `tensors` and referenced by name.
-    `path` holds the ids of the containers above obj (cycles, depth)."""
-    if obj is None or isinstance(obj, (bool, str)):
+    `path` holds the ids of the containers above obj (cycles, depth). Scalars and tensors by
+    exact type: a subclass (an IntEnum, np.float64, a Tensor subclass) or a tensor carrying
+    attributes is _NotJSON, so the object is pickled and keeps its type."""
+    if obj is None or type(obj) in (bool, str, int):
         return obj
-    if isinstance(obj, int):
-        return obj
-    if isinstance(obj, float):
+    if type(obj) is float:
         if math.isfinite(obj):
             return obj
         return {"__float__": repr(obj)}
     if isinstance(obj, Tensor):
+        from .nn.parameter import Parameter
+        if type(obj) not in (Tensor, Parameter) or obj.__dict__:
+            raise _NotJSON(f"cddp.save: a {type(obj).__name__} with attributes at "
+                           f"{where or 'the top level'}")
         name = f"t{len(tensors)}"
         tensors.append(obj.detach())
         enc = {"__tensor__": name, "requires_grad": bool(obj.requires_grad)}
-        from .nn.parameter import Parameter
-        if isinstance(obj, Parameter):
+        if type(obj) is Parameter:
             enc["parameter"] = True
         return enc
     if isinstance(obj, _C.dtype):
@@ -98,15 +126,14 @@ def _encode(obj, tensors, where, path):
         return {"__device__": str(obj)}
     if isinstance(obj, (dict, list)) or (isinstance(obj, tuple) and not hasattr(obj, "_fields")):
         return _encode_container(obj, tensors, where, path)
-    raise TypeError(f"cddp.save: cannot save an object of type {type(obj).__name__} at "
-                    f"{where or 'the top level'}; checkpoints hold tensors, numbers, strings, "
-                    "bools, None, dtypes, devices and dicts/lists/tuples of them (no pickle)")
+    raise _NotJSON(f"cddp.save: an object of type {type(obj).__name__} at "
+                   f"{where or 'the top level'} is not a tensor, number, string, bool, None, "
+                   "dtype, device or dict/list/tuple of them")
 
 
 def _encode_container(obj, tensors, where, path):
     if id(obj) in path:
-        raise ValueError(f"cddp.save: the object at {where or 'the top level'} contains itself; "
-                         "checkpoints hold trees, not cycles")
+        raise _NotJSON(f"cddp.save: the object at {where or 'the top level'} contains itself")
     if len(path) >= MAX_DEPTH:
         raise ValueError(f"cddp.save: containers nested deeper than {MAX_DEPTH} levels at "
                          f"{where[:200]}...; checkpoints hold state dicts, not deep chains")
@@ -127,8 +154,8 @@ def _encode_container(obj, tensors, where, path):
 def _encode_key(k, where):
     if k is None or isinstance(k, (bool, int, float, str)):
         return _encode(k, [], where, set())
-    raise TypeError(f"cddp.save: dict key {k!r} at {where or 'the top level'} is not a "
-                    "string, number, bool or None")
+    raise _NotJSON(f"cddp.save: dict key {k!r} at {where or 'the top level'} is not a "
+                   "string, number, bool or None")
 
 
 def _dtype_name(dt, where):
@@ -159,22 +186,31 @@ def _serialize(obj):
     return [struct.pack("<Q", len(hbytes)), hbytes] + chunks
 
 
-def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True,
-         _disable_byteorder_record=False):
-    """Write obj to f (a path or a writable binary file object); atomic for paths."""
-    if pickle_module is not None:
-        raise ValueError("cddp.save never pickles; pickle_module is not supported")
-    parts = _serialize(obj)
+def save(obj, f, pickle_module=pickle, pickle_protocol=None,
+         _use_new_zipfile_serialization=True, _disable_byteorder_record=False):
+    """Write obj to f (a path, a pathlib.Path or a writable binary file object); atomic for
+    paths. A state dict (containers of tensors, numbers, strings, dtypes, devices) is written
+    as safetensors + a JSON structure; any other picklable object as a whole-object checkpoint
+    (cddp/_checkpoint_pickle.py: a pickle whose tensors and arrays are stored beside it).
+    pickle_protocol (2 to pickle.HIGHEST_PROTOCOL, default 4) applies to the latter."""
+    if pickle_module is not None and pickle_module is not pickle:
+        raise ValueError("cddp.save pickles with the standard pickle module only; "
+                         f"pickle_module={getattr(pickle_module, '__name__', pickle_module)!r} "
+                         "is not supported")
+    if not isinstance(f, (str, bytes, os.PathLike)) and not hasattr(f, "write"):
+        raise TypeError(f"cddp.save: f must be a path or a binary file object, got "
+                        f"{type(f).__name__}")
+    try:
+        parts = _serialize(obj)
+    except _NotJSON:
+        parts = _checkpoint_pickle.serialize(obj, pickle_protocol, _DTYPES)
     if isinstance(f, (str, bytes, os.PathLike)):
         _atomic_write(os.fsdecode(f), parts)
-    elif hasattr(f, "write"):
+    else:
         for p in parts:
             f.write(p)
         if hasattr(f, "flush"):
             f.flush()
-    else:
-        raise TypeError(f"cddp.save: f must be a path or a binary file object, got "
-                        f"{type(f).__name__}")
 
 
 # ---- atomic writes, temporaries of dead writers ---------------------------------------------
@@ -321,8 +357,10 @@ class _Source:
     it is known before reading (regular files, seekable objects), else None; reads are exact,
     and on a stream of unknown size memory grows only as bytes actually arrive."""
 
-    def __init__(self, f):
-        self._own, self._pending, self.size = None, b"", None
+    def __init__(self, f, mmap=False):
+        self._own, self._pending, self.size, self._map, self._pos = None, b"", None, None, 0
+        if mmap and not isinstance(f, (str, bytes, os.PathLike)):
+            raise ValueError("f must be a file path in order to use the mmap argument")
         if isinstance(f, (str, bytes, os.PathLike)):
             self.name = os.fsdecode(f)
             # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
@@ -333,6 +371,8 @@ class _Source:
                 _fail(self.name, f"it is {_file_kind(st.st_mode)}, not a regular file")
             self._fh = self._own = open(fd, "rb", buffering=0)
             self.size = st.st_size
+            if mmap and st.st_size:      # private pages: tensors may be written, the file not
+                self._map = _mmap.mmap(fd, 0, access=_mmap.ACCESS_COPY)
             _sweep_temps(self.name)
         elif hasattr(f, "read"):
             self.name = getattr(f, "name", "<file object>")
@@ -358,7 +398,13 @@ class _Source:
 
     def _read_upto(self, n):
         """Up to n bytes: into one uninitialised buffer when the size is known (the tensor
-        data is read once, with no copy), else grown chunk by chunk as bytes arrive."""
+        data is read once, with no copy; with mmap a view of the mapped file), else grown
+        chunk by chunk as bytes arrive."""
+        if self._map is not None:
+            k = max(0, min(n, len(self._map) - self._pos))
+            buf = np.frombuffer(self._map, np.uint8, k, self._pos)
+            self._pos += k
+            return buf
         if self.size is not None:
             buf = np.empty(n, np.uint8)
             view, got = memoryview(buf), 0
@@ -391,7 +437,7 @@ class _Source:
         return not self._pending and not self._fh.read(1)
 
     def close(self):
-        if self._own is not None:
+        if self._own is not None:    # a mapping stays open while tensors view it
             self._own.close()
 
 
@@ -628,16 +674,23 @@ class _Decoder:
 
 def _load_safetensors(src):
     meta, arrays = _read_safetensors(src)
-    if meta.get("format") != "cddp" or "cddp_structure" not in meta:
+    fmt = meta.get("format")
+    if fmt == _checkpoint_pickle.FORMAT:        # a whole-object checkpoint
+        return _checkpoint_pickle.read(src, meta, arrays, src.options)
+    if fmt != "cddp" or "cddp_structure" not in meta:
         # a plain safetensors file: its tensors by name, in file order
-        return OrderedDict((k, _C.from_numpy(a)) for k, a in arrays.items())
+        return _relocate_tree(OrderedDict((k, _C.from_numpy(a)) for k, a in arrays.items()),
+                              src.options.relocate)
     structure = _json(meta["cddp_structure"], src.name, "structure")
-    return _Decoder(src.name, arrays).node(structure, 0)
+    obj = _Decoder(src.name, arrays).node(structure, 0)
+    return _relocate_tree(obj, src.options.relocate)
 
 
 def _refuse_pickle(src):
-    _fail(src.name, "it is a torch.save (pickle/zip) file; cddp never unpickles. Convert it "
-                    "with torch + safetensors, or save it with cddp.save")
+    _fail(src.name, "it is a torch.save file (torch's zip or legacy pickle format), which cddp "
+                    "does not read. Convert it where torch is installed: "
+                    "`safetensors.torch.save_file(torch.load(path), out)` for a state dict "
+                    "(then cddp.load(out)), or re-save the object with cddp.save")
 
 
 def _is_pickle(first):
@@ -645,37 +698,126 @@ def _is_pickle(first):
 
 
 # The formats load() reads: (test on the file's first 8 bytes, reader). The first row whose
-# test passes reads the file; the last row takes the rest. A second format (whole-object
-# pickles under weights_only, say) is a row above the last.
+# test passes reads the file; the last row takes the rest: safetensors files, whose
+# __metadata__ "format" says which of cddp's layouts it is (_load_safetensors: "cddp", the JSON
+# structure; "cddp-pickle", whole objects — cddp/_checkpoint_pickle.py).
 _FORMATS = [
     (_is_pickle, _refuse_pickle),
     (lambda first: True, _load_safetensors),
 ]
 
 
-def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None,
+class _Options:
+    """How load() was asked to read: weights_only, pickle's keyword arguments, and relocate
+    (tensor, saved location) -> tensor, which applies map_location."""
+
+    def __init__(self, weights_only, pickle_load_args, relocate):
+        self.weights_only, self.pickle_load_args = weights_only, pickle_load_args
+        self.relocate = relocate
+
+
+_TRUE = ("1", "y", "yes", "true")
+
+
+def _resolve_weights_only(weights_only, pickle_module):
+    """torch.load's rule: None means True unless a pickle_module is given; the environment
+    variables TORCH_FORCE_WEIGHTS_ONLY_LOAD / TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (the second
+    only where weights_only was not passed) override, as in torch."""
+    force = os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE
+    force_no = os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0").lower() in _TRUE
+    if force and force_no:
+        raise RuntimeError("Only one of `TORCH_FORCE_WEIGHTS_ONLY_LOAD` or "
+                           "`TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD` should be set, but both were set.")
+    if force:
+        return True
+    if weights_only is None:
+        return not force_no and pickle_module is None
+    if weights_only and pickle_module is not None:
+        raise RuntimeError("Can not safely load weights when explicit pickle_module is "
+                           "specified")
+    return bool(weights_only)
+
+
+def _device_of(spec):
+    """A cddp.device from what map_location may name (str, cddp/torch device): RuntimeError
+    for a malformed one; CUDA goes through the device policy now (one warning, or an error
+    under CDDP_STRICT_DEVICE=1), before the file is read."""
+    from ._device import device
+    if not isinstance(spec, (str, device)) and hasattr(spec, "type"):
+        spec = str(spec)                             # a torch.device
+    if not isinstance(spec, (str, device)):
+        raise TypeError(f"map_location: expected a device, got {type(spec).__name__}")
+    dev = device(spec)
+    if dev.type == "cuda":
+        _C.zeros(0).to(dev)
+    return dev
+
+
+def _relocator(map_location):
+    """relocate(tensor, saved location) -> tensor for torch's forms of map_location: None, a
+    device (str, cddp.device), a dict {saved location: device}, or a callable(storage,
+    location) returning a tensor of the same dtype and size, or None to keep it. Tensors stay
+    on the CPU; a CUDA target only passes the device policy (Tensor.to returns them as they
+    are)."""
+    if map_location is None:
+        return lambda t, loc: t
+    if isinstance(map_location, dict):
+        table = {str(k): _device_of(v) for k, v in map_location.items()}
+        return lambda t, loc: t.to(table[loc]) if loc in table else t
+    if callable(map_location) and not isinstance(map_location, str):
+        def call(t, loc):
+            r = map_location(t, loc)
+            if r is None:
+                return t
+            if not isinstance(r, Tensor) or r.dtype != t.dtype or r.numel() != t.numel():
+                raise TypeError(f"map_location returned {type(r).__name__}; expected a tensor "
+                                f"of {t.dtype} with {t.numel()} elements, or None")
+            return r
+        return call
+    dev = _device_of(map_location)
+    return lambda t, loc: t.to(dev)
+
+
+_PICKLE_LOAD_ARGS = ("encoding", "errors", "fix_imports")
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
          **pickle_load_args):
-    """Read what cddp.save wrote (or any safetensors file: a dict of its tensors). No code
-    runs. map_location is accepted for torch compatibility: tensors load on the CPU. A file
-    that cannot be read raises CheckpointError saying why (a missing path: FileNotFoundError,
-    as torch)."""
-    if pickle_module is not None:
-        raise ValueError("cddp.load never unpickles; pickle_module is not supported")
-    src = _Source(f)
+    """Read what cddp.save wrote (or any safetensors file: a dict of its tensors) from f, a
+    path, a pathlib.Path or a binary file object.
+
+    weights_only (default True, as torch >= 2.6): a whole-object checkpoint is unpickled by
+    the restricted unpickler (_weights_only_unpickler.py): tensors, containers, primitives,
+    NumPy arrays/dtypes, cddp dtypes/devices/Size and what add_safe_globals allowlisted;
+    anything else raises UnpicklingError naming it. weights_only=False unpickles anything — a
+    file from a trusted source only. State-dict files (safetensors + JSON) never run code.
+    map_location: None, "cpu", a device, a dict or a callable, as torch; tensors stay on the
+    CPU (CUDA targets pass the device policy: one warning). mmap=True maps the file (private
+    pages) instead of reading it; f must be a path. A file that cannot be read raises
+    CheckpointError saying why (a missing path: FileNotFoundError, as torch)."""
+    if pickle_module is not None and pickle_module is not pickle:
+        raise ValueError("cddp.load unpickles with the standard pickle module only; "
+                         f"pickle_module={getattr(pickle_module, '__name__', pickle_module)!r} "
+                         "is not supported")
+    unknown = set(pickle_load_args) - set(_PICKLE_LOAD_ARGS)
+    if unknown:
+        raise TypeError(f"cddp.load() got unexpected keyword arguments {sorted(unknown)}")
+    pickle_load_args.setdefault("encoding", "utf-8")
+    opts = _Options(_resolve_weights_only(weights_only, pickle_module), pickle_load_args,
+                    _relocator(map_location))
+    src = _Source(f, mmap=bool(mmap))
+    src.options = opts
     try:
-        obj = _read(src)
+        return _read(src)
     finally:
         src.close()
-    if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
-        if str(map_location).startswith("cuda"):
-            obj = _map_cuda(obj, map_location)
-    return obj
 
 
 def _read(src):
     """The reader for the file's first bytes reads it. An exception other than CheckpointError
-    that a forged file could still provoke in a reader is reported as a CheckpointError too,
-    with its type and text: a bad file has exactly one way to fail."""
+    (or UnpicklingError: weights_only refused something) that a forged file could still
+    provoke in a reader is reported as a CheckpointError too, with its type and text: a bad
+    file has one way to fail."""
     try:
         first = src.peek(8)
         reader = next(read for test, read in _FORMATS if test(first))
@@ -687,19 +829,20 @@ def _read(src):
         _fail(src.name, f"{type(e).__name__}: {e}")
 
 
-def _map_cuda(obj, loc):
-    """Tensors asked onto CUDA go through Tensor.to (the no-GPU fallback policy applies)."""
+def _relocate_tree(obj, relocate):
+    """map_location over the tensors of a decoded JSON structure (every one saved on "cpu")."""
     if isinstance(obj, Tensor):
-        return obj.to(loc)
+        return relocate(obj, "cpu")
     if isinstance(obj, dict):
         for k in list(obj):
-            obj[k] = _map_cuda(obj[k], loc)
+            obj[k] = _relocate_tree(obj[k], relocate)
         return obj
     if isinstance(obj, list):
-        return [_map_cuda(v, loc) for v in obj]
+        return [_relocate_tree(v, relocate) for v in obj]
     if isinstance(obj, tuple):
-        return tuple(_map_cuda(v, loc) for v in obj)
+        return tuple(_relocate_tree(v, relocate) for v in obj)
     return obj
 
 
-__all__ = ["save", "load", "CheckpointError"]
+__all__ = ["save", "load", "CheckpointError", "UnpicklingError", "add_safe_globals",
+           "get_safe_globals", "clear_safe_globals", "safe_globals"]

@@ -34,7 +34,8 @@ static PyMethodDef *module_tables[] = {
     cddp_group_norm_module_methods, cddp_activation_module_methods,
     cddp_share_module_methods, cddp_fused_optim_module_methods,
     cddp_conv_module_methods, cddp_pool_module_methods, cddp_pad_module_methods,
-    cddp_interpolate_module_methods, cddp_fold_module_methods, NULL,
+    cddp_interpolate_module_methods, cddp_fold_module_methods,
+    cddp_storage_view_module_methods, NULL,
 };
 
 /* One NULL-terminated array out of several; lives as long as the process (types keep it). */

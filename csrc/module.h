@@ -85,5 +85,6 @@ extern PyMethodDef cddp_search_tensor_methods[];    /* ops/search/search.c */
 extern PyMethodDef cddp_search_module_methods[];
 extern PyMethodDef cddp_loss_extra_module_methods[];   /* nn/loss_extra.c */
 extern PyMethodDef cddp_storage_module_methods[];   /* core/storage.c: the block cache */
+extern PyMethodDef cddp_storage_view_module_methods[];  /* core/storage_view.c */
 
 #endif

@@ -4,6 +4,7 @@ from collections import Counter, OrderedDict
 import io
 import json
 import os
+import pickle
 import signal
 import struct
 import subprocess
@@ -106,13 +107,17 @@ def test_plain_safetensors_file_loads_as_dict(tmp_path):
     np.testing.assert_array_equal(n(d["a"]), np.arange(6).reshape(2, 3))
 
 
-def test_unsupported_objects_refused():
-    with pytest.raises(TypeError, match="cannot save an object of type function"):
+def test_unpicklable_objects_refused_as_pickle_refuses_them():
+    """What the JSON structure cannot carry is pickled (cddp/_checkpoint_pickle.py): an object
+    pickle cannot handle fails as it fails under torch.save, with pickle's own error."""
+    with pytest.raises((AttributeError, pickle.PicklingError), match="local object"):
         cddp.save({"f": lambda: 0}, io.BytesIO())
-    with pytest.raises(TypeError, match="dict key"):
-        cddp.save({(1, 2): 3}, io.BytesIO())
-    with pytest.raises(ValueError, match="never"):
+    with pytest.raises(ValueError, match="standard pickle module"):
         cddp.save({}, io.BytesIO(), pickle_module=object())
+    with pytest.raises(ValueError, match="pickle_protocol"):
+        cddp.save({1}, io.BytesIO(), pickle_protocol=1)
+    with pytest.raises(TypeError, match="path or a binary file"):
+        cddp.save({}, 3)
 
 
 def test_truncated_files_raise_at_every_cut(tmp_path):
@@ -141,11 +146,17 @@ def test_corrupt_and_foreign_files(tmp_path):
         cddp.load(io.BytesIO(b"\x80\x04\x95" + b"\0" * 50))
 
 
-def test_torch_checkpoint_refused(tmp_path):
+@pytest.mark.parametrize("zipfile", [True, False], ids=["zip", "legacy"])
+def test_torch_checkpoint_refused_with_how_to_convert(tmp_path, zipfile):
+    """torch.save's files (zip, or the legacy pickle with _use_new_zipfile_serialization=False)
+    are refused by name, and the message says how to convert them."""
     torch = pytest.importorskip("torch")
-    torch.save({"w": torch.ones(2)}, tmp_path / "t.pt")
-    with pytest.raises(cddp.serialization.CheckpointError, match="never unpickles"):
+    torch.save({"w": torch.ones(2)}, tmp_path / "t.pt", _use_new_zipfile_serialization=zipfile)
+    with pytest.raises(cddp.serialization.CheckpointError) as e:
         cddp.load(tmp_path / "t.pt")
+    msg = str(e.value)
+    assert "torch.save file" in msg and "safetensors.torch.save_file" in msg
+    assert ("zip" in msg) and ("legacy pickle" in msg)
 
 
 def test_writer_killed_mid_save_leaves_old_file_intact(tmp_path):
@@ -444,15 +455,20 @@ def _nest(depth):
     return v
 
 
-def test_save_refuses_cycles_and_deep_nesting_with_a_clear_message():
+def test_cycles_are_pickled_and_deep_nesting_refused_with_a_clear_message():
     d = {"a": 1}
     d["self"] = d
-    with pytest.raises(ValueError, match="contains itself"):
-        cddp.save(d, io.BytesIO())
     lst = []
     lst.append(lst)
-    with pytest.raises(ValueError, match="contains itself"):
-        cddp.save({"l": lst}, io.BytesIO())
+    for obj in (d, {"l": lst}):          # the JSON structure holds trees: a cycle is pickled
+        buf = io.BytesIO()
+        cddp.save(obj, buf)
+        buf.seek(0)
+        back = cddp.load(buf)            # containers only: weights_only=True reads it
+        if "self" in back:
+            assert back["self"] is back and back["a"] == 1
+        else:
+            assert back["l"][0] is back["l"]
     with pytest.raises(ValueError, match=f"deeper than {MAX_DEPTH} levels"):
         cddp.save(_nest(500), io.BytesIO())
     shared = [1, 2]                       # the same list twice is a tree, not a cycle
@@ -461,3 +477,402 @@ def test_save_refuses_cycles_and_deep_nesting_with_a_clear_message():
     buf.seek(0)
     back = cddp.load(buf)
     assert back["a"] == back["b"] == [1, 2] and back["deep"] == _nest(MAX_DEPTH - 1)
+
+
+# ---- whole-object checkpoints (cddp/_checkpoint_pickle.py, _weights_only_unpickler.py) -------
+
+class Planted:
+    """A payload: unpickling it runs `touch <marker>` through os.system."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+class PlantedEval:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (eval, (f"open({self.marker!r}, 'w').close()",))
+
+
+class UserThing:
+    """A user class: loads under weights_only only once allowlisted."""
+
+    def __init__(self, a, w):
+        self.a, self.w = a, w
+
+
+def _header(blob):
+    (hlen,) = struct.unpack("<Q", blob[:8])
+    return json.loads(blob[8:8 + hlen])
+
+
+def _saved(obj, **kw):
+    buf = io.BytesIO()
+    cddp.save(obj, buf, **kw)
+    return buf.getvalue()
+
+
+def _load(blob, **kw):
+    return cddp.load(io.BytesIO(blob), **kw)
+
+
+@pytest.mark.parametrize("payload", [Planted, PlantedEval])
+def test_planted_payload_refused_without_weights_only_false_and_never_runs(tmp_path, payload):
+    marker = tmp_path / "pwned"
+    blob = _saved({"w": cddp.ones(2), "x": payload(marker)})
+    assert _header(blob)["__metadata__"]["format"] == "cddp-pickle"
+    for kw in ({}, {"weights_only": True}, {"weights_only": None}, {"map_location": "cpu"}):
+        with pytest.raises(pickle.UnpicklingError) as e:
+            _load(blob, **kw)
+        msg = str(e.value)
+        assert "weights_only" in msg and "Weights only load failed" in msg
+        assert ("system" in msg and "blocked" in msg) or "eval" in msg
+        assert not marker.exists()
+    p = tmp_path / "evil.pt"                     # through a path and mmap too
+    p.write_bytes(blob)
+    with pytest.raises(pickle.UnpicklingError):
+        cddp.load(p, mmap=True)
+    assert not marker.exists()
+    # the bare pickle (torch's legacy layout) is refused before a byte of it is unpickled
+    with pytest.raises(cddp.serialization.CheckpointError):
+        _load(pickle.dumps(payload(marker), protocol=2))
+    assert not marker.exists()
+    # only an explicit weights_only=False runs it: proof the payload was live
+    _load(blob, weights_only=False)
+    assert marker.exists()
+
+
+def test_refusal_names_the_global_and_how_to_allow_it_as_torch_does():
+    blob = _saved(UserThing(1, cddp.ones(2)))
+    with pytest.raises(pickle.UnpicklingError) as e:
+        _load(blob)
+    ours = str(e.value)
+    name = f"{UserThing.__module__}.UserThing"
+    assert f"GLOBAL {name} was not an allowed global by default" in ours
+    assert f"cddp.serialization.add_safe_globals([{name}])" in ours
+    assert f"cddp.serialization.safe_globals([{name}])" in ours
+    assert "weights_only` set to `False`" in ours
+    torch = pytest.importorskip("torch")         # torch words it the same way
+    buf = io.BytesIO()
+    torch.save(UserThing(1, torch.ones(2)), buf)
+    buf.seek(0)
+    with pytest.raises(pickle.UnpicklingError) as te:
+        torch.load(buf)
+    theirs = str(te.value)
+    for part in ("Weights only load failed", f"GLOBAL {name} was not an allowed global by "
+                 "default", f"serialization.add_safe_globals([{name}])",
+                 f"serialization.safe_globals([{name}])", "weights_only` set to `False`"):
+        assert part in theirs and part in ours
+
+
+def test_add_safe_globals_and_safe_globals_allow_a_user_class():
+    blob = _saved({"thing": UserThing(3, cddp.arange(4.0)), "n": 1})
+    cddp.serialization.clear_safe_globals()
+    try:
+        with cddp.serialization.safe_globals([UserThing]):
+            assert UserThing in cddp.serialization.get_safe_globals()
+            back = _load(blob)
+        assert type(back["thing"]) is UserThing and back["thing"].a == 3
+        np.testing.assert_array_equal(n(back["thing"].w), np.arange(4.0))
+        assert cddp.serialization.get_safe_globals() == []
+        with pytest.raises(pickle.UnpicklingError):          # the block is over
+            _load(blob)
+        cddp.serialization.add_safe_globals([UserThing])
+        assert _load(blob)["thing"].a == 3
+        cddp.serialization.clear_safe_globals()
+        with pytest.raises(pickle.UnpicklingError):
+            _load(blob)
+        with pytest.raises(TypeError):
+            cddp.serialization.add_safe_globals(UserThing)   # a list, as torch
+    finally:
+        cddp.serialization.clear_safe_globals()
+
+
+def test_weights_only_false_loads_an_arbitrary_object():
+    import argparse
+    import fractions
+    obj = {"ns": argparse.Namespace(lr=0.1, name="x"), "frac": fractions.Fraction(1, 3),
+           "thing": UserThing("a", cddp.ones(3)), "fn": os.path.join}
+    back = _load(_saved(obj), weights_only=False)
+    assert back["ns"] == obj["ns"] and back["frac"] == fractions.Fraction(1, 3)
+    assert back["thing"].a == "a" and back["fn"] is os.path.join
+    np.testing.assert_array_equal(n(back["thing"].w), np.ones(3))
+    with pytest.raises(pickle.UnpicklingError, match="argparse.Namespace"):
+        _load(_saved(obj["ns"]))
+
+
+def _model():
+    net = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(),
+                        nn.Sequential(nn.Linear(4, 2), nn.Tanh()))
+    net.register_buffer("step_count", cddp.tensor(7))
+    return net
+
+
+def test_whole_module_and_optimizer_round_trip(tmp_path):
+    cddp.manual_seed(0)
+    net = _model()
+    opt = cddp.optim.Adam(net.parameters(), lr=0.01)
+    x = cddp.randn(5, 3)
+    for _ in range(2):                         # moves BatchNorm's running stats and Adam state
+        opt.zero_grad()
+        net(x).pow(2).sum().backward()
+        opt.step()
+    ck = {"model": net, "opt": opt.state_dict(), "epoch": 2, "args": {"lr": 0.01}}
+    cddp.save(ck, tmp_path / "ck.pt")
+    assert _header((tmp_path / "ck.pt").read_bytes())["__metadata__"]["format"] == \
+        "cddp-pickle"
+    with pytest.raises(pickle.UnpicklingError, match="Sequential"):
+        cddp.load(tmp_path / "ck.pt")          # module classes are not allowlisted by default
+    back = cddp.load(tmp_path / "ck.pt", weights_only=False)
+    m = back["model"]
+    assert type(m) is nn.Sequential and type(m[3]) is nn.Sequential and back["epoch"] == 2
+    sd, sd2 = net.state_dict(), m.state_dict()
+    assert list(sd) == list(sd2) and "1.running_mean" in sd2 and "step_count" in sd2
+    for k in sd:
+        assert sd[k].dtype == sd2[k].dtype
+        np.testing.assert_array_equal(n(sd[k]), n(sd2[k]))
+    for p in m.parameters():
+        assert isinstance(p, nn.Parameter) and p.requires_grad
+    net.eval()
+    m.eval()
+    np.testing.assert_array_equal(n(net(x)), n(m(x)))
+    opt2 = cddp.optim.Adam(m.parameters(), lr=0.01)
+    opt2.load_state_dict(back["opt"])
+    _check_equal(opt.state_dict(), opt2.state_dict())
+    # the loaded model trains: gradients flow to its parameters
+    m.train()
+    m(x).sum().backward()
+    assert all(p.grad is not None for p in m.parameters())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "uint16", "int64",
+                                   "bool", "complex128"])
+def test_numpy_arrays_round_trip_as_raw_bytes(dtype):
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((3, 5)) * 10).astype(dtype)
+    objs = [a, np.asfortranarray(a), a[:, ::2], np.array(a[0, 0]), np.zeros((0, 4), dtype)]
+    blob = _saved(objs)
+    header = _header(blob)
+    storages = [v for k, v in header.items() if k.startswith("data/")]
+    assert header["data.pkl"]["shape"][0] < 2000           # the bytes are not in the pickle
+    assert sum(v["shape"][0] for v in storages) == sum(o.nbytes for o in objs)
+    back = _load(blob)                                       # weights_only=True reads arrays
+    for o, b in zip(objs, back):
+        assert type(b) is np.ndarray and b.dtype == o.dtype and b.shape == o.shape
+        np.testing.assert_array_equal(o, b)
+    assert back[1].flags.f_contiguous
+    b = _load(_saved(a))                                     # a bare array at the top level
+    np.testing.assert_array_equal(a, b)
+
+
+def test_numpy_object_arrays_and_scalars_under_weights_only():
+    objs = {"obj": np.array([1, "x", None], dtype=object), "s": np.float32(2.5),
+            "big": np.arange(6, dtype=">i4"), "dt": np.dtype("float16")}
+    back = _load(_saved(objs))
+    assert back["obj"].tolist() == [1, "x", None] and back["s"] == np.float32(2.5)
+    assert back["s"].dtype == np.float32 and back["dt"] == np.dtype("float16")
+    np.testing.assert_array_equal(back["big"], np.arange(6))
+
+
+def test_views_share_their_storage_after_load():
+    base = cddp.arange(12.0).reshape(3, 4)
+    view = base[1:, ::2]
+    param = nn.Parameter(cddp.ones(3))
+    back = _load(_saved({"base": base, "view": view, "p": param, "p2": param, "s": {1, 2}}))
+    np.testing.assert_array_equal(n(back["view"]), n(view))
+    assert back["view"].stride() == view.stride()
+    back["base"][1, 0] = 100.0                  # one storage: the view sees the write
+    assert back["view"][0, 0].item() == 100.0
+    assert back["p"] is back["p2"] and isinstance(back["p"], nn.Parameter)
+    assert back["s"] == {1, 2}
+
+
+def test_state_dicts_keep_the_safetensors_layout():
+    net = _model()
+    for obj in (net.state_dict(), {"model": net.state_dict(), "epoch": 1}):
+        assert _header(_saved(obj))["__metadata__"]["format"] == "cddp"
+    assert _header(_saved(net))["__metadata__"]["format"] == "cddp-pickle"
+
+
+def test_map_location_and_mmap_apply_to_whole_objects(tmp_path):
+    p = tmp_path / "m.pt"
+    cddp.save({"w": cddp.arange(3.0), "s": {1}}, p)
+    seen = []
+
+    def loc(storage, location):
+        seen.append(location)
+        return None
+    for ml in (None, "cpu", cddp.device("cpu"), {"cpu": "cpu"}, loc):
+        back = cddp.load(p, map_location=ml, mmap=True)
+        np.testing.assert_array_equal(n(back["w"]), [0.0, 1.0, 2.0])
+    assert seen == ["cpu"]
+
+
+def _pickle_file(pkl, storages=()):
+    """A cddp-pickle file around the pickle bytes `pkl` and raw storages {key: bytes}."""
+    header, data, off = {}, b"", 0
+    for key, raw in storages:
+        header[f"data/{key}"] = {"dtype": "U8", "shape": [len(raw)],
+                                 "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    header["data.pkl"] = {"dtype": "U8", "shape": [len(pkl)], "data_offsets": [off, off + len(pkl)]}
+    header["__metadata__"] = {"format": "cddp-pickle", "cddp_version": "1"}
+    return _st_bytes(header, data + pkl)
+
+
+class _Reduce:
+    def __init__(self, *rv):
+        self.rv = rv
+
+    def __reduce__(self):
+        return self.rv
+
+
+class _Pid:
+    def __init__(self, pid):
+        self.pid = pid
+
+
+def _forged_pickle(obj):
+    class P(pickle.Pickler):
+        def persistent_id(self, o):
+            return o.pid if type(o) is _Pid else None
+    buf = io.BytesIO()
+    P(buf, protocol=4).dump(obj)
+    return buf.getvalue()
+
+
+def _forgeries():
+    from cddp._checkpoint_pickle import _rebuild_ndarray, _rebuild_tensor
+    f32 = struct.pack("<4f", 1, 2, 3, 4)
+    sid = lambda dt="float32", numel=4, key="0": _Pid(("storage", key, dt, "cpu", numel))  # noqa: E731
+    rt = lambda *a: _Reduce(_rebuild_tensor, (sid(),) + a)                                  # noqa: E731
+    return {
+        "oob-size": (rt(0, (5,), (1,), False), [("0", f32)]),
+        "oob-offset": (rt(4, (1,), (1,), False), [("0", f32)]),
+        "oob-stride": (rt(0, (2,), (4,), False), [("0", f32)]),
+        "negative-stride": (rt(0, (2,), (-1,), False), [("0", f32)]),
+        "huge-stride": (rt(0, (2, 2), (2 ** 62, 1), False), [("0", f32)]),
+        "too-many-dims": (rt(0, (1,) * 40, (1,) * 40, False), [("0", f32)]),
+        "rank-mismatch": (rt(0, (2,), (1, 1), False), [("0", f32)]),
+        "missing-storage": (_Reduce(_rebuild_tensor, (sid(key="9"), 0, (1,), (1,), False)),
+                            [("0", f32)]),
+        "wrong-numel": (_Reduce(_rebuild_tensor, (sid(numel=5), 0, (1,), (1,), False)),
+                        [("0", f32)]),
+        "unknown-dtype": (_Reduce(_rebuild_tensor, (sid(dt="object"), 0, (1,), (1,), False)),
+                          [("0", f32)]),
+        "bad-bool": (_Reduce(_rebuild_tensor, (sid(dt="bool"), 0, (4,), (1,), False)),
+                     [("0", b"\x00\x01\x07\x00")]),
+        "bad-pid": (_Pid(("storage", 0)), [("0", f32)]),
+        "ndarray-shape": (_Reduce(_rebuild_ndarray, (sid(dt="numpy:<f4"), (5,), False)),
+                          [("0", f32)]),
+        "not-a-pickle": (None, [("0", f32)]),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_forgeries()))
+def test_forged_whole_object_files_raise_checkpoint_error(case):
+    obj, storages = _forgeries()[case]
+    pkl = b"\x80\x04garbage" if obj is None else _forged_pickle(obj)
+    for kw in ({}, {"weights_only": False}):
+        with pytest.raises(cddp.serialization.CheckpointError):
+            _load(_pickle_file(pkl, storages), **kw)
+
+
+def test_forged_entries_and_versions_raise_checkpoint_error():
+    pkl = pickle.dumps({1}, protocol=4)
+    good = _pickle_file(pkl)
+    assert _load(good) == {1}
+    _refused(good.replace(b'"cddp_version":"1"', b'"cddp_version":"9"'), "version")
+    _refused(_pickle_file(pkl, [("x", b"1234")]), "unexpected entry")
+    h = {"data/0": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+         "__metadata__": {"format": "cddp-pickle", "cddp_version": "1"}}
+    _refused(_st_bytes(h, b"1234"), "data.pkl is missing")
+
+
+def test_truncated_and_bit_flipped_whole_object_files_never_crash(tmp_path):
+    blob = _saved({"m": nn.Linear(2, 2), "a": np.arange(3.0), "s": {1, 2}})
+    for cut in range(0, len(blob), 7):
+        with pytest.raises(cddp.serialization.CheckpointError):
+            _load(blob[:cut], weights_only=False)
+    start = len(blob) - _header(blob)["data.pkl"]["shape"][0]
+    rng = np.random.default_rng(1)
+    for _ in range(300):                         # flips inside the pickle: refused or loaded
+        b = bytearray(blob)
+        for i in rng.integers(start, len(blob), 2):
+            b[i] ^= 1 << int(rng.integers(8))
+        try:
+            _load(bytes(b))
+        except (cddp.serialization.CheckpointError, pickle.UnpicklingError):
+            pass
+
+
+def test_weights_only_refuses_what_torch_refuses_by_construction():
+    """Opcodes and calls the restricted unpickler refuses, each with UnpicklingError."""
+    cases = [
+        b"\x80\x02c__builtin__\ngetattr\nq\x00.",                       # blocked builtin
+        b"\x80\x02cbuiltins\nset\n)\x81.",                               # NEWOBJ of set
+        b"\x80\x02ccollections\nOrderedDict\n}X\x03\x00\x00\x00abcK\x01sb.",  # BUILD a class
+        b"\x80\x02\x82\x01.",                                            # EXT1
+        b"(cbuiltins\nlist\no.",                                         # OBJ
+        b"\x80\x02cbuiltins\nbytearray\nJ\x00\x00\x00\x40\x85R.",        # bytearray(2**30)
+        b"\x80\x02cbuiltins\nset\ncbuiltins\nint\n\x85R.",               # set(int)
+    ]
+    for pkl in cases:
+        with pytest.raises(pickle.UnpicklingError):
+            _load(_pickle_file(pkl))
+
+
+def test_load_argument_rules_follow_torch(monkeypatch):
+    blob = _saved({1})
+    with pytest.raises(RuntimeError, match="explicit pickle_module"):
+        _load(blob, pickle_module=pickle, weights_only=True)
+    assert _load(blob, pickle_module=pickle) == {1}               # weights_only=None -> False
+    with pytest.raises(ValueError, match="mmap"):
+        _load(blob, mmap=True)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        _load(blob, foo=1)
+    marker_blob = _saved(UserThing(1, 2))
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    assert _load(marker_blob).a == 1                              # not passed: env decides
+    with pytest.raises(pickle.UnpicklingError):
+        _load(marker_blob, weights_only=True)
+    monkeypatch.setenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(RuntimeError, match="Only one of"):
+        _load(marker_blob)
+
+
+class TaggedTensor(cddp.Tensor):
+    """A user Tensor subclass: its class and __dict__ survive a whole-object checkpoint."""
+
+
+def test_tensor_subclasses_and_their_attributes_round_trip():
+    t = cddp.Tensor._make_subclass(TaggedTensor, cddp.arange(3.0), False)
+    t.tag = "hello"
+    p = nn.Parameter(cddp.ones(2))
+    p.note = 5
+    blob = _saved({"t": t, "p": p})
+    with pytest.raises(pickle.UnpicklingError, match="TaggedTensor"):
+        _load(blob)
+    with cddp.serialization.safe_globals([TaggedTensor]):
+        back = _load(blob)
+    assert type(back["t"]) is TaggedTensor and back["t"].tag == "hello"
+    np.testing.assert_array_equal(n(back["t"]), [0.0, 1.0, 2.0])
+    assert type(back["p"]) is nn.Parameter and back["p"].note == 5 and back["p"].requires_grad
+
+
+def test_scalar_subclasses_keep_their_type():
+    """np.float64 is a float and an IntEnum an int: the JSON layout would flatten them, so
+    they are pickled (np.float64 loads under weights_only; an enum needs weights_only=False)."""
+    import signal as sig
+    blob = _saved({"loss": np.float64(0.25), "n": 3})
+    assert _header(blob)["__metadata__"]["format"] == "cddp-pickle"
+    back = _load(blob)
+    assert type(back["loss"]) is np.float64 and back["loss"] == 0.25 and back["n"] == 3
+    assert _load(_saved({"s": sig.SIGTERM}), weights_only=False)["s"] is sig.SIGTERM

@@ -1,7 +1,8 @@
 """Fuzz target: cddp.load on arbitrary bytes (atheris, libFuzzer's engine).
 
 The property: a file either loads — and then what it held saves and loads again — or raises
-CheckpointError. Any other exception, a hang or a crash is a finding. Runs by itself:
+CheckpointError (or, for a whole-object checkpoint whose pickle asks for something the
+weights_only unpickler does not allow, pickle.UnpicklingError). Any other exception, a hang or a crash is a finding. Runs by itself:
 
     python tests/fuzz/fuzz_checkpoint.py [libFuzzer flags] NEW_CORPUS tests/fuzz/corpus/checkpoint
 
@@ -19,10 +20,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))    # the checkout's c
 
 def one_input(data):
     import cddp
-    from cddp.serialization import CheckpointError
+    from cddp.serialization import CheckpointError, UnpicklingError
     try:
         obj = cddp.load(io.BytesIO(data))
-    except CheckpointError:
+    except (CheckpointError, UnpicklingError):
         return
     buf = io.BytesIO()
     cddp.save(obj, buf)                    # what loads must save ...
@@ -34,12 +35,15 @@ def main():
     import atheris
     with atheris.instrument_imports():
         import cddp.serialization          # noqa: F401 — instrumented: coverage feedback
+    import cddp._checkpoint_pickle as ckp
+    import cddp._weights_only_unpickler as wo
     import cddp.serialization as ser
-    for name in dir(ser):                  # imported earlier by cddp's __init__: instrument it
-        f = getattr(ser, name)
-        if callable(f) and getattr(f, "__module__", None) == ser.__name__ and \
-                hasattr(f, "__code__"):
-            atheris.instrument_func(f)
+    for mod in (ser, ckp, wo):             # maybe imported before: instrument them
+        for name in dir(mod):
+            f = getattr(mod, name)
+            if callable(f) and getattr(f, "__module__", None) == mod.__name__ and \
+                    hasattr(f, "__code__"):
+                atheris.instrument_func(f)
     atheris.Setup(sys.argv, one_input)
     atheris.Fuzz()
 

@@ -36,6 +36,7 @@ def _st(header, data=b"", delta=0):
 def checkpoint_seeds():
     import cddp
     import cddp.nn as nn
+    cddp.manual_seed(0)                  # Linear's init: the same seeds every run
     objs = [
         {}, [], {"a": 1}, cddp.tensor([1.0, 2.0]),
         {"epoch": 3, "lr": 0.1, "nan": float("nan"), "inf": float("-inf"), "flag": True,
@@ -46,6 +47,20 @@ def checkpoint_seeds():
          "scalar": cddp.tensor(4.0)},
         nn.Linear(3, 2).state_dict(),
         {"p": nn.Parameter(cddp.ones(2)), "g": cddp.ones(1, requires_grad=True)},
+    ]
+    # whole-object checkpoints (the cddp-pickle layout): what weights_only loads, and a module
+    # it refuses (the fuzzer mutates both into the unpickler's paths)
+    import numpy as np
+    base = cddp.arange(12.0).reshape(3, 4)
+    cyc = [1]
+    cyc.append(cyc)
+    objs += [
+        np.arange(6.0).reshape(2, 3), {"a": np.asfortranarray(np.ones((2, 2), np.float32)),
+                                       "b": np.array([True, False]), "s": np.float32(2.5),
+                                       "o": np.array([1, "x"], dtype=object)},
+        {"base": base, "view": base[1:, ::2], "set": {1, 2}, "fs": frozenset([3]),
+         "p": nn.Parameter(cddp.ones(3)), "c": 1 + 2j, "ba": bytearray(b"xy")},
+        cyc, nn.Linear(2, 2),
     ]
     blobs = []
     for o in objs:
@@ -61,6 +76,45 @@ def checkpoint_seeds():
         _st({"m": {"dtype": "BOOL", "shape": [3], "data_offsets": [0, 3]}}, b"\x01\x02\x00"),
         _st({"__metadata__": {"format": "cddp", "cddp_structure": '{"__dtype__": "from_numpy"}'}}),
         b"PK\x03\x04" + b"\0" * 28, b"\x80\x04\x95" + b"\0" * 13, b"", b"\0" * 8,
+    ]
+    # forged cddp-pickle files: an out-of-bounds view, a planted os.system, a blocked builtin
+    import pickle
+    from cddp._checkpoint_pickle import _rebuild_tensor
+
+    def pfile(pkl, storage=b""):
+        h = {"data/0": {"dtype": "U8", "shape": [len(storage)],
+                        "data_offsets": [0, len(storage)]},
+             "data.pkl": {"dtype": "U8", "shape": [len(pkl)],
+                          "data_offsets": [len(storage), len(storage) + len(pkl)]},
+             "__metadata__": {"format": "cddp-pickle", "cddp_version": "1"}}
+        return _st(h, storage + pkl)
+
+    class Pid:
+        def __init__(self, pid):
+            self.pid = pid
+
+    class Red:
+        def __init__(self, *rv):
+            self.rv = rv
+
+        def __reduce__(self):
+            return self.rv
+
+    class P(pickle.Pickler):
+        def persistent_id(self, o):
+            return o.pid if type(o) is Pid else None
+
+    def pkl(obj):
+        buf = io.BytesIO()
+        P(buf, protocol=4).dump(obj)
+        return buf.getvalue()
+    sid = Pid(("storage", "0", "float32", "cpu", 2))
+    blobs += [
+        pfile(pkl(Red(_rebuild_tensor, (sid, 1, (2,), (1,), False))), data[:8]),
+        pfile(pkl(Red(_rebuild_tensor, (sid, 0, (2,), (1,), True))), data[:8]),
+        pfile(pkl(Red(os.system, ("true",)))),
+        pfile(b"\x80\x02c__builtin__\ngetattr\nq\x00."),
+        pfile(b"\x80\x02ccollections\nOrderedDict\n}X\x03\x00\x00\x00abcK\x01sb."),
     ]
     return blobs
 
