@@ -543,6 +543,7 @@ cddp_pg *cddp_pg_create(const cddp_pg_info *info, char *err)
     pg->owner_pid = (int)getpid();
     pg->ops = info->transport == CDDP_PG_SHM    ? &cddp_pg_shm_ops
               : info->transport == CDDP_PG_HIER ? &cddp_pg_hier_ops
+              : info->transport == CDDP_PG_EXT  ? info->ext_ops
                                                 : &cddp_pg_tcp_ops;
     snprintf(pg->group_name, sizeof pg->group_name, "%s", info->group_name);
     pthread_mutex_init(&pg->mu, NULL);
@@ -562,6 +563,10 @@ cddp_pg *cddp_pg_create(const cddp_pg_info *info, char *err)
         if (r != info->rank && info->local[r])
             pg->pidfds[r] = (int)syscall(SYS_pidfd_open, info->pids[r], 0);
         /* ESRCH: already gone — kill(pid, 0) says so too; ENOSYS/EPERM: kill() fallback */
+    }
+    if (!pg->ops) {
+        cddp_pg_seterr(err, "external transport without an ops table");
+        goto fail;
     }
     if (pg->ops->init(pg, info, err) < 0)
         goto fail;

@@ -38,7 +38,8 @@ static int local_op(cddp_pg *pg, tcp_t *t, cddp_work *w, int op, int redop)
 {
     cddp_hier *h = t->hier;
     cddp_work sub = *w;
-    char *c;
+    char *c, host[160] = "";
+    int who;
     sub.a.op = op;
     sub.a.root = 0;
     sub.a.redop = redop;
@@ -46,15 +47,15 @@ static int local_op(cddp_pg *pg, tcp_t *t, cddp_work *w, int op, int redop)
     sub.err[0] = 0;
     if (cddp_pg_shm_ops.run(h->local, &sub) == 0)
         return 0;
+    who = cddp_pg_shm_broken_rank(h->local);
     c = strstr(sub.err, ": ");
-    cddp_pg_seterr(w->err, "%s #%lld: %s", cddp_pg_op_name[w->a.op], (long long)w->seq,
-                   c ? c + 2 : sub.err);
+    if (who >= 0 && who < t->n && !pg->local[who] && !strstr(sub.err, cddp_tcp_peer(t, who)))
+        snprintf(host, sizeof host, " (rank %d is on host %s)", who, cddp_tcp_peer(t, who));
+    cddp_pg_seterr(w->err, "%s #%lld: %s%s", cddp_pg_op_name[w->a.op], (long long)w->seq,
+                   c ? c + 2 : sub.err, host);
     w->err_kind = sub.err_kind;
     cddp_pg_mark_broken(pg, c ? c + 2 : sub.err);
-    {
-        int who = cddp_pg_shm_broken_rank(h->local);
-        cddp_tcp_break(t, who >= 0 ? who : t->r);
-    }
+    cddp_tcp_break(t, who >= 0 ? who : t->r);
     return -1;
 }
 
@@ -170,6 +171,7 @@ fail:
 }
 
 const cddp_pg_transport_ops cddp_pg_hier_ops = {
+    .name = "hier",
     .init = hier_init,
     .run = hier_run,
     .p2p_start = hier_p2p_start,
