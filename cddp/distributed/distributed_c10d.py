@@ -459,10 +459,14 @@ def _rendezvous(init_method, rank, world_size, timeout):
     else:
         raise ValueError(f"No rendezvous handler for {u.scheme}://")
     _check_rank(rank, world_size)
-    from .store import TCPStore
-    # under an elastic agent that hosts the store itself, every rank is a client
+    from .store import PrefixStore, TCPStore
+    # under an agent that hosts the store itself (a multi-node cddp.run), every rank is a
+    # client and each restart gets its own keys, as torch's env:// handler does
     agent = u.scheme == "env" and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     store = TCPStore(host, port, world_size, rank == 0 and not agent, timeout=timeout)
+    if agent:
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        store = PrefixStore(f"/worker/attempt_{attempt}", store)
     return store, rank, world_size
 
 

@@ -160,6 +160,10 @@ int cddp_store_server_start(const char *host, int port, int listen_fd, const uin
 int cddp_store_server_port(const cddp_store_server *s);
 /* Clients connected now, and clients closed so far for breaking the protocol. */
 void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64_t *dropped);
+/* Clients refused so far for a bad or missing token, and the address ("ip") of the last one
+ * in addr (len bytes; "" when none). A launcher hosting the store names the node that came
+ * with the wrong secret. Defined in distributed/store/ops.c; takes the server's lock. */
+int64_t cddp_store_server_refused(cddp_store_server *s, char *addr, size_t len);
 /* Stops the thread (wakes it, joins it: milliseconds), closes every socket, frees s.
  * In a process forked from the owner it only frees the copy (fork closed its sockets). */
 void cddp_store_server_stop(cddp_store_server *s);
