@@ -131,7 +131,7 @@ struct cddp_work {
     char err[CDDP_PG_ERRLEN];
 };
 
-/* ---- shared helpers (distributed/pg/engine.c) ------------------------------------------------------ */
+/* ---- shared helpers (distributed/pg/common.c) ------------------------------------------ */
 double cddp_pg_now(void);                          /* CLOCK_MONOTONIC seconds */
 /* snprintf into err when err is still empty (the first cause wins). */
 void cddp_pg_seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -159,6 +159,9 @@ void cddp_pg_mark_broken(cddp_pg *pg, const char *msg);
 int cddp_pg_check_headers(const int64_t (*hdrs)[6], int size, char *err);
 /* Header of an op in that layout. */
 void cddp_pg_make_header(const cddp_work *w, int64_t hdr[6]);
+/* Whether ranks must agree on an op's root (rooted ops) / reduce op (reducing ops). */
+int cddp_pg_uses_root(int op);
+int cddp_pg_uses_redop(int op);
 
 /* ---- transports ---------------------------------------------------------------------- */
 /* Each returns 0 or -1 with w->err set. `run` executes one collective; `p2p_start` /
@@ -263,7 +266,7 @@ int cddp_pg_tcp_listen(int *port, char *err);                      /* distribute
  * address of the route towards $MASTER_ADDR, else the hostname's address, else 127.0.0.1. */
 void cddp_pg_local_addr(char *buf, size_t len);                    /* distributed/pg/tcp.c */
 
-/* Env knobs (distributed/pg/engine.c): an integer byte size with optional k/m suffix, clamped. */
+/* Env knobs (distributed/pg/common.c): an integer byte size with optional k/m suffix, clamped. */
 size_t cddp_pg_env_size(const char *name, size_t dflt, size_t lo, size_t hi);
 
 #endif
