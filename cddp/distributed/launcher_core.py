@@ -48,6 +48,7 @@ from cddp.multiprocessing.spawn import _set_pdeathsig
 
 DEFAULT_MASTER_PORT = 29500
 DEFAULT_GRACE = 5.0
+SETTLE = 1.0              # several nodes: seconds the other workers get to fail by themselves
 TAIL_LINES = 20           # lines kept per rank for the failure report
 
 
@@ -547,6 +548,9 @@ class Agent:
                 if self.rdzv is not None:
                     self.rdzv.publish_failure(f"rank {w.rank} failed with "
                                               f"{_describe(w.returncode)[1]}")
+                    got = self._settle()
+                    if got is not None:
+                        return "signal", self._shutdown_on_signal(got)
                 self.say(f"stopping the other workers (SIGTERM, SIGKILL after "
                          f"{self.cfg.grace:g} s)")
                 got = self._stop(signal.SIGTERM)
@@ -558,6 +562,23 @@ class Agent:
         if got is not None:
             return "signal", got
         return "ok", 0
+
+    def _settle(self):
+        """Several nodes: a failed worker usually means its peers are failing too (a host or
+        link is gone); give them up to SETTLE s to end on their own, so that each reports
+        what it saw (the host it lost) before SIGTERM cuts it short. A signal that comes
+        meanwhile is returned."""
+        end = time.monotonic() + min(SETTLE, self.cfg.grace)
+        while any(w.returncode is None for w in self.workers):
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            ev = self._next_event(min(left, self.cfg.monitor_interval))
+            if ev is not None and ev[0] == "signal":
+                return ev[1]
+            if ev is not None:
+                self._record(ev)
+        return None
 
     def _shutdown_on_signal(self, signum):
         self.say(f"received {signal.Signals(signum).name}, stopping the workers")

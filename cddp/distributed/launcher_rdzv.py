@@ -26,8 +26,11 @@ whichever node comes first (0600, written aside and linked into place, so reader
 half of it). Nodes that share the path (a shared home) agree without anything more; node 0
 prints the `export CDDP_TOKEN=...` line for nodes that do not.
 
-Heartbeat: a beat every min(1, H/4) s, H = $CDDP_HEARTBEAT_S (10); a node silent for H s is
-lost. Joining waits up to --rdzv-conf join_timeout=S (default 300 s) for the nodes to come.
+Heartbeat: a beat every min(1, H/4) s, H = $CDDP_HEARTBEAT_S (10); a node whose launcher is
+silent for H + max(3, H/2) s is lost (15 s by default). The margin over H lets the workers'
+own heartbeat (the TCP transport's, after H s) raise first and name the silent host in their
+exceptions; the launchers' watch is for nodes whose workers are not in a collective. Joining
+waits up to --rdzv-conf join_timeout=S (default 300 s) for the nodes to come.
 """
 import json
 import os
@@ -154,6 +157,7 @@ class NodeRendezvous:
         self.say, self.post, self.interrupted = say, post, interrupted
         self.hb = heartbeat_s()
         self.beat = min(1.0, self.hb / 4)
+        self.lost_after = self.hb + max(3.0, self.hb / 2)
         self.join_timeout = join_timeout(getattr(cfg, "rdzv_conf", ""))
         self.server = None
         self.client = None
@@ -281,7 +285,7 @@ class NodeRendezvous:
     def stop_watch(self):
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(self.hb + 5)
+            self._thread.join(self.lost_after + 5)
             self._thread = None
 
     def _watch(self, rnd):
@@ -290,7 +294,7 @@ class NodeRendezvous:
         c, p = self.client, f"{KEY}r{rnd}/"
         last = {k: (None, time.monotonic()) for k in range(self.n) if k != self.me}
         if self.me:
-            c.timeout = self.hb          # a cut link ends each call within the heartbeat
+            c.timeout = self.lost_after  # a cut link ends each call within that
         while not self._stop.wait(self.beat):
             try:
                 c.add(f"{KEY}hb/{self.me}", 1)
@@ -305,10 +309,10 @@ class NodeRendezvous:
                         v = c.add(f"{KEY}hb/{k}", 0)
                         if v != v0:
                             last[k] = (v, now)
-                        elif now - t0 > self.hb and not c.check([f"{p}done/{k}"]):
+                        elif now - t0 > self.lost_after and not c.check([f"{p}done/{k}"]):
                             msg = (f"{self.node(k)} stopped answering: no heartbeat from its "
-                                   f"launcher for {self.hb:g} s (CDDP_HEARTBEAT_S); the node "
-                                   f"died or its network link is down")
+                                   f"launcher for {self.lost_after:g} s (CDDP_HEARTBEAT_S="
+                                   f"{self.hb:g}); the node died or its network link is down")
                             self.publish_failure_of(k, msg)
                             self.post(("remote", rnd, msg, True))
                             return
