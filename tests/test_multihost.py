@@ -14,7 +14,6 @@ make the other host's ranks raise naming that host and its launcher exit non-zer
 process behind. Namespaces and processes are removed in finalizers, whatever happens; every run
 is bounded by a timeout; traffic stays on the veth pair.
 """
-import itertools
 import json
 import os
 import shutil
@@ -29,6 +28,7 @@ import pytest
 
 from conftest import subprocess_env
 from ddp_util import free_port
+from netns_util import Hosts, netns_unavailable
 
 PY = sys.executable
 TIMEOUT = 90
@@ -255,89 +255,8 @@ def test_launcher_defaults_under_slurm(monkeypatch):
 # Part 2: two hosts in network namespaces
 # =============================================================================================
 
-_serial = itertools.count()
-
-
-def _netns_unavailable():
-    if os.geteuid() != 0:
-        return "network namespaces need root (CI runs as root)"
-    for tool in ("ip", "unshare"):
-        if not shutil.which(tool):
-            return f"`{tool}` is not installed (apt-get install iproute2 util-linux)"
-    probe = f"cddpp{os.getpid() % 100000}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
-    if r.returncode:
-        return f"cannot create a network namespace here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
-    return None
-
-
-_NO_NETNS = _netns_unavailable()
+_NO_NETNS = netns_unavailable()
 needs_netns = pytest.mark.skipif(_NO_NETNS is not None, reason=str(_NO_NETNS))
-
-
-class Hosts:
-    """Two namespaces A, B joined by a veth pair; host names hostA / hostB."""
-
-    def __init__(self):
-        n = next(_serial)
-        self.tag = f"cd{os.getpid() % 10000}x{n}"
-        self.ns = {"A": self.tag + "A", "B": self.tag + "B"}
-        self.dev = {"A": self.tag + "a", "B": self.tag + "b"}
-        net = 10 + (os.getpid() + n) % 200
-        self.addr = {"A": f"10.213.{net}.1", "B": f"10.213.{net}.2"}
-        self.cidr = f"10.213.{net}.0/24"
-        self.up = False
-
-    def sh(self, *argv):
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-        if r.returncode:
-            raise RuntimeError(f"{' '.join(argv)}: {r.stderr.strip()}")
-        return r.stdout
-
-    def create(self):
-        self.up = True
-        for h in "AB":
-            self.sh("ip", "netns", "add", self.ns[h])
-        self.sh("ip", "link", "add", self.dev["A"], "type", "veth", "peer", "name", self.dev["B"])
-        for h in "AB":
-            self.sh("ip", "link", "set", self.dev[h], "netns", self.ns[h])
-            self.sh("ip", "-n", self.ns[h], "addr", "add", self.addr[h] + "/24", "dev",
-                    self.dev[h])
-            self.sh("ip", "-n", self.ns[h], "link", "set", self.dev[h], "up")
-            self.sh("ip", "-n", self.ns[h], "link", "set", "lo", "up")
-
-    def cmd(self, h, argv):
-        """argv run on host h: inside its namespace, with its own host name."""
-        return ["ip", "netns", "exec", self.ns[h], "unshare", "--uts", "sh", "-c",
-                'hostname "$0" && exec "$@"', "host" + h, *argv]
-
-    def pids(self, h):
-        r = subprocess.run(["ip", "netns", "pids", self.ns[h]], capture_output=True, text=True)
-        return [int(p) for p in r.stdout.split()]
-
-    def kill_all(self, h):
-        for pid in self.pids(h):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def tx_bytes(self, h):
-        """Bytes host h sent over its end of the veth pair."""
-        out = self.sh("ip", "-n", self.ns[h], "-s", "-j", "link", "show", self.dev[h])
-        return json.loads(out)[0]["stats64"]["tx"]["bytes"]
-
-    def destroy(self):
-        if not self.up:
-            return
-        for h in "AB":
-            self.kill_all(h)
-        end = time.monotonic() + 5
-        while any(self.pids(h) for h in "AB") and time.monotonic() < end:
-            time.sleep(0.05)
-        for h in "AB":
-            subprocess.run(["ip", "netns", "del", self.ns[h]], capture_output=True)
 
 
 @pytest.fixture
@@ -430,25 +349,11 @@ def test_ddp_across_two_hosts_under_mpirun(hosts, tmp_path, procs, one_host_refe
         from cddp import _mpi  # noqa: F401
     except ImportError:
         pytest.skip("cddp was built without MPI (no cddp._mpi)")
-    agent = tmp_path / "agent.sh"          # mpirun's "ssh": run the command on that host
-    agent.write_text(textwrap.dedent(f"""\
-        #!/bin/sh
-        host=$1; shift
-        case "$host" in
-          hostA) ns={hosts.ns['A']} ;;
-          hostB) ns={hosts.ns['B']} ;;
-          *) echo "no host $host" >&2; exit 1 ;;
-        esac
-        exec ip netns exec "$ns" unshare --uts sh -c "hostname $host; $*"
-        """))
-    agent.chmod(0o755)
     env = base_env(tmp_path, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     tx0 = hosts.tx_bytes("A") + hosts.tx_bytes("B")
-    m = procs(hosts.cmd("A", [
-        "mpirun", "-np", "4", "--host", "hostA:2,hostB:2", "--mca", "plm_rsh_agent", str(agent),
-        "--mca", "oob_tcp_if_include", hosts.cidr, "--mca", "btl", "self,vader,tcp",
-        "--mca", "btl_tcp_if_include", hosts.cidr, "-x", "PYTHONPATH", "-x", "HOME",
-        PY, str(tmp_path / "ddp.py"), "mpi", "mpi"]), env, tmp_path)
+    m = procs(hosts.cmd("A", ["mpirun", *hosts.mpirun_args(tmp_path / "agent.sh", 4),
+                              "-x", "PYTHONPATH", "-x", "HOME",
+                              PY, str(tmp_path / "ddp.py"), "mpi", "mpi"]), env, tmp_path)
     assert m.finish() == 0, m.out + m.err
     w, info = weights(tmp_path, "mpi")
     assert [i["host"] for i in info] == ["hostA", "hostA", "hostB", "hostB"]
