@@ -1,6 +1,7 @@
 """The agent behind `python -m cddp.run` (torchrun) and `python -m cddp.launch` (the legacy
 torch.distributed.launch): argument parsing, the worker environment, output prefixing, failure
-handling and restarts. Pure Python, no dependency on the rest of cddp.
+handling and restarts. Pure Python; of the rest of cddp it uses only the store (multi-node
+jobs: launcher_rdzv.py) and spawn's PR_SET_PDEATHSIG helper.
 
 Mirrors torch/distributed/run.py + torch/distributed/launch.py (same options, spellings with
 '-' and '_', PET_* environment defaults) with a simpler agent than torchelastic's: one node
@@ -28,6 +29,8 @@ on failure, the received signal otherwise) goes to every worker's process group,
 waits up to the grace period (--shutdown-timeout, else $CDDP_LAUNCH_GRACE, else 5 s), then
 SIGKILLs every group. Groups are SIGKILLed after a clean exit too, so no grandchild outlives
 the launcher; workers also get PR_SET_PDEATHSIG(SIGKILL) so they die if the launcher is killed.
+With several nodes a failed worker's peers first get SETTLE (1 s) to end by themselves: they
+are most likely failing too (a host or a link is gone) and each then reports what it saw.
 """
 import argparse
 import collections
