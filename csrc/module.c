@@ -10,7 +10,11 @@
 static PyMethodDef *tensor_tables[] = {
     cddp_tensor_core_methods, cddp_autograd_tensor_methods, cddp_elementwise_tensor_methods,
     cddp_reduce_tensor_methods, cddp_linalg_tensor_methods, cddp_shape_tensor_methods,
-    cddp_index_tensor_methods, cddp_creation_tensor_methods, NULL,
+    cddp_index_tensor_methods, cddp_creation_tensor_methods,
+    cddp_tri_tensor_methods, cddp_repeat_tensor_methods, cddp_cumprod_tensor_methods,
+    cddp_nonzero_tensor_methods, cddp_index_ops_tensor_methods,
+    cddp_addmm_family_tensor_methods, cddp_unique_tensor_methods, cddp_search_tensor_methods,
+    cddp_share_tensor_methods, NULL,
 };
 static PyMethodDef *module_tables[] = {
     cddp_core_module_methods, cddp_autograd_module_methods, cddp_function_module_methods,
@@ -19,7 +23,15 @@ static PyMethodDef *module_tables[] = {
     cddp_index_module_methods, cddp_creation_module_methods, cddp_loss_module_methods,
     cddp_optim_module_methods, cddp_clip_module_methods, cddp_linear_module_methods,
     cddp_sampler_module_methods, cddp_store_module_methods, cddp_pg_module_methods,
-    cddp_rnn_module_methods, NULL,
+    cddp_rnn_module_methods,
+    cddp_tri_module_methods, cddp_repeat_module_methods, cddp_cumprod_module_methods,
+    cddp_nonzero_module_methods, cddp_index_ops_module_methods,
+    cddp_addmm_family_module_methods, cddp_einsum_module_methods, cddp_unique_module_methods,
+    cddp_search_module_methods, cddp_loss_extra_module_methods,
+    cddp_layer_norm_module_methods, cddp_embedding_module_methods, cddp_sdpa_module_methods,
+    cddp_batch_norm_module_methods, cddp_sync_bn_module_methods,
+    cddp_group_norm_module_methods, cddp_activation_module_methods,
+    cddp_share_module_methods, cddp_fused_optim_module_methods, NULL,
 };
 
 /* One NULL-terminated array out of several; lives as long as the process (types keep it). */

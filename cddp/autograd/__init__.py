@@ -2,7 +2,7 @@
 Functions (function.py)."""
 from .. import _C
 from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
-from . import function
+from . import function, graph
 from .function import Function, FunctionCtx, once_differentiable
 
 Node = _C.Node

@@ -2,11 +2,26 @@
  * py_autograd.c share beyond the public autograd API of core/cddp.h.
  *
  * Dependency order (a file calls only the files to its left, and core/):
- *   node.c (graph, AccumulateGrad)  <-  engine.c (backward)  <-  py_autograd.c (Python side)
+ *   saved.c (saved-tensor hooks)  <-  node.c (graph, AccumulateGrad)  <-  engine.c (backward)
+ *   <-  py_autograd.c (Python side), function.c (autograd.Function)
  */
 #ifndef CDDP_AUTOGRAD_H
 #define CDDP_AUTOGRAD_H
 #include "core/cddp.h"
+
+/* ---- autograd/saved.c ----------------------------------------------------------------- */
+
+/* What a node keeps for t: t itself (new reference), or, while saved-tensor hooks are active,
+ * a placeholder holding pack_hook(t) (the hooks are off during the call). NULL on error. */
+TensorObject *cddp_saved_pack(TensorObject *t);
+/* Whether t is such a placeholder. */
+int cddp_saved_is_packed(const TensorObject *t);
+/* unpack_hook(packed) for placeholder ph: a new reference to a tensor of ph's shape and dtype
+ * (contiguous when ph was), or NULL with TypeError/RuntimeError. */
+TensorObject *cddp_saved_unpack(TensorObject *ph);
+/* Exchange this thread's (pack, unpack) hooks with the pair the arguments point at
+ * (references move both ways; NULL, NULL: no hooks). */
+void cddp_saved_hooks_swap(PyObject **pack, PyObject **unpack);
 
 /* ---- autograd/node.c ------------------------------------------------------------------ */
 

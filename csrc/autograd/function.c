@@ -11,7 +11,8 @@
  *   _function_apply(cls, backward_cls, new_style, args, kwargs):
  *       ctx = backward_cls()                      # a Node with an edge per tensor argument
  *       with no_grad: out = cls.forward(ctx, *args, **kwargs)
- *                     (new style: out = cls.forward(*args, **kwargs); cls.setup_context(ctx, args, out))
+ *                     (new style: out = cls.forward(*args, **kwargs)
+ *                                 cls.setup_context(ctx, args, out))
  *       outputs get history (ctx, i); ctx.to_save is kept for backward
  *   backward (a node of the C engine, grad mode off): grads -> ctx.apply(*grads) -> the user's
  *       backward; its result is checked (count, None for non-tensor arguments, shapes
@@ -97,16 +98,21 @@ static PyObject *function_saved_tensors(FunctionNode *self, void *c)
             PyTuple_SET_ITEM(out, j, Py_NewRef(o));
             continue;
         }
-        if (cddp_saved_check(&self->node, t, self->saved_version[j]) < 0)
-            goto fail;
-        if (self->saved_out[j] < 0) {
-            PyTuple_SET_ITEM(out, j, Py_NewRef(o));
-            continue;
+        if (cddp_saved_is_packed(t)) {              /* saved under saved_tensors_hooks */
+            a = cddp_saved_unpack(t);
+        } else {
+            if (cddp_saved_check(&self->node, t, self->saved_version[j]) < 0)
+                goto fail;
+            a = (TensorObject *)Py_NewRef(t);
         }
-        a = cddp_tensor_alias(t, t->ndim, t->shape, t->strides, t->offset);
         if (!a)
             goto fail;
-        cddp_set_history(a, &self->node, self->saved_out[j]);
+        if (self->saved_out[j] >= 0) {
+            Py_SETREF(a, cddp_tensor_alias(a, a->ndim, a->shape, a->strides, a->offset));
+            if (!a)
+                goto fail;
+            cddp_set_history(a, &self->node, self->saved_out[j]);
+        }
         PyTuple_SET_ITEM(out, j, (PyObject *)a);
     }
     return out;
@@ -173,6 +179,9 @@ static int save_variables(FunctionNode *f, PyObject *outs)
         } else {
             Py_INCREF(o);
         }
+        Py_SETREF(o, (PyObject *)cddp_saved_pack((TensorObject *)o));
+        if (!o)
+            goto done;
         PyTuple_SET_ITEM(saved, j, o);
     }
     f->n_saved = (int)n;
@@ -284,7 +293,8 @@ static PyObject *wrap_outputs(FunctionNode *f, PyObject *raw, PyObject *args, in
         w = wrap_output(f, (TensorObject *)o, (int)k, executable,
                         find_obj(PySequence_Fast_ITEMS(args), PyTuple_GET_SIZE(args), o) >= 0,
                         find_obj(PySequence_Fast_ITEMS(dirty), PyTuple_GET_SIZE(dirty), o) >= 0,
-                        find_obj(PySequence_Fast_ITEMS(nondiff), PyTuple_GET_SIZE(nondiff), o) >= 0);
+                        find_obj(PySequence_Fast_ITEMS(nondiff), PyTuple_GET_SIZE(nondiff),
+                                 o) >= 0);
         if (!w)
             goto fail;
         PyTuple_SET_ITEM(res, k, (PyObject *)w);
@@ -546,7 +556,8 @@ static PyObject *py_function_apply(PyObject *m, PyObject *a)
                           &args, &kwargs))
         return NULL;
     if (!PyType_Check(bwd) || !PyType_IsSubtype((PyTypeObject *)bwd, cddp_state()->function_type)) {
-        PyErr_SetString(PyExc_TypeError, "_function_apply: backward_cls must subclass _FunctionBase");
+        PyErr_SetString(PyExc_TypeError,
+                        "_function_apply: backward_cls must subclass _FunctionBase");
         return NULL;
     }
     if (kwargs == Py_None)

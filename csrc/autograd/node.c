@@ -259,7 +259,10 @@ int cddp_node_save(NodeObject *n, int slot, TensorObject *t)
         PyErr_SetString(PyExc_SystemError, "cddp_node_save: slot out of range");
         return -1;
     }
-    Py_XSETREF(n->saved[slot], Py_NewRef(t));
+    TensorObject *kept = cddp_saved_pack(t);        /* t, or a placeholder under hooks */
+    if (!kept)
+        return -1;
+    Py_XSETREF(n->saved[slot], (PyObject *)kept);
     n->saved_version[slot] = t->storage->version;
     if (slot >= n->n_saved)
         n->n_saved = slot + 1;
@@ -313,6 +316,14 @@ int cddp_saved_check(NodeObject *n, TensorObject *t, int64_t version)
 TensorObject *cddp_node_saved(NodeObject *n, int slot)
 {
     TensorObject *t = n->released ? NULL : (TensorObject *)n->saved[slot];
+    if (t && cddp_saved_is_packed(t)) {
+        /* saved under saved_tensors_hooks: unpack once; the node keeps the result until it
+         * releases its saved tensors (a retained graph keeps it) */
+        if (!(t = cddp_saved_unpack(t)))
+            return NULL;
+        Py_SETREF(n->saved[slot], (PyObject *)t);
+        n->saved_version[slot] = t->storage->version;
+    }
     if (cddp_saved_check(n, t, n->saved_version[slot]) < 0)
         return NULL;
     return t;

@@ -69,6 +69,15 @@ cddp_storage *cddp_storage_new(size_t nbytes, int zero);
 cddp_storage *cddp_storage_from_pyobject(void *data, size_t nbytes, PyObject *owner);
 static inline void cddp_storage_incref(cddp_storage *s) { s->refcnt++; }
 void cddp_storage_decref(cddp_storage *s);
+/* Shared memory (Tensor.share_memory_): move s's bytes, in place, into a memfd mapped
+ * MAP_SHARED (data pointer changes; the old memory is kept until s dies, for stale NumPy
+ * views). No-op when already shared. 0, or -1 with OSError/RuntimeError. */
+int cddp_storage_share(cddp_storage *s);
+/* The memfd of a shared storage (owned by it: dup before handing it on), or -1. */
+int cddp_storage_shared_fd(const cddp_storage *s);
+/* A storage over nbytes of the shared memory fd refers to. On success the storage owns fd
+ * (closed when it dies); on failure (NULL + exception) the caller still does. */
+cddp_storage *cddp_storage_from_fd(int fd, size_t nbytes);
 
 /* ---- Tensor --------------------------------------------------------------------------- */
 
