@@ -353,13 +353,16 @@ def test_uncaught_exception_ends_the_job(tmp_path):
 @needs_mpi
 def test_finalize_at_exit_and_second_init(tmp_path):
     rc, out, err = mpirun(tmp_path, """
-    import cddp, cddp.distributed as dist
+    import sys, cddp, cddp.distributed as dist
     dist.init_process_group("mpi")
     dist.destroy_process_group()
     dist.init_process_group("mpi", world_size=7)      # warns: MPI decides
     x = cddp.ones(2)
     dist.all_reduce(x)
-    print("sum", x.tolist(), dist.is_mpi_available(), flush=True)
+    # one write per rank: mpirun forwards each rank's chunks as they come, so print's
+    # separate writes of two ranks can interleave
+    sys.stdout.write(f"sum {x.tolist()} {dist.is_mpi_available()}\\n")
+    sys.stdout.flush()
     """, 2, timeout=120)
     assert rc == 0, err
     assert out.count("sum [2.0, 2.0] True") == 2
