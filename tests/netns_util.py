@@ -7,16 +7,52 @@ rendezvous sees two hosts and their traffic crosses the veth. Needs root, `ip` (
     h = Hosts(); h.create()
     subprocess.Popen(h.cmd("A", ["python", "job.py"]))      # runs on hostA, 10.213.N.1
     ...; h.destroy()                                          # kills what runs there, removes it
+
+kill_session(sid) kills every process of a session: mpirun puts each rank in a process group
+of its own, so killing mpirun's group would leave the ranks behind.
 """
 import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import time
 
 _serial = itertools.count()
+
+
+def kill_session(sid):
+    """SIGKILL every process whose session id is sid (a child started with
+    start_new_session=True has sid == its pid), whatever process group it moved to."""
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:
+                os.kill(int(d), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            pass
+
+
+def _sweep_stale():
+    """Remove the namespaces of test runs that died before their finalizers (SIGKILL): named
+    cd<pid>x<n>A/B after a pid that is gone."""
+    r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, timeout=30)
+    for line in r.stdout.splitlines():
+        m = re.match(r"(cd(\d+)x\d+[AB])\b", line)
+        if m and not os.path.exists(f"/proc/{m.group(2)}"):
+            pids = subprocess.run(["ip", "netns", "pids", m.group(1)], capture_output=True,
+                                  text=True, timeout=30).stdout.split()
+            for pid in pids:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except (ProcessLookupError, ValueError):
+                    pass
+            subprocess.run(["ip", "netns", "del", m.group(1)], capture_output=True, timeout=30)
 
 
 def netns_unavailable():
@@ -26,11 +62,13 @@ def netns_unavailable():
     for tool in ("ip", "unshare"):
         if not shutil.which(tool):
             return f"`{tool}` is not installed (apt-get install iproute2 util-linux)"
-    probe = f"cddpp{os.getpid() % 100000}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    probe = f"cddpp{os.getpid()}"
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True,
+                       timeout=30)
     if r.returncode:
         return f"cannot create a network namespace here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=30)
+    _sweep_stale()
     return None
 
 
@@ -39,7 +77,7 @@ class Hosts:
 
     def __init__(self):
         n = next(_serial)
-        self.tag = f"cd{os.getpid() % 10000}x{n}"
+        self.tag = f"cd{os.getpid()}x{n}"        # <= 12 chars + a/b: within IFNAMSIZ
         self.ns = {"A": self.tag + "A", "B": self.tag + "B"}
         self.dev = {"A": self.tag + "a", "B": self.tag + "b"}
         net = 10 + (os.getpid() + n) % 200
@@ -87,7 +125,8 @@ class Hosts:
                 self.cidr]
 
     def pids(self, h):
-        r = subprocess.run(["ip", "netns", "pids", self.ns[h]], capture_output=True, text=True)
+        r = subprocess.run(["ip", "netns", "pids", self.ns[h]], capture_output=True, text=True,
+                           timeout=30)
         return [int(p) for p in r.stdout.split()]
 
     def kill_all(self, h):
@@ -110,5 +149,7 @@ class Hosts:
         end = time.monotonic() + 5
         while any(self.pids(h) for h in "AB") and time.monotonic() < end:
             time.sleep(0.05)
+        # a veth still in this namespace (create() failed half way) goes with its peer
+        subprocess.run(["ip", "link", "del", self.dev["A"]], capture_output=True, timeout=30)
         for h in "AB":
-            subprocess.run(["ip", "netns", "del", self.ns[h]], capture_output=True)
+            subprocess.run(["ip", "netns", "del", self.ns[h]], capture_output=True, timeout=30)

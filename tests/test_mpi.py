@@ -9,7 +9,6 @@ without MPI (no cddp._mpi) or mpirun is missing; CI installs Open MPI (.ci/run).
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ import textwrap
 import pytest
 
 from conftest import subprocess_env
+from netns_util import kill_session
 
 MPIRUN = shutil.which("mpirun")
 
@@ -46,7 +46,7 @@ def mpirun_env(**extra):
 
 def mpirun(tmp_path, body, n, timeout=180, extra_env=None, args=()):
     """Run `body` on n ranks under mpirun; (returncode, stdout, stderr). Kills the whole job
-    (its process group) on timeout."""
+    (its session: mpirun gives each rank a process group of its own) on timeout."""
     script = tmp_path / "mpi_job.py"
     script.write_text("OUT = %r\n" % str(tmp_path) + textwrap.dedent(body))
     cmd = [MPIRUN, "-np", str(n), *args, sys.executable, str(script)]
@@ -56,9 +56,11 @@ def mpirun(tmp_path, body, n, timeout=180, extra_env=None, args=()):
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
+        kill_session(proc.pid)
         out, err = proc.communicate()
         raise AssertionError(f"mpirun timed out after {timeout}s\n{out[-3000:]}\n{err[-3000:]}")
+    finally:
+        kill_session(proc.pid)          # a rank that outlived mpirun (there should be none)
     return proc.returncode, out, err
 
 
@@ -297,12 +299,15 @@ print(f"rank {r} wrote {len(res)} checks", flush=True)
 """
 
 
-@pytest.fixture(scope="module")
-def backend_run(tmp_path_factory):
+# the data ops as the library's blocking calls on the worker thread (the default), and as
+# non-blocking ones driven under the group's deadline (CDDP_MPI_BLOCKING=0)
+@pytest.fixture(scope="module", params=["blocking", "nonblocking"])
+def backend_run(tmp_path_factory, request):
     if not (_have_mpi_ext() and MPIRUN):
         pytest.skip("no MPI")
     d = tmp_path_factory.mktemp("mpi")
-    rc, out, err = mpirun(d, JOB, 4)
+    rc, out, err = mpirun(d, JOB, 4, extra_env={
+        "CDDP_MPI_BLOCKING": "1" if request.param == "blocking" else "0"})
     assert rc == 0, f"mpirun exited {rc}\n{out[-3000:]}\n{err[-5000:]}"
     res = {}
     for r in range(4):

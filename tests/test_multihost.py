@@ -17,7 +17,6 @@ is bounded by a timeout; traffic stays on the veth pair.
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import textwrap
@@ -28,7 +27,7 @@ import pytest
 
 from conftest import subprocess_env
 from ddp_util import free_port
-from netns_util import Hosts, netns_unavailable
+from netns_util import Hosts, kill_session, netns_unavailable
 
 PY = sys.executable
 TIMEOUT = 90
@@ -71,11 +70,7 @@ class Proc:
         return self.p.returncode
 
     def kill(self):
-        if self.p.poll() is None:
-            try:
-                os.killpg(self.p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        kill_session(self.p.pid)        # the launcher or mpirun and whatever it started
 
 
 @pytest.fixture
