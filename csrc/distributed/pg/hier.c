@@ -80,6 +80,23 @@ static int hier_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w)
     return h->local ? local_op(pg, t, w, CDDP_PG_BROADCAST, 0) : 0;
 }
 
+/* A failure this rank saw on the mesh also breaks the host's shared-memory group (naming the
+ * failed rank): a host peer may already wait there for this rank in the same op (its header
+ * exchange ended first), and would otherwise only see this rank exit, not why. */
+static void tell_host(tcp_t *t)
+{
+    if (t->hier->local && t->broke && t->failed != t->r)
+        cddp_pg_shm_break_remote(t->hier->local, t->failed, t->r);
+}
+
+static int mesh_run(cddp_pg *pg, tcp_t *t, cddp_work *w)
+{
+    if (cddp_pg_tcp_ops.run(pg, w) == 0)
+        return 0;
+    tell_host(t);
+    return -1;
+}
+
 /* Large all_reduce goes through the hosts' leaders; everything else (small all_reduce too: it
  * rides in one header exchange) is the TCP mesh's. A group whose every host holds one rank has
  * no host level and runs the plain ring. */
@@ -90,9 +107,11 @@ static int hier_run(cddp_pg *pg, cddp_work *w)
     size_t B = (size_t)w->a.count * cddp_pg_dtype_size[w->a.dtype];
     if (w->a.op != CDDP_PG_ALLREDUCE || B <= t->small_max || t->broke ||
         (!h->local && h->nleaders == t->n))
-        return cddp_pg_tcp_ops.run(pg, w);
-    if (cddp_tcp_exchange_headers(pg, t, w, NULL, 0) < 0)
+        return mesh_run(pg, t, w);
+    if (cddp_tcp_exchange_headers(pg, t, w, NULL, 0) < 0) {
+        tell_host(t);
         return -1;
+    }
     return hier_allreduce(pg, t, w);
 }
 
