@@ -204,7 +204,9 @@ int cddp_tcp_poll(cddp_pg *pg, tcp_t *t, cddp_work *w, const short *ev, int wait
         for (int i = 1; i < np && notice < 0; i++) {
             if (p[i].revents & POLLPRI)
                 notice = peer[i];
-            else if ((p[i].revents & POLLERR) && lost < 0 &&
+            /* an error with data still to read (a peer that finished this op and then died:
+             * its RST) is the reader's to find once it has drained what the peer sent */
+            else if ((p[i].revents & POLLERR) && !(p[i].revents & POLLIN) && lost < 0 &&
                      !(p[i].fd == t->pfd[peer[i]] && t->p2p_dead[peer[i]])) {
                 lost = peer[i];     /* e.g. the heartbeat gave up on that peer (ETIMEDOUT) */
                 lost_fd = p[i].fd;
