@@ -153,25 +153,41 @@ def env_dumps(out):
 # environment and command line
 # ---------------------------------------------------------------------------------------------
 
-def test_legacy_env_two_ranks_on_second_node(job):
-    rc, out, err, _ = job(ENV_DUMP).run(
-        "cddp.launch", "--nproc_per_node=2", "--nnodes=2", "--node_rank=1",
-        "--master_addr=127.0.0.1", "--master_port=23456", args=("a", "--flag"))
-    assert rc == 0, err
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_legacy_env_two_ranks_on_second_node(job, tmp_path):
+    # two nodes on loopback: node 1's launcher meets node 0's before its workers start
+    port = str(free_port())
+    env = _env(CDDP_TOKEN_FILE=str(tmp_path / "token"))
+    common = ["cddp.launch", "--nproc_per_node=2", "--nnodes=2", "--master_addr=127.0.0.1",
+              f"--master_port={port}"]
+    j0, j1 = job(ENV_DUMP), job(ENV_DUMP)
+    j0.start([*common, "--node_rank=0", str(j0.script)], env)
+    rc, out, err, _ = j1.run(*common, "--node_rank=1", args=("a", "--flag"), env=env)
+    rc0, out0, err0, _ = j0.finish()
+    assert rc == 0 and rc0 == 0, err + err0
     got = env_dumps(out)
-    assert sorted(got) == [2, 3]
+    assert sorted(got) == [2, 3] and sorted(env_dumps(out0)) == [0, 1]
     for rank, d in got.items():
         lr = rank - 2
         assert d["LOCAL_RANK"] == str(lr) and d["WORLD_SIZE"] == "4"
         assert d["LOCAL_WORLD_SIZE"] == "2" and d["GROUP_RANK"] == "1"
         assert d["GROUP_WORLD_SIZE"] == "2"
-        assert d["MASTER_ADDR"] == "127.0.0.1" and d["MASTER_PORT"] == "23456"
+        assert d["MASTER_ADDR"] == "127.0.0.1" and d["MASTER_PORT"] == port
         assert d["OMP_NUM_THREADS"] == "1" and d["PYTHONUNBUFFERED"] == "1"
         assert d["TORCHELASTIC_RESTART_COUNT"] == "0"
         # the legacy launcher passes the spelling the seed scripts parse, before script args
         assert d["argv"] == [f"--local_rank={lr}", "a", "--flag"]
-    tokens = {d["CDDP_TOKEN"] for d in got.values()}
-    assert len(tokens) == 1 and re.fullmatch(r"[0-9a-f]{32}", tokens.pop())
+    # both nodes took the job's secret from the token file node 0 (or node 1) created
+    tokens = {d["CDDP_TOKEN"] for d in [*got.values(), *env_dumps(out0).values()]}
+    assert tokens == {(tmp_path / "token").read_text().strip()}
+    assert re.fullmatch(r"[0-9a-f]{32}", tokens.pop())
+    assert (tmp_path / "token").stat().st_mode & 0o777 == 0o600
 
 
 def test_use_env_and_alias_module(job):
@@ -230,13 +246,14 @@ def test_nproc_auto_standalone_and_ports(job):
     assert len({d["MASTER_PORT"] for d in got.values()}) == 1
 
     # several nodes without a port: torch's fixed default; a rendezvous endpoint gives it
-    rc, out, err, _ = j.run("cddp.run", "--nnodes=2", "--node-rank=0")
-    assert rc == 0, err
-    assert env_dumps(out)[0]["MASTER_PORT"] == "29500"
-    rc, out, err, _ = j.run("cddp.run", "--nnodes=2:2", "--rdzv-endpoint=10.1.2.3:4321")
-    assert rc == 0, err
-    d = env_dumps(out)[0]
-    assert (d["MASTER_ADDR"], d["MASTER_PORT"], d["WORLD_SIZE"]) == ("10.1.2.3", "4321", "2")
+    # (checked on the configuration: a lone node of a multi-node job waits for the others)
+    from cddp.distributed.launcher_core import config_from_args, get_args_parser
+    cfg = config_from_args(get_args_parser().parse_args(["--nnodes=2", "--node-rank=0", "s.py"]),
+                           "cddp.run", False)
+    assert (cfg.master_addr, cfg.master_port, cfg.nnodes * cfg.nproc) == ("127.0.0.1", 29500, 2)
+    cfg = config_from_args(get_args_parser().parse_args(
+        ["--nnodes=2:2", "--rdzv-endpoint=10.1.2.3:4321", "s.py"]), "cddp.run", False)
+    assert (cfg.master_addr, cfg.master_port, cfg.nnodes * cfg.nproc) == ("10.1.2.3", 4321, 2)
 
 
 def test_pet_environment_defaults(job):

@@ -657,7 +657,7 @@ def test_env_errors(dist, monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="Invalid rank 3"):
         dist.init_process_group("gloo", store=DirStore(str(tmp_path)), rank=3, world_size=2)
     with pytest.raises(ValueError, match="Invalid backend"):
-        dist.init_process_group("mpi", store=DirStore(str(tmp_path)), rank=0, world_size=1)
+        dist.init_process_group("ucc", store=DirStore(str(tmp_path)), rank=0, world_size=1)
     assert not dist.is_initialized()
 
 

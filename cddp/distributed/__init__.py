@@ -1,6 +1,7 @@
 """cddp.distributed — torch.distributed for cddp: process groups and collectives
-(distributed_c10d, over the C engine in csrc/pg_*.c), rendezvous stores (store), launchers
-(launch / run), and notebook_launch.
+(distributed_c10d, over the C engine in csrc/distributed/pg/; backend "mpi" over cddp._mpi),
+rendezvous stores (store), launchers (launch / run; several nodes: launcher_rdzv), and
+notebook_launch.
 
     import cddp.distributed as dist
     dist.init_process_group("gloo")          # env:// by default, as torch

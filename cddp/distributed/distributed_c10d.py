@@ -6,6 +6,13 @@ collectives (JSON instead of pickle: no code from a peer ever runs here).
 Backends: "cpu" and "gloo" select the C engine (shared memory between ranks on one host, TCP
 between hosts; CDDP_TRANSPORT=tcp forces TCP). "nccl" selects it too when no GPU is present,
 after the one CUDA-to-CPU warning per process that cddp gives (CDDP_STRICT_DEVICE=1: error).
+"mpi" runs the same engine on the MPI library (cddp._mpi, built when MPI was found at build
+time): rank and world size come from MPI (mpirun / srun), no store is needed, subgroups are
+MPI_Comm_split communicators.
+
+Under SLURM (srun) env:// needs nothing set: SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID give
+RANK, WORLD_SIZE and LOCAL_RANK, the first host of SLURM_JOB_NODELIST is MASTER_ADDR and the
+job id picks MASTER_PORT (distributed/_slurm.py); the values are written to os.environ.
 
 Tensors go to the engine as they are when contiguous; otherwise through a contiguous copy that
 is copied back (at wait() for async ops). List variants (all_gather(list, t), gather, scatter,
@@ -21,6 +28,7 @@ import datetime
 import enum
 import json
 import os
+import sys
 import time
 import warnings
 
@@ -156,7 +164,7 @@ class ProcessGroup:
 
     @property
     def transport(self):
-        """'shm' or 'tcp' (cddp extension)."""
+        """'shm', 'tcp', 'hier' or 'mpi' (cddp extension)."""
         return self._c.transport
 
     def __repr__(self):
@@ -392,8 +400,18 @@ def is_nccl_available():
     return True
 
 
+def _mpi_module():
+    """cddp._mpi, or None when cddp was built without MPI."""
+    try:
+        from .. import _mpi
+    except ImportError:
+        return None
+    return _mpi
+
+
 def is_mpi_available():
-    return False
+    """True when cddp was built with MPI (cddp._mpi exists)."""
+    return _mpi_module() is not None
 
 
 def is_ucc_available():
@@ -421,7 +439,10 @@ def _backend_name(backend):
     if b == "nccl":
         _nccl_fallback()
         return Backend.NCCL
-    raise ValueError(f"Invalid backend: '{backend}' (cddp supports 'gloo', 'cpu' and 'nccl')")
+    if b == "mpi":
+        return Backend.MPI
+    raise ValueError(f"Invalid backend: '{backend}' (cddp supports 'gloo', 'cpu', 'nccl' and "
+                     f"'mpi')")
 
 
 def _nccl_fallback():
@@ -441,6 +462,25 @@ def _env_int(name, method):
     except ValueError:
         raise ValueError(f"Error initializing torch.distributed using {method} rendezvous: "
                          f"environment variable {name} is not an integer: {v!r}") from None
+
+
+def _slurm_env():
+    """Under srun (and outside any launcher): RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and
+    MASTER_PORT from SLURM's variables where unset, written to os.environ so the script sees
+    the same values."""
+    from . import _slurm
+    if not _slurm.in_slurm_step():
+        return
+    env = os.environ
+    fill = {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": env["SLURM_NTASKS"]}
+    if "SLURM_LOCALID" in env:
+        fill["LOCAL_RANK"] = env["SLURM_LOCALID"]
+    first = _slurm.first_host(env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST", ""))
+    if first:
+        fill["MASTER_ADDR"] = first
+    fill["MASTER_PORT"] = str(_slurm.default_port(env.get("SLURM_JOB_ID", "")))
+    for k, v in fill.items():
+        env.setdefault(k, v)
 
 
 def _parse_query(q):
@@ -463,12 +503,11 @@ def _rendezvous(init_method, rank, world_size, timeout):
         world_size = int(q["world_size"])
     if u.scheme == "env":
         method = "env://"
-        if rank == -1:
-            rank = int(os.environ["SLURM_PROCID"]) if ("RANK" not in os.environ and "SLURM_PROCID" in os.environ) \
-                else _env_int("RANK", method)
-        if world_size == -1:
-            world_size = int(os.environ["SLURM_NTASKS"]) if ("WORLD_SIZE" not in os.environ and "SLURM_NTASKS" in os.environ) \
-                else _env_int("WORLD_SIZE", method)
+        _slurm_env()
+        if rank < 0:
+            rank = _env_int("RANK", method)
+        if world_size < 0:
+            world_size = _env_int("WORLD_SIZE", method)
         host = os.environ.get("MASTER_ADDR")
         if host is None:
             raise ValueError(f"Error initializing torch.distributed using {method} rendezvous: "
@@ -491,10 +530,14 @@ def _rendezvous(init_method, rank, world_size, timeout):
     else:
         raise ValueError(f"No rendezvous handler for {u.scheme}://")
     _check_rank(rank, world_size)
-    from .store import TCPStore
-    # under an elastic agent that hosts the store itself, every rank is a client
+    from .store import PrefixStore, TCPStore
+    # under an agent that hosts the store itself (a multi-node cddp.run), every rank is a
+    # client and each restart gets its own keys, as torch's env:// handler does
     agent = u.scheme == "env" and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     store = TCPStore(host, port, world_size, rank == 0 and not agent, timeout=timeout)
+    if agent:
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        store = PrefixStore(f"/worker/attempt_{attempt}", store)
     return store, rank, world_size
 
 
@@ -517,6 +560,8 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
         raise ValueError("trying to initialize the default process group twice!")
     timeout = _group_timeout(timeout, default_pg_timeout)
     name = _backend_name(backend)
+    if name == Backend.MPI:
+        return _init_mpi(timeout, world_size, rank, group_name or "default")
     if store is not None:
         if init_method is not None:
             raise ValueError("Cannot specify both init_method and store.")
@@ -538,6 +583,57 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     return None
 
 
+class _MPIState:
+    atexit = False          # finalize registered
+    crashed = False         # an uncaught exception is ending the process
+
+
+def _init_mpi(timeout, world_size, rank, name):
+    """init_process_group("mpi"): the world from MPI (no store), finalized at exit."""
+    mpi = _mpi_module()
+    if mpi is None:
+        raise RuntimeError("Distributed package doesn't have MPI built in: cddp was built "
+                           "without an MPI library. Install one (Debian/Ubuntu: apt-get install "
+                           "libopenmpi-dev openmpi-bin), then reinstall cddp (pip install . or "
+                           "python setup.py build_ext --inplace) so that cddp._mpi is built")
+    r, n, _level = mpi.init()
+    if (world_size not in (-1, n)) or (rank not in (-1, r)):
+        warnings.warn(f"For MPI backend, world_size ({world_size}) and rank ({rank}) are "
+                      f"ignored since they are assigned by the MPI runtime.", stacklevel=3)
+    if not _MPIState.atexit:
+        _MPIState.atexit = True
+        atexit.register(_mpi_atexit)
+        hook = sys.excepthook
+
+        def excepthook(*a):
+            _MPIState.crashed = True
+            hook(*a)
+        sys.excepthook = excepthook
+    cpg = ProcessGroupCPU._external(mpi.transport(None, 0, timeout.total_seconds()), r, n,
+                                    timeout.total_seconds(), name)
+    pg = ProcessGroup(cpg, range(n), Backend.MPI, name, None)
+    _world.default, _world.store, _world.backend = pg, None, Backend.MPI
+    _world.groups = [pg]
+    _world.count = 0
+    return None
+
+
+def _mpi_atexit():
+    """Groups first (their queued work gets a few seconds), then MPI_Finalize — unless an
+    uncaught exception is ending this rank: then the process exits non-zero without it, so
+    that mpirun / srun stop the other ranks at once instead of leaving them waiting in
+    MPI_Finalize or a collective for this one."""
+    mpi = _mpi_module()
+    for pg in reversed(_world.groups):
+        try:
+            _shutdown(pg, min(3.0, pg._c.timeout))
+        except Exception:       # noqa: BLE001 — nothing to report to at exit
+            pass
+    if mpi is None or mpi.finalized() or _MPIState.crashed:
+        return
+    mpi.finalize()
+
+
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
               use_local_synchronization=False, group_desc=None, device_id=None):
     """torch.distributed.new_group: every rank of the default group must call it, in the same
@@ -556,11 +652,26 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     name_b = _backend_name(backend) if backend is not None else _world.backend
     timeout = _group_timeout(timeout, datetime.timedelta(seconds=world._c.timeout))
     me = world.rank()
+    gname = f"{world.group_name}.sub{_world.count}"
+    if (name_b == Backend.MPI) != (_world.backend == Backend.MPI):
+        raise ValueError(f"new_group(backend={name_b!r}): the default group uses "
+                         f"{_world.backend!r}; cddp makes subgroups of the default group's own "
+                         f"backend only (MPI groups have no store, store groups no MPI "
+                         f"communicator)")
     if not use_local_synchronization:
         _check_members(world, ranks)
+    if name_b == Backend.MPI:           # collective over the world, members or not
+        cap = _mpi_module().transport(0 if me in ranks else -1, ranks.index(me) if me in ranks
+                                      else 0, timeout.total_seconds())
+        if cap is None:
+            return GroupMember.NON_GROUP_MEMBER
+        cpg = ProcessGroupCPU._external(cap, ranks.index(me), len(ranks),
+                                        timeout.total_seconds(), gname)
+        pg = ProcessGroup(cpg, ranks, name_b, gname, None)
+        _world.groups.append(pg)
+        return pg
     if me not in ranks:
         return GroupMember.NON_GROUP_MEMBER
-    gname = f"{world.group_name}.sub{_world.count}"
     cpg = ProcessGroupCPU(_world.store, ranks.index(me), len(ranks), timeout.total_seconds(),
                           gname)
     pg = ProcessGroup(cpg, ranks, name_b, gname, _world.store)
@@ -1032,6 +1143,10 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
     tmo = (_timedelta(timeout) or datetime.timedelta(seconds=pg._c.timeout)).total_seconds()
     ms = int(tmo * 1000)
     store, n, me = pg._store, pg.size(), pg.rank()
+    if store is None:
+        raise RuntimeError("monitored_barrier needs the group's store; the MPI backend has none "
+                           "(use barrier(), which raises on a rank that does not arrive within "
+                           "the group's timeout)")
     pg._barrier_seq += 1
     key = f"cddp/mb/{pg.group_name}/{pg._barrier_seq}/"
     if n == 1:

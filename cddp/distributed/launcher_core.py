@@ -1,12 +1,17 @@
 """The agent behind `python -m cddp.run` (torchrun) and `python -m cddp.launch` (the legacy
 torch.distributed.launch): argument parsing, the worker environment, output prefixing, failure
-handling and restarts. Pure Python, no dependency on the rest of cddp.
+handling and restarts. Pure Python; of the rest of cddp it uses only the store (multi-node
+jobs: launcher_rdzv.py) and spawn's PR_SET_PDEATHSIG helper.
 
 Mirrors torch/distributed/run.py + torch/distributed/launch.py (same options, spellings with
 '-' and '_', PET_* environment defaults) with a simpler agent than torchelastic's: one node
-runs its `nproc_per_node` workers, there is no rendezvous between nodes (every node is told its
---node-rank and the master address, torch's "static" backend), and the worker group is
-restarted as a whole on failure up to --max-restarts times.
+runs its `nproc_per_node` workers, every node is told its --node-rank and the master address
+(torch's "static" backend), and the worker group is restarted as a whole on failure up to
+--max-restarts times. With several nodes the launchers meet first in a store that node 0's
+launcher hosts on the master port (launcher_rdzv.py: the shared secret, joining, heartbeats,
+failure records): a node that fails, never comes, or goes silent stops every node's workers
+within seconds, and every launcher exits non-zero naming it. The workers of a multi-node job
+use that store too (TORCHELASTIC_USE_AGENT_STORE=True, keys under /worker/attempt_<restart>).
 
     launcher (this process)
       ├── worker rank R  (own session = own process group; stdout/stderr are pipes)
@@ -16,13 +21,16 @@ restarted as a whole on failure up to --max-restarts times.
 
 Exit status of the launcher: 0 when every worker exits 0; otherwise the exit code of the first
 worker seen failing (128 + N when it died of signal N, as shells report it; torchrun itself
-exits 1); 128 + N when the launcher is stopped by signal N (130 for Ctrl-C, 143 for SIGTERM).
+exits 1); 1 when another node failed or was lost; 128 + N when the launcher is stopped by
+signal N (130 for Ctrl-C, 143 for SIGTERM).
 
 Shutdown of a worker group (a worker failed, or the launcher got a signal): the signal (SIGTERM
 on failure, the received signal otherwise) goes to every worker's process group, the agent
 waits up to the grace period (--shutdown-timeout, else $CDDP_LAUNCH_GRACE, else 5 s), then
 SIGKILLs every group. Groups are SIGKILLed after a clean exit too, so no grandchild outlives
 the launcher; workers also get PR_SET_PDEATHSIG(SIGKILL) so they die if the launcher is killed.
+With several nodes a failed worker's peers first get SETTLE (1 s) to end by themselves: they
+are most likely failing too (a host or a link is gone) and each then reports what it saw.
 """
 import argparse
 import collections
@@ -37,10 +45,13 @@ import threading
 import time
 import uuid
 
+from cddp.distributed import launcher_rdzv as _rdzv
+from cddp.distributed._slurm import first_host as _slurm_first_host
 from cddp.multiprocessing.spawn import _set_pdeathsig
 
 DEFAULT_MASTER_PORT = 29500
 DEFAULT_GRACE = 5.0
+SETTLE = 1.0              # several nodes: seconds the other workers get to fail by themselves
 TAIL_LINES = 20           # lines kept per rank for the failure report
 
 
@@ -91,7 +102,13 @@ def get_args_parser(prog="cddp.run", legacy=False):
     a("--rdzv-id", "--rdzv_id", action=_Env, type=str, default="none",
       help="Job id, given to workers as TORCHELASTIC_RUN_ID.")
     a("--rdzv-conf", "--rdzv_conf", action=_Env, type=str, default="",
-      help="Accepted for compatibility; ignored.")
+      help="KEY=VALUE,...: join_timeout=SECONDS (how long the nodes wait for each other, "
+           "default 300); other keys are accepted and ignored.")
+    a("--token-file", "--token_file", action=_Env, type=str, default=None,
+      help="Multi-node jobs without $CDDP_TOKEN: the file holding the job's shared secret, "
+           "created (0600) by the first node when missing. Default: $CDDP_TOKEN_FILE, else "
+           "~/.cddp/token. Nodes that do not share the path need `export CDDP_TOKEN=...` "
+           "(node 0 prints the line).")
     a("--standalone", action=_CheckEnv,
       help="Single-node job on a free port with a fresh run id.")
     a("--max-restarts", "--max_restarts", action=_Env, type=int, default=0,
@@ -114,10 +131,11 @@ def get_args_parser(prog="cddp.run", legacy=False):
     a("-t", "--tee", action=_Env, type=str, default="0", help="Not supported; ignored.")
     a("--local-ranks-filter", "--local_ranks_filter", action=_Env, type=str, default="",
       help="Only show the output of these local ranks (e.g. 0,1).")
-    a("--node-rank", "--node_rank", action=_Env, type=int, default=0,
-      help="Rank of this node among --nnodes.")
-    a("--master-addr", "--master_addr", action=_Env, type=str, default="127.0.0.1",
-      help="Address of the node hosting rank 0.")
+    a("--node-rank", "--node_rank", action=_Env, type=int, default=None,
+      help="Rank of this node among --nnodes (default 0; under SLURM, $SLURM_NODEID).")
+    a("--master-addr", "--master_addr", action=_Env, type=str, default=None,
+      help="Address of the node hosting rank 0 (default 127.0.0.1; for several nodes under "
+           "SLURM, the first host of $SLURM_JOB_NODELIST).")
     a("--master-port", "--master_port", action=_Env, type=int, default=None,
       help="Port on the master node. Default: a free port for a single-node job (as torchrun "
            "2.x), 29500 otherwise.")
@@ -193,12 +211,27 @@ def _parse_signals(text):
     return sigs
 
 
+def _node_defaults(args, nnodes):
+    """--node-rank and --master-addr, with SLURM's values for several nodes when not given
+    (one launcher per node: srun --ntasks-per-node=1 python -m cddp.run --nnodes=N ...)."""
+    node_rank, master_addr = args.node_rank, args.master_addr
+    slurm = nnodes > 1 and "SLURM_JOB_ID" in os.environ
+    if node_rank is None:
+        node_rank = int(os.environ["SLURM_NODEID"]) if slurm and os.environ.get(
+            "SLURM_NODEID", "").isdigit() else 0
+    if master_addr is None:
+        first = _slurm_first_host(os.environ.get("SLURM_JOB_NODELIST", "")) if slurm else None
+        master_addr = first or "127.0.0.1"
+    return node_rank, master_addr
+
+
 def config_from_args(args, prog, legacy):
     """Validate the parsed arguments and decide ports, sizes and the worker command line."""
     nnodes = _parse_nnodes(args.nnodes)
     nproc = _parse_nproc(args.nproc_per_node)
-    if not 0 <= args.node_rank < nnodes:
-        raise ValueError(f"--node-rank={args.node_rank} is outside [0, {nnodes}) for "
+    node_rank, master_addr = _node_defaults(args, nnodes)
+    if not 0 <= node_rank < nnodes:
+        raise ValueError(f"--node-rank={node_rank} is outside [0, {nnodes}) for "
                          f"--nnodes={args.nnodes}")
     if args.max_restarts < 0:
         raise ValueError("--max-restarts must be >= 0")
@@ -211,7 +244,7 @@ def config_from_args(args, prog, legacy):
                          "'--use-env' flag.")
 
     run_id = args.rdzv_id
-    master_addr, master_port = args.master_addr, args.master_port
+    master_port = args.master_port
     if args.standalone:
         if nnodes != 1:
             raise ValueError("--standalone is for single-node jobs (--nnodes=1)")
@@ -253,14 +286,18 @@ def config_from_args(args, prog, legacy):
         except ValueError:
             raise ValueError("CDDP_LAUNCH_GRACE must be a number of seconds") from None
 
+    if nnodes > 1:
+        _rdzv.join_timeout(args.rdzv_conf)          # checks the value now
+
     return LaunchConfig(
-        prog=prog, nnodes=nnodes, nproc=nproc, node_rank=args.node_rank,
+        prog=prog, nnodes=nnodes, nproc=nproc, node_rank=node_rank,
         master_addr=master_addr, master_port=master_port, fixed_port=fixed_port,
         run_id=run_id, role=args.role, max_restarts=args.max_restarts,
         monitor_interval=max(0.01, float(args.monitor_interval)), grace=max(0.0, grace),
         cmd=cmd, script_args=list(args.training_script_args), use_env=use_env,
         local_ranks_filter=filt, virtual_local_rank=args.virtual_local_rank,
-        signals=_parse_signals(args.signals_to_handle), ignored=ignored)
+        signals=_parse_signals(args.signals_to_handle), ignored=ignored,
+        rdzv_conf=args.rdzv_conf, token_file=args.token_file)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -349,7 +386,10 @@ class Agent:
 
     def __init__(self, cfg: LaunchConfig):
         self.cfg = cfg
+        # one node: a fresh secret per job; several: the shared one (run() resolves it)
         self.token = os.environ.get("CDDP_TOKEN") or secrets.token_hex(16)
+        self.rdzv = None                    # launcher_rdzv.NodeRendezvous (several nodes)
+        self.signalled = None
         self.events = queue.SimpleQueue()   # put() is reentrant: signal handlers use it
         self.gen = 0                        # worker-group generation (restarts)
         self.out = _Sink(sys.stdout)
@@ -374,8 +414,8 @@ class Agent:
             "TORCHELASTIC_RESTART_COUNT": str(restart_count),
             "TORCHELASTIC_MAX_RESTARTS": str(c.max_restarts),
             "TORCHELASTIC_RUN_ID": c.run_id,
-            # rank 0 hosts the store (there is no agent-side store in cddp)
-            "TORCHELASTIC_USE_AGENT_STORE": "False",
+            # one node: rank 0 hosts the store; several: node 0's launcher does
+            "TORCHELASTIC_USE_AGENT_STORE": "True" if self.rdzv is not None else "False",
             "CDDP_TOKEN": self.token, "PYTHONUNBUFFERED": "1",
         })
         env.setdefault("OMP_NUM_THREADS", "1")
@@ -421,6 +461,7 @@ class Agent:
         self.events.put(("exit", gen, idx, proc.wait()))
 
     def _on_signal(self, signum, frame):
+        self.signalled = self.signalled or signum
         self.events.put(("signal", signum))
 
     # -- stopping ------------------------------------------------------------------------------
@@ -486,18 +527,33 @@ class Agent:
 
     # -- main loop -----------------------------------------------------------------------------
     def _run_group(self, restart_count):
-        """One attempt. Returns ("ok", 0), ("failed", code) or ("signal", signum)."""
+        """One attempt. Returns ("ok", 0), ("failed", code), ("remote", 1) (another node
+        failed), ("lost", 1) (another node is gone) or ("signal", signum)."""
         if not self._start(restart_count):
             return "failed", 1
+        if self.rdzv is not None:
+            self.rdzv.start_watch()
         while any(w.returncode is None for w in self.workers):
             ev = self._next_event(max(self.cfg.monitor_interval, 0.5))
             if ev is None:
                 continue
             if ev[0] == "signal":
                 return "signal", self._shutdown_on_signal(ev[1])
+            if ev[0] == "remote":
+                if ev[1] != restart_count:
+                    continue                     # a report about an earlier attempt
+                self.say(f"{ev[2]}; stopping this node's workers")
+                got = self._stop(signal.SIGTERM)
+                return ("signal", got) if got is not None else ("lost" if ev[3] else "remote", 1)
             w = self._record(ev)
             if w is not None and w.returncode != 0:
                 code = self._report(w)
+                if self.rdzv is not None:
+                    self.rdzv.publish_failure(f"rank {w.rank} failed with "
+                                              f"{_describe(w.returncode)[1]}")
+                    got = self._settle()
+                    if got is not None:
+                        return "signal", self._shutdown_on_signal(got)
                 self.say(f"stopping the other workers (SIGTERM, SIGKILL after "
                          f"{self.cfg.grace:g} s)")
                 got = self._stop(signal.SIGTERM)
@@ -510,10 +566,64 @@ class Agent:
             return "signal", got
         return "ok", 0
 
+    def _settle(self):
+        """Several nodes: a failed worker usually means its peers are failing too (a host or
+        link is gone); give them up to SETTLE s to end on their own, so that each reports
+        what it saw (the host it lost) before SIGTERM cuts it short. A signal that comes
+        meanwhile is returned."""
+        end = time.monotonic() + min(SETTLE, self.cfg.grace)
+        while any(w.returncode is None for w in self.workers):
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            ev = self._next_event(min(left, self.cfg.monitor_interval))
+            if ev is not None and ev[0] == "signal":
+                return ev[1]
+            if ev is not None:
+                self._record(ev)
+        return None
+
     def _shutdown_on_signal(self, signum):
         self.say(f"received {signal.Signals(signum).name}, stopping the workers")
         self._stop(signum)
         return signum
+
+    def _open_nodes(self):
+        """Several nodes: the shared secret, then the agents' store (launcher_rdzv.py)."""
+        c = self.cfg
+        try:
+            self.token, src = _rdzv.resolve_token(c.token_file)
+        except OSError as e:
+            raise _rdzv.NodeFailure(f"cannot read or create the token file: {e}; set "
+                                    f"CDDP_TOKEN or --token-file") from None
+        self.rdzv = _rdzv.NodeRendezvous(c, self.token, src, self.say, self.events.put,
+                                         lambda: self.signalled is not None)
+        self.rdzv.open()
+        self.rdzv.token_hint()
+
+    def _attempts(self):
+        """Run worker groups until one succeeds or no restart is left; the exit status."""
+        c = self.cfg
+        restart = 0
+        while True:
+            if self.rdzv is not None:
+                self.rdzv.join(restart)
+            kind, val = self._run_group(restart)
+            if self.rdzv is not None and kind != "ok":
+                self.rdzv.stop_watch()
+            if kind == "ok":
+                if self.rdzv is not None:
+                    got = self.rdzv.finish(self._next_event)
+                    if got is not None:
+                        return 128 + got
+                return 0
+            if kind == "signal":
+                return 128 + val
+            if kind == "lost" or restart >= c.max_restarts:
+                return val
+            restart += 1
+            self.say(f"restarting the worker group (restart {restart} of "
+                     f"{c.max_restarts})")
 
     def run(self):
         c = self.cfg
@@ -527,22 +637,21 @@ class Agent:
                 except (OSError, ValueError):
                     pass
         try:
-            restart = 0
-            while True:
-                kind, val = self._run_group(restart)
-                if kind == "ok":
-                    return 0
-                if kind == "signal":
-                    return 128 + val
-                if restart >= c.max_restarts:
-                    return val
-                restart += 1
-                self.say(f"restarting the worker group (restart {restart} of "
-                         f"{c.max_restarts})")
+            if c.nnodes > 1:
+                self._open_nodes()
+            return self._attempts()
+        except _rdzv.NodeFailure as e:
+            if self.signalled is not None:
+                self.say(f"received {signal.Signals(self.signalled).name}, stopping")
+                return 128 + self.signalled
+            self.say(str(e))
+            return 1
         finally:
             for w in self.workers:        # never leave anything behind, whatever happened
                 if w.proc is not None and w.proc.poll() is None:
                     _killpg(w.proc.pid, signal.SIGKILL)
+            if self.rdzv is not None:
+                self.rdzv.close()
             for s, h in installed.items():
                 signal.signal(s, h)
 

@@ -7,6 +7,11 @@
 Workers receive RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
 MASTER_PORT, TORCHELASTIC_RESTART_COUNT / _MAX_RESTARTS / _RUN_ID, CDDP_TOKEN, and
 OMP_NUM_THREADS=1 unless set. Options, exit status and shutdown rules: launcher_core.py.
+Several nodes (--nnodes=N): the launchers share a secret ($CDDP_TOKEN, else the token file
+~/.cddp/token or --token-file; node 0 prints the export line for nodes without that path),
+meet in a store node 0's launcher hosts on --master-port, and stop together, naming the node,
+when one fails, never comes or goes silent (launcher_rdzv.py). Under SLURM, --node-rank and
+--master-addr default to SLURM_NODEID and the first host of SLURM_JOB_NODELIST.
 Unlike torch's run.main, main() returns the exit status instead of raising on failure.
 """
 import sys

@@ -39,7 +39,8 @@ static int local_op(cddp_pg *pg, tcp_t *t, cddp_work *w, int op, int redop)
 {
     cddp_hier *h = t->hier;
     cddp_work sub = *w;
-    char *c;
+    char *c, host[160] = "";
+    int who;
     sub.a.op = op;
     sub.a.root = 0;
     sub.a.redop = redop;
@@ -47,15 +48,15 @@ static int local_op(cddp_pg *pg, tcp_t *t, cddp_work *w, int op, int redop)
     sub.err[0] = 0;
     if (cddp_pg_shm_ops.run(h->local, &sub) == 0)
         return 0;
+    who = cddp_pg_shm_broken_rank(h->local);
     c = strstr(sub.err, ": ");
-    cddp_pg_seterr(w->err, "%s #%lld: %s", cddp_pg_op_name[w->a.op], (long long)w->seq,
-                   c ? c + 2 : sub.err);
+    if (who >= 0 && who < t->n && !pg->local[who] && !strstr(sub.err, cddp_tcp_peer(t, who)))
+        snprintf(host, sizeof host, " (rank %d is on host %s)", who, cddp_tcp_peer(t, who));
+    cddp_pg_seterr(w->err, "%s #%lld: %s%s", cddp_pg_op_name[w->a.op], (long long)w->seq,
+                   c ? c + 2 : sub.err, host);
     w->err_kind = sub.err_kind;
     cddp_pg_mark_broken(pg, c ? c + 2 : sub.err);
-    {
-        int who = cddp_pg_shm_broken_rank(h->local);
-        cddp_tcp_break(t, who >= 0 ? who : t->r);
-    }
+    cddp_tcp_break(t, who >= 0 ? who : t->r);
     return -1;
 }
 
@@ -79,6 +80,23 @@ static int hier_allreduce(cddp_pg *pg, tcp_t *t, cddp_work *w)
     return h->local ? local_op(pg, t, w, CDDP_PG_BROADCAST, 0) : 0;
 }
 
+/* A failure this rank saw on the mesh also breaks the host's shared-memory group (naming the
+ * failed rank): a host peer may already wait there for this rank in the same op (its header
+ * exchange ended first), and would otherwise only see this rank exit, not why. */
+static void tell_host(tcp_t *t)
+{
+    if (t->hier->local && t->broke && t->failed != t->r)
+        cddp_pg_shm_break_remote(t->hier->local, t->failed, t->r);
+}
+
+static int mesh_run(cddp_pg *pg, tcp_t *t, cddp_work *w)
+{
+    if (cddp_pg_tcp_ops.run(pg, w) == 0)
+        return 0;
+    tell_host(t);
+    return -1;
+}
+
 /* Large all_reduce goes through the hosts' leaders; everything else (small all_reduce too: it
  * rides in one header exchange) is the TCP mesh's. A group whose every host holds one rank has
  * no host level and runs the plain ring. */
@@ -89,9 +107,11 @@ static int hier_run(cddp_pg *pg, cddp_work *w)
     size_t B = (size_t)w->a.count * cddp_pg_dtype_size[w->a.dtype];
     if (w->a.op != CDDP_PG_ALLREDUCE || B <= t->small_max || t->broke ||
         (!h->local && h->nleaders == t->n))
-        return cddp_pg_tcp_ops.run(pg, w);
-    if (cddp_tcp_exchange_headers(pg, t, w, NULL, 0) < 0)
+        return mesh_run(pg, t, w);
+    if (cddp_tcp_exchange_headers(pg, t, w, NULL, 0) < 0) {
+        tell_host(t);
         return -1;
+    }
     return hier_allreduce(pg, t, w);
 }
 
@@ -171,6 +191,7 @@ fail:
 }
 
 const cddp_pg_transport_ops cddp_pg_hier_ops = {
+    .name = "hier",
     .init = hier_init,
     .run = hier_run,
     .p2p_start = hier_p2p_start,

@@ -24,6 +24,8 @@
  *                      2 us spin when ranks outnumber cores)
  *   CDDP_TCP_CHUNK     ring pipeline granularity (256k); CDDP_TCP_SMALL: eager all_reduce (16k)
  *   CDDP_SOCKET_ADDR   the address peers use to reach this rank (else the route to MASTER_ADDR)
+ *   CDDP_HEARTBEAT_S   TCP: seconds of silence (no reply to keepalive probes, unacked data)
+ *                      after which a peer's host counts as lost (10; 0 = never; tcp_mesh.c)
  *   CDDP_HOST_ID       tests: a host identity overriding hostname + boot id (simulated hosts)
  */
 #ifndef CDDP_PG_H
@@ -51,7 +53,9 @@ enum cddp_pg_redop {
 
 /* HIER: ranks on several hosts, some hosts holding several ranks: the TCP mesh for every op,
  * plus a shared-memory group per host for the hierarchical all_reduce (distributed/pg/hier.c). */
-enum cddp_pg_transport { CDDP_PG_SHM = 1, CDDP_PG_TCP = 2, CDDP_PG_HIER = 3 };
+/* EXT: a transport supplied from outside cddp._C through cddp_pg_info.ext_ops (the MPI
+ * backend, cddp._mpi: distributed/mpi/mpi_transport.c). */
+enum cddp_pg_transport { CDDP_PG_SHM = 1, CDDP_PG_TCP = 2, CDDP_PG_HIER = 3, CDDP_PG_EXT = 4 };
 
 extern const char *const cddp_pg_op_name[CDDP_PG_NOPS];      /* "all_reduce", ... */
 extern const char *const cddp_pg_redop_name[CDDP_RED_NOPS];  /* "SUM", ... */
@@ -81,13 +85,16 @@ static inline char *cddp_pg_block(void *base, void *const *blocks, int j, size_t
 }
 
 /* What rendezvous learned about the group (filled by distributed/pg/rendezvous.c). */
+typedef struct cddp_pg_transport_ops cddp_pg_transport_ops;
+
 typedef struct {
     int rank, size;
     double timeout_s;
-    int transport;             /* CDDP_PG_SHM, CDDP_PG_TCP or CDDP_PG_HIER */
+    int transport;             /* CDDP_PG_SHM, CDDP_PG_TCP, CDDP_PG_HIER or CDDP_PG_EXT */
     int *pids;                 /* [size] */
     unsigned char *local;      /* [size] 1 when that rank shares this host (pidfd works) */
     char **addrs;              /* [size] "ip" strings (TCP) */
+    char **hostnames;          /* [size] host names (TCP: messages name a lost peer's host) */
     int *ports;                /* [size] TCP listen ports */
     int *host;                 /* [size] host index of each rank (HIER) */
     uint64_t nonce;            /* shared by the group: shm name / TCP handshake */
@@ -95,6 +102,8 @@ typedef struct {
                                   rank 0 creates /cddp-<its pid>-<tag>, the others open it */
     int listen_fd;             /* this rank's TCP listener (cddp_pg_tcp_listen), or -1 */
     char group_name[128];
+    const cddp_pg_transport_ops *ext_ops;   /* CDDP_PG_EXT: the transport's table */
+    void *ext_arg;             /* CDDP_PG_EXT: handed to ext_ops->init (e.g. an MPI_Comm *) */
 } cddp_pg_info;
 
 typedef struct cddp_work cddp_work;
@@ -123,7 +132,7 @@ struct cddp_work {
     char err[CDDP_PG_ERRLEN];
 };
 
-/* ---- shared helpers (distributed/pg/engine.c) ------------------------------------------------------ */
+/* ---- shared helpers (distributed/pg/common.c) ------------------------------------------ */
 double cddp_pg_now(void);                          /* CLOCK_MONOTONIC seconds */
 /* snprintf into err when err is still empty (the first cause wins). */
 void cddp_pg_seterr(char *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -152,12 +161,19 @@ void cddp_pg_mark_broken(cddp_pg *pg, const char *msg);
 int cddp_pg_check_headers(const int64_t (*hdrs)[6], int size, char *err);
 /* Header of an op in that layout. */
 void cddp_pg_make_header(const cddp_work *w, int64_t hdr[6]);
+/* Whether ranks must agree on an op's root (rooted ops) / reduce op (reducing ops). */
+int cddp_pg_uses_root(int op);
+int cddp_pg_uses_redop(int op);
 
 /* ---- transports ---------------------------------------------------------------------- */
 /* Each returns 0 or -1 with w->err set. `run` executes one collective; `p2p_start` /
  * `p2p_progress` drive a send/recv without blocking (progress: 1 done, 0 pending, -1 error);
- * `p2p_wait` sleeps up to `max_s` for p2p activity or a queue doorbell. */
-typedef struct {
+ * `p2p_wait` sleeps up to `max_s` for p2p activity or a queue doorbell. `name` is what
+ * ProcessGroupCPU.transport reports. A table from another extension (CDDP_PG_EXT) is called
+ * with that extension's own copies of the helpers below; it must stay loaded while the group
+ * lives. */
+struct cddp_pg_transport_ops {
+    const char *name;
     int (*init)(cddp_pg *pg, const cddp_pg_info *info, char *err);
     int (*run)(cddp_pg *pg, cddp_work *w);
     int (*p2p_start)(cddp_pg *pg, cddp_work *w);
@@ -166,7 +182,15 @@ typedef struct {
     void (*p2p_wait)(cddp_pg *pg, double max_s);
     void (*doorbell)(cddp_pg *pg);           /* wake p2p_wait (new op queued, abort) */
     void (*fini)(cddp_pg *pg);
-} cddp_pg_transport_ops;
+};
+
+/* What another extension hands ProcessGroupCPU._external in a PyCapsule named "cddp.pg_ext":
+ * its transport table and the argument its init takes (info->ext_arg). Read during the call
+ * only. */
+typedef struct {
+    const cddp_pg_transport_ops *ops;
+    void *arg;
+} cddp_pg_ext;
 
 extern const cddp_pg_transport_ops cddp_pg_shm_ops;   /* distributed/pg/shm.c */
 extern const cddp_pg_transport_ops cddp_pg_tcp_ops;    /* distributed/pg/tcp.c (+ ring.c, direct.c) */
@@ -244,7 +268,7 @@ int cddp_pg_tcp_listen(int *port, char *err);                      /* distribute
  * address of the route towards $MASTER_ADDR, else the hostname's address, else 127.0.0.1. */
 void cddp_pg_local_addr(char *buf, size_t len);                    /* distributed/pg/tcp.c */
 
-/* Env knobs (distributed/pg/engine.c): an integer byte size with optional k/m suffix, clamped. */
+/* Env knobs (distributed/pg/common.c): an integer byte size with optional k/m suffix, clamped. */
 size_t cddp_pg_env_size(const char *name, size_t dflt, size_t lo, size_t hi);
 
 #endif

@@ -167,8 +167,8 @@ static int exchange(const cddp_pg_store *st, const char *prefix, int rank, int s
     return 0;
 }
 
-/* Fill info's per-rank arrays from the entries (info->local, pids, addrs, ports, host) and
- * choose the transport. info->addrs point into peers. */
+/* Fill info's per-rank arrays from the entries (info->local, pids, addrs, hostnames, ports,
+ * host) and choose the transport. info->addrs and hostnames point into peers. */
 static int choose_transport(const peer_info *peers, const self_info *me, int size, int want,
                             cddp_pg_info *info, rdzv_err *e)
 {
@@ -177,6 +177,7 @@ static int choose_transport(const peer_info *peers, const self_info *me, int siz
         info->pids[j] = peers[j].pid;
         info->local[j] = !strcmp(peers[j].host, me->host) && !strcmp(peers[j].boot, me->boot);
         info->addrs[j] = (char *)peers[j].addr;
+        info->hostnames[j] = (char *)peers[j].host;
         info->ports[j] = peers[j].port;
         info->host[j] = j;
         for (int i = 0; i < j; i++)       /* host index: the first rank seen on that host */
@@ -206,6 +207,7 @@ static void info_free(cddp_pg_info *info)
     free(info->pids);
     free(info->local);
     free(info->addrs);
+    free(info->hostnames);
     free(info->ports);
     free(info->host);
 }
@@ -215,9 +217,11 @@ static int info_alloc(cddp_pg_info *info, int size, rdzv_err *e)
     info->pids = calloc((size_t)size, sizeof(int));
     info->local = calloc((size_t)size, 1);
     info->addrs = calloc((size_t)size, sizeof(char *));
+    info->hostnames = calloc((size_t)size, sizeof(char *));
     info->ports = calloc((size_t)size, sizeof(int));
     info->host = calloc((size_t)size, sizeof(int));
-    if (!info->pids || !info->local || !info->addrs || !info->ports || !info->host)
+    if (!info->pids || !info->local || !info->addrs || !info->hostnames || !info->ports ||
+        !info->host)
         return fail_with(e, CDDP_ERR_NOMEM, "out of memory");
     return 0;
 }

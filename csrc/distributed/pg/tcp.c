@@ -11,32 +11,27 @@
  * algorithm (distributed/pg/tcp_internal.h lists them).
  *
  * Failures: EOF / reset on a connection we need fails the op naming that rank (and "exited"
- * when its pidfd says so); the rank that notices sends every peer one out-of-band byte naming
- * the failed rank, then shuts its sockets for writing, so ranks blocked on OTHER peers learn
- * it within a poll round instead of at their timeout.
+ * when its pidfd says so, its host when it runs on another one); a connection whose peer
+ * stopped answering fails with ETIMEDOUT after the heartbeat (tcp_mesh.c), on any connection
+ * of the poll set, not only the ones the op waits on. The rank that notices sends every peer
+ * one out-of-band byte naming the failed rank, then shuts its sockets for writing, so ranks
+ * blocked on OTHER peers learn it within a poll round instead of at their timeout.
  *
  * Called by the engine through cddp_pg_tcp_ops (distributed/pg/engine.c) and by hier.c, which
- * layers a host level on this mesh; rendezvous (distributed/pg/rendezvous.c) opens the listener
- * and finds the address peers connect to.
+ * layers a host level on this mesh; the mesh itself (setup, teardown, the listener rendezvous
+ * opens, the address peers connect to) is tcp_mesh.c's.
  */
 #include "distributed/pg/tcp_internal.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #define TCP_MAGIC 0x63646470746370ULL   /* "cddptcp" */
-#define HELLO_MAGIC 0x6364647068656cULL
 #define P2P_MAGIC 0x70327063u
 
 typedef struct {
@@ -91,16 +86,29 @@ void cddp_tcp_break(tcp_t *t, int who)
     }
 }
 
+/* What happened to rank j's connection (error e, 0: end of stream), as a sentence. */
+static void describe_loss(cddp_pg *pg, tcp_t *t, int j, int e, char *msg, size_t len)
+{
+    if (confirm_dead(pg, j))
+        snprintf(msg, len, "rank %d (pid %d) exited", j, pg->pids[j]);
+    else if (pg->local[j])
+        snprintf(msg, len, "rank %d closed its connection (%s)", j,
+                 e ? strerror(e) : "end of stream");
+    else if (e == ETIMEDOUT)
+        snprintf(msg, len, "rank %d on host %s stopped answering: no reply to TCP heartbeats "
+                 "for %.0f s (CDDP_HEARTBEAT_S); the network link to that host is down or the "
+                 "host is frozen", j, cddp_tcp_peer(t, j), t->hb_s);
+    else
+        snprintf(msg, len, "rank %d on host %s closed its connection (%s)", j,
+                 cddp_tcp_peer(t, j), e ? strerror(e) : "end of stream");
+}
+
 /* Connection to rank j failed (EOF, reset, error `e`). Sets w->err; -1. */
 static int fail_peer(cddp_pg *pg, tcp_t *t, cddp_work *w, int j, int e)
 {
-    char pre[96], msg[CDDP_PG_ERRLEN];
+    char pre[96], msg[CDDP_PG_ERRLEN - 128];
     cddp_pg_op_prefix(w, pre, sizeof pre);
-    if (confirm_dead(pg, j))
-        snprintf(msg, sizeof msg, "rank %d (pid %d) exited", j, pg->pids[j]);
-    else
-        snprintf(msg, sizeof msg, "rank %d closed its connection (%s)", j,
-                 e ? strerror(e) : "end of stream");
+    describe_loss(pg, t, j, e, msg, sizeof msg);
     cddp_pg_seterr(w->err, "%s: %s while rank %d was waiting for it", pre, msg, t->r);
     cddp_pg_mark_broken(pg, msg);
     cddp_tcp_break(t, j);
@@ -124,6 +132,9 @@ static int fail_notice(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
     else if (d >= 0 && d < pg->size && confirm_dead(pg, d))
         snprintf(msg, sizeof msg, "rank %d (pid %d) exited (reported by rank %d)", d,
                  pg->pids[d], j);
+    else if (d >= 0 && d < pg->size && !pg->local[d])
+        snprintf(msg, sizeof msg, "rank %d on host %s failed (reported by rank %d)", d,
+                 cddp_tcp_peer(t, d), j);
     else if (d >= 0 && d < pg->size)
         snprintf(msg, sizeof msg, "rank %d failed (reported by rank %d)", d, j);
     else
@@ -166,6 +177,7 @@ int cddp_tcp_poll(cddp_pg *pg, tcp_t *t, cddp_work *w, const short *ev, int wait
 {
     struct pollfd stack_p[129], *p = stack_p;
     int stack_peer[129], *peer = stack_peer, np = 0, rc, to_ms, notice = -1;
+    int lost = -1, lost_fd = -1;        /* a connection in error (the first seen) */
     double left = w->t_start + pg->timeout_s - cddp_pg_now();
     if (2 * t->n + 1 > 129) {
         p = malloc(sizeof *p * (size_t)(2 * t->n + 1));
@@ -189,9 +201,17 @@ int cddp_tcp_poll(cddp_pg *pg, tcp_t *t, cddp_work *w, const short *ev, int wait
     to_ms = left <= 0 ? 0 : left > 0.1 ? 100 : (int)(left * 1000) + 1;
     rc = poll(p, (nfds_t)np, to_ms);
     if (rc > 0) {
-        for (int i = 1; i < np && notice < 0; i++)
+        for (int i = 1; i < np && notice < 0; i++) {
             if (p[i].revents & POLLPRI)
                 notice = peer[i];
+            /* an error with data still to read (a peer that finished this op and then died:
+             * its RST) is the reader's to find once it has drained what the peer sent */
+            else if ((p[i].revents & POLLERR) && !(p[i].revents & POLLIN) && lost < 0 &&
+                     !(p[i].fd == t->pfd[peer[i]] && t->p2p_dead[peer[i]])) {
+                lost = peer[i];     /* e.g. the heartbeat gave up on that peer (ETIMEDOUT) */
+                lost_fd = p[i].fd;
+            }
+        }
         if (p[0].revents & POLLIN) {
             uint64_t v;
             if (read(t->evfd, &v, sizeof v) < 0) { /* drained already: fine */ }
@@ -201,6 +221,12 @@ int cddp_tcp_poll(cddp_pg *pg, tcp_t *t, cddp_work *w, const short *ev, int wait
     if (peer != stack_peer) free(peer);
     if (notice >= 0)
         return fail_notice(pg, t, w, notice);
+    if (lost >= 0) {
+        int e = 0;
+        socklen_t el = sizeof e;
+        getsockopt(lost_fd, SOL_SOCKET, SO_ERROR, &e, &el);
+        return fail_peer(pg, t, w, lost, e);
+    }
     return check_time(pg, t, w, waitfor);
 }
 
@@ -443,15 +469,17 @@ static void p2p_finish(tcp_t *t, cddp_work *w)
 static int p2p_fail(cddp_pg *pg, tcp_t *t, cddp_work *w, int e)
 {
     int j = w->a.root;
-    char pre[96];
+    char pre[96], msg[CDDP_PG_ERRLEN - 128];
     cddp_pg_op_prefix(w, pre, sizeof pre);
     t->p2p_dead[j] = 1;
-    if (confirm_dead(pg, j)) {
-        char msg[128];
-        snprintf(msg, sizeof msg, "rank %d (pid %d) exited", j, pg->pids[j]);
+    if (confirm_dead(pg, j) || (!pg->local[j] && e == ETIMEDOUT)) {
+        describe_loss(pg, t, j, e, msg, sizeof msg);
         cddp_pg_seterr(w->err, "%s: %s while rank %d was waiting for it", pre, msg, t->r);
         cddp_pg_mark_broken(pg, msg);
         cddp_tcp_break(t, j);
+    } else if (!pg->local[j]) {
+        cddp_pg_seterr(w->err, "%s on host %s: connection closed (%s)", pre, cddp_tcp_peer(t, j),
+                       e ? strerror(e) : "end of stream");
     } else {
         cddp_pg_seterr(w->err, "%s: connection closed (%s)", pre, e ? strerror(e) : "end of stream");
     }
@@ -579,248 +607,15 @@ static void tcp_doorbell(cddp_pg *pg)
     if (t && write(t->evfd, &one, sizeof one) < 0) { /* counter saturated: already signalled */ }
 }
 
-/* ---- setup --------------------------------------------------------------------------- */
-
-int cddp_pg_tcp_listen(int *port, char *err)
-{
-    struct sockaddr_in sa = {0};
-    socklen_t sl = sizeof sa;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        cddp_pg_seterr(err, "socket() failed: %s", strerror(errno));
-        return -1;
-    }
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 256) < 0 ||
-        getsockname(fd, (struct sockaddr *)&sa, &sl) < 0) {
-        cddp_pg_seterr(err, "could not listen on a TCP port: %s", strerror(errno));
-        close(fd);
-        return -1;
-    }
-    *port = ntohs(sa.sin_port);
-    return fd;
-}
-
-void cddp_pg_local_addr(char *buf, size_t len)
-{
-    const char *e = getenv("CDDP_SOCKET_ADDR"), *m = getenv("MASTER_ADDR");
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *res = NULL;
-    char host[256];
-    snprintf(buf, len, "127.0.0.1");
-    if (e && *e) {
-        snprintf(buf, len, "%s", e);
-        return;
-    }
-    if (m && *m && getaddrinfo(m, "9", &hints, &res) == 0 && res) {
-        /* the local address of the route towards the master: a UDP connect sends nothing */
-        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in sa;
-        socklen_t sl = sizeof sa;
-        if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
-            getsockname(fd, (struct sockaddr *)&sa, &sl) == 0) {
-            inet_ntop(AF_INET, &sa.sin_addr, buf, (socklen_t)len);
-            close(fd);
-            freeaddrinfo(res);
-            return;
-        }
-        if (fd >= 0)
-            close(fd);
-        freeaddrinfo(res);
-        res = NULL;
-    }
-    if (gethostname(host, sizeof host) == 0 && getaddrinfo(host, NULL, &hints, &res) == 0 && res) {
-        inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, buf, (socklen_t)len);
-        freeaddrinfo(res);
-    }
-}
-
-static void tune(int fd)
-{
-    int one = 1, buf = (int)cddp_pg_env_size("CDDP_TCP_BUF", 0, 0, 256 << 20);
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    if (buf > 0) {             /* 0: the kernel's autotuning (usually best on loopback) */
-        setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
-        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
-    }
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-}
-
-/* write/read all with a deadline (setup only) */
-static int xfer_deadline(int fd, void *buf, size_t len, int sending, double deadline)
-{
-    size_t done = 0;
-    while (done < len) {
-        ssize_t k = sending ? send(fd, (char *)buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                            : recv(fd, (char *)buf + done, len - done, MSG_DONTWAIT);
-        if (k > 0) {
-            done += (size_t)k;
-            continue;
-        }
-        if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-            return -1;
-        struct pollfd p = {.fd = fd, .events = sending ? POLLOUT : POLLIN};
-        double left = deadline - cddp_pg_now();
-        if (left <= 0 || poll(&p, 1, left > 0.1 ? 100 : (int)(left * 1000) + 1) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-static int connect_to(cddp_pg *pg, const char *addr, int port, double deadline, char *err, int j)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) {
-        cddp_pg_seterr(err, "rank %d published a bad address '%s'", j, addr);
-        return -1;
-    }
-    for (;;) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0) {
-            cddp_pg_seterr(err, "socket() failed: %s", strerror(errno));
-            return -1;
-        }
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 || errno == EINPROGRESS) {
-            struct pollfd p = {.fd = fd, .events = POLLOUT};
-            int e = 0;
-            socklen_t el = sizeof e;
-            double left = deadline - cddp_pg_now();
-            if (poll(&p, 1, left > 1 ? 1000 : left > 0 ? (int)(left * 1000) + 1 : 0) > 0 &&
-                getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0)
-                return fd;
-        }
-        close(fd);
-        if (cddp_pg_peer_dead(pg, j)) {
-            cddp_pg_seterr(err, "rank %d (pid %d) exited during rendezvous", j, pg->pids[j]);
-            return -1;
-        }
-        if (cddp_pg_now() > deadline) {
-            cddp_pg_seterr(err, "could not connect to rank %d at %s:%d within %.1f s", j, addr,
-                           port, pg->timeout_s);
-            return -1;
-        }
-        usleep(10000);
-    }
-}
-
-static void tcp_fini(cddp_pg *pg)
-{
-    tcp_t *t = pg->tr;
-    if (!t)
-        return;
-    for (int j = 0; j < t->n; j++) {
-        if (t->fd && t->fd[j] >= 0) close(t->fd[j]);
-        if (t->pfd && t->pfd[j] >= 0) close(t->pfd[j]);
-    }
-    if (t->evfd >= 0)
-        close(t->evfd);
-    free(t->fd);
-    free(t->scratch);
-    free(t->stage);
-    free(t->hdrs);
-    free(t->tx_next);
-    free(t);
-    pg->tr = NULL;
-}
-
-/* Connect to every lower rank (two connections: collectives, send/recv) and accept from every
- * higher one; hello = magic, nonce, rank, channel. Strangers and garbage are dropped. */
-static int tcp_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
-{
-    int n = info->size, r = info->rank, lfd = info->listen_fd, need;
-    double deadline = cddp_pg_now() + pg->timeout_s;
-    tcp_t *t = calloc(1, sizeof *t);
-    if (!t) {
-        cddp_pg_seterr(err, "out of memory");
-        goto fail;          /* pg->tr is still NULL: tcp_fini does nothing */
-    }
-    pg->tr = t;
-    t->n = n;
-    t->r = r;
-    t->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    t->fd = malloc(sizeof(int) * (size_t)n * 2 + (size_t)n * (1 + sizeof(short)));
-    t->hdrs = malloc(sizeof *t->hdrs * (size_t)n);
-    t->tx_next = calloc((size_t)n * 4, sizeof(uint64_t));
-    t->chunk = cddp_pg_env_size("CDDP_TCP_CHUNK", 256 << 10, 64, 64 << 20) & ~(size_t)7;
-    t->small_max = cddp_pg_env_size("CDDP_TCP_SMALL", 16 << 10, 0, 1 << 26);
-    t->stage = malloc(t->chunk + 8);
-    if (t->evfd < 0 || !t->fd || !t->hdrs || !t->tx_next || !t->stage) {
-        cddp_pg_seterr(err, "out of memory");
-        goto fail;
-    }
-    t->pfd = t->fd + n;
-    t->want = (short *)(t->pfd + n);
-    t->p2p_dead = (unsigned char *)(t->want + n);
-    memset(t->p2p_dead, 0, (size_t)n);
-    t->tx_serve = t->tx_next + n;
-    t->rx_next = t->tx_next + 2 * n;
-    t->rx_serve = t->tx_next + 3 * n;
-    for (int j = 0; j < n; j++)
-        t->fd[j] = t->pfd[j] = -1;
-    for (int j = 0; j < r; j++)
-        for (int ch = 0; ch < 2; ch++) {
-            uint64_t hello[4] = {HELLO_MAGIC, info->nonce, (uint64_t)r, (uint64_t)ch};
-            int fd = connect_to(pg, info->addrs[j], info->ports[j], deadline, err, j);
-            if (fd < 0)
-                goto fail;
-            tune(fd);
-            (ch ? t->pfd : t->fd)[j] = fd;
-            if (xfer_deadline(fd, hello, sizeof hello, 1, deadline) < 0) {
-                cddp_pg_seterr(err, "could not greet rank %d: %s", j, strerror(errno));
-                goto fail;
-            }
-        }
-    need = 2 * (n - 1 - r);
-    fcntl(lfd, F_SETFL, fcntl(lfd, F_GETFL) | O_NONBLOCK);
-    while (need > 0) {
-        struct pollfd p = {.fd = lfd, .events = POLLIN};
-        double left = deadline - cddp_pg_now();
-        uint64_t hello[4];
-        int fd;
-        if (left <= 0) {
-            cddp_pg_seterr(err, "timed out after %.1f s waiting for %d connection(s) from "
-                           "higher ranks", pg->timeout_s, need);
-            goto fail;
-        }
-        if (poll(&p, 1, left > 0.1 ? 100 : (int)(left * 1000) + 1) <= 0) {
-            for (int j = r + 1; j < n; j++)
-                if ((t->fd[j] < 0 || t->pfd[j] < 0) && cddp_pg_peer_dead(pg, j)) {
-                    cddp_pg_seterr(err, "rank %d (pid %d) exited during rendezvous", j, pg->pids[j]);
-                    goto fail;
-                }
-            continue;
-        }
-        fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (xfer_deadline(fd, hello, sizeof hello, 0, cddp_pg_now() + 5.0) < 0 ||
-            hello[0] != HELLO_MAGIC || hello[1] != info->nonce || hello[2] <= (uint64_t)r ||
-            hello[2] >= (uint64_t)n || hello[3] > 1 ||
-            (hello[3] ? t->pfd : t->fd)[hello[2]] >= 0) {
-            close(fd);                  /* a stranger, or garbage: not one of ours */
-            continue;
-        }
-        tune(fd);
-        (hello[3] ? t->pfd : t->fd)[hello[2]] = fd;
-        need--;
-    }
-    close(lfd);
-    lfd = -1;
-    return 0;
-fail:
-    tcp_fini(pg);
-    if (lfd >= 0)
-        close(lfd);
-    return -1;
-}
-
+/* The mesh's setup and teardown are tcp_mesh.c's. */
 const cddp_pg_transport_ops cddp_pg_tcp_ops = {
-    .init = tcp_init,
+    .name = "tcp",
+    .init = cddp_tcp_mesh_init,
     .run = tcp_run,
     .p2p_start = tcp_p2p_start,
     .p2p_progress = tcp_p2p_progress,
     .p2p_cancel = tcp_p2p_cancel,
     .p2p_wait = tcp_p2p_wait,
     .doorbell = tcp_doorbell,
-    .fini = tcp_fini,
+    .fini = cddp_tcp_mesh_fini,
 };

@@ -4,9 +4,11 @@
  * Mirrors: gloo's split between a transport (transport/tcp: pairs, buffers, the event loop) and
  * the algorithms that drive it (allreduce_ring_chunked.h, ...).
  *
- *   distributed/pg/tcp.c    the transport: the mesh (listen, connect, hello), the poll round,
- *                           non-blocking io with failure reporting, independent transfers, the
- *                           header exchange, send/recv, init/fini, cddp_pg_tcp_ops
+ *   distributed/pg/tcp.c    the transport: the poll round, non-blocking io with failure
+ *                           reporting, independent transfers, the header exchange, send/recv,
+ *                           cddp_pg_tcp_ops
+ *   distributed/pg/tcp_mesh.c  the mesh: listen, connect, hello, socket tuning with the
+ *                           heartbeat (CDDP_HEARTBEAT_S), init/fini
  *   distributed/pg/ring.c   the ring algorithms over the mesh: the pipelined byte stream and
  *                           all_reduce / reduce / broadcast / all_gather / reduce_scatter
  *   distributed/pg/direct.c the direct algorithms: gather / scatter / all_to_all
@@ -49,6 +51,8 @@ typedef struct {
     uint64_t *tx_next, *tx_serve, *rx_next, *rx_serve;
     int broke;                /* OOB notices already sent */
     int failed;               /* the rank named in them */
+    char *names;              /* [n] "host (addr)" of each rank, for messages (tcp_mesh.c) */
+    double hb_s;              /* heartbeat: a silent peer fails after this long (0: off) */
     cddp_hier *hier;          /* HIER only: the host level (hier.c owns it; NULL for plain TCP,
                                  and tcp.c / ring.c never look inside) */
 } tcp_t;
@@ -59,6 +63,17 @@ typedef struct {
     char *buf;
     size_t len, done;
 } tcp_xfer;
+
+/* ---- the mesh (distributed/pg/tcp_mesh.c) ---------------------------------------------- */
+
+/* cddp_pg_tcp_ops.init / .fini: build the mesh (blocking up to the group's timeout; closes
+ * info->listen_fd either way) / close every connection and free the state. */
+int cddp_tcp_mesh_init(cddp_pg *pg, const cddp_pg_info *info, char *err);
+void cddp_tcp_mesh_fini(cddp_pg *pg);
+/* "host (addr)" of rank j, for messages. */
+const char *cddp_tcp_peer(const tcp_t *t, int j);
+/* $CDDP_HEARTBEAT_S: seconds of silence after which a peer's connection fails (10; 0: never). */
+double cddp_tcp_heartbeat_s(void);
 
 /* ---- the transport (distributed/pg/tcp.c) ----------------------------------------------- */
 

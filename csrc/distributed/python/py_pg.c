@@ -7,7 +7,8 @@
  *   class ProcessGroupCPU:
  *       def __init__(store, rank, size, timeout=1800.0, group_name="default",
  *                    transport="auto"): ...       # rendezvous through store.set/get/add
- *       rank, size, transport ("shm" | "tcp" | "hier"), timeout, group_name
+ *       @classmethod _external(capsule, rank, size, timeout, group_name)  # MPI: no store
+ *       rank, size, transport ("shm" | "tcp" | "hier" | "mpi"), timeout, group_name
  *       allreduce(t, op=0, sync=False) -> Work | None     # sync=True: wait, return None
  *       broadcast(t, root, sync) / reduce(t, root, op, sync)
  *       allgather(out_flat | [outs], inp, sync) / gather(out | [outs] | None, inp, root, sync)
@@ -130,6 +131,27 @@ static PyObject *rendezvous_error(int kind, const char *err)
     return NULL;
 }
 
+/* Wrap a created group (the constructors' common tail): the new object, or NULL with the
+ * group destroyed. */
+static PyObject *pg_wrap(PyTypeObject *tp, cddp_pg *pg, int rank, int size, const char *name)
+{
+    PGObject *self = (PGObject *)tp->tp_alloc(tp, 0);
+    if (!self) {
+        Py_BEGIN_ALLOW_THREADS
+        cddp_pg_destroy(pg);
+        Py_END_ALLOW_THREADS
+        return NULL;
+    }
+    self->pg = pg;
+    self->rank = rank;
+    self->size = size;
+    self->transport = pg->transport;
+    self->timeout = pg->timeout_s;     /* the default already applied */
+    if (!(self->name = PyUnicode_FromString(name)))
+        Py_CLEAR(self);                /* pg_dealloc destroys the group */
+    return (PyObject *)self;
+}
+
 /* ProcessGroupCPU(store, rank, size, timeout=1800.0, group_name="default", transport="auto"):
  * rendezvous and group creation in C (distributed/pg/rendezvous.c), without the GIL. */
 static PyObject *pg_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
@@ -140,7 +162,6 @@ static PyObject *pg_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     cddp_pg_store st = {&sc, store_add, store_set, store_get};
     char err[CDDP_PG_RDZV_ERRLEN];
     int kind;
-    PGObject *self;
     cddp_pg *pg;
     if (!cddp_state()->dist_backend_error) {     /* its errors need the classes _pg_types makes */
         PyErr_SetString(PyExc_RuntimeError, "ProcessGroupCPU: call _C._pg_types() first "
@@ -156,22 +177,53 @@ static PyObject *pg_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     PyEval_RestoreThread(sc.ts);
     if (!pg)
         return rendezvous_error(kind, err);
-    self = (PGObject *)tp->tp_alloc(tp, 0);
-    if (!self)
-        goto fail;
-    self->pg = pg;
-    self->rank = ra.rank;
-    self->size = ra.size;
-    self->transport = pg->transport;
-    self->timeout = pg->timeout_s;     /* the default already applied */
-    if (!(self->name = PyUnicode_FromString(ra.group_name)))
-        Py_CLEAR(self);                /* pg_dealloc destroys the group */
-    return (PyObject *)self;
-fail:
+    return pg_wrap(tp, pg, ra.rank, ra.size, ra.group_name);
+}
+
+/* ProcessGroupCPU._external(capsule, rank, size, timeout=1800.0, group_name="default"): a group
+ * on a transport another extension supplies (a "cddp.pg_ext" capsule, pg.h), with rank and size
+ * known already (MPI: no store, no rendezvous). The transport's init runs without the GIL (it
+ * may be collective over the ranks). */
+static PyObject *pg_external(PyObject *cls, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"capsule", "rank", "size", "timeout", "group_name", NULL};
+    cddp_pg_info info = {.timeout_s = 1800.0, .transport = CDDP_PG_EXT, .listen_fd = -1};
+    const char *name = "default";
+    char err[CDDP_PG_ERRLEN] = "";
+    PyObject *cap;
+    cddp_pg_ext *ext;
+    cddp_pg *pg;
+    if (!cddp_state()->dist_backend_error) {
+        PyErr_SetString(PyExc_RuntimeError, "ProcessGroupCPU: call _C._pg_types() first "
+                        "(importing cddp.distributed does)");
+        return NULL;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oii|ds:_external", kwlist, &cap, &info.rank,
+                                     &info.size, &info.timeout_s, &name))
+        return NULL;
+    if (!(ext = PyCapsule_GetPointer(cap, "cddp.pg_ext")))
+        return NULL;
+    if (info.size < 1 || info.size > CDDP_PG_MAX_RANKS || info.rank < 0 || info.rank >= info.size)
+        return PyErr_Format(PyExc_ValueError, "Invalid rank %d for a group of size %d",
+                            info.rank, info.size);
+    info.ext_ops = ext->ops;
+    info.ext_arg = ext->arg;
+    snprintf(info.group_name, sizeof info.group_name, "%s", name);
+    info.pids = PyMem_Calloc((size_t)info.size, sizeof(int));     /* no pidfds: all remote */
+    info.local = PyMem_Calloc((size_t)info.size, 1);
+    if (!info.pids || !info.local) {
+        PyMem_Free(info.pids);
+        PyMem_Free(info.local);
+        return PyErr_NoMemory();
+    }
     Py_BEGIN_ALLOW_THREADS
-    cddp_pg_destroy(pg);
+    pg = cddp_pg_create(&info, err);
     Py_END_ALLOW_THREADS
-    return NULL;
+    PyMem_Free(info.pids);
+    PyMem_Free(info.local);
+    if (!pg)
+        return rendezvous_error(CDDP_ERR_RUNTIME, err);
+    return pg_wrap((PyTypeObject *)cls, pg, info.rank, info.size, name);
 }
 
 static void pg_dealloc(PGObject *self)
@@ -552,6 +604,8 @@ static PyObject *pg_get_timeout(PGObject *self, void *c) { return PyFloat_FromDo
 static PyObject *pg_get_name(PGObject *self, void *c) { return Py_NewRef(self->name); }
 static PyObject *pg_get_transport(PGObject *self, void *c)
 {
+    if (self->pg && self->pg->ops && self->pg->ops->name)
+        return PyUnicode_FromString(self->pg->ops->name);
     return PyUnicode_FromString(self->transport == CDDP_PG_SHM   ? "shm"
                                 : self->transport == CDDP_PG_TCP ? "tcp"
                                                                  : "hier");
@@ -580,6 +634,10 @@ static PyMethodDef pg_methods[] = {
     {"send", FAST(pg_send), "send(t, dst, tag=0, sync=False)"},
     {"recv", FAST(pg_recv), "recv(t, src, tag=0, sync=False)"},
     {"barrier", FAST(pg_barrier), "barrier(sync=False)"},
+    {"_external", (PyCFunction)(void (*)(void))pg_external,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "_external(capsule, rank, size, timeout=1800.0, group_name='default'): a group on a "
+     "transport from another extension (the MPI backend)"},
     {"_handle", (PyCFunction)pg_handle, METH_NOARGS,
      "_handle() -> PyCapsule('cddp._C.pg') of the C group (for C callers of cddp_pg_submit)"},
     {"shutdown", (PyCFunction)(void (*)(void))pg_shutdown, METH_VARARGS | METH_KEYWORDS,

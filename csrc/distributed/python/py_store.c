@@ -6,6 +6,7 @@
  *   _C._store_server_start(host, port, token=None, listen_fd=-1) -> _StoreServer
  *       .port, .close(), .stats() -> (clients connected, clients dropped for bad frames,
  *                                     connections closed before HELLO to make room)
+ *       .refused() -> (clients refused for their token, address of the last one)
  *   _C._store_client_connect(host, port, token=None, timeout=300.0) -> _StoreClient
  *       .set(k, v) .get(k) -> bytes .add(k, n) -> int .wait(keys, timeout=None)
  *       .check(keys) -> bool .compare_set(k, expected, desired) -> bytes
@@ -191,6 +192,18 @@ static PyObject *server_stats(ServerObject *self, PyObject *unused)
     return Py_BuildValue("LLL", (long long)clients, (long long)dropped, (long long)evicted);
 }
 
+static PyObject *server_refused(ServerObject *self, PyObject *unused)
+{
+    char addr[64] = "";
+    int64_t n = 0;
+    if (self->srv) {
+        Py_BEGIN_ALLOW_THREADS
+        n = cddp_store_server_refused(self->srv, addr, sizeof addr);
+        Py_END_ALLOW_THREADS
+    }
+    return Py_BuildValue("Ls", (long long)n, addr);
+}
+
 static PyObject *server_get_port(ServerObject *self, void *unused)
 {
     return PyLong_FromLong(self->port);
@@ -205,6 +218,8 @@ static PyMethodDef server_methods[] = {
     {"close", (PyCFunction)server_close, METH_NOARGS, "stop the server thread, close its sockets"},
     {"stats", (PyCFunction)server_stats, METH_NOARGS,
      "(clients connected, clients dropped, connections evicted before HELLO)"},
+    {"refused", (PyCFunction)server_refused, METH_NOARGS,
+     "(clients refused for a bad or missing token, address of the last one)"},
     {NULL},
 };
 

@@ -13,9 +13,12 @@
  */
 #include "distributed/store/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* ---- the map -------------------------------------------------------------------------- */
@@ -219,6 +222,37 @@ static void reply_bytes(store_conn *c, const uint8_t *v, size_t n)
 /* The handlers get the payload of one frame; they return 0 (frame done, reply queued),
  * 1 (parked: keys missing, frame kept), or -1 (protocol violation: close the client). */
 
+/* Remember who was refused (the server thread holds s->mu here). */
+static void note_refused(cddp_store_server *s, store_conn *c)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof ss;
+    s->n_refused++;
+    snprintf(s->refused_from, sizeof s->refused_from, "?");
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) < 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, s->refused_from,
+                  sizeof s->refused_from);
+    } else if (ss.ss_family == AF_INET6) {
+        const struct in6_addr *a = &((struct sockaddr_in6 *)&ss)->sin6_addr;
+        if (IN6_IS_ADDR_V4MAPPED(a))       /* an IPv4 client of the [::] listener */
+            inet_ntop(AF_INET, a->s6_addr + 12, s->refused_from, sizeof s->refused_from);
+        else
+            inet_ntop(AF_INET6, a, s->refused_from, sizeof s->refused_from);
+    }
+}
+
+int64_t cddp_store_server_refused(cddp_store_server *s, char *addr, size_t len)
+{
+    int64_t n;
+    pthread_mutex_lock(&s->mu);
+    n = s->n_refused;
+    snprintf(addr, len, "%s", n ? s->refused_from : "");
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
 static int op_hello(cddp_store_server *s, store_conn *c, cddp_rd *r, int64_t now)
 {
     uint32_t magic, version;
@@ -238,6 +272,7 @@ static int op_hello(cddp_store_server *s, store_conn *c, cddp_rd *r, int64_t now
             diff |= s->token[i] ^ (i < r->n ? r->p[i] : 0);
     }
     if (diff) {
+        note_refused(s, c);
         reply_msg(c, CDDP_STORE_ST_REFUSED, "bad or missing CDDP_TOKEN");
         c->closing = 1;
         c->deadline = now + CLOSING_DEADLINE_MS;

@@ -164,6 +164,10 @@ int cddp_store_server_port(const cddp_store_server *s);
  * closed before their HELLO to make room (at most max_unauthed wait for HELLO at once). */
 void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64_t *dropped,
                              int64_t *evicted);
+/* Clients refused so far for a bad or missing token, and the address ("ip") of the last one
+ * in addr (len bytes; "" when none). A launcher hosting the store names the node that came
+ * with the wrong secret. Defined in distributed/store/ops.c; takes the server's lock. */
+int64_t cddp_store_server_refused(cddp_store_server *s, char *addr, size_t len);
 /* Test hook (fuzzing): runs data[0..n) as one client's byte stream through the server's own
  * framing, buffers and handlers — over a socketpair, `step` bytes at a time (0: all), on a
  * fresh map, no thread — until the server closes the client or the bytes run out. Replies

@@ -72,6 +72,8 @@ struct cddp_store_server {
     int has_token;
     size_t token_len;
     uint8_t token[CDDP_STORE_MAX_TOKEN];
+    int64_t n_refused;            /* clients refused for their token (ops.c; read under mu) */
+    char refused_from[64];        /* the last one's address (ops.c; read under mu) */
     struct cddp_store_server *reg_next;   /* fork registry */
 };
 
