@@ -221,11 +221,29 @@ static int mul_backward(NodeObject *self, TensorObject **gout, TensorObject **gi
     return 0;
 }
 
+/* a op b with b's scalar read as torch's reduced-float kernels read it (see
+ * cddp_ew_opmath_scalar), else as every other op. */
+static TensorObject *run_opmath(ew_operand *a, ew_operand *b, cddp_dtype cdt, cddp_loop_fn fn,
+                                ew_ctx *ctx, TensorObject *into)
+{
+    ew_src s[2];
+    if (!cddp_ew_opmath_scalar(b, cdt, &s[1]))
+        return cddp_ew_binary_run(a, b, cdt, cdt, fn, ctx, into);
+    cddp_ew_src_from(&s[0], a, cdt);
+    return cddp_ew_binary_run_srcs(s, cdt, cdt, fn, ctx, into);
+}
+
 static TensorObject *op_mul(ew_operand *a, ew_operand *b, const ew_bparams *p, TensorObject *into)
 {
     ew_operand ops[2] = {*a, *b};
     cddp_dtype cdt = cddp_ew_result_type(2, ops);
-    TensorObject *out = cddp_ew_binary_run(a, b, cdt, cdt, mul_loops[cdt], NULL, into);
+    TensorObject *out;
+    if (!a->t && b->t && cddp_is_reduced(cdt)) {
+        ew_operand *t = a;                /* number * tensor is torch's tensor.__rmul__(number) */
+        a = b;
+        b = t;
+    }
+    out = run_opmath(a, b, cdt, mul_loops[cdt], NULL, into);
     if (into)
         return out;
     return cddp_ew_record2(out, "MulBackward0", mul_backward, a, b, save_others(a, b), 0);
@@ -263,6 +281,20 @@ static int zero_backward(NodeObject *self, TensorObject **gout, TensorObject **g
     return 0;
 }
 
+/* number / tensor in float16/bfloat16: torch's Tensor.__rtruediv__ is reciprocal(tensor) *
+ * number (the reciprocal rounded to the dtype first), with those two nodes. */
+static TensorObject *rdiv_reduced(ew_operand *num, ew_operand *t, cddp_dtype cdt)
+{
+    PyObject *r = PyObject_CallMethod((PyObject *)t->t, "reciprocal", NULL), *res;
+    ew_operand ro = {0};
+    if (!r)
+        return NULL;
+    ro.t = (TensorObject *)r;
+    res = (PyObject *)op_mul(&ro, num, NULL, NULL);
+    Py_DECREF(r);
+    return (TensorObject *)res;
+}
+
 static TensorObject *op_div(ew_operand *a, ew_operand *b, const ew_bparams *p, TensorObject *into)
 {
     ew_operand ops[2] = {*a, *b};
@@ -277,7 +309,9 @@ static TensorObject *op_div(ew_operand *a, ew_operand *b, const ew_bparams *p, T
         cddp_ew_not_implemented(p->mode == 1 ? "div_trunc_cpu" : "div_floor_cpu", cdt);
         return NULL;
     }
-    out = cddp_ew_binary_run(a, b, cdt, cdt, tbl[cdt], &ctx, into);
+    if (!a->t && b->t && cddp_is_reduced(cdt) && p->mode == 0 && !into)
+        return rdiv_reduced(a, b, cdt);
+    out = run_opmath(a, b, cdt, tbl[cdt], &ctx, into);
     if (into)
         return out;
     if (p->mode)

@@ -36,7 +36,8 @@ CLAMP_LOOP(f64, double)
 CLAMP_LOOP(i64, int64_t)
 CLAMP_LOOP(i32, int32_t)
 CLAMP_LOOP(b8, uint8_t)
-static const cddp_loop_fn clamp_loops[] = {clamp_f32, clamp_f64, clamp_i64, clamp_i32, clamp_b8};
+static const cddp_loop_fn clamp_loops[] = EW_TABLE(clamp_f32, clamp_f64, clamp_i64, clamp_i32,
+                                                  clamp_b8);
 
 /* who receives the gradient (torch's clamp_backward / clamp_backward_min_max) */
 #define CLAMP_CODE(x, y, z)                                                                \
@@ -56,7 +57,8 @@ WHERE_LOOP(f64, double)
 WHERE_LOOP(i64, int64_t)
 WHERE_LOOP(i32, int32_t)
 WHERE_LOOP(b8, uint8_t)
-static const cddp_loop_fn where_loops[] = {where_f32, where_f64, where_i64, where_i32, where_b8};
+static const cddp_loop_fn where_loops[] = EW_TABLE(where_f32, where_f64, where_i64, where_i32,
+                                                  where_b8);
 
 /* grad_in[i] = g where code == value[i], summed to input i's shape; code in saved slot `slot` */
 static int pick_backward(NodeObject *self, TensorObject **gout, TensorObject **gin, int slot,
@@ -93,7 +95,7 @@ static int clamp_backward(NodeObject *self, TensorObject **gout, TensorObject **
 /* the bound that never clamps, for an absent min (hi = 0) or max (hi = 1) */
 static void no_bound(ew_scalar *s, cddp_dtype dt, int hi)
 {
-    switch (dt) {
+    switch (cddp_kdt(dt)) {               /* held in the compute dtype, as every scalar */
     case CDDP_FLOAT32: s->f32 = hi ? INFINITY : -INFINITY; break;
     case CDDP_FLOAT64: s->f64 = hi ? INFINITY : -INFINITY; break;
     case CDDP_INT64: s->i64 = hi ? INT64_MAX : INT64_MIN; break;

@@ -17,14 +17,15 @@
 /* torch's two spellings of a dtype in error messages */
 static const char *c_name(cddp_dtype d)
 {
-    static const char *n[CDDP_NDTYPES] = {"float", "double", "long int", "int", "bool"};
+    static const char *n[CDDP_NDTYPES] = {"float", "double", "long int", "int", "bool",
+                                          "c10::Half", "c10::BFloat16", "unsigned char",
+                                          "signed char", "short int"};
     return n[d];
 }
 
 static const char *scalar_name(cddp_dtype d)
 {
-    static const char *n[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int", "Bool"};
-    return n[d];
+    return cddp_dtype_torch_name[d];
 }
 
 /* ---- validation with torch's wording -------------------------------------------------- */

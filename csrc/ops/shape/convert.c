@@ -410,8 +410,7 @@ PyObject *cddp_convert_half(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 /* ---- type / cpu / cuda ---------------------------------------------------------------- */
 
-static const char *const legacy_names[CDDP_NDTYPES] = {
-    "FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"};
+#define legacy_names cddp_dtype_legacy_name
 
 /* type(dtype=None, non_blocking=False): without dtype, torch's legacy type string (kept as
  * 'torch.*' so scripts comparing against torch's strings work under `import cddp as torch`). */
