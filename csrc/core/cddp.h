@@ -76,6 +76,8 @@ static inline int cddp_is_integral(cddp_dtype d)
            d == CDDP_INT16;
 }
 
+/* the C++ type names torch's typeid messages print: "long int", "unsigned char", "c10::Half" */
+extern const char *const cddp_dtype_c_name[CDDP_NDTYPES];
 /* torch's C++ type names in "value cannot be converted to type uint8_t without overflow" */
 extern const char *const cddp_dtype_cpp_name[CDDP_NDTYPES];
 /* c10's checked_convert for the five storage dtypes: 1 when a scalar (the double d when

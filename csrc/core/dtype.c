@@ -22,6 +22,9 @@ const char *const cddp_dtype_torch_name[CDDP_NDTYPES] = {"Float", "Double", "Lon
 const char *const cddp_dtype_cpp_name[CDDP_NDTYPES] = {
     "float", "double", "int64_t", "int", "bool", "c10::Half", "c10::BFloat16", "uint8_t", "int8_t",
     "int16_t"};
+const char *const cddp_dtype_c_name[CDDP_NDTYPES] = {
+    "float", "double", "long int", "int", "bool", "c10::Half", "c10::BFloat16", "unsigned char",
+    "signed char", "short int"};
 const char *const cddp_dtype_legacy_name[CDDP_NDTYPES] = {
     "FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor", "HalfTensor",
     "BFloat16Tensor", "ByteTensor", "CharTensor", "ShortTensor"};

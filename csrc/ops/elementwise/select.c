@@ -232,7 +232,12 @@ static TensorObject *where(TensorObject *cond, ew_operand *a, ew_operand *b)
     TensorObject *out;
     NodeObject *node;
     int err = 0;
-    if (cond->dtype != CDDP_BOOL) {
+    if (cond->dtype == CDDP_UINT8 &&
+        PyErr_WarnEx(PyExc_UserWarning, "where received a uint8 condition tensor. This behavior "
+                     "is deprecated and will be removed in a future version of PyTorch. Use a "
+                     "boolean condition instead.", 1) < 0)
+        return NULL;
+    if (cond->dtype != CDDP_BOOL && cond->dtype != CDDP_UINT8) {
         PyErr_Format(PyExc_RuntimeError, "where expected condition to be a boolean tensor, but "
                      "got a tensor with dtype %s", cddp_ew_torch_dtype_name[cond->dtype]);
         return NULL;

@@ -449,7 +449,7 @@ static PyObject *masked_fill_impl(TensorObject *x, PyObject *masko, PyObject *va
     if (mask->dtype != CDDP_BOOL) {
         PyErr_Format(PyExc_RuntimeError,
                      "masked_fill_ only supports boolean masks, but got mask with dtype %s",
-                     cddp_dtype_name[mask->dtype]);
+                     cddp_dtype_c_name[mask->dtype]);
         return NULL;
     }
     if (is_tensor && ((TensorObject *)valo)->ndim != 0) {

@@ -17,10 +17,7 @@
 /* torch's two spellings of a dtype in error messages */
 static const char *c_name(cddp_dtype d)
 {
-    static const char *n[CDDP_NDTYPES] = {"float", "double", "long int", "int", "bool",
-                                          "c10::Half", "c10::BFloat16", "unsigned char",
-                                          "signed char", "short int"};
-    return n[d];
+    return cddp_dtype_c_name[d];
 }
 
 static const char *scalar_name(cddp_dtype d)
