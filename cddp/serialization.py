@@ -29,8 +29,12 @@ from . import _C
 
 Tensor = _C.Tensor
 
+# cddp dtype -> (safetensors name, NumPy dtype of the bytes). bfloat16 has no NumPy dtype: its
+# bytes travel as uint16 words and are read back through Tensor.view(bfloat16).
 _DTYPES = {"float32": ("F32", np.float32), "float64": ("F64", np.float64),
-           "int64": ("I64", np.int64), "int32": ("I32", np.int32), "bool": ("BOOL", np.bool_)}
+           "int64": ("I64", np.int64), "int32": ("I32", np.int32), "bool": ("BOOL", np.bool_),
+           "float16": ("F16", np.float16), "bfloat16": ("BF16", np.uint16),
+           "uint8": ("U8", np.uint8), "int8": ("I8", np.int8), "int16": ("I16", np.int16)}
 _ST_TO_NP = {v[0]: v[1] for v in _DTYPES.values()}
 _MAX_HEADER = 100 << 20          # safetensors' own limit
 _MAGIC_ZIP = b"PK\x03\x04"       # torch.save's zip format
@@ -92,7 +96,10 @@ def _serialize(obj):
     structure = _encode(obj, tensors, "")
     header, chunks, offset = {}, [], 0
     for i, t in enumerate(tensors):
-        arr = t.numpy()
+        if t.dtype == _C.bfloat16:          # its raw 16-bit words: NumPy has no bfloat16
+            arr = t.reshape(-1).view(_C.int16).numpy().reshape(tuple(t.shape))
+        else:
+            arr = t.numpy()
         if not arr.flags.c_contiguous:       # (np.ascontiguousarray would make 0-d arrays 1-d)
             arr = arr.copy(order="C")
         name, _np = _DTYPES[str(t.dtype).split(".")[-1]]
@@ -249,7 +256,11 @@ def _decode(node, arrays, name):
         key = node["__tensor__"]
         if key not in arrays:
             _fail(name, f"structure refers to a missing tensor {key!r}")
-        t = _C.from_numpy(arrays[key])
+        arr = arrays[key]
+        if arr.dtype == np.uint16:        # BF16 words
+            t = _C.from_numpy(np.ascontiguousarray(arr).view(np.int16)).view(_C.bfloat16)
+        else:
+            t = _C.from_numpy(arr)
         if node.get("parameter"):
             from .nn.parameter import Parameter
             return Parameter(t, requires_grad=bool(node.get("requires_grad", True)))

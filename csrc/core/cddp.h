@@ -265,6 +265,8 @@ TensorObject *cddp_tensor_from_numpy(PyObject *arr);
 TensorObject *cddp_tensor_contiguous_raw(TensorObject *t);
 /* Same values in dtype dt (new reference; self when dt matches). Contiguous when copied. */
 TensorObject *cddp_tensor_cast_raw(TensorObject *t, cddp_dtype dt);
+/* The same, consuming t (NULL passes through, for chaining after a call that may fail). */
+TensorObject *cddp_tensor_cast_steal(TensorObject *t, cddp_dtype dt);
 /* dst[...] = src broadcast to dst's shape, with dtype conversion. Bumps dst's version. */
 int cddp_copy_into(TensorObject *dst, TensorObject *src);
 /* 0-dim tensor holding v. */

@@ -213,3 +213,50 @@ fail:
                  "int16, int8, uint8, bool; got %R", o);
     return -1;
 }
+
+/* ---- torch.promote_types / torch.can_cast --------------------------------------------- */
+
+/* o must be a cddp.dtype (torch accepts only torch.dtype here): TypeError as torch's parser. */
+static int dtype_arg(PyObject *o, const char *fname, const char *name, int pos, cddp_dtype *d)
+{
+    if (!Py_IS_TYPE(o, cddp_state()->dtype_type)) {
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' (position %d) must be cddp.dtype, "
+                     "not %s", fname, name, pos, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    *d = ((DtypeObject *)o)->dtype;
+    return 0;
+}
+
+static PyObject *py_promote_types(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"type1", "type2", NULL};
+    PyObject *a, *b;
+    cddp_dtype x, y;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:promote_types", kwlist, &a, &b) ||
+        dtype_arg(a, "promote_types", "type1", 1, &x) < 0 ||
+        dtype_arg(b, "promote_types", "type2", 2, &y) < 0)
+        return NULL;
+    return Py_NewRef(cddp_dtype_to_py(cddp_promote(x, y)));
+}
+
+/* c10's canCast: no floating -> integral, nothing but bool -> bool */
+static PyObject *py_can_cast(PyObject *m, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"from_", "to", NULL};
+    PyObject *a, *b;
+    cddp_dtype x, y;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO:can_cast", kwlist, &a, &b) ||
+        dtype_arg(a, "can_cast", "from_", 1, &x) < 0 || dtype_arg(b, "can_cast", "to", 2, &y) < 0)
+        return NULL;
+    return PyBool_FromLong(!(cddp_is_floating(x) && !cddp_is_floating(y)) &&
+                           !(x != CDDP_BOOL && y == CDDP_BOOL));
+}
+
+PyMethodDef cddp_dtype_module_methods[] = {
+    {"promote_types", (PyCFunction)(void (*)(void))py_promote_types,
+     METH_VARARGS | METH_KEYWORDS, "promote_types(type1, type2) -> dtype (torch's table)"},
+    {"can_cast", (PyCFunction)(void (*)(void))py_can_cast, METH_VARARGS | METH_KEYWORDS,
+     "can_cast(from_, to) -> bool (torch's casting rule)"},
+    {NULL},
+};

@@ -194,6 +194,16 @@ TensorObject *cddp_tensor_cast_raw(TensorObject *t, cddp_dtype dt)
     return out;
 }
 
+TensorObject *cddp_tensor_cast_steal(TensorObject *t, cddp_dtype dt)
+{
+    TensorObject *c;
+    if (!t || t->dtype == dt)
+        return t;
+    c = cddp_tensor_cast_raw(t, dt);
+    Py_DECREF(t);
+    return c;
+}
+
 /* ---- broadcasting --------------------------------------------------------------------- */
 
 static void format_shape(char *buf, size_t cap, int nd, const int64_t *s)

@@ -200,10 +200,16 @@ static int copy_scaled(TensorObject *dst, TensorObject *src, int world)
         float *d = (float *)cddp_data(dst), w = (float)world;
         const float *v = (const float *)cddp_data(s);
         for (int64_t k = 0; k < n; k++) d[k] = v[k] / w;
-    } else {
+    } else if (dst->dtype == CDDP_FLOAT64) {
         double *d = (double *)cddp_data(dst), w = (double)world;
         const double *v = (const double *)cddp_data(s);
         for (int64_t k = 0; k < n; k++) d[k] = v[k] / w;
+    } else {                              /* float16/bfloat16: torch's div_ in the dtype */
+        char *d = cddp_data(dst);
+        const char *v = cddp_data(s);
+        float w = (float)world;
+        for (int64_t k = 0; k < n; k++)
+            cddp_store_double(dst->dtype, d + 2 * k, (float)cddp_load_double(dst->dtype, v + 2 * k) / w);
     }
     Py_DECREF(s);
     return 0;

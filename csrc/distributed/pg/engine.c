@@ -47,8 +47,10 @@ void cddp_pg_op_prefix(const cddp_work *w, char *buf, size_t len)
 const char *const cddp_pg_redop_name[CDDP_RED_NOPS] = {
     "SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR",
 };
-const char *const cddp_pg_dtype_name[5] = {"float32", "float64", "int64", "int32", "bool"};
-const size_t cddp_pg_dtype_size[5] = {4, 8, 8, 4, 1};
+const char *const cddp_pg_dtype_name[CDDP_PG_NDTYPES] = {
+    "float32", "float64", "int64", "int32", "bool", "float16", "bfloat16", "uint8", "int8",
+    "int16"};
+const size_t cddp_pg_dtype_size[CDDP_PG_NDTYPES] = {4, 8, 8, 4, 1, 2, 2, 1, 1, 2};
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
@@ -141,7 +143,7 @@ static int uses_redop(int op)
 
 static const char *dtname(int64_t d)
 {
-    return d >= 0 && d < 5 ? cddp_pg_dtype_name[d] : "?";
+    return d >= 0 && d < CDDP_PG_NDTYPES ? cddp_pg_dtype_name[d] : "?";
 }
 
 int cddp_pg_check_headers(const int64_t (*h)[6], int size, char *err)
@@ -408,7 +410,7 @@ static int validate(cddp_pg *pg, const cddp_pg_args *a, char *err)
         cddp_pg_seterr(err, "unknown process-group op %d", a->op);
         return -1;
     }
-    if (a->dtype < 0 || a->dtype > 4) {
+    if (a->dtype < 0 || a->dtype >= CDDP_PG_NDTYPES) {
         cddp_pg_seterr(err, "%s: unsupported dtype %d", cddp_pg_op_name[a->op], a->dtype);
         return -1;
     }
@@ -433,12 +435,12 @@ static int validate(cddp_pg *pg, const cddp_pg_args *a, char *err)
             cddp_pg_seterr(err, "%s: unknown reduce op %d", cddp_pg_op_name[a->op], a->redop);
             return -1;
         }
-        if (a->redop >= CDDP_RED_BAND && (a->dtype == 0 || a->dtype == 1)) {
+        if (a->redop >= CDDP_RED_BAND && cddp_pg_dtype_floating(a->dtype)) {
             cddp_pg_seterr(err, "Cannot use ReduceOp.%s with non-integral dtype %s",
                            cddp_pg_redop_name[a->redop], cddp_pg_dtype_name[a->dtype]);
             return -1;
         }
-        if (a->redop == CDDP_RED_AVG && a->dtype > 1) {
+        if (a->redop == CDDP_RED_AVG && !cddp_pg_dtype_floating(a->dtype)) {
             cddp_pg_seterr(err, "ReduceOp.AVG needs a floating-point tensor, got %s",
                            cddp_pg_dtype_name[a->dtype]);
             return -1;

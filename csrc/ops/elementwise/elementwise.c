@@ -705,7 +705,28 @@ PyMethodDef cddp_elementwise_tensor_methods[] = {
     {NULL},
 };
 
+/* torch.result_type(tensor1, tensor2): the dtype an elementwise op on these operands computes
+ * in (tensors or Python numbers, either side) */
+static PyObject *py_result_type(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    static const char *const names[] = {"tensor1", "tensor2"};
+    PyObject *argv[2] = {NULL, NULL}, *res = NULL;
+    ew_operand ops[2];
+    if (cddp_ew_parse("result_type", args, nargs, kwnames, names, 2, 2, 2, argv) < 0 ||
+        cddp_ew_operand_arg(argv[0], &ops[0], "result_type", "tensor1") < 0)
+        return NULL;
+    if (cddp_ew_operand_arg(argv[1], &ops[1], "result_type", "tensor2") == 0) {
+        res = Py_NewRef(cddp_dtype_to_py(cddp_ew_result_type(2, ops)));
+        cddp_ew_operand_clear(&ops[1]);
+    }
+    cddp_ew_operand_clear(&ops[0]);
+    return res;
+}
+
 PyMethodDef cddp_elementwise_module_methods[] = {
+    {"result_type", (PyCFunction)(void (*)(void))py_result_type, FC,
+     "result_type(tensor1, tensor2) -> dtype (torch's promotion with wrapped numbers)"},
     EW_BIN_NAMES(F)
     EW_UN_NAMES(UF)
     EW_UN_INPLACE_NAMES(UFI)
