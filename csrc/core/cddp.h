@@ -34,7 +34,7 @@
  * them are storage dtypes: an op on them reads its operands widened to cddp_kdt(d) (float16
  * and bfloat16 -> float32, uint8/int8/int16 -> int32), runs the compute dtype's kernel and
  * narrows the result once (rounding to nearest even / wrapping), as torch's CPU kernels do
- * through opmath types. core/half.h holds the bit conversions. */
+ * through opmath types. common/half.h holds the bit conversions. */
 typedef enum {
     CDDP_FLOAT32 = 0,
     CDDP_FLOAT64 = 1,
@@ -91,7 +91,7 @@ int cddp_scalar_overflows(cddp_dtype dt, int is_float, double d, int64_t l);
  * (Scalars participate differently; see cddp_ew_result_type.) */
 cddp_dtype cddp_promote(cddp_dtype a, cddp_dtype b);
 
-#include "core/half.h"
+#include "common/half.h"
 
 /* Element p of dtype dt as a double (every dtype; float16/bfloat16 exactly). */
 static inline double cddp_load_double(cddp_dtype dt, const void *p)

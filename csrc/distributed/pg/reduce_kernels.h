@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 #include <string.h>
-#include "core/half.h"
+#include "common/half.h"
 #include "distributed/pg/pg.h"
 
 /* two loops so each can be vectorized without runtime alias checks: in place (dst == a)

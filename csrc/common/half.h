@@ -1,6 +1,8 @@
-/* core/half.h — bit-exact conversions between the storage dtypes and their compute dtypes:
+/* common/half.h — bit-exact conversions between the storage dtypes and their compute dtypes:
  * float16 and bfloat16 <-> float32, and double -> integer with x86's (torch's) cast results.
- * Included by core/cddp.h; core/narrow.c builds the blocked converters on these.
+ * Pure C with no dependency (common/ is what both stacks may include): core/cddp.h includes
+ * it for the tensor library (core/narrow.c builds the blocked converters on it), and the
+ * process group's reduction kernels (distributed/pg/reduce_kernels.h) for float16 sums.
  *
  * Mirrors c10/util/Half.h (fp16_ieee_from_fp32_value / fp16_ieee_to_fp32_value, from the FP16
  * library) and c10/util/BFloat16.h (round_to_nearest_even, bits << 16):
