@@ -258,7 +258,8 @@ def _decode(node, arrays, name):
             _fail(name, f"structure refers to a missing tensor {key!r}")
         arr = arrays[key]
         if arr.dtype == np.uint16:        # BF16 words
-            t = _C.from_numpy(np.ascontiguousarray(arr).view(np.int16)).view(_C.bfloat16)
+            arr = arr if arr.flags.c_contiguous else arr.copy()     # (0-d stays 0-d)
+            t = _C.from_numpy(arr.view(np.int16)).view(_C.bfloat16)
         else:
             t = _C.from_numpy(arr)
         if node.get("parameter"):

@@ -23,6 +23,46 @@
 #define NARROW_CLONES
 #endif
 
+/* ---- float16 with the F16C instructions --------------------------------------------------
+ * x86 CPUs since 2012 convert 8 float16 values per instruction (VCVTPH2PS / VCVTPS2PH, round
+ * to nearest even): an order of magnitude faster than the portable bit tricks of
+ * common/half.h, and the same results for every non-NaN value (a NaN keeps the top of its
+ * payload here, becomes 0x7E00 there: NaN either way; torch's AVX paths use F16C too).
+ * Chosen at run time, so the build needs no -mf16c. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define NARROW_F16C 1
+
+static int have_f16c(void)
+{
+    static int known = -1;                /* a benign race: every thread computes the same */
+    if (known < 0)
+        known = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    return known;
+}
+
+__attribute__((target("avx,f16c"))) static void f16_widen_f16c(float *d, const uint16_t *s,
+                                                                int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
+    for (; i < n; i++)
+        d[i] = _cvtsh_ss(s[i]);
+}
+
+__attribute__((target("avx,f16c"))) static void f16_narrow_f16c(uint16_t *d, const float *s,
+                                                                 int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(d + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++)
+        d[i] = _cvtss_sh(s[i], _MM_FROUND_TO_NEAREST_INT);
+}
+#endif
+
 /* d[i] = EXPR(v) with v the i-th source element of type ST, i < n */
 #define WIDEN_LOOP(DT, ST, EXPR)                                                         \
     do {                                                                                 \
@@ -40,6 +80,12 @@
 
 NARROW_CLONES void cddp_widen(cddp_dtype dt, void *dst, const char *src, int64_t ss, int64_t n)
 {
+#ifdef NARROW_F16C
+    if (dt == CDDP_FLOAT16 && ss == 2 && have_f16c()) {
+        f16_widen_f16c(dst, (const uint16_t *)src, n);
+        return;
+    }
+#endif
     switch (dt) {
     case CDDP_FLOAT16: WIDEN_LOOP(float, uint16_t, cddp_f16_to_f32(v)); break;
     case CDDP_BFLOAT16: WIDEN_LOOP(float, uint16_t, cddp_bf16_to_f32(v)); break;
@@ -71,6 +117,12 @@ NARROW_CLONES void cddp_widen(cddp_dtype dt, void *dst, const char *src, int64_t
 
 NARROW_CLONES void cddp_narrow(cddp_dtype dt, char *dst, int64_t ds, const void *src, int64_t n)
 {
+#ifdef NARROW_F16C
+    if (dt == CDDP_FLOAT16 && ds == 2 && have_f16c()) {
+        f16_narrow_f16c((uint16_t *)dst, src, n);
+        return;
+    }
+#endif
     switch (dt) {
     case CDDP_FLOAT16: NARROW_LOOP(uint16_t, float, cddp_f32_to_f16(v)); break;
     case CDDP_BFLOAT16: NARROW_LOOP(uint16_t, float, cddp_f32_to_bf16(v)); break;

@@ -52,13 +52,13 @@ static void bad_numpy_type(PyArrayObject *a)
 }
 
 /* dst (any layout, shape == array's) = array values, converted by NumPy (bfloat16, which
- * NumPy lacks: through float32, as torch rounds float64 values). */
+ * NumPy lacks: through a float64 copy, then double -> float -> bfloat16 as torch rounds). */
 static int copy_from_numpy(TensorObject *dst, PyArrayObject *a)
 {
     PyObject *view;
     int rc;
     if (dst->dtype == CDDP_BFLOAT16) {
-        TensorObject *tmp = cddp_tensor_new(CDDP_FLOAT32, dst->ndim, dst->shape, 0);
+        TensorObject *tmp = cddp_tensor_new(CDDP_FLOAT64, dst->ndim, dst->shape, 0);
         if (!tmp)
             return -1;
         rc = copy_from_numpy(tmp, a);

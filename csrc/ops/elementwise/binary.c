@@ -60,6 +60,30 @@ EW_DEF_FLOORDIV(float, f32)
 EW_DEF_FLOORDIV(double, f64)
 #define EW_FLOORDIV(x, y) _Generic((x), float: ew_floordiv_f32, default: ew_floordiv_f64)(x, y)
 
+/* float16 / bfloat16 tensor // tensor as torch's Vectorized<Half> kernel computes it: every
+ * step of div_floor_floating rounded to the dtype (dt in ctx->p1.i32), so a quotient that
+ * lands on a tie can end an ulp away from the exact floor, as torch's does. */
+#define RH(v) cddp_round_to((cddp_dtype)dt, (v))
+static inline float ew_floordiv_rh(float a, float b, int dt)
+{
+    float mod, div, fl;
+    if (b == 0)
+        return a / b;
+    mod = RH(fmodf(a, b));
+    div = RH(RH(a - mod) / b);
+    if (mod != 0 && (b < 0) != (mod < 0))
+        div = RH(div - 1);
+    if (div != 0) {
+        fl = floorf(div);
+        if (RH(div - fl) > 0.5f)
+            fl = RH(fl + 1);
+    } else {
+        fl = copysignf(0, RH(a / b));
+    }
+    return fl;
+}
+#undef RH
+
 #define IDIV_GUARD(x, y, EXPR)                                                             \
     ((y) == 0 ? (ctx->err = 1, (scalar_t)0)                                                \
               : (y) == -1 ? (scalar_t)(0 - U64(x)) : (scalar_t)(EXPR))
@@ -90,6 +114,9 @@ EW_NUM_LOOPS2(truncdiv, trunc(x / y), IDIV_GUARD(x, y, x / y))
 EW_NUM_LOOPS2(floordiv, EW_FLOORDIV(x, y), IDIV_GUARD(x, y, ew_ifloordiv(x, y)))
 EW_NUM_LOOPS2(remainder, EW_REMAINDER(x, y), IMOD_GUARD(x, y, ew_iremainder(x, y)))
 EW_NUM_LOOPS2(fmod, fmod(x, y), IMOD_GUARD(x, y, x % y))
+
+EW_LOOP2(floordiv_rh, float, float, float, ew_floordiv_rh(x, y, ctx->p1.i32))
+EW_LOOP2(truncdiv_rh, float, float, float, truncf(cddp_round_to((cddp_dtype)ctx->p1.i32, x / y)))
 
 static const cddp_loop_fn add_loops[] = EW_ALL_TABLE(add), axpy_loops[] = EW_ALL_TABLE(axpy),
                           sub_loops[] = EW_NUM_TABLE(sub), mul_loops[] = EW_ALL_TABLE(mul),
@@ -180,6 +207,12 @@ static TensorObject *op_add_sub(ew_operand *a, ew_operand *b, const ew_bparams *
         if (al.kind == 0 && cdt != CDDP_BOOL) {
             PyErr_SetString(PyExc_RuntimeError,
                             "Boolean alpha only supported for Boolean results.");
+            return NULL;
+        }
+        if (cddp_is_narrow(cdt) && cddp_scalar_overflows(cdt, al.kind == 2, al.d, al.l)) {
+            PyErr_Format(PyExc_RuntimeError,          /* torch's alpha.to<scalar_t>() */
+                         "value cannot be converted to type %s without overflow",
+                         cddp_dtype_cpp_name[cdt]);
             return NULL;
         }
         alpha = al.d;
@@ -302,6 +335,7 @@ static TensorObject *op_div(ew_operand *a, ew_operand *b, const ew_bparams *p, T
     const cddp_loop_fn *tbl = p->mode == 0 ? truediv_loops
                             : p->mode == 1 ? truncdiv_loops : floordiv_loops;
     ew_ctx ctx = {0};
+    cddp_loop_fn fn;
     TensorObject *out;
     if (p->mode == 0 && !cddp_is_floating(cdt))
         cdt = cddp_state()->default_dtype;   /* true division of integers */
@@ -311,7 +345,12 @@ static TensorObject *op_div(ew_operand *a, ew_operand *b, const ew_bparams *p, T
     }
     if (!a->t && b->t && cddp_is_reduced(cdt) && p->mode == 0 && !into)
         return rdiv_reduced(a, b, cdt);
-    out = run_opmath(a, b, cdt, tbl[cdt], &ctx, into);
+    fn = tbl[cdt];
+    if (p->mode && cddp_is_reduced(cdt) && b->t && b->t->ndim > 0) {   /* tensor operands */
+        ctx.p1.i32 = cdt;
+        fn = p->mode == 1 ? truncdiv_rh : floordiv_rh;
+    }
+    out = run_opmath(a, b, cdt, fn, &ctx, into);
     if (into)
         return out;
     if (p->mode)

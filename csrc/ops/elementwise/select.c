@@ -124,6 +124,14 @@ static TensorObject *clamp(ew_operand *x, ew_operand *lo, ew_operand *hi, Tensor
     if (hi)
         ops[n++] = *hi;
     cdt = cddp_ew_result_type(n, ops);
+    for (int i = 1; i < n && cddp_is_narrow(cdt); i++) {       /* torch's min.to<scalar_t>() */
+        if (!ops[i].t && cddp_scalar_overflows(cdt, ops[i].kind == 2, ops[i].d, ops[i].l)) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "value cannot be converted to type %s without overflow",
+                         cddp_dtype_cpp_name[cdt]);
+            return NULL;
+        }
+    }
     want[0] = want[1] = want[2] = cdt;
     cddp_ew_src_from(&s[0], x, cdt);
     if (lo)

@@ -93,6 +93,26 @@ static inline double exp_f64(double x)
 SOFTMAX_KERNEL(softmax_f32, float, f32)
 SOFTMAX_KERNEL(softmax_f64, double, f64)
 
+/* float16 / bfloat16 log_softmax over rows (outer, R) of float values: torch's last-dim kernel
+ * keeps the sum of exponentials and its log in the dtype (each rounded), then writes
+ * (x - max) - log(sum) in float, rounded once (the caller's cast). */
+static void log_softmax_rows_reduced(const float *x, float *y, int64_t outer, int64_t R,
+                                     cddp_dtype dt)
+{
+    for (int64_t o = 0; o < outer && R > 0; o++) {
+        const float *xr = x + o * R;
+        float *yr = y + o * R;
+        int nan;
+        float m = cddp_rowmax_f32(xr, R, 0, &nan);
+        for (int64_t r = 0; r < R; r++)
+            yr[r] = EXP_f32(xr[r] - m);
+        float s = cddp_round_to(dt, (float)cddp_pw_sum_f32(yr, R));
+        float lse = cddp_round_to(dt, logf(s));
+        for (int64_t r = 0; r < R; r++)
+            yr[r] = (xr[r] - m) - lse;
+    }
+}
+
 /* gin from g and the saved output y, both (outer, R, inner). Rows use gin as scratch for
  * the products g * y so the sum is a vectorized pairwise one. */
 #define SOFTMAX_BACKWARD(NAME, T, SFX)                                                   \
@@ -206,7 +226,9 @@ static PyObject *softmax_impl(TensorObject *x, PyObject *dimo, PyObject *dto, in
     if (!(xl = cddp_rplan_layout(&p, x, kt)) || !(out = cddp_rplan_new_layout(&p, kt, 0)))
         goto done;
     int64_t n = p.outer * p.R * p.inner;
-    if (kt == CDDP_FLOAT32)
+    if (lg && cddp_is_reduced(dt) && p.inner == 1)
+        CDDP_REDUCE_NOGIL(n, log_softmax_rows_reduced(RDATA(xl), RDATA(out), p.outer, p.R, dt));
+    else if (kt == CDDP_FLOAT32)
         CDDP_REDUCE_NOGIL(n, softmax_f32(RDATA(xl), RDATA(out), p.outer, p.R, p.inner,
                                          lg));
     else
