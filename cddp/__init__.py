@@ -72,16 +72,29 @@ else:
 
     from . import _tensor_py  # noqa: F401  (a few Python-level Tensor properties)
     from ._extras import allclose, isclose, equal, sort, argsort, topk  # noqa: F401
-    from . import nn, optim, utils, cuda, backends  # noqa: F401
-    from .serialization import save, load  # noqa: F401
+    from ._ops import (cummax, cummin, take_along_dim, meshgrid, cartesian_prod,  # noqa: F401
+                       atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
+                       vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron)
+    from . import cuda, backends  # noqa: F401
 
 __version__ = "0.1.0"
 
 
+# Subpackages that load on first use (`cddp.nn`, `from cddp import nn`, `import cddp.nn` all
+# work): an `import cddp` that only wants tensors stays cheap (bench/ops.py's import row), and
+# cddp.distributed / cddp.multiprocessing bring subprocess, json and multiprocessing with them.
+_LAZY = {"nn": "nn", "optim": "optim", "utils": "utils", "accelerator": "accelerator",
+         "distributed": "distributed", "multiprocessing": "multiprocessing",
+         "serialization": "serialization", "save": "serialization", "load": "serialization"}
+
+
 def __getattr__(name):
-    # cddp.distributed / cddp.multiprocessing (as `torch.distributed` after `import cddp as
-    # torch`) load on first use: they bring subprocess, json and multiprocessing with them
-    if name in ("distributed", "multiprocessing"):
-        import importlib
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    value = importlib.import_module(f"{__name__}.{module}")
+    if module != name:
+        value = getattr(value, name)
+    globals()[name] = value
+    return value

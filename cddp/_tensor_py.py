@@ -103,3 +103,20 @@ def _register_post_accumulate_grad_hook(self, hook):
 
 Tensor.register_hook = _register_hook
 Tensor.register_post_accumulate_grad_hook = _register_post_accumulate_grad_hook
+
+
+# ---- shared memory (Hogwild): the C method moves the storage; the first call registers the
+# file-descriptor reducers (cddp/multiprocessing/reductions.py) so the tensor crosses
+# multiprocessing boundaries by fd, not by value
+_c_share_memory_ = Tensor.share_memory_
+
+
+def _share_memory_(self):
+    """Move the storage into shared memory (in place); fork children and processes it is sent
+    to through (cddp.)multiprocessing see and update the same memory."""
+    from .multiprocessing.reductions import init_reductions
+    init_reductions()
+    return _c_share_memory_(self)
+
+
+Tensor.share_memory_ = _share_memory_

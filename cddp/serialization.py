@@ -8,20 +8,38 @@ weights move to torch through it):
 The header maps "t0", "t1", ... to {"dtype", "shape", "data_offsets"}, and its "__metadata__"
 holds {"format": "cddp", "cddp_structure": JSON of the saved object} where tensors appear as
 {"__tensor__": "t3", ...}. Containers supported: dict (any JSON-able scalar keys, order kept),
-OrderedDict, Counter, list, tuple, namedtuple-free tuples; leaves: Tensor, Parameter, None,
-bool, int, float (incl. inf/nan), str, cddp.dtype, cddp.device. Loading runs no code: it parses
-JSON and copies bytes, and checks every length and offset first, so a truncated, corrupt or
-foreign file raises ValueError/RuntimeError saying so (never a crash or a huge allocation).
+OrderedDict, Counter, list, tuple, namedtuple-free tuples, nested at most MAX_DEPTH deep and
+without cycles; leaves: Tensor, Parameter, None, bool, int, float (incl. inf/nan), str,
+cddp.dtype, cddp.device.
 
-Writes to a path are atomic: a temporary file beside the target, fsync, rename, fsync of the
-directory — a process killed mid-save leaves the previous file intact.
+Loading runs no code and looks up nothing a file names: it parses JSON and copies bytes. A
+file is checked as the safetensors library checks it, before any tensor is built: the header
+length against the file's size (read first, so /dev/zero or a 2^63 length costs nothing), the
+tensors covering the data section exactly (no gap, overlap or trailing byte), each one's size
+= shape x itemsize, bool bytes 0 or 1, and the structure against a fixed vocabulary (dtype
+names from the dtype table only). Every way a file can be wrong raises CheckpointError with
+the reason; nothing else escapes from a bad file.
+
+Formats: load() sniffs the first bytes and hands the file to the reader registered for what it
+sees (_FORMATS); today that is the safetensors layout, and torch's pickle/zip files are
+refused by name. A second format goes beside it as another reader.
+
+Writes to a path are atomic: the bytes go to an unnamed file (O_TMPFILE) in the target's
+directory, fsync, then it is linked under a temporary name and renamed over the target, and
+the directory is fsync'ed — a process killed mid-save leaves the previous file intact and,
+with O_TMPFILE, nothing else. Where the filesystem lacks O_TMPFILE the temporary file is named
+.<target>.<pid>.<random>.tmp from the start; the writer holds a lock on it, and every later
+save or load of that path removes the temporaries whose writer is dead.
 """
 from collections import Counter, OrderedDict
+import errno
+import fcntl
 import json
 import math
 import os
+import secrets
+import stat
 import struct
-import tempfile
 
 import numpy as np
 
@@ -39,16 +57,29 @@ _ST_TO_NP = {v[0]: v[1] for v in _DTYPES.values()}
 _MAX_HEADER = 100 << 20          # safetensors' own limit
 _MAGIC_ZIP = b"PK\x03\x04"       # torch.save's zip format
 _MAGIC_PICKLE = (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+MAX_DEPTH = 100                  # nesting of containers, on save and on load
+_MAX_DIMS = 12                   # CDDP_MAX_DIMS
 
 
 class CheckpointError(RuntimeError):
-    """A file that is not a readable cddp checkpoint (truncated, corrupt or foreign)."""
+    """cddp.load could not read the file: it is truncated, corrupt, forged or of a foreign
+    format. The only exception a bad file raises; `reason` says what is wrong, `name` which
+    file."""
+
+    def __init__(self, name, reason):
+        self.name, self.reason = name, reason
+        super().__init__(f"cddp.load: {name} is not a readable cddp checkpoint: {reason}")
+
+
+def _fail(name, why):
+    raise CheckpointError(name, why)
 
 
 # ---- encoding --------------------------------------------------------------------------------
 
-def _encode(obj, tensors, where):
-    """JSON-able structure for obj; tensors are appended to `tensors` and referenced by name."""
+def _encode(obj, tensors, where, path):
+    """JSON-able structure for obj; tensors are appended to `tensors` and referenced by name.
+    `path` holds the ids of the containers above obj (cycles, depth)."""
     if obj is None or isinstance(obj, (bool, str)):
         return obj
     if isinstance(obj, int):
@@ -66,34 +97,54 @@ def _encode(obj, tensors, where):
             enc["parameter"] = True
         return enc
     if isinstance(obj, _C.dtype):
-        return {"__dtype__": str(obj).split(".")[-1]}
+        return {"__dtype__": _dtype_name(obj, where)}
     if type(obj).__name__ == "device" and hasattr(obj, "type") and hasattr(obj, "index"):
         return {"__device__": str(obj)}
-    if isinstance(obj, dict):
-        items = [[_encode_key(k, where), _encode(v, tensors, f"{where}[{k!r}]")]
-                 for k, v in obj.items()]
-        kind = "__counter__" if isinstance(obj, Counter) else \
-            "__odict__" if isinstance(obj, OrderedDict) else "__dict__"
-        return {kind: items}
-    if isinstance(obj, tuple) and not hasattr(obj, "_fields"):
-        return {"__tuple__": [_encode(v, tensors, f"{where}[{i}]") for i, v in enumerate(obj)]}
-    if isinstance(obj, list):
-        return [_encode(v, tensors, f"{where}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, (dict, list)) or (isinstance(obj, tuple) and not hasattr(obj, "_fields")):
+        return _encode_container(obj, tensors, where, path)
     raise TypeError(f"cddp.save: cannot save an object of type {type(obj).__name__} at "
                     f"{where or 'the top level'}; checkpoints hold tensors, numbers, strings, "
                     "bools, None, dtypes, devices and dicts/lists/tuples of them (no pickle)")
 
 
+def _encode_container(obj, tensors, where, path):
+    if id(obj) in path:
+        raise ValueError(f"cddp.save: the object at {where or 'the top level'} contains itself; "
+                         "checkpoints hold trees, not cycles")
+    if len(path) >= MAX_DEPTH:
+        raise ValueError(f"cddp.save: containers nested deeper than {MAX_DEPTH} levels at "
+                         f"{where[:200]}...; checkpoints hold state dicts, not deep chains")
+    path.add(id(obj))
+    try:
+        if isinstance(obj, dict):
+            items = [[_encode_key(k, where), _encode(v, tensors, f"{where}[{k!r}]", path)]
+                     for k, v in obj.items()]
+            kind = "__counter__" if isinstance(obj, Counter) else \
+                "__odict__" if isinstance(obj, OrderedDict) else "__dict__"
+            return {kind: items}
+        enc = [_encode(v, tensors, f"{where}[{i}]", path) for i, v in enumerate(obj)]
+        return enc if isinstance(obj, list) else {"__tuple__": enc}
+    finally:
+        path.discard(id(obj))
+
+
 def _encode_key(k, where):
     if k is None or isinstance(k, (bool, int, float, str)):
-        return _encode(k, [], where)
+        return _encode(k, [], where, set())
     raise TypeError(f"cddp.save: dict key {k!r} at {where or 'the top level'} is not a "
                     "string, number, bool or None")
 
 
+def _dtype_name(dt, where):
+    name = str(dt).split(".")[-1]
+    if name not in _DTYPES:
+        raise TypeError(f"cddp.save: dtype {dt} at {where or 'the top level'} cannot be saved")
+    return name
+
+
 def _serialize(obj):
     tensors = []
-    structure = _encode(obj, tensors, "")
+    structure = _encode(obj, tensors, "", set())
     header, chunks, offset = {}, [], 0
     for i, t in enumerate(tensors):
         if t.dtype == _C.bfloat16:          # its raw 16-bit words: NumPy has no bfloat16
@@ -133,183 +184,522 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_seri
                         f"{type(f).__name__}")
 
 
-def _atomic_write(path, parts):
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                               dir=directory)
+# ---- atomic writes, temporaries of dead writers ---------------------------------------------
+
+_USE_O_TMPFILE = hasattr(os, "O_TMPFILE") and os.path.isdir("/proc/self/fd")
+
+
+def _temp_name(path):
+    """.<target>.<pid>.<random>.tmp beside the target: the pid lets a later save or load tell
+    a dead writer's leftover from a live writer's file (_sweep_temps)."""
+    d, base = os.path.split(path)
+    return os.path.join(d, f".{base}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def _pid_alive(pid):
     try:
-        # mkstemp makes the file 0600; give it the mode a plain open() would (or the old file's)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:              # EPERM: someone else's process, alive
+        return True
+    return True
+
+
+def _sweep_temps(path):
+    """Remove the temporaries of `path` left by writers that died mid-save: named
+    .<base>.<pid>.<hex>.tmp, their pid gone, and no lock held on them (a writer holds one from
+    creation to rename, so a live writer in another pid namespace is spared too). Best effort:
+    a directory that cannot be listed or a file that cannot be removed is left as it is."""
+    d, base = os.path.split(os.path.abspath(path))
+    prefix = f".{base}."
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return
+    for nm in names:
+        if not (nm.startswith(prefix) and nm.endswith(".tmp")):
+            continue
+        pid, _, tag = nm[len(prefix):-4].partition(".")
+        if not (pid.isdigit() and tag and all(c in "0123456789abcdef" for c in tag)):
+            continue                       # not a name this module makes
+        if _pid_alive(int(pid)):
+            continue
+        full = os.path.join(d, nm)
         try:
-            mode = os.stat(path).st_mode & 0o777
-        except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as fh:
-            for p in parts:
-                fh.write(p)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+            fd = os.open(full, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+        except OSError:
+            continue
         try:
-            os.unlink(tmp)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.unlink(full)
         except OSError:
             pass
-        raise
-    try:                      # make the rename itself durable
-        dfd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
         finally:
-            os.close(dfd)
+            os.close(fd)
+
+
+def _open_temp(directory, path, mode, unnamed):
+    """(fd, name or None): an unnamed O_TMPFILE file in `directory` (when `unnamed` and the
+    filesystem has O_TMPFILE), else a named temporary. Locked (LOCK_EX) either way."""
+    fd, tmp = -1, None
+    if unnamed:
+        try:
+            fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC, mode)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+                raise
+    if fd < 0:
+        tmp = _temp_name(path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
     except OSError:
+        pass                     # no locks here (some network filesystems): pid alone decides
+    return fd, tmp
+
+
+class _NoLink(Exception):
+    """The unnamed file could not be given a name (no usable /proc/self/fd)."""
+
+
+def _write_into(dfd, path, parts, mode, unnamed):
+    """Write parts to a temporary beside path (directory fd dfd), fsync, rename over path."""
+    directory, base = os.path.split(path)
+    fd, tmp = _open_temp(directory, path, mode, unnamed)
+    try:
+        os.fchmod(fd, mode)
+        for p in parts:
+            view = memoryview(p)
+            while view:
+                view = view[os.write(fd, view):]
+        os.fsync(fd)
+        if tmp is None:          # name the unnamed file (linkat through /proc: link(2) would
+            name = _temp_name(path)  # link the /proc symlink itself), then move it into place
+            try:
+                os.link(f"/proc/self/fd/{fd}", os.path.basename(name), src_dir_fd=dfd,
+                        dst_dir_fd=dfd, follow_symlinks=True)
+            except OSError as e:
+                raise _NoLink() from e
+            tmp = name
+        os.replace(os.path.basename(tmp), base, src_dir_fd=dfd, dst_dir_fd=dfd)
+        tmp = None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        os.close(fd)
+
+
+def _atomic_write(path, parts):
+    global _USE_O_TMPFILE
+    path = os.path.abspath(path)
+    _sweep_temps(path)
+    try:                         # the old file's mode, else what a plain open() would give
+        mode = os.stat(path).st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    dfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            _write_into(dfd, path, parts, mode, _USE_O_TMPFILE)
+        except _NoLink:
+            _USE_O_TMPFILE = False           # this process cannot name unnamed files
+            _write_into(dfd, path, parts, mode, False)
+        try:                     # make the rename itself durable
+            os.fsync(dfd)
+        except OSError:
+            pass
+    finally:
+        os.close(dfd)
+
+
+# ---- reading: a bounded source ---------------------------------------------------------------
+
+_CHUNK = 64 << 20                # reads from a stream of unknown size grow by this much at most
+
+
+class _Source:
+    """What load() reads from: a path or a binary file object. `size` is the byte count when
+    it is known before reading (regular files, seekable objects), else None; reads are exact,
+    and on a stream of unknown size memory grows only as bytes actually arrive."""
+
+    def __init__(self, f):
+        self._own, self._pending, self.size = None, b"", None
+        if isinstance(f, (str, bytes, os.PathLike)):
+            self.name = os.fsdecode(f)
+            # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused below)
+            fd = os.open(self.name, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                os.close(fd)
+                _fail(self.name, f"it is {_file_kind(st.st_mode)}, not a regular file")
+            self._fh = self._own = open(fd, "rb", buffering=0)
+            self.size = st.st_size
+            _sweep_temps(self.name)
+        elif hasattr(f, "read"):
+            self.name = getattr(f, "name", "<file object>")
+            self._fh = f
+            self.size = _remaining(f)
+        else:
+            raise TypeError(f"cddp.load: f must be a path or a binary file object, got "
+                            f"{type(f).__name__}")
+
+    def peek(self, n):
+        """Up to n first bytes (fewer when the file is shorter), read again by read()."""
+        self._pending = bytes(self._read_upto(n))
+        return self._pending
+
+    def read(self, n, what):
+        """Exactly n bytes (a writable buffer), else CheckpointError naming `what`."""
+        head, self._pending = self._pending[:n], self._pending[n:]
+        rest = self._read_upto(n - len(head))
+        if len(head) + len(rest) < n:
+            _fail(self.name, f"{what}: wanted {n} bytes, the file ends "
+                             f"{n - len(head) - len(rest)} bytes short (truncated?)")
+        return bytearray(head) + bytearray(rest) if head else rest
+
+    def _read_upto(self, n):
+        """Up to n bytes: into one uninitialised buffer when the size is known (the tensor
+        data is read once, with no copy), else grown chunk by chunk as bytes arrive."""
+        if self.size is not None:
+            buf = np.empty(n, np.uint8)
+            view, got = memoryview(buf), 0
+            readinto = getattr(self._fh, "readinto", None)
+            while got < n:
+                if readinto is not None:
+                    k = readinto(view[got:])
+                else:
+                    chunk = self._fh.read(n - got)
+                    if not isinstance(chunk, (bytes, bytearray)):
+                        _fail(self.name, f"the file object's read() returned "
+                                         f"{type(chunk).__name__}")
+                    view[got:got + len(chunk)] = chunk
+                    k = len(chunk)
+                if not k:
+                    break
+                got += k
+            return buf[:got]
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._fh.read(min(n - len(buf), _CHUNK))
+            if not isinstance(chunk, (bytes, bytearray)):
+                _fail(self.name, f"the file object's read() returned {type(chunk).__name__}")
+            if not chunk:
+                break
+            buf += chunk
+        return buf
+
+    def at_end(self):
+        return not self._pending and not self._fh.read(1)
+
+    def close(self):
+        if self._own is not None:
+            self._own.close()
+
+
+def _remaining(f):
+    """Bytes left in file object f when that can be known without reading: a regular file
+    behind fileno(), or a seekable object (BytesIO); else None (pipes, sockets, devices)."""
+    try:
+        st = os.fstat(f.fileno())
+        return st.st_size - f.tell() if stat.S_ISREG(st.st_mode) else None
+    except (AttributeError, OSError, ValueError):
         pass
+    try:
+        if f.seekable():
+            pos = f.tell()
+            end = f.seek(0, os.SEEK_END)
+            f.seek(pos)
+            return end - pos
+    except (AttributeError, OSError, ValueError):
+        pass
+    return None
 
 
-# ---- decoding --------------------------------------------------------------------------------
-
-def _read_all(f):
-    if isinstance(f, (str, bytes, os.PathLike)):
-        name = os.fsdecode(f)
-        with open(name, "rb") as fh:
-            return bytearray(fh.read()), name
-    if hasattr(f, "read"):
-        return bytearray(f.read()), getattr(f, "name", "<file object>")
-    raise TypeError(f"cddp.load: f must be a path or a binary file object, got {type(f).__name__}")
+def _file_kind(mode):
+    for test, what in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return what
+    return "a special file"
 
 
-def _fail(name, why):
-    raise CheckpointError(f"cddp.load: {name} is not a readable cddp checkpoint: {why}")
+# ---- the safetensors reader ------------------------------------------------------------------
+
+def _no_duplicates(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"duplicate key {k!r}")
+        out[k] = v
+    return out
 
 
-def _parse(buf, name):
-    if len(buf) < 8:
-        if buf[:2] in _MAGIC_PICKLE or buf[:4] == _MAGIC_ZIP:
-            _fail(name, "it is a torch.save (pickle) file; cddp never unpickles")
-        _fail(name, f"file is {len(buf)} bytes, too short for a header (truncated?)")
-    if bytes(buf[:4]) == _MAGIC_ZIP or bytes(buf[:2]) in _MAGIC_PICKLE:
-        _fail(name, "it is a torch.save (pickle/zip) file; cddp never unpickles. Convert it "
-                    "with torch + safetensors, or save it with cddp.save")
-    (hlen,) = struct.unpack("<Q", bytes(buf[:8]))
+def _json(text, name, what):
+    """Parse JSON text; any failure (encoding, syntax, duplicate keys, nesting past the
+    parser's recursion limit) is a CheckpointError."""
+    try:
+        if isinstance(text, (bytes, bytearray)):
+            text = bytes(text).decode("utf-8")
+        return json.loads(text, object_pairs_hook=_no_duplicates)
+    except RecursionError:
+        _fail(name, f"{what} is nested too deeply")
+    except (ValueError, TypeError) as e:    # JSONDecodeError, UnicodeDecodeError: ValueErrors
+        _fail(name, f"{what} is not valid JSON ({e})")
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_entry(name, key, info):
+    """(st dtype, shape, begin, end) of one header entry, its form checked (unknown fields are
+    ignored, as safetensors ignores them)."""
+    if not isinstance(info, dict):
+        _fail(name, f"entry {key!r} is not an object")
+    dt, shape, offs = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(dt, str) or dt not in _ST_TO_NP:
+        _fail(name, f"tensor {key!r} has unsupported dtype {str(dt)[:40]!r}")
+    if not isinstance(shape, list) or not all(_is_int(s) and s >= 0 for s in shape):
+        _fail(name, f"tensor {key!r} has an invalid shape {str(shape)[:80]}")
+    if len(shape) > _MAX_DIMS:
+        _fail(name, f"tensor {key!r} has {len(shape)} dimensions; cddp tensors have at most "
+                    f"{_MAX_DIMS}")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) and o >= 0 for o in offs)):
+        _fail(name, f"tensor {key!r} has invalid data_offsets {str(offs)[:80]}")
+    return dt, shape, offs[0], offs[1]
+
+
+def _check_layout(name, entries, data_len):
+    """safetensors' rule: sorted by offsets, the tensors tile [0, data_len) exactly — each
+    starts where the previous one ended, ends at or after its start, and holds shape x
+    itemsize bytes; the last one ends where the file ends."""
+    pos = 0
+    for key, (dt, shape, begin, end) in sorted(entries.items(), key=lambda kv: kv[1][2:]):
+        if begin != pos or end < begin:
+            what = ("overlaps the tensor before it" if begin < pos else
+                    "leaves a gap after the tensor before it" if begin > pos else
+                    "ends before it starts")
+            _fail(name, f"tensor {key!r} spans bytes [{begin}, {end}) of the data section, "
+                        f"which {what} (invalid offsets)")
+        need = math.prod(shape) * np.dtype(_ST_TO_NP[dt]).itemsize
+        if end - begin != need:
+            _fail(name, f"tensor {key!r}: shape {shape} of {dt} needs {need} bytes, the file "
+                        f"gives {end - begin}")
+        pos = end
+    if pos > data_len:
+        _fail(name, f"the tensors need {pos} bytes of data but the file has {data_len} after "
+                    "the header (truncated?)")
+    if pos < data_len:
+        _fail(name, f"file not fully covered: the tensors end at byte {pos} of the data "
+                    f"section but it has {data_len} bytes (a wrong header length, or bytes "
+                    "appended)")
+
+
+def _read_safetensors(src):
+    """(metadata, {key: ndarray}) of a safetensors file, checked as the safetensors library
+    checks it (plus bool bytes in {0, 1}) before any tensor is built. The header length is
+    checked against the file's size before the header is read, the header before the data."""
+    name = src.name
+    (hlen,) = struct.unpack("<Q", bytes(src.read(8, "the header length")))
     if hlen > _MAX_HEADER:
         _fail(name, f"header length {hlen} exceeds the {_MAX_HEADER}-byte limit (corrupt or "
                     "foreign file)")
-    if 8 + hlen > len(buf):
-        _fail(name, f"header claims {hlen} bytes but the file has {len(buf) - 8} after the "
+    if src.size is not None and 8 + hlen > src.size:
+        _fail(name, f"header claims {hlen} bytes but the file has {src.size - 8} after the "
                     "length field (truncated?)")
-    try:
-        header = json.loads(bytes(buf[8:8 + hlen]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        _fail(name, f"header is not valid JSON ({e})")
+    hbytes = bytes(src.read(hlen, "the header"))
+    if not hbytes.startswith(b"{"):
+        _fail(name, "header does not start with '{' (corrupt or foreign file)")
+    header = _json(hbytes, name, "header")
     if not isinstance(header, dict):
         _fail(name, "header is not a JSON object")
-    data_start = 8 + hlen
-    data_len = len(buf) - data_start
-    meta = header.get("__metadata__") or {}
-    if not isinstance(meta, dict):
-        _fail(name, "__metadata__ is not an object")
+    meta = header.get("__metadata__", {})
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        _fail(name, "__metadata__ is not an object of strings")
+    entries = {k: _check_entry(name, k, v) for k, v in header.items() if k != "__metadata__"}
+    data_len = max((e[3] for e in entries.values()), default=0)
+    _check_layout(name, entries, data_len if src.size is None else src.size - 8 - hlen)
+    data = src.read(data_len, "the tensor data")
+    if src.size is None and not src.at_end():
+        _fail(name, "file not fully covered: bytes follow the last tensor")
     arrays = {}
-    for key, info in header.items():
-        if key == "__metadata__":
-            continue
-        if not isinstance(info, dict):
-            _fail(name, f"entry {key!r} is not an object")
-        dt = info.get("dtype")
-        shape = info.get("shape")
-        offs = info.get("data_offsets")
-        if dt not in _ST_TO_NP:
-            _fail(name, f"tensor {key!r} has unsupported dtype {dt!r}")
-        if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool)
-                                                  and s >= 0 for s in shape):
-            _fail(name, f"tensor {key!r} has an invalid shape {shape!r}")
-        if not (isinstance(offs, list) and len(offs) == 2 and
-                all(isinstance(o, int) and not isinstance(o, bool) for o in offs)):
-            _fail(name, f"tensor {key!r} has invalid data_offsets {offs!r}")
-        begin, end = offs
-        npdt = np.dtype(_ST_TO_NP[dt])
-        count = 1
-        for s in shape:
-            count *= s
-        if not 0 <= begin <= end <= data_len:
-            _fail(name, f"tensor {key!r} spans bytes [{begin}, {end}) but the data section has "
-                        f"{data_len} bytes (truncated?)")
-        if end - begin != count * npdt.itemsize:
-            _fail(name, f"tensor {key!r}: shape {shape} of {dt} needs {count * npdt.itemsize} "
-                        f"bytes, the file gives {end - begin}")
-        arr = np.frombuffer(buf, dtype=npdt, count=count, offset=data_start + begin)
+    for key, (dt, shape, begin, end) in entries.items():
+        arr = np.frombuffer(data, dtype=_ST_TO_NP[dt], count=math.prod(shape), offset=begin)
+        if dt == "BOOL" and arr.size and int(arr.view(np.uint8).max()) > 1:
+            _fail(name, f"bool tensor {key!r} holds byte values other than 0 and 1")
         if not arr.flags.aligned:        # safetensors packs tensors back to back: C kernels
             arr = arr.copy()             # need element-aligned data, so copy the odd ones
         arrays[key] = arr.reshape(shape)
-    return header, meta, arrays
+    return meta, arrays
 
 
-def _decode(node, arrays, name):
-    if node is None or isinstance(node, (bool, int, float, str)):
-        return node
-    if isinstance(node, list):
-        return [_decode(v, arrays, name) for v in node]
-    if not isinstance(node, dict) or len(node) == 0:
-        _fail(name, "structure holds an unknown value")
-    if "__tensor__" in node:
-        key = node["__tensor__"]
-        if key not in arrays:
-            _fail(name, f"structure refers to a missing tensor {key!r}")
-        arr = arrays[key]
-        if arr.dtype == np.uint16:        # BF16 words
-            arr = arr if arr.flags.c_contiguous else arr.copy()     # (0-d stays 0-d)
-            t = _C.from_numpy(arr.view(np.int16)).view(_C.bfloat16)
-        else:
-            t = _C.from_numpy(arr)
-        if node.get("parameter"):
+def _array_tensor(arr):
+    """The tensor over a read array; uint16 arrays hold BF16 words (the only uint16 entries)."""
+    if arr.dtype == np.uint16:
+        arr = arr if arr.flags.c_contiguous else arr.copy()     # (0-d stays 0-d)
+        return _C.from_numpy(arr.view(np.int16)).view(_C.bfloat16)
+    return _C.from_numpy(arr)
+
+
+# ---- the structure ---------------------------------------------------------------------------
+
+_CONTAINERS = (("__dict__", dict), ("__odict__", OrderedDict), ("__counter__", Counter))
+
+
+class _Decoder:
+    """Rebuilds the saved object from its JSON structure. Only this vocabulary is understood;
+    every other shape of node is a CheckpointError (nothing a file says is looked up)."""
+
+    def __init__(self, name, arrays):
+        self.name, self.arrays, self.used = name, arrays, set()
+
+    def fail(self, why):
+        _fail(self.name, f"structure: {why}")
+
+    def node(self, v, depth):
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if depth >= MAX_DEPTH:
+            self.fail(f"containers nested deeper than {MAX_DEPTH} levels")
+        if isinstance(v, list):
+            return [self.node(x, depth + 1) for x in v]
+        if not isinstance(v, dict) or len(v) == 0:
+            self.fail(f"unknown value of type {type(v).__name__}")
+        if "__tensor__" in v:
+            return self.tensor(v)
+        if len(v) != 1:
+            self.fail(f"unknown object with keys {sorted(v)[:4]}")
+        (tag, x), = v.items()
+        if tag == "__float__":
+            if x not in ("inf", "-inf", "nan"):
+                self.fail(f"__float__ holds {str(x)[:40]!r}, not inf, -inf or nan")
+            return float(x)
+        if tag == "__dtype__":
+            if not isinstance(x, str) or x not in _DTYPES:
+                self.fail(f"__dtype__ names {str(x)[:40]!r}, not one of {sorted(_DTYPES)}")
+            return getattr(_C, x)
+        if tag == "__device__":
+            return self.device(x)
+        if tag == "__tuple__":
+            if not isinstance(x, list):
+                self.fail("__tuple__ does not hold a list")
+            return tuple(self.node(e, depth + 1) for e in x)
+        for kind, cls in _CONTAINERS:
+            if tag == kind:
+                return self.mapping(cls, kind, x, depth)
+        self.fail(f"unknown object {tag[:40]!r}")
+
+    def tensor(self, v):
+        key = v["__tensor__"]
+        if set(v) - {"__tensor__", "requires_grad", "parameter"}:
+            self.fail(f"tensor reference with unknown keys {sorted(v)[:4]}")
+        rg, param = v.get("requires_grad", False), v.get("parameter", False)
+        if not isinstance(key, str) or key not in self.arrays:
+            self.fail(f"refers to a missing tensor {str(key)[:40]!r}")
+        if not isinstance(rg, bool) or not isinstance(param, bool):
+            self.fail(f"tensor {key!r}: requires_grad and parameter must be true or false")
+        if key in self.used:
+            self.fail(f"tensor {key!r} is referred to twice")
+        self.used.add(key)
+        arr = self.arrays[key]
+        if rg and arr.dtype.kind != "f" and arr.dtype != np.uint16:     # (uint16: BF16)
+            self.fail(f"tensor {key!r} of {arr.dtype} cannot require a gradient")
+        t = _array_tensor(arr)
+        if param:
             from .nn.parameter import Parameter
-            return Parameter(t, requires_grad=bool(node.get("requires_grad", True)))
-        if node.get("requires_grad"):
+            return Parameter(t, requires_grad=rg)
+        if rg:
             t.requires_grad_(True)
         return t
-    if "__float__" in node:
-        return float(node["__float__"])
-    if "__dtype__" in node:
-        return getattr(_C, node["__dtype__"])
-    if "__device__" in node:
+
+    def device(self, x):
         from ._device import device
-        return device(node["__device__"])
-    if "__tuple__" in node:
-        return tuple(_decode(v, arrays, name) for v in node["__tuple__"])
-    for kind, cls in (("__dict__", dict), ("__odict__", OrderedDict), ("__counter__", Counter)):
-        if kind in node:
-            items = node[kind]
-            if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2
-                                                      for p in items):
-                _fail(name, f"malformed {kind} entry")
-            out = cls()
-            for k, v in items:
-                out[_decode(k, arrays, name)] = _decode(v, arrays, name)
-            return out
-    _fail(name, f"structure holds an unknown object {sorted(node)[:3]}")
+        if not isinstance(x, str) or len(x) > 64:
+            self.fail("__device__ does not hold a device name")
+        try:
+            return device(x)
+        except (RuntimeError, ValueError, TypeError) as e:
+            self.fail(f"__device__ {x!r}: {e}")
+
+    def mapping(self, cls, kind, items, depth):
+        if not isinstance(items, list) or not all(isinstance(p, list) and len(p) == 2
+                                                  for p in items):
+            self.fail(f"malformed {kind} entry")
+        out = cls()
+        for k, v in items:
+            key = self.node(k, depth + 1)
+            if not (key is None or isinstance(key, (bool, int, float, str))):
+                self.fail(f"{kind} key of type {type(key).__name__} (keys are scalars)")
+            out[key] = self.node(v, depth + 1)
+        return out
+
+
+def _load_safetensors(src):
+    meta, arrays = _read_safetensors(src)
+    if meta.get("format") != "cddp" or "cddp_structure" not in meta:
+        # a plain safetensors file: its tensors by name, in file order
+        return OrderedDict((k, _array_tensor(a)) for k, a in arrays.items())
+    structure = _json(meta["cddp_structure"], src.name, "structure")
+    return _Decoder(src.name, arrays).node(structure, 0)
+
+
+def _refuse_pickle(src):
+    _fail(src.name, "it is a torch.save (pickle/zip) file; cddp never unpickles. Convert it "
+                    "with torch + safetensors, or save it with cddp.save")
+
+
+def _is_pickle(first):
+    return first[:4] == _MAGIC_ZIP or first[:2] in _MAGIC_PICKLE
+
+
+# The formats load() reads: (test on the file's first 8 bytes, reader). The first row whose
+# test passes reads the file; the last row takes the rest. A second format (whole-object
+# pickles under weights_only, say) is a row above the last.
+_FORMATS = [
+    (_is_pickle, _refuse_pickle),
+    (lambda first: True, _load_safetensors),
+]
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None,
          **pickle_load_args):
     """Read what cddp.save wrote (or any safetensors file: a dict of its tensors). No code
-    runs. map_location is accepted for torch compatibility: tensors load on the CPU."""
+    runs. map_location is accepted for torch compatibility: tensors load on the CPU. A file
+    that cannot be read raises CheckpointError saying why (a missing path: FileNotFoundError,
+    as torch)."""
     if pickle_module is not None:
         raise ValueError("cddp.load never unpickles; pickle_module is not supported")
-    buf, name = _read_all(f)
-    header, meta, arrays = _parse(buf, name)
-    if meta.get("format") != "cddp" or "cddp_structure" not in meta:
-        # a plain safetensors file: its tensors by name, in file order
-        return OrderedDict((k, _C.from_numpy(a)) for k, a in arrays.items())
+    src = _Source(f)
     try:
-        structure = json.loads(meta["cddp_structure"])
-    except (TypeError, json.JSONDecodeError) as e:
-        _fail(name, f"structure is not valid JSON ({e})")
-    obj = _decode(structure, arrays, name)
+        obj = _read(src)
+    finally:
+        src.close()
     if map_location is not None and not callable(map_location) and not isinstance(map_location, dict):
         if str(map_location).startswith("cuda"):
             obj = _map_cuda(obj, map_location)
     return obj
+
+
+def _read(src):
+    """The reader for the file's first bytes reads it. An exception other than CheckpointError
+    that a forged file could still provoke in a reader is reported as a CheckpointError too,
+    with its type and text: a bad file has exactly one way to fail."""
+    try:
+        first = src.peek(8)
+        reader = next(read for test, read in _FORMATS if test(first))
+        return reader(src)
+    except CheckpointError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
+            RecursionError, UnicodeError) as e:
+        _fail(src.name, f"{type(e).__name__}: {e}")
 
 
 def _map_cuda(obj, loc):

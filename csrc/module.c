@@ -10,15 +10,29 @@
 static PyMethodDef *tensor_tables[] = {
     cddp_tensor_core_methods, cddp_autograd_tensor_methods, cddp_elementwise_tensor_methods,
     cddp_reduce_tensor_methods, cddp_linalg_tensor_methods, cddp_shape_tensor_methods,
-    cddp_index_tensor_methods, cddp_creation_tensor_methods, NULL,
+    cddp_index_tensor_methods, cddp_creation_tensor_methods,
+    cddp_tri_tensor_methods, cddp_repeat_tensor_methods, cddp_cumprod_tensor_methods,
+    cddp_nonzero_tensor_methods, cddp_index_ops_tensor_methods,
+    cddp_addmm_family_tensor_methods, cddp_unique_tensor_methods, cddp_search_tensor_methods,
+    cddp_share_tensor_methods, NULL,
 };
 static PyMethodDef *module_tables[] = {
-    cddp_core_module_methods, cddp_autograd_module_methods, cddp_elementwise_module_methods,
+    cddp_core_module_methods, cddp_autograd_module_methods, cddp_function_module_methods,
+    cddp_elementwise_module_methods,
     cddp_reduce_module_methods, cddp_linalg_module_methods, cddp_shape_module_methods,
     cddp_index_module_methods, cddp_creation_module_methods, cddp_loss_module_methods,
     cddp_optim_module_methods, cddp_clip_module_methods, cddp_linear_module_methods,
     cddp_sampler_module_methods, cddp_store_module_methods, cddp_pg_module_methods,
-    cddp_dtype_module_methods, NULL,
+    cddp_dtype_module_methods,
+    cddp_rnn_module_methods,
+    cddp_tri_module_methods, cddp_repeat_module_methods, cddp_cumprod_module_methods,
+    cddp_nonzero_module_methods, cddp_index_ops_module_methods,
+    cddp_addmm_family_module_methods, cddp_einsum_module_methods, cddp_unique_module_methods,
+    cddp_search_module_methods, cddp_loss_extra_module_methods,
+    cddp_layer_norm_module_methods, cddp_embedding_module_methods, cddp_sdpa_module_methods,
+    cddp_batch_norm_module_methods, cddp_sync_bn_module_methods,
+    cddp_group_norm_module_methods, cddp_activation_module_methods,
+    cddp_share_module_methods, cddp_fused_optim_module_methods, NULL,
 };
 
 /* One NULL-terminated array out of several; lives as long as the process (types keep it). */
@@ -115,6 +129,7 @@ static int cddp_exec(PyObject *m)
     if (PyModule_AddFunctions(m, mmeth) < 0)
         goto fail;
     if (cddp_dtype_init(m, st) < 0 || cddp_node_type_init(m, st) < 0 ||
+        cddp_function_type_init(m, st) < 0 ||
         cddp_tensor_type_init(m, st, tmeth) < 0 || cddp_random_init(m, st) < 0 ||
         cddp_blas_init(m, st) < 0 || cddp_return_types_init(m, st) < 0 ||
         cddp_store_types_init(m, st) < 0 || cddp_pg_types_init(m, st) < 0 ||
@@ -129,7 +144,8 @@ fail:
 /* Every object the state owns, once: traverse and clear share this list. */
 #define CDDP_STATE_OBJECTS(X, st)                                                          \
     X((st)->tensor_type); X((st)->node_type); X((st)->dtype_type); X((st)->generator_type);  \
-    X((st)->size_type); X((st)->default_generator); X((st)->device_cpu);                     \
+    X((st)->function_type); X((st)->size_type); X((st)->default_generator);                  \
+    X((st)->device_cpu);                                                                     \
     X((st)->device_factory); X((st)->return_types[0]); X((st)->return_types[1]);            \
     X((st)->pg_type); X((st)->work_type); X((st)->reducer_type);                             \
     X((st)->store_server_type); X((st)->store_client_type); X((st)->dist_backend_error);     \

@@ -63,6 +63,7 @@ class DirStore:
 # function(rank, size, store_dir, *args) and returning a JSON-able result (or raising). Every
 # launch is bounded by `timeout` and kills its process groups on the way out.
 import json  # noqa: E402
+import shutil  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -116,6 +117,7 @@ def run_ranks(n, target, args=(), env=None, timeout=60.0, expect_exit=None):
                 except ProcessLookupError:
                     pass
                 p.wait()
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def _child_main():

@@ -84,9 +84,84 @@ class Boom(Dataset):
         return cddp.tensor([float(i)])
 
 
-def test_worker_exception_is_reraised():
-    with pytest.raises(RuntimeError, match="bad sample 5"):
+class KeyBoom(Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        if i == 5:
+            return {}["missing-key"]
+        return cddp.tensor([float(i)])
+
+
+def test_worker_exception_keeps_its_type_and_the_worker_traceback():
+    """torch's rule: the worker's exception comes back as its own type, the message naming the
+    worker and holding its traceback (a KeyError's message is shown as is, not repr'ed)."""
+    with pytest.raises(ValueError) as e:
         list(DataLoader(Boom(), batch_size=2, num_workers=2))
+    msg = str(e.value)
+    assert msg.startswith("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback")
+    assert "bad sample 5" in msg and "__getitem__" in msg
+    with pytest.raises(KeyError) as e:
+        list(DataLoader(KeyBoom(), batch_size=2, num_workers=2))
+    msg = str(e.value)
+    assert msg.startswith("Caught KeyError in DataLoader worker process 0.\nOriginal Traceback")
+    assert "'missing-key'" in msg and "\\n" not in msg
+    torch = pytest.importorskip("torch")
+    with pytest.raises(KeyError) as te:
+        list(torch.utils.data.DataLoader(KeyBoom(), batch_size=2, num_workers=2,
+                                         collate_fn=lambda b: b))
+    assert str(te.value).splitlines()[0] == msg.splitlines()[0]
+
+
+class Suicidal(Dataset):
+    """Index `at` SIGKILLs its worker after noting the time; index `hang` never returns."""
+
+    def __init__(self, d, at=None, hang=None):
+        self.d, self.at, self.hang = d, at, hang
+
+    def __len__(self):
+        return 16
+
+    def __getitem__(self, i):
+        import signal
+        import time
+        if i == self.at:
+            with open(os.path.join(self.d, "died"), "w") as f:
+                f.write(repr(time.time()))
+            os.kill(os.getpid(), signal.SIGKILL)
+        if i == self.hang:
+            time.sleep(60)
+        return cddp.tensor([float(i)])
+
+
+def test_killed_worker_is_noticed_when_it_dies(tmp_path):
+    """The main process waits on the workers' sentinels with the result queue: a SIGKILLed
+    worker fails the loop at once, naming its pid and signal (it used to take up to the 5-s
+    poll interval)."""
+    import time
+    with pytest.raises(RuntimeError, match=r"DataLoader worker \(pid\(s\) \d+\) exited "
+                                           r"unexpectedly \(worker 1 \(pid \d+\): killed by "
+                                           r"signal SIGKILL\)"):
+        list(DataLoader(Suicidal(str(tmp_path), at=3), batch_size=2, num_workers=2))
+    latency = time.time() - float((tmp_path / "died").read_text())
+    assert latency < 2.5, latency        # the old poll: ~5 s
+
+
+def test_shutdown_terminates_a_hung_worker_at_once(tmp_path):
+    """Leaving the loop while a worker is stuck in __getitem__: that worker owes a batch that
+    nobody will read, so shutdown terminates it instead of waiting 5 s for it first."""
+    import time
+    loader = DataLoader(Suicidal(str(tmp_path), hang=4), batch_size=2, num_workers=2)
+    it = iter(loader)
+    assert [n(next(it)).ravel().tolist() for _ in range(2)] == [[0.0, 1.0], [2.0, 3.0]]
+    workers = list(it._workers)
+    t0 = time.monotonic()
+    it.shutdown()
+    took = time.monotonic() - t0
+    assert not any(w.is_alive() for w in workers)
+    assert workers[0].exitcode < 0       # the hung one was terminated, not waited for
+    assert took < 2.5, took              # the old shutdown: 5 s join first
 
 
 def test_default_collate_rules_match_torch():

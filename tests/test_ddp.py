@@ -170,12 +170,36 @@ try:
 except RuntimeError as e:
     assert "weight" in str(e) and "rank 1" in str(e), str(e)
     np.save(os.path.join(OUT, f"mismatch{rank}.npy"), np.array(1))
+
+class Named(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+try:                               # same shapes, other names: the names are what it reports
+    DDP(nn.Sequential(nn.Linear(6, 3)) if rank == 0 else Named())
+except RuntimeError as e:
+    assert "parameter #0 differs between rank 0 and rank 1: name '0.weight' vs 'fc.weight' " \
+           "(shape [3, 6] and dtype cddp.float32 agree)" in str(e), str(e)
+    np.save(os.path.join(OUT, f"names{rank}.npy"), np.array(1))
 dist.destroy_process_group()
 """
     r = run_ranks(tmp_path, body)
     assert r.returncode == 0, r.stderr[-3000:]
     np.testing.assert_array_equal(load(tmp_path, "w0.npy"), load(tmp_path, "w1.npy"))
     assert load(tmp_path, "mismatch0.npy") == 1 and load(tmp_path, "mismatch1.npy") == 1
+    assert load(tmp_path, "names0.npy") == 1 and load(tmp_path, "names1.npy") == 1
+
+
+def test_parameter_difference_names_what_differs():
+    from cddp.nn.parallel.distributed import _param_difference
+    a = ["l.weight", [10, 512], "cddp.float32"]
+    assert _param_difference(a, ["m.weight", [10, 512], "cddp.float32"]) == \
+        "name 'l.weight' vs 'm.weight' (shape [10, 512] and dtype cddp.float32 agree)"
+    assert _param_difference(a, ["l.weight", [10, 256], "cddp.float64"]) == \
+        "shape [10, 512] vs [10, 256], dtype cddp.float32 vs cddp.float64 (name 'l.weight' agrees)"
+    assert _param_difference(a, ["x", [1], "cddp.int64"]) == \
+        "name 'l.weight' vs 'x', shape [10, 512] vs [1], dtype cddp.float32 vs cddp.int64"
 
 
 def test_same_losses_as_torch_ddp(tmp_path):

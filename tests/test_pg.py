@@ -385,6 +385,156 @@ def test_subgroups():
         assert out["everyone"] == [4.0, 4.0] and out["world"] == [6.0, 6.0]
 
 
+# ---- ranks that disagree on a group's members ------------------------------------------------
+
+DISAGREE_ROUNDS = 8
+
+
+def _disagree_child(rank, n, d, rounds):
+    """Rank 0 asks for [0, 1], the others for [0, 1, 2], `rounds` times: each round must raise
+    DistBackendError on every rank naming both lists (it used to SIGSEGV ranks 1 and 2 in about
+    half the rounds: the shm attach read the segment header after unmapping it)."""
+    dist = init_group(rank, n, d, timeout=5)
+    msgs = []
+    for _ in range(rounds):
+        try:
+            dist.new_group([0, 1] if rank == 0 else [0, 1, 2])
+            msgs.append("no error")
+        except dist.DistBackendError as e:
+            msgs.append(str(e))
+    dist.barrier()                 # the world group still works after the refusals
+    return msgs
+
+
+@pytest.mark.parametrize("env", TRANSPORTS, ids=TIDS)
+def test_new_group_member_disagreement_raises_on_every_rank(env):
+    res = run_ranks(3, "test_pg:_disagree_child", args=(DISAGREE_ROUNDS,), env=env, timeout=90)
+    for r in range(3):
+        msgs = res[r].get("ok")
+        assert msgs is not None, f"rank {r}: {res[r]}"
+        assert len(msgs) == DISAGREE_ROUNDS
+        for m in msgs:
+            assert "disagree on the group's members" in m, m
+            assert "rank 0 passed [0, 1]" in m and "ranks 1, 2 passed [0, 1, 2]" in m, m
+
+
+def _size_mismatch_child(rank, n, d):
+    """The same disagreement one level down: ProcessGroupCPU itself (no new_group check) with
+    rank 0 in a group of 2 and ranks 1, 2 in a group of 3 under one name. Every rank must get
+    an exception (the rendezvous's size check, or the store's timeout when the two sizes make
+    the ranks count generations differently), never a crash."""
+    import cddp.distributed  # noqa: F401 — the exception classes
+    from cddp.distributed.distributed_c10d import ProcessGroupCPU
+    size = 2 if rank == 0 else 3
+    try:
+        ProcessGroupCPU(DirStore(d, timeout=3), rank, size, 3.0, "mismatch")
+        return "no error"
+    except Exception as e:         # noqa: BLE001 — which one depends on the arrival order
+        return f"{type(e).__name__}: {e}"
+
+
+def test_process_group_size_disagreement_never_crashes():
+    for _ in range(3):
+        res = run_ranks(3, "test_pg:_size_mismatch_child", timeout=60)
+        for r in range(3):
+            assert "ok" in res[r], f"rank {r}: {res[r]}"
+            assert res[r]["ok"] != "no error", res[r]
+
+
+def _forged_segment_child(rank, n, d):
+    """Rank 1 of 2 attaches to a segment whose header describes a group of 3 (a forged or
+    stale segment): a clear error naming both sizes, not a read of the unmapped header."""
+    import socket
+    import struct
+    import cddp.distributed  # noqa: F401 — the exception classes
+    from cddp.distributed.distributed_c10d import ProcessGroupCPU
+    pid, nonce = os.getpid(), 0x5eed0000 + os.getpid()
+    with open("/proc/sys/kernel/random/boot_id") as f:
+        boot = f.read().strip()
+    host = socket.gethostname().replace(" ", "_")
+    store = DirStore(d, timeout=5)
+    store.set("cddp/pg/forged/0/info/0", f"{pid} {host} {boot} 127.0.0.1 0 {nonce:016x} 2")
+    path = f"/dev/shm/cddp-{pid}-{nonce:016x}"
+    hdr = struct.pack("<QQqQ", 0x3170646463, 0, 3, 4096)     # magic, nonce, size 3, total
+    with open(path, "wb") as f:
+        f.write(hdr.ljust(4096, b"\0"))
+    try:
+        ProcessGroupCPU(store, 1, 2, 5.0, "forged")
+        return "no error"
+    except RuntimeError as e:
+        return str(e)
+    finally:
+        os.unlink(path)
+
+
+def test_forged_segment_of_another_size_is_refused():
+    res = run_ranks(1, "test_pg:_forged_segment_child", timeout=60)
+    msg = res[0].get("ok")
+    assert msg is not None, res[0]
+    assert "describes a group of 3 ranks" in msg and "expects 2 ranks" in msg, msg
+
+
+# ---- /dev/shm: segments of killed creators ---------------------------------------------------
+
+def _creator_script(d, name):
+    """A rank 0 of 2 whose rank 1 (a fake entry: this test's pid, alive) never attaches: it
+    creates the segment and waits in group creation until killed."""
+    return f"""
+import os, socket, sys
+sys.path[:0] = [{ROOT!r}, {os.path.join(ROOT, 'tests')!r}]
+import cddp.distributed
+from cddp.distributed.distributed_c10d import ProcessGroupCPU
+from _teststore import DirStore
+with open("/proc/sys/kernel/random/boot_id") as f:
+    boot = f.read().strip()
+host = socket.gethostname().replace(" ", "_")
+st = DirStore({d!r}, timeout=60)
+st.set("cddp/pg/{name}/0/info/1", f"{{os.getppid()}} {{host}} {{boot}} 127.0.0.1 0 {{1:016x}} 2")
+ProcessGroupCPU(st, 0, 2, 60.0, {name!r})
+"""
+
+
+def _wait_segment(pid, timeout=30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        segs = [f for f in os.listdir("/dev/shm") if f.startswith(f"cddp-{pid}-")]
+        if segs:
+            return segs
+        time.sleep(0.02)
+    raise AssertionError(f"no /dev/shm/cddp-{pid}-* segment appeared within {timeout} s")
+
+
+def test_killed_creators_segment_is_swept_at_next_init(tmp_path):
+    """SIGKILL rank 0 while it waits for the others to attach: its cddp-<pid>-<nonce> segment
+    survives the kill, and the next group creation on this machine removes it. A segment whose
+    creator is alive (a second, waiting creator) is left alone."""
+    procs = []
+    try:
+        for name in ("victim", "alive"):
+            procs.append(subprocess.Popen([sys.executable, "-c", _creator_script(str(tmp_path), name)],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE))
+        victim, alive = procs
+        dead_segs, live_segs = _wait_segment(victim.pid), _wait_segment(alive.pid)
+        victim.kill()
+        victim.wait()
+        assert all(os.path.exists(f"/dev/shm/{f}") for f in dead_segs)   # the leak itself
+        # next init: any group whose rank 0 creates a segment (here a single-rank one)
+        from cddp.distributed.distributed_c10d import ProcessGroupCPU
+        pg = ProcessGroupCPU(DirStore(str(tmp_path / "next")), 0, 1, 10.0, "next")
+        pg.shutdown()
+        assert not any(os.path.exists(f"/dev/shm/{f}") for f in dead_segs)
+        assert all(os.path.exists(f"/dev/shm/{f}") for f in live_segs)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+            p.communicate()
+    # the live creator was killed too: the next init takes its segment as well
+    from cddp.distributed.distributed_c10d import ProcessGroupCPU
+    ProcessGroupCPU(DirStore(str(tmp_path / "again")), 0, 1, 10.0, "again").shutdown()
+    assert not any(os.path.exists(f"/dev/shm/{f}") for f in live_segs)
+
+
 # ---- p2p, monitored barrier -----------------------------------------------------------------------
 
 def _p2p_child(rank, n, d):
@@ -481,7 +631,20 @@ def test_use_before_init(dist):
         dist.get_rank()
 
 
-def test_env_errors(dist, monkeypatch):
+def _noop_child(rank, n, d):
+    return rank
+
+
+def test_run_ranks_leaves_no_folder_behind(tmp_path, monkeypatch):
+    """The harness's store folder goes away with the launch (every run of the suite used to
+    leave ~35 cddp-pgtest-* folders in $TMPDIR)."""
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    assert run_ranks(2, "test_pg:_noop_child", timeout=60) == [{"ok": 0}, {"ok": 1}]
+    assert os.listdir(tmp_path) == []
+
+
+def test_env_errors(dist, monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="Error initializing torch.distributed using env:// "
                                          "rendezvous: environment variable RANK expected, but not set"):
         dist.init_process_group("gloo")
@@ -492,10 +655,38 @@ def test_env_errors(dist, monkeypatch):
     with pytest.raises(ValueError, match="environment variable MASTER_ADDR expected"):
         dist.init_process_group("gloo")
     with pytest.raises(ValueError, match="Invalid rank 3"):
-        dist.init_process_group("gloo", store=DirStore("/tmp/unused-cddp"), rank=3, world_size=2)
+        dist.init_process_group("gloo", store=DirStore(str(tmp_path)), rank=3, world_size=2)
     with pytest.raises(ValueError, match="Invalid backend"):
-        dist.init_process_group("mpi", store=DirStore("/tmp/unused-cddp"), rank=0, world_size=1)
+        dist.init_process_group("mpi", store=DirStore(str(tmp_path)), rank=0, world_size=1)
     assert not dist.is_initialized()
+
+
+def test_init_argument_messages(dist, tmp_path):
+    """Bad arguments say what is wrong: a negative world size is not "missing", a timeout must
+    be a positive timedelta (torch's TypeError for an int; never a handshake timeout)."""
+    st = DirStore(str(tmp_path))
+    for method in ("tcp://127.0.0.1:1", f"file://{tmp_path}/f"):
+        with pytest.raises(ValueError, match="world_size must be positive, got -2"):
+            dist.init_process_group("gloo", init_method=method, world_size=-2, rank=0)
+        with pytest.raises(ValueError, match="Invalid rank -3"):
+            dist.init_process_group("gloo", init_method=method, world_size=2, rank=-3)
+        with pytest.raises(ValueError, match="rank and world_size must be given"):
+            dist.init_process_group("gloo", init_method=method)
+    with pytest.raises(TypeError, match="Expected timeout argument to be of type "
+                                        "datetime.timedelta, got 5"):
+        dist.init_process_group("gloo", store=st, rank=0, world_size=1, timeout=5)
+    for bad in (datetime.timedelta(seconds=-1), datetime.timedelta(0)):
+        with pytest.raises(ValueError, match="timeout must be a positive duration"):
+            dist.init_process_group("gloo", init_method="tcp://127.0.0.1:1", world_size=1,
+                                    rank=0, timeout=bad)
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", store=st, rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=10))
+    try:
+        with pytest.raises(TypeError, match="datetime.timedelta, got 3.5"):
+            dist.new_group([0], timeout=3.5)
+    finally:
+        dist.destroy_process_group()
 
 
 def test_single_rank_world(dist, tmp_path):
@@ -565,10 +756,9 @@ def test_no_segment_left_behind():
 def _segments_child(rank, n, d):
     dist = init_group(rank, n, d, timeout=20)
     dist.barrier()                     # every rank has mapped the segment: it is unlinked
-    # the segment is /cddp-<rank 0's nonce>; the nonce is the last field of rank 0's entry
+    # the segment is /cddp-<rank 0's pid>-<rank 0's nonce> (fields 0 and 5 of its entry)
     info = DirStore(d).get("cddp/pg/default/0/info/0").decode().split()
-    name = f"cddp-{info[-1]}"
-    return [name] if os.path.exists(os.path.join("/dev/shm", name)) else []
+    return [f for f in os.listdir("/dev/shm") if f.startswith(f"cddp-{info[0]}-{info[5]}")]
 
 
 def test_bench_quick_runs():

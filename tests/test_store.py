@@ -59,7 +59,8 @@ def client(port, **kw):
 
 
 def stats(store):
-    return store._server.server.stats()
+    """(clients connected, clients dropped for bad frames)"""
+    return store._server.server.stats()[:2]
 
 
 def wait_until(pred, timeout=3.0):
@@ -94,9 +95,9 @@ def workers():
     """Yields spawn(code, port, rank, env=None) -> Popen; kills every process group at exit."""
     procs = []
 
-    def spawn(code, port=0, rank=0, environ=None):
+    def spawn(code, port=0, rank=0, environ=None, stdin=None):
         p = subprocess.Popen([sys.executable, "-c", PRELUDE + textwrap.dedent(code), str(port),
-                              str(rank)], cwd=ROOT, env=environ or env(), text=True,
+                              str(rank)], cwd=ROOT, env=environ or env(), text=True, stdin=stdin,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         procs.append(p)
         return p
@@ -489,6 +490,60 @@ def test_fuzz_garbage_frames_close_only_that_client(monkeypatch, token):
     for s in open_socks:
         s.close()
     assert wait_until(lambda: stats(m)[0] == base_clients + 1), stats(m)
+
+
+def test_bare_connections_cannot_starve_the_store_or_its_process():
+    """The server's process limited to 128 descriptors, 200 TCP connections that never say
+    HELLO: the store keeps at most 128 / 4 of them (the oldest are closed), so the process can
+    still open files and a legitimate client is served at once (it used to wait ~9 s, and the
+    process's own open() failed with EMFILE, until the HELLO deadline freed descriptors)."""
+    with workers() as spawn:
+        srv = spawn("""
+            import resource
+            resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+            m = TCPStore("127.0.0.1", 0, None, True, timeout=TD(seconds=10))
+            print(m.port, flush=True)
+            sys.stdin.readline()                  # the parent holds 200 bare connections
+            st = m._server.server.stats
+            end = time.monotonic() + 20
+            while st()[2] < 200 - 32 and time.monotonic() < end:
+                time.sleep(0.01)
+            fds = [os.open("/dev/null", os.O_RDONLY) for _ in range(40)]
+            for fd in fds:
+                os.close(fd)
+            print(json.dumps(list(st())), flush=True)
+            m.wait(["legit"], TD(seconds=20))
+            print(json.dumps(list(st())), flush=True)
+        """, stdin=subprocess.PIPE)
+        port = int(srv.stdout.readline())
+        bare = []
+        try:
+            for _ in range(200):
+                bare.append(socket.create_connection((HOST, port), timeout=5))
+            srv.stdin.write("go\n")
+            srv.stdin.flush()
+            clients, dropped, evicted = json.loads(srv.stdout.readline())
+            # 32 bare ones and the master's own client connection
+            assert evicted >= 200 - 32 and clients <= 32 + 1, (clients, evicted)
+            legit = client(port, timeout=TD(seconds=5))    # under the old 10-s HELLO deadline
+            legit.set("legit", "yes")
+            assert legit.get("legit") == b"yes"
+            clients, dropped, evicted = json.loads(srv.stdout.readline())
+            assert dropped == 0
+        finally:
+            for b in bare:
+                b.close()
+        finish(srv)
+
+
+def test_silent_server_timeout_says_the_handshake_got_no_answer():
+    """A listener that never answers: the timeout names the unanswered handshake (it used to
+    say the server closed the connection)."""
+    with socket.socket() as lst:
+        lst.bind((HOST, 0))
+        lst.listen(8)
+        with pytest.raises(StoreTimeoutError, match="no answer to the handshake"):
+            client(lst.getsockname()[1], timeout=TD(seconds=0.3))
 
 
 def test_killed_clients_do_not_affect_others():

@@ -37,7 +37,7 @@ except Exception:                      # noqa: BLE001 — any import problem: pl
 ProcessGroupCPU, Work, DistBackendError, DistTimeoutError = _C._pg_types(_DistErrorBase)
 
 __all__ = [
-    "Backend", "ReduceOp", "GroupMember", "group", "ProcessGroup", "Work", "P2POp",
+    "Backend", "get_default_backend_for_device", "ReduceOp", "GroupMember", "group", "ProcessGroup", "Work", "P2POp",
     "DistBackendError", "DistTimeoutError",
     "init_process_group", "destroy_process_group", "is_initialized", "is_available",
     "is_gloo_available", "is_nccl_available", "is_mpi_available", "is_ucc_available",
@@ -89,6 +89,22 @@ class Backend(str):
         if not isinstance(name, str):
             raise ValueError(f"Backend name must be a string, but got: {name}")
         return str.__new__(cls, name.lower())
+
+
+# torch's device -> default backend table; on cddp "nccl" is the CPU engine until a GPU build
+Backend.default_device_backend_map = {"cpu": Backend.GLOO, "cuda": Backend.NCCL}
+
+
+def get_default_backend_for_device(device):
+    """torch.distributed.get_default_backend_for_device: 'gloo' for cpu, 'nccl' for cuda."""
+    kind = device if isinstance(device, str) else getattr(device, "type", None)
+    if not isinstance(kind, str):
+        raise TypeError(f"get_default_backend_for_device: expected a str or device, got "
+                        f"{type(device).__name__}")
+    kind = kind.split(":")[0]
+    if kind not in Backend.default_device_backend_map:
+        raise ValueError(f"Default backend not registered for device : {kind}")
+    return Backend.default_device_backend_map[kind]
 
 
 class _NonMember:
@@ -206,6 +222,7 @@ def _empty_flat(t, n):
 
 
 def _timedelta(timeout, name="timeout"):
+    """monitored_barrier's timeout: a timedelta, or seconds (torch converts floats too)."""
     if timeout is None:
         return None
     if isinstance(timeout, datetime.timedelta):
@@ -213,6 +230,20 @@ def _timedelta(timeout, name="timeout"):
     if isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
         return datetime.timedelta(seconds=timeout)
     raise TypeError(f"Expected {name} argument to be of type datetime.timedelta, got {type(timeout)}")
+
+
+def _group_timeout(timeout, default):
+    """A group's timeout as torch takes it: a positive datetime.timedelta (torch's TypeError
+    for anything else, ints included), or None for `default`."""
+    if timeout is None:
+        return default
+    if not isinstance(timeout, datetime.timedelta):
+        raise TypeError(f"Expected timeout argument to be of type datetime.timedelta, got "
+                        f"{timeout!r}")
+    if timeout.total_seconds() <= 0:
+        raise ValueError(f"timeout must be a positive duration, got {timeout} "
+                         f"({timeout.total_seconds():g} s)")
+    return timeout
 
 
 def _default():
@@ -442,10 +473,10 @@ def _rendezvous(init_method, rank, world_size, timeout):
         world_size = int(q["world_size"])
     if u.scheme == "env":
         method = "env://"
-        if rank < 0:
+        if rank == -1:
             rank = int(os.environ["SLURM_PROCID"]) if ("RANK" not in os.environ and "SLURM_PROCID" in os.environ) \
                 else _env_int("RANK", method)
-        if world_size < 0:
+        if world_size == -1:
             world_size = int(os.environ["SLURM_NTASKS"]) if ("WORLD_SIZE" not in os.environ and "SLURM_NTASKS" in os.environ) \
                 else _env_int("WORLD_SIZE", method)
         host = os.environ.get("MASTER_ADDR")
@@ -454,16 +485,17 @@ def _rendezvous(init_method, rank, world_size, timeout):
                              f"environment variable MASTER_ADDR expected, but not set")
         port = _env_int("MASTER_PORT", method)
     elif u.scheme == "tcp":
-        if rank < 0 or world_size < 0:
+        if rank == -1 or world_size == -1:
             raise ValueError("Error initializing torch.distributed using tcp:// rendezvous: "
                              "rank and world_size must be given (arguments or ?rank=&world_size=)")
         host, port = u.hostname, u.port
         if not host or not port:
             raise ValueError(f"tcp:// init_method needs host and port, got {init_method!r}")
     elif u.scheme == "file":
-        if rank < 0 or world_size < 0:
+        if rank == -1 or world_size == -1:
             raise ValueError("Error initializing torch.distributed using file:// rendezvous: "
                              "rank and world_size must be given")
+        _check_rank(rank, world_size)
         from .store import FileStore
         return FileStore(u.path, world_size), rank, world_size
     else:
@@ -493,7 +525,7 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     SLURM_NTASKS stand in for RANK and WORLD_SIZE), "tcp://host:port" or "file:///path"."""
     if _world.default is not None:
         raise ValueError("trying to initialize the default process group twice!")
-    timeout = _timedelta(timeout) or default_pg_timeout
+    timeout = _group_timeout(timeout, default_pg_timeout)
     name = _backend_name(backend)
     if store is not None:
         if init_method is not None:
@@ -532,8 +564,10 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
         if not 0 <= r < n:
             raise ValueError(f"new_group: rank {r} is out of range for a world of size {n}")
     name_b = _backend_name(backend) if backend is not None else _world.backend
-    timeout = _timedelta(timeout) or datetime.timedelta(seconds=world._c.timeout)
+    timeout = _group_timeout(timeout, datetime.timedelta(seconds=world._c.timeout))
     me = world.rank()
+    if not use_local_synchronization:
+        _check_members(world, ranks)
     if me not in ranks:
         return GroupMember.NON_GROUP_MEMBER
     gname = f"{world.group_name}.sub{_world.count}"
@@ -542,6 +576,31 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None,
     pg = ProcessGroup(cpg, ranks, name_b, gname, _world.store)
     _world.groups.append(pg)
     return pg
+
+
+def _check_members(world, ranks):
+    """Every rank of the world passes its member list (a bit mask) through one all_gather; a
+    disagreement raises DistBackendError on every rank naming the lists, instead of ranks
+    building groups of different sizes that cannot meet."""
+    n = world.size()
+    words = (n + 63) // 64
+    mask = np.zeros(words, np.uint64)
+    for r in ranks:
+        mask[r // 64] |= np.uint64(1) << np.uint64(r % 64)
+    out = _from_np(np.zeros(n * words, np.int64))
+    world._c.allgather(out, _from_np(mask.view(np.int64)), True)
+    rows = _np(out).view(np.uint64).reshape(n, words)
+    if (rows == rows[0]).all():
+        return
+    lists = {}
+    for r in range(n):
+        members = tuple(i for i in range(n) if int(rows[r, i // 64]) >> (i % 64) & 1)
+        lists.setdefault(members, []).append(r)
+    said = "; ".join(f"rank{'s' if len(who) > 1 else ''} {', '.join(map(str, who))} passed "
+                     f"{list(members)}" for members, who in lists.items())
+    raise DistBackendError(f"new_group #{_world.count}: the ranks disagree on the group's "
+                           f"members: {said}. Every rank must make the same new_group calls with the "
+                           "same ranks")
 
 
 def destroy_process_group(group=None):

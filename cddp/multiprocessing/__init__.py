@@ -2,15 +2,18 @@
 multiprocessing re-exported (Process, Queue, Pipe, get_context, set_start_method, cpu_count,
 ...) plus spawn / start_processes / ProcessContext and the process exceptions.
 
-torch registers pickling reducers that move tensors to shared memory when they go through a
-Queue; cddp does not (yet): a cddp Tensor put on a Queue is copied by value, if picklable.
-The sharing-strategy functions exist so scripts that call them keep running.
+Tensors in shared memory (Tensor.share_memory_, Module.share_memory) cross Queues, Pipes and
+spawn Process arguments by file descriptor, so the receiver maps the same memory
+(reductions.py, torch's file_descriptor strategy); other tensors are copied by value (torch
+would move them to shared memory first). The sharing-strategy functions exist so scripts that
+call them keep running.
 """
 import multiprocessing
 import sys
 
 from multiprocessing import *  # noqa: F401,F403  (the stdlib API, as torch re-exports it)
 
+from .reductions import init_reductions
 from .spawn import (ProcessContext, ProcessException, ProcessExitedException,  # noqa: F401
                     ProcessRaisedException, SpawnContext, spawn, start_processes)
 
@@ -18,6 +21,8 @@ __all__ = ["set_sharing_strategy", "get_sharing_strategy", "get_all_sharing_stra
            "spawn", "start_processes", "ProcessContext", "ProcessException",
            "ProcessExitedException", "ProcessRaisedException", "SpawnContext"]
 __all__ += multiprocessing.__all__
+
+init_reductions()
 
 if sys.platform in ("darwin", "win32"):
     _sharing_strategy = "file_system"

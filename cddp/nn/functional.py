@@ -1,11 +1,13 @@
 """cddp.nn.functional — torch.nn.functional's signatures over C kernels.
 
 Losses are fused C passes (csrc/nn/loss.c); linear is one GEMM with the bias fused
-(csrc/nn_linear.c). This layer only maps torch's keyword arguments onto them.
+(csrc/nn_linear.c); normalization layers are csrc/nn/norm/, activations csrc/nn/activation.c.
+This layer only maps torch's keyword arguments onto them.
 """
 import warnings
 
 from .. import _C
+from ..autograd.grad_mode import no_grad
 
 Tensor = _C.Tensor
 
@@ -65,6 +67,19 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     return input.log_softmax(dim) if dtype is None else input.to(dtype).log_softmax(dim)
 
 
+def _noise_like(input):  # noqa: A002
+    """An empty tensor like input in input's memory order when input is a permuted dense
+    tensor (torch's empty_like keeps that layout, and bernoulli_ fills memory in order): a
+    seeded dropout of a transposed view then draws the same mask as torch's."""
+    if input.dim() < 2 or input.is_contiguous():
+        return _C.empty_like(input)
+    order = sorted(range(input.dim()), key=lambda d: -input.stride(d))
+    if not input.permute(order).is_contiguous():
+        return _C.empty_like(input)
+    base = _C.empty(tuple(input.shape[d] for d in order), dtype=input.dtype)
+    return base.permute([order.index(d) for d in range(input.dim())])
+
+
 def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
     """Zero each element with probability p and scale the rest by 1/(1-p) (training only)."""
     if p < 0.0 or p > 1.0:
@@ -76,7 +91,7 @@ def dropout(input, p=0.5, training=True, inplace=False):  # noqa: A002
     if p == 1.0:
         noise = _C.zeros((), dtype=input.dtype)
     else:
-        noise = _C.empty_like(input).bernoulli_(1.0 - p)
+        noise = _noise_like(input).bernoulli_(1.0 - p)
         noise.div_(1.0 - p)
     return input.mul_(noise) if inplace else input * noise
 
@@ -149,3 +164,474 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     _check_tensor(target, "target")
     return _C._bce_with_logits(input, target, weight, pos_weight,
                                _reduction(reduction, size_average, reduce))
+
+
+# ---- the losses of csrc/nn/loss_extra.c: one pointwise and one row engine --------------------
+
+_SMOOTH_L1, _HUBER, _KL_DIV, _POISSON_NLL, _GAUSSIAN_NLL, _HINGE, _SOFT_MARGIN, _RANKING, \
+    _MULTILABEL_SOFT_MARGIN = range(9)
+_COSINE_EMBEDDING, _TRIPLET = range(2)
+
+
+def _check_tensors(**named):
+    for name, x in named.items():
+        _check_tensor(x, name)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+                   beta=1.0):
+    _check_tensors(input=input, target=target)
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    _warn_broadcast(input, target)
+    red = _reduction(reduction, size_average, reduce)
+    if beta == 0.0:                  # torch: beta == 0 is exactly l1_loss
+        return _C._l1_loss(input, target, red)
+    return _C._pointwise_loss(_SMOOTH_L1, input, target, None, red, float(beta), 0.0, 0)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):  # noqa: A002
+    _check_tensors(input=input, target=target)
+    if delta <= 0:
+        raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    _warn_broadcast(input, target)
+    if weight is not None:
+        loss = _C._pointwise_loss(_HUBER, input, target, None, 0, float(delta), 0.0, 0) * weight
+        return {"none": loss, "mean": loss.mean(), "sum": loss.sum()}[reduction]
+    return _C._pointwise_loss(_HUBER, input, target, None, _reduction(reduction), float(delta),
+                              0.0, 0)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
+           log_target=False):
+    _check_tensors(input=input, target=target)
+    if reduction == "batchmean":
+        red = 3
+    else:
+        red = _reduction(reduction, size_average, reduce)
+        if red == 1:
+            warnings.warn("reduction: 'mean' divides the total loss by both the batch size and "
+                          "the support size.'batchmean' divides only by the batch size, and "
+                          "aligns with the KL div math definition.'mean' will be changed to "
+                          "behave the same as 'batchmean' in the next major release.",
+                          UserWarning, stacklevel=2)
+    return _C._pointwise_loss(_KL_DIV, input, target, None, red, 0.0, 0.0, int(bool(log_target)))
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None,  # noqa: A002
+                     eps=1e-8, reduce=None, reduction="mean"):
+    _check_tensors(input=input, target=target)
+    red = _reduction(reduction, size_average, reduce)
+    return _C._pointwise_loss(_POISSON_NLL, input, target, None, red, float(eps), 0.0,
+                              int(bool(log_input)) | (2 if full else 0))
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):  # noqa: A002
+    _check_tensors(input=input, target=target)
+    if not isinstance(var, Tensor):   # a number: one variance for every element
+        var = _C.full(tuple(input.shape), float(var), dtype=input.dtype)
+    if tuple(var.shape) != tuple(input.shape):
+        if tuple(input.shape[:-1]) == tuple(var.shape):      # homoscedastic: one per row
+            var = var.unsqueeze(-1)
+        elif not (tuple(input.shape[:-1]) == tuple(var.shape[:-1]) and var.shape[-1] == 1):
+            raise ValueError("var is of incorrect size")
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
+    if bool((var < 0).any()):
+        raise ValueError("var has negative entry/entries")
+    return _C._pointwise_loss(_GAUSSIAN_NLL, input, target, var, _reduction(reduction),
+                              float(eps), 0.0, 2 if full else 0)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,  # noqa: A002
+                         reduction="mean"):
+    _check_tensors(input=input, target=target)
+    return _C._pointwise_loss(_HINGE, input, target, None,
+                              _reduction(reduction, size_average, reduce), float(margin), 0.0, 0)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
+    _check_tensors(input=input, target=target)
+    if target.requires_grad and _C.is_grad_enabled():
+        raise RuntimeError("The function 'soft_margin_loss' is not differentiable with respect "
+                           "to argument 'target'. This input cannot have requires_grad True.")
+    return _C._pointwise_loss(_SOFT_MARGIN, input, target, None,
+                              _reduction(reduction, size_average, reduce), 0.0, 0.0, 0)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    _check_tensors(input1=input1, input2=input2, target=target)
+    if not input1.dim() == input2.dim() == target.dim():
+        raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
+                           f"but got sizes: input1: {input1.shape}, input2: {input2.shape}, "
+                           f"target: {target.shape} ")
+    return _C._pointwise_loss(_RANKING, input1, input2, target,
+                              _reduction(reduction, size_average, reduce), float(margin), 0.0, 0)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  # noqa: A002
+                                reduce=None, reduction="mean"):
+    _check_tensors(input=input, target=target)
+    return _C._pointwise_loss(_MULTILABEL_SOFT_MARGIN, input, target, weight,
+                              _reduction(reduction, size_average, reduce), 0.0, 0.0, 0)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    _check_tensors(input1=input1, input2=input2, target=target)
+    return _C._row_loss(_COSINE_EMBEDDING, input1, input2, target,
+                        _reduction(reduction, size_average, reduce), float(margin), 2.0, 0.0, 0)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    _check_tensors(anchor=anchor, positive=positive, negative=negative)
+    return _C._row_loss(_TRIPLET, anchor, positive, negative,
+                        _reduction(reduction, size_average, reduce), float(margin), float(p),
+                        float(eps), int(bool(swap)))
+# ---- transformer stack: layer_norm, embedding, attention (csrc/nn/layer_norm.c, embedding.c,
+# sdpa.c; multi_head_attention_forward and its mask helpers in _mha.py) --------------------
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    """Normalize over the trailing normalized_shape dims: one fused C pass per row."""
+    _check_tensor(input, "input")
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return _C._layer_norm(input, tuple(normalized_shape), weight, bias, float(eps))
+
+
+_sparse_warned = []
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # noqa: A002
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of weight at input's indices; padding_idx's row gets no gradient."""
+    _check_tensor(input, "input")
+    _check_tensor(weight, "weight")
+    if padding_idx is not None:
+        if padding_idx > 0:
+            if padding_idx >= weight.size(0):
+                raise AssertionError("Padding_idx must be within num_embeddings")
+        elif padding_idx < 0:
+            if padding_idx < -weight.size(0):
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx = weight.size(0) + padding_idx
+    else:
+        padding_idx = -1
+    if sparse and not _sparse_warned:
+        _sparse_warned.append(True)
+        warnings.warn("cddp has no sparse tensors: embedding(sparse=True) produces a dense "
+                      "gradient (same values)", UserWarning, stacklevel=2)
+    if max_norm is not None:
+        # torch's embedding_renorm_ under no_grad: rows used by input scaled to max_norm
+        _C._embedding_renorm_(weight, input, float(max_norm), float(norm_type))
+    return _C._embedding(weight, input, int(padding_idx), bool(scale_grad_by_freq))
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(Q K^T * scale + mask) V with dropout on the weights: one C kernel forward and
+    one backward (csrc/nn/sdpa.c)."""
+    return _C._sdpa(query, key, value, attn_mask, float(dropout_p), bool(is_causal),
+                    None if scale is None else float(scale), bool(enable_gqa), False)
+
+
+from ._mha import (multi_head_attention_forward, _canonical_mask, _none_or_dtype,  # noqa: E402,F401
+                   _mha_shape_check, _in_projection_packed, _in_projection)
+# ---- normalization (csrc/nn/norm/: fused C passes forward and backward) --------------------
+
+def _verify_batch_size(size):
+    size_prods = size[0]
+    for i in range(len(size) - 2):
+        size_prods *= size[i + 2]
+    if size_prods == 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+
+
+def _verify_spatial_size(size):
+    size_prods = 1
+    for i in range(2, len(size)):
+        size_prods *= size[i]
+    if size_prods == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {size}")
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,  # noqa: A002
+               momentum=0.1, eps=1e-5):
+    """Per-channel normalization over (N, *) with running stats updated in place (training)."""
+    _check_tensor(input, "input")
+    if training:
+        _verify_batch_size(input.size())
+    return _C._batch_norm(input, weight, bias, running_mean, running_var, bool(training),
+                          float(momentum), float(eps))
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,  # noqa: A002
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """torch's recipe: batch norm of the (1, N*C, *) view with per-instance parameters and
+    running stats, which are then averaged back over the batch."""
+    _check_tensor(input, "input")
+    if use_input_stats:
+        _verify_spatial_size(input.size())
+    elif running_mean is None or running_var is None:
+        raise RuntimeError("Expected running_mean and running_var to be defined when "
+                           "use_input_stats is false")
+    b, c = input.shape[0], input.shape[1]
+
+    def rep(t):
+        return None if t is None else t.expand(b, t.numel()).reshape(-1)
+
+    with no_grad():
+        rm = None if running_mean is None else rep(running_mean).clone()
+        rv = None if running_var is None else rep(running_var).clone()
+    x = input.contiguous().view(1, b * c, *input.shape[2:])
+    out = _C._batch_norm(x, rep(weight), rep(bias), rm, rv, bool(use_input_stats),
+                         float(momentum), float(eps))
+    with no_grad():
+        if running_mean is not None:
+            running_mean.copy_(rm.view(b, c).mean(0))
+        if running_var is not None:
+            running_var.copy_(rv.view(b, c).mean(0))
+    return out.view(input.shape)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A002
+    _check_tensor(input, "input")
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
+    _verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups]
+                       + list(input.size()[2:]))
+    return _C._group_norm(input, int(num_groups), weight, bias, float(eps))
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002
+    """input / max(||input||_p over dim, eps)."""
+    denom = input.norm(p, dim, keepdim=True).clamp(min=eps).expand_as(input)
+    if out is None:
+        return input / denom
+    return out.copy_(input / denom)
+
+
+def _broadcast_shape(a, b):
+    a, b = tuple(a), tuple(b)
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b "
+                               f"({y}) at non-singleton dimension {i}")
+        out.append(y if x == 1 else x)
+    return tuple(out)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """torch's formula: sum over dim of (x1 / max(||x1||, eps)) * (x2 / max(||x2||, eps)), the
+    clamp applied without autograd (the gradient flows as if unclamped, as torch's does)."""
+    _check_tensor(x1, "x1")
+    _check_tensor(x2, "x2")
+    fl = [t.dtype for t in (x1, x2) if t.is_floating_point()]
+    if not fl:
+        raise RuntimeError("expected common dtype to be floating point, yet common dtype is "
+                           + {_C.int64: "Long", _C.int32: "Int", _C.bool: "Bool"}.get(
+                               x1.dtype if x1.dim() or not x2.dim() else x2.dtype, "Long"))
+    common = _C.float64 if _C.float64 in fl else fl[0]
+    x1 = x1 if x1.dtype == common else x1.to(common)
+    x2 = x2 if x2.dtype == common else x2.to(common)
+    shape = _broadcast_shape(x1.shape, x2.shape)
+    x1, x2 = x1.expand(shape), x2.expand(shape)
+    n1 = x1.norm(2, dim, keepdim=True).clone()
+    n2 = x2.norm(2, dim, keepdim=True).clone()
+    with no_grad():
+        n1.clamp_(min=eps)
+        n2.clamp_(min=eps)
+    return ((x1 / n1) * (x2 / n2)).sum(dim)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):  # noqa: A002
+    """input / (k + alpha * mean of input^2 over a window of `size` channels)^beta; the window
+    is [c - size//2, c + (size-1)//2], zero-padded and divided by size (torch's avg_pool)."""
+    _check_tensor(input, "input")
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality                          input "
+                         f"(got {dim} dimensions)")
+    if input.numel() == 0:
+        return input
+    sq = input.mul(input)
+    n, c, rest = input.shape[0], input.shape[1], tuple(input.shape[2:])
+    parts = [_C.zeros((n, size // 2) + rest, dtype=input.dtype), sq,
+             _C.zeros((n, (size - 1) // 2) + rest, dtype=input.dtype)]
+    padded = _C.cat([p for p in parts if p.shape[1]], 1)
+    win = padded[:, 0:c]
+    for i in range(1, size):                 # size shifted slices: exact sums, no cumsum
+        win = win + padded[:, i:i + c]
+    div = win.mul(alpha / size).add(k).pow(beta)
+    return input / div
+
+
+# ---- activations (csrc/nn/activation.c: one C kernel each way) ------------------------------
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
+    return _C._leaky_relu(input, negative_slope, inplace)
+
+
+def prelu(input, weight):  # noqa: A002
+    return _C._prelu(input, weight)
+
+
+def gelu(input, approximate="none"):  # noqa: A002
+    if approximate == "none":
+        return _C._gelu(input, False)
+    if approximate == "tanh":
+        return _C._gelu_tanh(input, False)
+    raise RuntimeError("approximate argument must be either none or tanh.")
+
+
+def silu(input, inplace=False):  # noqa: A002
+    return _C._silu(input, inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):  # noqa: A002
+    return _C._elu(input, alpha, 1.0, 1.0, inplace)
+
+
+def selu(input, inplace=False):  # noqa: A002
+    return _C._selu(input, inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):  # noqa: A002
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError")
+    return _C._celu(input, alpha, 1.0, 1.0 / alpha, inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):  # noqa: A002
+    return _C._softplus(input, beta, threshold, False)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    _check_tensor(input, "input")
+    if input.dtype == _C.bool:
+        raise RuntimeError("Bool inputs not supported for hardtanh")
+    if not input.is_floating_point():       # torch clamps integer tensors
+        return input.clamp_(min_val, max_val) if inplace else input.clamp(min_val, max_val)
+    return _C._hardtanh(input, min_val, max_val, inplace)
+
+
+def relu6(input, inplace=False):  # noqa: A002
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def mish(input, inplace=False):  # noqa: A002
+    return _C._mish(input, inplace)
+
+
+def hardswish(input, inplace=False):  # noqa: A002
+    return _C._hardswish(input, inplace)
+
+
+def hardsigmoid(input, inplace=False):  # noqa: A002
+    return _C._hardsigmoid(input, inplace)
+
+
+def softsign(input):  # noqa: A002
+    return input / (input.abs() + 1)
+
+
+def tanhshrink(input):  # noqa: A002
+    return input - input.tanh()
+
+
+# ---- channel-wise and alpha dropout (torch's recipe: one Bernoulli draw per (N, C) plane) ---
+
+_ALPHA = 1.7580993408473766      # selu's -scale * alpha: where alpha dropout sends dropped units
+
+
+def _dropout_impl(input, p, training, inplace, feature, alpha, nbatch=2):  # noqa: A002
+    """torch's _dropout_impl. feature: noise of shape input.shape[:nbatch] + (1,) * rest."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if p == 0.0 or not training or input.numel() == 0:
+        return input
+    if p == 1.0:
+        zero = _C.zeros((), dtype=input.dtype)
+        return input.mul_(zero) if inplace else input * zero
+    if feature:
+        if input.dim() < 2:
+            raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
+        shape = tuple(input.shape[:nbatch]) + (1,) * (input.dim() - nbatch)
+        noise = _C.empty(shape, dtype=input.dtype)
+    else:
+        noise = _C.empty_like(input)
+    noise.bernoulli_(1.0 - p)
+    b = None
+    if alpha:
+        a = 1.0 / ((_ALPHA * _ALPHA * p + 1) * (1 - p)) ** 0.5
+        b = noise.add(-1).mul_(_ALPHA * a).add_(_ALPHA * a * p)
+        noise.mul_(a)
+    else:
+        noise.div_(1.0 - p)
+    out = input.mul_(noise) if inplace else input * noise
+    return out if b is None else out.add_(b)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if input.dim() not in (2, 3):
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {input.dim()}D input. "
+            "Note that dropout1d exists to provide channel-wise dropout on inputs with 1 "
+            "spatial dimension, a channel dimension, and an optional batch dimension "
+            "(i.e. 2D or 3D inputs).")
+    return _dropout_impl(input, p, training, inplace, True, False, 2 if input.dim() == 3 else 1)
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    inp_dim = input.dim()
+    if inp_dim not in (3, 4):
+        warnings.warn(
+            f"dropout2d: Received a {inp_dim}-D input to dropout2d, which is deprecated "
+            "and will result in an error in a future release. To retain the behavior "
+            "and silence this warning, please use dropout instead. Note that dropout2d "
+            "exists to provide channel-wise dropout on inputs with 2 spatial dimensions, "
+            "a channel dimension, and an optional batch dimension (i.e. 3D or 4D inputs).",
+            stacklevel=2)
+    if inp_dim == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise "
+            "1D dropout behavior is desired - input is interpreted as shape (N, C, L), where C "
+            "is the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
+            stacklevel=2)
+    return _dropout_impl(input, p, training, inplace, True, False)
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):  # noqa: A002
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    inp_dim = input.dim()
+    if inp_dim not in (4, 5):
+        warnings.warn(
+            f"dropout3d: Received a {inp_dim}-D input to dropout3d, which is deprecated "
+            "and will result in an error in a future release. To retain the behavior "
+            "and silence this warning, please use dropout instead. Note that dropout3d "
+            "exists to provide channel-wise dropout on inputs with 3 spatial dimensions, "
+            "a channel dimension, and an optional batch dimension (i.e. 4D or 5D inputs).",
+            stacklevel=2)
+    return _dropout_impl(input, p, training, inplace, True, False, 2 if inp_dim == 5 else 1)
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
+    return _dropout_impl(input, p, training, inplace, False, True)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):  # noqa: A002
+    return _dropout_impl(input, p, training, inplace, True, True)

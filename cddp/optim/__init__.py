@@ -1,7 +1,17 @@
-"""cddp.optim — torch.optim: Optimizer, SGD, Adam, AdamW, lr_scheduler."""
+"""cddp.optim — torch.optim: Optimizer, SGD, Adam, AdamW, Adadelta, Adagrad, RMSprop,
+Adamax, NAdam, RAdam, ASGD, LBFGS, lr_scheduler."""
 from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
+from .adadelta import Adadelta
+from .adagrad import Adagrad
+from .rmsprop import RMSprop
+from .adamax import Adamax
+from .nadam import NAdam
+from .radam import RAdam
+from .asgd import ASGD
+from .lbfgs import LBFGS
 from . import lr_scheduler
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "Adamax",
+           "NAdam", "RAdam", "ASGD", "LBFGS", "lr_scheduler"]

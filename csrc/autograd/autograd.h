@@ -2,13 +2,50 @@
  * py_autograd.c share beyond the public autograd API of core/cddp.h.
  *
  * Dependency order (a file calls only the files to its left, and core/):
- *   node.c (graph, AccumulateGrad)  <-  engine.c (backward)  <-  py_autograd.c (Python side)
+ *   saved.c (saved-tensor hooks)  <-  node.c (graph, AccumulateGrad)  <-  engine.c (backward)
+ *   <-  py_autograd.c (Python side), function.c (autograd.Function)
  */
 #ifndef CDDP_AUTOGRAD_H
 #define CDDP_AUTOGRAD_H
 #include "core/cddp.h"
 
+/* ---- autograd/saved.c ----------------------------------------------------------------- */
+
+/* What a node keeps for t: t itself (new reference), or, while saved-tensor hooks are active,
+ * a placeholder holding pack_hook(t) (the hooks are off during the call). NULL on error. */
+TensorObject *cddp_saved_pack(TensorObject *t);
+/* Whether t is such a placeholder. */
+int cddp_saved_is_packed(const TensorObject *t);
+/* unpack_hook(packed) for placeholder ph: a new reference to a tensor of ph's shape and dtype
+ * (contiguous when ph was), or NULL with TypeError/RuntimeError. */
+TensorObject *cddp_saved_unpack(TensorObject *ph);
+/* Exchange this thread's (pack, unpack) hooks with the pair the arguments point at
+ * (references move both ways; NULL, NULL: no hooks). */
+void cddp_saved_hooks_swap(PyObject **pack, PyObject **unpack);
+
 /* ---- autograd/node.c ------------------------------------------------------------------ */
+
+/* cddp_node_new for a subtype of Node (tp: the Node type or a subtype whose instances start
+ * with a NodeObject, e.g. an autograd.Function's <Name>Backward class). New reference. */
+NodeObject *cddp_node_new_of_type(PyTypeObject *tp, const char *name, cddp_backward_fn fn,
+                                  int n_next);
+
+/* Give a fresh node n_out outputs; above CDDP_NODE_MAX_OUT their gradient buffers live in
+ * n->inbuf_ext. Once per node, before any cddp_set_history. 0, or -1 with an exception. */
+int cddp_node_set_n_out(NodeObject *n, int n_out);
+
+/* The engine's gradient buffers of n: *count slots (inbuf, or inbuf_ext when n has more
+ * outputs than CDDP_NODE_MAX_OUT). */
+static inline TensorObject **cddp_node_inbufs(NodeObject *n, int *count)
+{
+    *count = n->inbuf_ext ? n->n_out : CDDP_NODE_MAX_OUT;
+    return n->inbuf_ext ? n->inbuf_ext : n->inbuf;
+}
+
+/* Checks a saved tensor t (NULL: none) of node n before use: torch's RuntimeError when n's
+ * saved tensors were released by a backward without retain_graph, or when t's version moved
+ * from `version` (modified in place since it was saved). 0 ok, -1 with the exception set. */
+int cddp_saved_check(NodeObject *n, TensorObject *t, int64_t version);
 
 /* The AccumulateGrad node of `leaf` (a tensor with requires_grad and no grad_fn), created on
  * first use and cached in leaf->grad_acc. The node owns the leaf; the leaf only points back

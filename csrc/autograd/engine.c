@@ -7,7 +7,8 @@
  * order that reaches each leaf's AccumulateGrad as soon as all its gradient has arrived —
  * what DDP's overlap needs). Each node's incoming gradients are summed in its inbuf before it
  * runs; tensor hooks on non-leaf outputs and retain_grad() run on that sum first. Saved
- * tensors are freed after a node runs unless retain_graph.
+ * tensors are freed after a node runs unless retain_graph. Runs nest: a backward function may
+ * call backward (a reentrant checkpoint does); see "nested runs".
  */
 #include "autograd/autograd.h"
 #include <string.h>
@@ -69,13 +70,15 @@ static NodeObject *heap_pop(cddp_node_vec *h)
  * first may be a tensor some other code still holds). */
 static int inbuf_add(NodeObject *node, int k, TensorObject *g)
 {
-    TensorObject *cur = node->inbuf[k], *sum;
-    if (k >= CDDP_NODE_MAX_OUT) {
+    int nb;
+    TensorObject **ib = cddp_node_inbufs(node, &nb), *cur, *sum;
+    if (k < 0 || k >= nb) {
         PyErr_SetString(PyExc_SystemError, "autograd: output index out of range");
         return -1;
     }
+    cur = ib[k];
     if (!cur) {
-        node->inbuf[k] = (TensorObject *)Py_NewRef(g);
+        ib[k] = (TensorObject *)Py_NewRef(g);
         return 0;
     }
     if (cur->ndim == g->ndim && memcmp(cur->shape, g->shape, sizeof(int64_t) * g->ndim) == 0 &&
@@ -91,7 +94,7 @@ static int inbuf_add(NodeObject *node, int k, TensorObject *g)
                      k, node->name);
         return -1;
     }
-    Py_SETREF(node->inbuf[k], sum);
+    Py_SETREF(ib[k], sum);
     return 0;
 }
 
@@ -149,6 +152,15 @@ static int run_pre_hooks(NodeObject *node, TensorObject **gout)
     return 0;
 }
 
+/* Drop every gradient buffered in n. */
+static void clear_inbufs(NodeObject *n)
+{
+    int nb;
+    TensorObject **ib = cddp_node_inbufs(n, &nb);
+    for (int k = 0; k < nb; k++)
+        Py_CLEAR(ib[k]);
+}
+
 static void release_saved(NodeObject *n)
 {
     for (int i = 0; i < n->n_saved; i++)
@@ -173,106 +185,199 @@ static NodeObject *root_node(TensorObject *t, int *input_nr)
     return NULL;
 }
 
+/* ---- nested runs ---------------------------------------------------------------------- */
+
+/* A backward function may itself call backward (a reentrant checkpoint recomputes its segment
+ * and differentiates it inside its own backward). The inner run reaches nodes the outer runs
+ * are still using — the AccumulateGrad nodes of shared leaves — whose scratch (epoch, deps,
+ * buffered gradients) it would overwrite: it lends that scratch out and gives it back when it
+ * ends. outer_epoch is the epoch of this thread's outermost active run (0: none). */
+static _Thread_local int64_t outer_epoch;
+
+typedef struct {
+    NodeObject *node;                 /* owned */
+    int64_t epoch, deps;
+    int nb;
+    TensorObject **bufs;              /* nb buffered gradients (owned), PyMem */
+} lent_scratch;
+
+typedef struct {                      /* one run's bookkeeping */
+    int64_t epoch;
+    cddp_node_vec seen, ready;
+    lent_scratch *lent;
+    Py_ssize_t n_lent, cap_lent;
+} run_t;
+
+/* Move c's scratch aside (c belongs to an outer run). 0, or -1 with MemoryError. */
+static int lend(run_t *run, NodeObject *c)
+{
+    lent_scratch *l;
+    TensorObject **ib;
+    if (run->n_lent == run->cap_lent) {
+        Py_ssize_t cap = run->cap_lent ? 2 * run->cap_lent : 8;
+        lent_scratch *v = PyMem_Realloc(run->lent, sizeof *v * (size_t)cap);
+        if (!v)
+            goto nomem;
+        run->lent = v;
+        run->cap_lent = cap;
+    }
+    l = &run->lent[run->n_lent];
+    ib = cddp_node_inbufs(c, &l->nb);
+    l->bufs = PyMem_Calloc((size_t)l->nb, sizeof *l->bufs);
+    if (!l->bufs)
+        goto nomem;
+    memcpy(l->bufs, ib, sizeof *ib * (size_t)l->nb);
+    memset(ib, 0, sizeof *ib * (size_t)l->nb);
+    l->node = (NodeObject *)Py_NewRef(c);
+    l->epoch = c->epoch;
+    l->deps = c->deps;
+    run->n_lent++;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Give every lent scratch back (this run's buffers of those nodes are dropped). */
+static void give_back(run_t *run)
+{
+    for (Py_ssize_t i = run->n_lent - 1; i >= 0; i--) {
+        lent_scratch *l = &run->lent[i];
+        int nb;
+        TensorObject **ib = cddp_node_inbufs(l->node, &nb);
+        clear_inbufs(l->node);
+        memcpy(ib, l->bufs, sizeof *ib * (size_t)(nb < l->nb ? nb : l->nb));
+        l->node->epoch = l->epoch;
+        l->node->deps = l->deps;
+        PyMem_Free(l->bufs);
+        Py_DECREF(l->node);
+    }
+    PyMem_Free(run->lent);
+}
+
+/* First visit of c in this run: claim its scratch. 0, or -1 with an exception. */
+static int visit(run_t *run, NodeObject *c)
+{
+    if (c->epoch == run->epoch)
+        return 0;
+    if (outer_epoch && c->epoch >= outer_epoch && lend(run, c) < 0)
+        return -1;
+    c->epoch = run->epoch;
+    c->deps = 0;
+    clear_inbufs(c);
+    return cddp_node_vec_push(&run->seen, c);
+}
+
 /* ---- the walk ------------------------------------------------------------------------- */
 
-int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int retain_graph)
+/* Discover the graph from the root nodes rn and count each node's incoming edges. */
+static int discover(run_t *run, int n, NodeObject **rn)
 {
-    cddp_state_t *st = cddp_state();
-    int64_t epoch = ++st->engine_epoch;
-    cddp_node_vec seen = {0}, ready = {0};
-    NodeObject **rn = PyMem_Calloc((size_t)(n ? n : 1), sizeof(NodeObject *));
-    int saved_mode = cddp_grad_enabled, rc = -1;
-    if (!rn) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    /* 1. discover the graph and count incoming edges */
-    for (int r = 0; r < n; r++) {
-        int nr;
-        rn[r] = root_node(roots[r], &nr);
-        if (!rn[r])
-            goto done;
-        if (rn[r]->epoch != epoch) {
-            rn[r]->epoch = epoch;
-            rn[r]->deps = 0;
-            if (cddp_node_vec_push(&seen, rn[r]) < 0)
-                goto done;
-        }
-    }
-    for (Py_ssize_t i = 0; i < seen.n; i++) {
-        NodeObject *node = seen.v[i];
+    for (int r = 0; r < n; r++)
+        if (visit(run, rn[r]) < 0)
+            return -1;
+    for (Py_ssize_t i = 0; i < run->seen.n; i++) {
+        NodeObject *node = run->seen.v[i];
         for (int e = 0; e < node->n_next; e++) {
             NodeObject *c = node->next[e].node;
             if (!c)
                 continue;
-            if (c->epoch != epoch) {
-                c->epoch = epoch;
-                c->deps = 0;
-                for (int k = 0; k < CDDP_NODE_MAX_OUT; k++)
-                    Py_CLEAR(c->inbuf[k]);
-                if (cddp_node_vec_push(&seen, c) < 0)
-                    goto done;
-            }
+            if (visit(run, c) < 0)
+                return -1;
             c->deps++;
         }
     }
+    return 0;
+}
+
+/* Run one ready node and hand its input gradients on. 0, or -1 with an exception. */
+static int run_node(run_t *run, NodeObject *node, int retain_graph)
+{
+    TensorObject *gsmall[CDDP_NODE_MAX_OUT] = {0}, **gout = gsmall, **gin = NULL, **ib;
+    int any = 0, err = 0, nb;
+    ib = cddp_node_inbufs(node, &nb);
+    if (nb > CDDP_NODE_MAX_OUT && !(gout = PyMem_Calloc((size_t)nb, sizeof *gout))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int k = 0; k < nb; k++) {
+        gout[k] = ib[k];              /* steal */
+        ib[k] = NULL;
+        any |= gout[k] != NULL;
+    }
+    if (any && node->n_next) {
+        gin = PyMem_Calloc((size_t)node->n_next, sizeof(TensorObject *));
+        err = !gin;
+        if (err)
+            PyErr_NoMemory();
+    }
+    if (any && !err)
+        err = run_pre_hooks(node, gout) < 0 || node->backward(node, gout, gin) < 0;
+    for (int k = 0; k < nb; k++)
+        Py_XDECREF(gout[k]);
+    if (gout != gsmall)
+        PyMem_Free(gout);
+    if (!retain_graph && !err)
+        release_saved(node);
+    for (int e = 0; e < node->n_next; e++) {
+        NodeObject *c = node->next[e].node;
+        if (gin && gin[e]) {
+            if (!err && c && inbuf_add(c, node->next[e].input_nr, gin[e]) < 0)
+                err = 1;
+            Py_DECREF(gin[e]);
+        }
+        if (c && !err && --c->deps == 0 && heap_push(&run->ready, c) < 0)
+            err = 1;
+    }
+    PyMem_Free(gin);
+    return err ? -1 : 0;
+}
+
+int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int retain_graph)
+{
+    run_t run = {.epoch = ++cddp_state()->engine_epoch};
+    NodeObject **rn = PyMem_Calloc((size_t)(n ? n : 1), sizeof(NodeObject *));
+    int saved_mode = cddp_grad_enabled, rc = -1, outermost = outer_epoch == 0;
+    if (!rn) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (outermost)
+        outer_epoch = run.epoch;
+    /* 1. discover the graph and count incoming edges */
+    for (int r = 0; r < n; r++) {
+        int nr;
+        if (!(rn[r] = root_node(roots[r], &nr)))
+            goto done;
+    }
+    if (discover(&run, n, rn) < 0)
+        goto done;
     /* 2. seed the roots' gradients */
     for (int r = 0; r < n; r++) {
         int nr = roots[r]->grad_fn ? roots[r]->output_nr : 0;
         if (inbuf_add(rn[r], nr, grads[r]) < 0)
             goto done;
     }
-    for (Py_ssize_t i = 0; i < seen.n; i++)
-        if (seen.v[i]->deps == 0 && heap_push(&ready, seen.v[i]) < 0)
+    for (Py_ssize_t i = 0; i < run.seen.n; i++)
+        if (run.seen.v[i]->deps == 0 && heap_push(&run.ready, run.seen.v[i]) < 0)
             goto done;
     /* 3. walk: run each node once all its consumers have delivered */
     cddp_grad_enabled = 0;
-    while (ready.n) {
-        NodeObject *node = heap_pop(&ready);
-        TensorObject *gout[CDDP_NODE_MAX_OUT] = {0};
-        TensorObject **gin = NULL;
-        int any = 0, err = 0;
-        for (int k = 0; k < CDDP_NODE_MAX_OUT; k++) {
-            gout[k] = node->inbuf[k];     /* steal */
-            node->inbuf[k] = NULL;
-            any |= gout[k] != NULL;
-        }
-        if (any && node->n_next) {
-            gin = PyMem_Calloc((size_t)node->n_next, sizeof(TensorObject *));
-            err = !gin;
-            if (err)
-                PyErr_NoMemory();
-        }
-        if (any && !err)
-            err = run_pre_hooks(node, gout) < 0 || node->backward(node, gout, gin) < 0;
-        for (int k = 0; k < CDDP_NODE_MAX_OUT; k++)
-            Py_XDECREF(gout[k]);
-        if (!retain_graph && !err)
-            release_saved(node);
-        for (int e = 0; e < node->n_next; e++) {
-            NodeObject *c = node->next[e].node;
-            if (gin && gin[e]) {
-                if (!err && c && inbuf_add(c, node->next[e].input_nr, gin[e]) < 0)
-                    err = 1;
-                Py_DECREF(gin[e]);
-            }
-            if (c && !err && --c->deps == 0 && heap_push(&ready, c) < 0)
-                err = 1;
-        }
-        PyMem_Free(gin);
-        if (err)
+    while (run.ready.n)
+        if (run_node(&run, heap_pop(&run.ready), retain_graph) < 0)
             goto done;
-    }
     rc = 0;
 done:
     cddp_grad_enabled = saved_mode;
-    for (Py_ssize_t i = 0; i < seen.n; i++)
-        for (int k = 0; k < CDDP_NODE_MAX_OUT; k++)
-            Py_CLEAR(seen.v[i]->inbuf[k]);
+    for (Py_ssize_t i = 0; i < run.seen.n; i++)
+        clear_inbufs(run.seen.v[i]);
+    give_back(&run);
+    if (outermost)
+        outer_epoch = 0;
     for (int r = 0; r < n; r++)
         Py_XDECREF(rn[r]);
     PyMem_Free(rn);
-    PyMem_Free(seen.v);
-    PyMem_Free(ready.v);
+    PyMem_Free(run.seen.v);
+    PyMem_Free(run.ready.v);
     return rc;
 }

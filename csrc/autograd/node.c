@@ -32,6 +32,8 @@ static int node_traverse(NodeObject *self, visitproc visit, void *arg)
         Py_VISIT(self->saved[i]);
     for (int i = 0; i < CDDP_NODE_MAX_OUT; i++)
         Py_VISIT(self->inbuf[i]);
+    for (int i = 0; self->inbuf_ext && i < self->n_out; i++)
+        Py_VISIT(self->inbuf_ext[i]);
     Py_VISIT(self->extra);
     Py_VISIT(self->variable);
     Py_VISIT(self->pre_hooks);
@@ -48,6 +50,8 @@ static int node_clear(NodeObject *self)
         Py_CLEAR(self->saved[i]);
     for (int i = 0; i < CDDP_NODE_MAX_OUT; i++)
         Py_CLEAR(self->inbuf[i]);
+    for (int i = 0; self->inbuf_ext && i < self->n_out; i++)
+        Py_CLEAR(self->inbuf_ext[i]);
     Py_CLEAR(self->extra);
     if (self->variable && self->variable->grad_acc == self)
         self->variable->grad_acc = NULL;
@@ -70,6 +74,7 @@ static void node_dealloc(NodeObject *self)
     PyMem_Free(self->next);
     PyMem_Free(self->meta);
     PyMem_Free(self->ibuf);
+    PyMem_Free(self->inbuf_ext);
     tp->tp_free(self);
     Py_DECREF(tp);
     Py_TRASHCAN_END
@@ -150,7 +155,9 @@ static PyType_Slot node_slots[] = {
 static PyType_Spec node_spec = {
     .name = "cddp.autograd.Node",
     .basicsize = sizeof(NodeObject),
-    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    /* BASETYPE: autograd.Function's nodes subclass it (autograd/function.c) */
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_BASETYPE |
+             Py_TPFLAGS_DISALLOW_INSTANTIATION,
     .slots = node_slots,
 };
 
@@ -164,10 +171,12 @@ int cddp_node_type_init(PyObject *m, cddp_state_t *st)
 
 /* ---- building graphs ------------------------------------------------------------------ */
 
-NodeObject *cddp_node_new(const char *name, cddp_backward_fn fn, int n_next)
+/* Contract in autograd/autograd.h. */
+NodeObject *cddp_node_new_of_type(PyTypeObject *tp, const char *name, cddp_backward_fn fn,
+                                  int n_next)
 {
     cddp_state_t *st = cddp_state();
-    NodeObject *n = (NodeObject *)st->node_type->tp_alloc(st->node_type, 0);
+    NodeObject *n = (NodeObject *)tp->tp_alloc(tp, 0);
     if (!n)
         return NULL;
     n->name = name;
@@ -184,6 +193,29 @@ NodeObject *cddp_node_new(const char *name, cddp_backward_fn fn, int n_next)
     }
     n->n_next = n_next;
     return n;
+}
+
+NodeObject *cddp_node_new(const char *name, cddp_backward_fn fn, int n_next)
+{
+    return cddp_node_new_of_type(cddp_state()->node_type, name, fn, n_next);
+}
+
+/* Contract in autograd/autograd.h. */
+int cddp_node_set_n_out(NodeObject *n, int n_out)
+{
+    if (n->n_out > 1 || n->inbuf_ext || n_out < 1) {
+        PyErr_SetString(PyExc_SystemError, "cddp_node_set_n_out: outputs already set");
+        return -1;
+    }
+    if (n_out > CDDP_NODE_MAX_OUT) {
+        n->inbuf_ext = PyMem_Calloc((size_t)n_out, sizeof(TensorObject *));
+        if (!n->inbuf_ext) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    n->n_out = n_out;
+    return 0;
 }
 
 static int accumulate_grad_backward(NodeObject *self, TensorObject **gout, TensorObject **gin);
@@ -227,7 +259,10 @@ int cddp_node_save(NodeObject *n, int slot, TensorObject *t)
         PyErr_SetString(PyExc_SystemError, "cddp_node_save: slot out of range");
         return -1;
     }
-    Py_XSETREF(n->saved[slot], Py_NewRef(t));
+    TensorObject *kept = cddp_saved_pack(t);        /* t, or a placeholder under hooks */
+    if (!kept)
+        return -1;
+    Py_XSETREF(n->saved[slot], (PyObject *)kept);
     n->saved_version[slot] = t->storage->version;
     if (slot >= n->n_saved)
         n->n_saved = slot + 1;
@@ -246,9 +281,11 @@ int cddp_node_save_output(NodeObject *n, int slot, TensorObject *out)
     return rc;
 }
 
-TensorObject *cddp_node_saved(NodeObject *n, int slot)
+/* Contract in autograd/autograd.h. */
+int cddp_saved_check(NodeObject *n, TensorObject *t, int64_t version)
 {
-    TensorObject *t;
+    char shape[128];
+    size_t k = 0;
     if (n->released) {
         PyErr_SetString(PyExc_RuntimeError,
                         "Trying to backward through the graph a second time (or directly access "
@@ -257,26 +294,38 @@ TensorObject *cddp_node_saved(NodeObject *n, int slot)
                         "autograd.grad(). Specify retain_graph=True if you need to backward "
                         "through the graph a second time or if you need to access saved tensors "
                         "after calling backward.");
-        return NULL;
+        return -1;
     }
-    t = (TensorObject *)n->saved[slot];
-    if (t && t->storage->version != n->saved_version[slot]) {
-        char shape[128];
-        size_t k = 0;
-        for (int d = 0; d < t->ndim && k < sizeof shape - 24; d++)
-            k += (size_t)snprintf(shape + k, sizeof shape - k, d ? ", %lld" : "%lld",
-                                  (long long)t->shape[d]);
-        shape[k] = 0;
-        PyErr_Format(PyExc_RuntimeError,
-                     "one of the variables needed for gradient computation has been modified "
-                     "by an inplace operation: [cddp.%s [%s]], which is saved by %s, is at "
-                     "version %lld; expected version %lld instead. Hint: the operation that "
-                     "modified it ran after the forward pass; clone() the tensor before "
-                     "modifying it in place.",
-                     cddp_dtype_name[t->dtype], shape, n->name,
-                     (long long)t->storage->version, (long long)n->saved_version[slot]);
-        return NULL;
+    if (!t || t->storage->version == version)
+        return 0;
+    for (int d = 0; d < t->ndim && k < sizeof shape - 24; d++)
+        k += (size_t)snprintf(shape + k, sizeof shape - k, d ? ", %lld" : "%lld",
+                              (long long)t->shape[d]);
+    shape[k] = 0;
+    PyErr_Format(PyExc_RuntimeError,
+                 "one of the variables needed for gradient computation has been modified "
+                 "by an inplace operation: [cddp.%s [%s]], which is saved by %s, is at "
+                 "version %lld; expected version %lld instead. Hint: the operation that "
+                 "modified it ran after the forward pass; clone() the tensor before "
+                 "modifying it in place.",
+                 cddp_dtype_name[t->dtype], shape, n->name,
+                 (long long)t->storage->version, (long long)version);
+    return -1;
+}
+
+TensorObject *cddp_node_saved(NodeObject *n, int slot)
+{
+    TensorObject *t = n->released ? NULL : (TensorObject *)n->saved[slot];
+    if (t && cddp_saved_is_packed(t)) {
+        /* saved under saved_tensors_hooks: unpack once; the node keeps the result until it
+         * releases its saved tensors (a retained graph keeps it) */
+        if (!(t = cddp_saved_unpack(t)))
+            return NULL;
+        Py_SETREF(n->saved[slot], (PyObject *)t);
+        n->saved_version[slot] = t->storage->version;
     }
+    if (cddp_saved_check(n, t, n->saved_version[slot]) < 0)
+        return NULL;
     return t;
 }
 

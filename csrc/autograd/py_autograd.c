@@ -1,7 +1,8 @@
 /* autograd/py_autograd.c — the Python face of autograd: Tensor.backward / register_hook /
  * register_post_accumulate_grad_hook / retain_grad, torch.autograd.backward (as
- * cddp._C._backward), grad mode (torch.is_grad_enabled, torch.set_grad_enabled's setter) and
- * _reachable_leaves (the graph walk behind DDP's find_unused_parameters).
+ * cddp._C._backward), grad mode (torch.is_grad_enabled, torch.set_grad_enabled's setter), the
+ * saved-tensor hooks switch (_set_saved_tensors_hooks) and _reachable_leaves (the graph walk
+ * behind DDP's find_unused_parameters).
  *
  * Mirrors torch/csrc/autograd/python_engine.cpp and python_variable.cpp: arguments are checked
  * and the seed gradients built here (torch's messages), then autograd/engine.c runs.
@@ -335,7 +336,30 @@ fail:
     return NULL;
 }
 
+/* _set_saved_tensors_hooks(pack, unpack) -> the previous (pack, unpack); (None, None) turns
+ * them off. cddp/autograd/graph.py keeps the stack of saved_tensors_hooks contexts. */
+static PyObject *py_set_saved_tensors_hooks(PyObject *m, PyObject *args)
+{
+    PyObject *pack, *unpack, *res;
+    if (!PyArg_ParseTuple(args, "OO:_set_saved_tensors_hooks", &pack, &unpack))
+        return NULL;
+    if ((pack == Py_None) != (unpack == Py_None) ||
+        (pack != Py_None && (!PyCallable_Check(pack) || !PyCallable_Check(unpack)))) {
+        PyErr_SetString(PyExc_TypeError, "saved_tensors_hooks: pack_hook and unpack_hook must "
+                        "both be callables (or both None)");
+        return NULL;
+    }
+    pack = pack == Py_None ? NULL : Py_NewRef(pack);
+    unpack = unpack == Py_None ? NULL : Py_NewRef(unpack);
+    cddp_saved_hooks_swap(&pack, &unpack);        /* now the previous ones, owned */
+    res = Py_BuildValue("(OO)", pack ? pack : Py_None, unpack ? unpack : Py_None);
+    Py_XDECREF(pack);
+    Py_XDECREF(unpack);
+    return res;
+}
+
 PyMethodDef cddp_autograd_module_methods[] = {
+    {"_set_saved_tensors_hooks", py_set_saved_tensors_hooks, METH_VARARGS, NULL},
     {"_reachable_leaves", py_reachable_leaves, METH_O, NULL},
     {"_set_grad_enabled", py_set_grad_enabled, METH_O, "set grad mode; returns the previous"},
     {"is_grad_enabled", py_is_grad_enabled, METH_NOARGS, NULL},

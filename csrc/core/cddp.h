@@ -187,6 +187,15 @@ cddp_storage *cddp_storage_new(size_t nbytes, int zero);
 cddp_storage *cddp_storage_from_pyobject(void *data, size_t nbytes, PyObject *owner);
 static inline void cddp_storage_incref(cddp_storage *s) { s->refcnt++; }
 void cddp_storage_decref(cddp_storage *s);
+/* Shared memory (Tensor.share_memory_): move s's bytes, in place, into a memfd mapped
+ * MAP_SHARED (data pointer changes; the old memory is kept until s dies, for stale NumPy
+ * views). No-op when already shared. 0, or -1 with OSError/RuntimeError. */
+int cddp_storage_share(cddp_storage *s);
+/* The memfd of a shared storage (owned by it: dup before handing it on), or -1. */
+int cddp_storage_shared_fd(const cddp_storage *s);
+/* A storage over nbytes of the shared memory fd refers to. On success the storage owns fd
+ * (closed when it dies); on failure (NULL + exception) the caller still does. */
+cddp_storage *cddp_storage_from_fd(int fd, size_t nbytes);
 
 /* ---- Tensor --------------------------------------------------------------------------- */
 
@@ -218,6 +227,7 @@ typedef struct TensorObject {
 typedef struct {
     PyTypeObject *tensor_type;
     PyTypeObject *node_type;
+    PyTypeObject *function_type;         /* _FunctionBase: Node subtype of autograd.Function */
     PyTypeObject *dtype_type;
     PyTypeObject *generator_type;
     PyObject *dtypes[CDDP_NDTYPES];      /* cddp.float32 ... objects */
@@ -322,6 +332,7 @@ typedef struct {
 } cddp_edge;
 
 #define CDDP_NODE_MAX_SAVED 4
+/* outputs kept inline (C ops); cddp_node_set_n_out gives a node more (autograd.Function) */
 #define CDDP_NODE_MAX_OUT 2
 
 typedef struct {                      /* what a backward needs to know about an input */
@@ -356,6 +367,8 @@ struct NodeObject {
     int64_t epoch;
     int64_t deps;
     TensorObject *inbuf[CDDP_NODE_MAX_OUT];
+    TensorObject **inbuf_ext;         /* n_out > CDDP_NODE_MAX_OUT (Python Functions): n_out
+                                         slots used instead of inbuf (PyMem; cddp_node_set_n_out) */
 };
 
 extern _Thread_local int cddp_grad_enabled;

@@ -1,8 +1,8 @@
 /* nn/loss.c — fused loss functions with autograd (torch.nn.functional's losses).
  *
- *   _cross_entropy(input (N,C)|(C,), target (N,)|()|like input, weight (C,)|None,
- *                  ignore_index, reduction, label_smoothing)
- *   _nll_loss(input (N,C)|(C,), target, weight, ignore_index, reduction)
+ *   _cross_entropy(input (N,C)|(C,)|(N,C,d1,..), target (N,)|()|(N,d1,..)|like input,
+ *                  weight (C,)|None, ignore_index, reduction, label_smoothing)
+ *   _nll_loss(input (N,C)|(C,)|(N,C,d1,..), target, weight, ignore_index, reduction)
  *   _mse_loss / _l1_loss(input, target, reduction)            (broadcast like torch)
  *   _bce(input, target, weight|None, reduction)
  *   _bce_with_logits(input, target, weight|None, pos_weight|None, reduction)
@@ -16,7 +16,10 @@
  *   class index y_i:  a[i,c] = (1-eps) w[y_i] [c == y_i] + (eps/C) w[c]   (0 when ignored)
  *   probabilities t:  a[i,c] = w[c] ((1-eps) t[i,c] + eps/C)
  * Mean divides by sum_i w[y_i] over non-ignored rows (class indices; torch's nll/smoothing
- * normalisation) or by N (probabilities), as torch does.
+ * normalisation) or by N (probabilities), as torch does. K-dimensional inputs (N, C, d1, ..)
+ * are the N*d1*.. rows of the input seen with the classes last (one copy), and the gradient
+ * goes back through the same permutation.
+ *   _smooth_l1_loss(input, target, reduction, beta) / _huber_loss(..., delta): pointwise
  */
 #include "core/cddp.h"
 #include "module.h"
@@ -68,6 +71,22 @@ static void store_doubles(TensorObject *out, const double *v, int64_t n)
         for (int64_t i = 0; i < n; i++)
             cddp_store_double(out->dtype, o + i * (int64_t)isz, v[i]);
     }
+}
+
+/* t (N, C, d1, ..) seen as (N, d1, .., C): the classes last, so a copy holds rows. */
+static TensorObject *classes_last(TensorObject *t)
+{
+    int64_t sh[CDDP_MAX_DIMS], st[CDDP_MAX_DIMS];
+    int k = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (d == 1)
+            continue;
+        sh[k] = t->shape[d];
+        st[k++] = t->strides[d];
+    }
+    sh[k] = t->shape[1];
+    st[k] = t->strides[1];
+    return cddp_tensor_alias(t, t->ndim, sh, st, t->offset);
 }
 
 /* Reduce per-element double losses l[n] into a tensor of dtype dt: shape `shape` for none,
@@ -215,7 +234,30 @@ static int ce_backward(NodeObject *self, TensorObject **gout, TensorObject **gin
             gx[i * p.C + c] = s * (A * sm - arow[c]);
         }
     }
-    gin[0] = from_doubles(gx, self->meta[0].dtype, self->meta[0].ndim, self->meta[0].shape);
+    if (self->meta[0].ndim >= 3) {   /* rows were (N, d1, .., C): permute back */
+        const cddp_meta *m = &self->meta[0];
+        int64_t sh[CDDP_MAX_DIMS];
+        TensorObject *r, *v;
+        for (int d = 0, k = 0; d < m->ndim; d++)
+            if (d != 1)
+                sh[k++] = m->shape[d];
+        sh[m->ndim - 1] = m->shape[1];
+        r = from_doubles(gx, m->dtype, m->ndim, sh);
+        v = r ? classes_last(r) : NULL;          /* the inverse of moving C last, on r */
+        if (v) {
+            int64_t st[CDDP_MAX_DIMS];
+            for (int d = 0, k = 0; d < m->ndim; d++)
+                if (d != 1)
+                    st[d] = r->strides[k++];
+            st[1] = r->strides[m->ndim - 1];
+            Py_SETREF(v, cddp_tensor_alias(r, m->ndim, m->shape, st, 0));
+        }
+        gin[0] = v ? cddp_tensor_contiguous_raw(v) : NULL;
+        Py_XDECREF(v);
+        Py_XDECREF(r);
+    } else {
+        gin[0] = from_doubles(gx, self->meta[0].dtype, self->meta[0].ndim, self->meta[0].shape);
+    }
     rc = gin[0] ? 0 : -1;
 done:
     PyMem_Free(scale);
@@ -232,18 +274,20 @@ static int ce_check(TensorObject *x, TensorObject *tgt, int red, double eps, lon
     if (parse_reduction(red) < 0 || check_float(x, fn, "input") < 0)
         return -1;
     if (eps < 0 || eps > 1) {
-        PyErr_Format(PyExc_ValueError, "label_smoothing must be between 0.0 and 1.0. Got: %g", eps);
+        char b[48];                  /* PyErr_Format has no %g */
+        snprintf(b, sizeof b, "%g", eps);
+        PyErr_Format(PyExc_ValueError, "label_smoothing must be between 0.0 and 1.0. Got: %s", b);
         return -1;
     }
-    if (x->ndim != 1 && x->ndim != 2) {
-        PyErr_Format(PyExc_NotImplementedError,
-                     "%s: cddp supports input of shape (N, C) or (C,), got %d dimensions",
-                     fn, x->ndim);
+    if (x->ndim == 0) {
+        PyErr_Format(PyExc_ValueError, "Expected 1 or more dimensions (got 0)");
         return -1;
     }
     memset(p, 0, sizeof *p);
-    p->N = x->ndim == 2 ? x->shape[0] : 1;
-    p->C = x->shape[x->ndim - 1];
+    p->N = x->ndim >= 2 ? x->shape[0] : 1;
+    p->C = x->shape[x->ndim == 1 ? 0 : 1];
+    for (int d = 2; d < x->ndim; d++)           /* K-dim: one row per (n, d1, ..) */
+        p->N *= x->shape[d];
     p->logits = logits;
     p->eps = eps;
     p->ignore = ignore;
@@ -265,10 +309,30 @@ static int ce_check(TensorObject *x, TensorObject *tgt, int red, double eps, lon
                          "indices) or floating (probabilities), got bool", fn);
             return -1;
         }
-        if (tgt->ndim != x->ndim - 1 || (x->ndim == 2 && tgt->shape[0] != p->N)) {
+        if (x->ndim >= 2 && tgt->ndim >= 1 && tgt->shape[0] != x->shape[0]) {
             PyErr_Format(PyExc_ValueError,
                          "Expected input batch_size (%lld) to match target batch_size (%lld).",
-                         (long long)p->N, (long long)(tgt->ndim ? tgt->shape[0] : 1));
+                         (long long)x->shape[0], (long long)tgt->shape[0]);
+            return -1;
+        }
+        if (tgt->ndim != x->ndim - 1 ||
+            (x->ndim > 2 && memcmp(tgt->shape + 1, x->shape + 2, sizeof(int64_t) * (x->ndim - 2)))) {
+            char want[256], got[256];
+            size_t k = 0, j = 0;
+            want[0] = got[0] = 0;
+            for (int d = 0; d < x->ndim && k < 200; d++)
+                if (d != 1)
+                    k += (size_t)snprintf(want + k, sizeof want - k, k ? ", %lld" : "%lld",
+                                          (long long)x->shape[d]);
+            for (int d = 0; d < tgt->ndim && j < 200; d++)
+                j += (size_t)snprintf(got + j, sizeof got - j, d ? ", %lld" : "%lld",
+                                      (long long)tgt->shape[d]);
+            if (x->ndim <= 2)
+                PyErr_Format(PyExc_ValueError, "Expected input batch_size (%lld) to match target "
+                             "batch_size (%lld).", (long long)p->N,
+                             (long long)(tgt->ndim ? tgt->shape[0] : 1));
+            else
+                PyErr_Format(PyExc_RuntimeError, "Expected target size [%s], got [%s]", want, got);
             return -1;
         }
     }
@@ -282,8 +346,16 @@ static int ce_check(TensorObject *x, TensorObject *tgt, int red, double eps, lon
 static int ce_inputs(TensorObject *x, TensorObject *tgt, PyObject *wo, const char *fn,
                      ce_plan *p, TensorObject **xd, TensorObject **td, TensorObject **wd)
 {
-    *xd = as_f64(x);
-    *td = p->probs ? as_f64(tgt) : as_i64(tgt);
+    if (x->ndim >= 3) {              /* rows with the classes last */
+        TensorObject *xv = classes_last(x), *tv = p->probs ? classes_last(tgt) : NULL;
+        *xd = xv ? as_f64(xv) : NULL;
+        *td = !*xd ? NULL : p->probs ? (tv ? as_f64(tv) : NULL) : as_i64(tgt);
+        Py_XDECREF(xv);
+        Py_XDECREF(tv);
+    } else {
+        *xd = as_f64(x);
+        *td = p->probs ? as_f64(tgt) : as_i64(tgt);
+    }
     if (!*xd || !*td)
         return -1;
     if (wo != Py_None) {
@@ -394,7 +466,15 @@ static PyObject *ce_common(PyObject *args, int logits)
     }
     ce_forward(&p, (const double *)cddp_data(xd), (double *)cddp_data(lse), l, arow);
     denom = red == RED_MEAN ? ce_denominator(&p) : 1.0;
-    out = reduce_out(l, p.N, red, denom, x->dtype, x->ndim == 2 ? 1 : 0, &p.N);
+    {
+        /* 'none' keeps the batch (and K-dim) dims: x's shape without the classes */
+        int64_t osh[CDDP_MAX_DIMS];
+        int ond = 0;
+        for (int d = 0; x->ndim >= 2 && d < x->ndim; d++)
+            if (d != 1)
+                osh[ond++] = x->shape[d];
+        out = reduce_out(l, p.N, red, denom, x->dtype, ond, osh);
+    }
     if (!out || ce_record(out, x, &p, red, denom, xd, td, lse, wd) < 0)
         goto fail;
     goto done;

@@ -1,4 +1,6 @@
-/* optim/optim.c — fused optimizer updates (torch.optim.SGD / Adam / AdamW, single-tensor math).
+/* optim/optim.c — fused optimizer updates (torch.optim.SGD / Adam / AdamW, single-tensor math)
+ * and the parameter/state/gradient checks every update loop shares (optim/optim.h); the other
+ * optimizers' loops are in optim/fused.c.
  *
  *   _sgd_step(params, grads, bufs, lr, momentum, dampening, weight_decay, nesterov, maximize)
  *   _adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs|None, steps,
@@ -14,12 +16,12 @@
  * each state rounded back once per step (torch rounds after every op of the update instead,
  * so the two differ in the last bit now and then).
  */
-#include "core/cddp.h"
+#include "optim/optim.h"
 #include "module.h"
 #include <math.h>
 
-/* Return the tensor in list slot i as a contiguous tensor of param's dtype and shape. */
-static TensorObject *slot_tensor(PyObject *list, Py_ssize_t i, TensorObject *like, const char *what)
+/* Contract in optim/optim.h. */
+TensorObject *cddp_optim_state(PyObject *list, Py_ssize_t i, TensorObject *like, const char *what)
 {
     PyObject *o = PyList_GET_ITEM(list, i);
     TensorObject *t = (TensorObject *)o;
@@ -32,8 +34,8 @@ static TensorObject *slot_tensor(PyObject *list, Py_ssize_t i, TensorObject *lik
     return t;
 }
 
-/* Parameter i must be a contiguous floating tensor (the update writes it in place). */
-static TensorObject *param_at(PyObject *params, Py_ssize_t i)
+/* Contract in optim/optim.h. */
+TensorObject *cddp_optim_param(PyObject *params, Py_ssize_t i)
 {
     PyObject *o = PyList_GET_ITEM(params, i);
     TensorObject *p = (TensorObject *)o;
@@ -45,8 +47,8 @@ static TensorObject *param_at(PyObject *params, Py_ssize_t i)
     return p;
 }
 
-/* grad as a contiguous tensor of p's dtype: new reference. */
-static TensorObject *grad_for(TensorObject *p, PyObject *go, Py_ssize_t i)
+/* Contract in optim/optim.h. */
+TensorObject *cddp_optim_grad(TensorObject *p, PyObject *go, Py_ssize_t i)
 {
     TensorObject *g = (TensorObject *)go;
     if (!cddp_tensor_check(go) || cddp_numel(g) != cddp_numel(p)) {
@@ -122,7 +124,7 @@ static PyObject *py_sgd_step(PyObject *m, PyObject *args)
         int fresh = 0;
         if (go == Py_None)
             continue;
-        if (!(p = param_at(params, i)) || !(g = grad_for(p, go, i)))
+        if (!(p = cddp_optim_param(params, i)) || !(g = cddp_optim_grad(p, go, i)))
             return NULL;
         if (momentum != 0) {
             if (PyList_GET_ITEM(bufs, i) == Py_None) {
@@ -132,7 +134,7 @@ static PyObject *py_sgd_step(PyObject *m, PyObject *args)
                     return NULL;
                 }
                 fresh = 1;
-            } else if (!(buf = slot_tensor(bufs, i, p, "momentum_buffer"))) {
+            } else if (!(buf = cddp_optim_state(bufs, i, p, "momentum_buffer"))) {
                 Py_DECREF(g);
                 return NULL;
             }
@@ -237,14 +239,15 @@ static PyObject *py_adam_step(PyObject *m, PyObject *args)
         double step;
         if (go == Py_None)
             continue;
-        if (!(p = param_at(params, i)) || !(ea = slot_tensor(eas_l, i, p, "exp_avg")) ||
-            !(eas = slot_tensor(easq_l, i, p, "exp_avg_sq")) ||
-            (amsgrad && !(mas = slot_tensor(max_l, i, p, "max_exp_avg_sq"))))
+        if (!(p = cddp_optim_param(params, i)) ||
+            !(ea = cddp_optim_state(eas_l, i, p, "exp_avg")) ||
+            !(eas = cddp_optim_state(easq_l, i, p, "exp_avg_sq")) ||
+            (amsgrad && !(mas = cddp_optim_state(max_l, i, p, "max_exp_avg_sq"))))
             return NULL;
         step = PyFloat_AsDouble(PyList_GET_ITEM(steps, i));
         if (step == -1 && PyErr_Occurred())
             return NULL;
-        if (!(g = grad_for(p, go, i)))
+        if (!(g = cddp_optim_grad(p, go, i)))
             return NULL;
         adam_hp h = {lr, beta1, beta2, eps, weight_decay, 1 - pow(beta1, step),
                      sqrt(1 - pow(beta2, step)), amsgrad, maximize, decoupled};

@@ -1,9 +1,10 @@
-"""Dropout and Flatten (torch.nn.Dropout / Flatten)."""
+"""Dropout and Flatten (torch.nn.Dropout, Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout,
+Flatten). Masks are drawn as torch draws them (F._dropout_impl), so a seeded run matches."""
 from .. import functional as F
 from .module import Module
 
 
-class Dropout(Module):
+class _DropoutNd(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if p < 0 or p > 1:
@@ -11,11 +12,46 @@ class Dropout(Module):
         self.p = p
         self.inplace = inplace
 
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout(_DropoutNd):
     def forward(self, input):  # noqa: A002
         return F.dropout(input, self.p, self.training, self.inplace)
 
-    def extra_repr(self):
-        return f"p={self.p}, inplace={self.inplace}"
+
+class Dropout1d(_DropoutNd):
+    """Zeroes whole channels of (N, C, L) / (C, L) inputs."""
+
+    def forward(self, input):  # noqa: A002
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(_DropoutNd):
+    """Zeroes whole channels of (N, C, H, W) inputs."""
+
+    def forward(self, input):  # noqa: A002
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(_DropoutNd):
+    """Zeroes whole channels of (N, C, D, H, W) / (C, D, H, W) inputs."""
+
+    def forward(self, input):  # noqa: A002
+        return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(_DropoutNd):
+    """Dropout that keeps SELU's self-normalizing mean and variance."""
+
+    def forward(self, input):  # noqa: A002
+        return F.alpha_dropout(input, self.p, self.training)
+
+
+class FeatureAlphaDropout(_DropoutNd):
+    def forward(self, input):  # noqa: A002
+        return F.feature_alpha_dropout(input, self.p, self.training)
 
 
 class Flatten(Module):

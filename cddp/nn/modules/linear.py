@@ -47,3 +47,8 @@ class Linear(Module):
     def extra_repr(self):
         return f"in_features={self.in_features}, out_features={self.out_features}, " \
                f"bias={self.bias is not None}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """torch's class for MultiheadAttention.out_proj (a Linear; the name is kept so module
+    trees print alike)."""

@@ -519,7 +519,8 @@ class Module:
         return self._apply(lambda t: t.to(dst_type) if t.is_floating_point() else t)
 
     def share_memory(self):
-        return self
+        """Move every parameter and buffer into shared memory (Tensor.share_memory_)."""
+        return self._apply(lambda t: t.share_memory_())
 
     # ---- calling -------------------------------------------------------------------------
 

@@ -76,6 +76,17 @@ class _GradBucket:
         return self._index == 0
 
 
+def _param_difference(a, b):
+    """What differs between two [name, shape, dtype] records, and what agrees:
+    "name 'a.weight' vs 'b.weight' (shape [10, 512] and dtype float32 agree)"."""
+    fields = [("name", repr(a[0]), repr(b[0])), ("shape", str(a[1]), str(b[1])),
+              ("dtype", a[2], b[2])]
+    differ = [f"{k} {x} vs {y}" for k, x, y in fields if x != y]
+    agree = [f"{k} {x}" for k, x, y in fields if x == y]
+    return ", ".join(differ) + (f" ({' and '.join(agree)} agree{'s' if len(agree) == 1 else ''})"
+                                if agree else "")
+
+
 class DistributedDataParallel(Module):
     """Data parallelism across processes: same signature as torch's."""
 
@@ -142,12 +153,12 @@ class DistributedDataParallel(Module):
             if len(theirs) != len(ref):
                 raise RuntimeError(f"DistributedDataParallel: rank {r} has {len(theirs)} "
                                    f"parameters requiring grad, rank 0 has {len(ref)}")
-            for (n0, s0, d0), (n1, s1, d1) in zip(ref, theirs):
-                if (n0, s0, d0) != (n1, s1, d1):
-                    raise RuntimeError(f"DistributedDataParallel: parameter {n1!r} has shape "
-                                       f"{s1} ({d1}) on rank {r} but rank 0 has {n0!r} with "
-                                       f"shape {s0} ({d0}); every rank must build the same "
-                                       "model")
+            for i, (mine0, other) in enumerate(zip(ref, theirs)):
+                if list(mine0) != list(other):
+                    raise RuntimeError(f"DistributedDataParallel: parameter #{i} differs "
+                                       f"between rank 0 and rank {r}: "
+                                       f"{_param_difference(mine0, other)}; every rank must "
+                                       "build the same model")
 
     def _broadcast_coalesced(self, tensors, src=0):
         """Broadcast tensors from group rank src, one collective per dtype."""

@@ -1,6 +1,7 @@
-"""cddp.nn.utils — clip_grad_norm_ / clip_grad_value_ (one C pass over all gradients) and
-parameters_to_vector / vector_to_parameters."""
+"""cddp.nn.utils — clip_grad_norm_ / clip_grad_value_ (one C pass over all gradients),
+parameters_to_vector / vector_to_parameters, and rnn (PackedSequence and padding helpers)."""
 from ... import _C
+from . import rnn  # noqa: F401
 
 Tensor = _C.Tensor
 

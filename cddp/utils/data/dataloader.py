@@ -5,12 +5,23 @@ batch's indices go to worker processes round-robin and results are put back in o
 run with workers yields exactly the batches of a run without them. Collation of N tensors is
 one C stack (one copy into one buffer); a TensorDataset batch is gathered with one index op
 per tensor instead of N single-sample views.
+
+Worker failures, as torch has them: an exception in a worker is raised in the main process
+with its own type and the worker's traceback in the message; a worker that dies (SIGKILL, the
+OOM killer) fails the loop when it dies — the main process waits on the result queue and on
+every worker's sentinel at once; leaving the loop early terminates the workers that still owe
+a batch instead of waiting for them.
 """
 import collections.abc
 import itertools
 import multiprocessing
+from multiprocessing import connection as mp_connection
 import os
+import pickle
 import queue
+import signal
+import sys
+import time
 import traceback
 
 import numpy as np
@@ -91,6 +102,38 @@ def get_worker_info():
     return _worker_info
 
 
+class _KeyErrorMessage(str):
+    """str(KeyError(msg)) is repr(msg): this keeps the traceback's newlines (torch's)."""
+
+    def __repr__(self):
+        return self
+
+
+class _ExceptionWrapper:
+    """An exception from a worker, carried to the main process and raised there with its own
+    type and the worker's traceback in the message (torch's ExceptionWrapper)."""
+
+    def __init__(self, where):
+        exc_type = sys.exc_info()[0]
+        try:                       # the type travels by reference: it must import over there
+            pickle.loads(pickle.dumps(exc_type))
+        except Exception:  # noqa: BLE001 — any failure: report as RuntimeError
+            exc_type = RuntimeError
+        self.exc_type = exc_type
+        self.where = where
+        self.exc_msg = traceback.format_exc()
+
+    def reraise(self):
+        msg = f"Caught {self.exc_type.__name__} {self.where}.\nOriginal {self.exc_msg}"
+        if self.exc_type is KeyError:
+            msg = _KeyErrorMessage(msg)
+        try:
+            exception = self.exc_type(msg)
+        except Exception:  # noqa: BLE001 — a type whose constructor wants other arguments
+            raise RuntimeError(msg) from None
+        raise exception
+
+
 def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_init_fn,
                  worker_id, num_workers, seed):
     global _worker_info
@@ -100,9 +143,8 @@ def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_
     try:
         if worker_init_fn is not None:
             worker_init_fn(worker_id)
-    except Exception:  # noqa: BLE001 (reported to the main process)
-        result_q.put((-1, None, f"worker_init_fn failed in worker {worker_id}:\n"
-                      + traceback.format_exc()))
+    except Exception:  # noqa: BLE001 (re-raised in the main process)
+        result_q.put((-1, None, _ExceptionWrapper(f"in DataLoader worker process {worker_id}")))
         return
     while True:
         try:
@@ -117,12 +159,27 @@ def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_
         try:
             result_q.put((batch_idx, _fetch(dataset, indices, collate_fn, auto_collation), None))
         except Exception:  # noqa: BLE001 (re-raised in the main process)
-            result_q.put((batch_idx, None, f"Caught exception in DataLoader worker process "
-                          f"{worker_id}.\nOriginal " + traceback.format_exc()))
+            result_q.put((batch_idx, None,
+                          _ExceptionWrapper(f"in DataLoader worker process {worker_id}")))
+
+
+def _exit_status(w):
+    code = w.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
 
 
 class _MultiProcessIter:
-    """Feeds index batches to workers round-robin, returns results in sampler order."""
+    """Feeds index batches to workers round-robin, returns results in sampler order. Waits
+    on the result queue and on every worker's sentinel at once, so a worker that dies is
+    noticed when it dies, not at the next poll."""
+
+    SHUTDOWN_GRACE_S = 5.0       # idle workers: time to read their stop message and exit
+    TERMINATE_GRACE_S = 1.0      # busy workers after SIGTERM, before SIGKILL
 
     def __init__(self, loader, batches, base_seed):
         self._loader = loader
@@ -166,44 +223,83 @@ class _MultiProcessIter:
         if self._rcv_idx >= self._send_idx:
             self.shutdown()
             raise StopIteration
-        timeout = self._loader.timeout if self._loader.timeout > 0 else None
         while self._rcv_idx not in self._cache:
-            try:
-                idx, data, err = self._result_q.get(timeout=timeout if timeout else 5.0)
-            except queue.Empty:
-                dead = [w.pid for w in self._workers if not w.is_alive()]
-                if dead:
-                    self.shutdown()
-                    raise RuntimeError(f"DataLoader worker (pid(s) {', '.join(map(str, dead))}) "
-                                       "exited unexpectedly") from None
-                if timeout:
-                    self.shutdown()
-                    raise RuntimeError(f"DataLoader timed out after {timeout} seconds") from None
-                continue
+            idx, data, err = self._get_result()
             if err is not None:
                 self.shutdown()
-                raise RuntimeError(err)
+                err.reraise()
             self._cache[idx] = data
         data = self._cache.pop(self._rcv_idx)
         self._rcv_idx += 1
         self._put()
         return data
 
+    def _get_result(self):
+        """The next (batch index, data, error) from any worker: RuntimeError when a worker
+        died or the loader's timeout passed first."""
+        timeout = self._loader.timeout if self._loader.timeout > 0 else None
+        end = None if timeout is None else time.monotonic() + timeout
+        reader = getattr(self._result_q, "_reader", None)
+        while True:
+            try:
+                return self._result_q.get_nowait()
+            except queue.Empty:
+                pass
+            dead = [(wid, w) for wid, w in enumerate(self._workers) if not w.is_alive()]
+            if dead:
+                self.shutdown()
+                pids = ", ".join(str(w.pid) for _, w in dead)
+                how = "; ".join(f"worker {wid} (pid {w.pid}): {_exit_status(w)}"
+                                for wid, w in dead)
+                raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly "
+                                   f"({how})") from None
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                self.shutdown()
+                raise RuntimeError(f"DataLoader timed out after {timeout} seconds") from None
+            if reader is None:          # not the stdlib queue: poll
+                time.sleep(0.05 if left is None else min(0.05, left))
+                continue
+            mp_connection.wait([reader] + [w.sentinel for w in self._workers], left)
+
+    def _busy(self):
+        """Worker ids that still owe a batch (their results would be thrown away)."""
+        owed = (i for i in range(self._rcv_idx, self._send_idx) if i not in self._cache)
+        return {i % self._nw for i in owed}
+
     def shutdown(self):
+        """Stop every worker: idle ones read their stop message and exit; busy ones (a batch
+        still owed: an early exit from the loop, an error) are terminated at once instead of
+        being waited for."""
+        workers, self._workers = self._workers, []
+        if not workers:
+            return
+        busy = self._busy()
         for q in self._index_qs:
             try:
                 q.put(None)
             except (OSError, ValueError):
                 pass
-        for w in self._workers:
-            w.join(timeout=5)
-            if w.is_alive():
+        for wid, w in enumerate(workers):
+            if wid in busy and w.is_alive():
                 w.terminate()
-        self._workers = []
+        end = time.monotonic() + self.SHUTDOWN_GRACE_S
+        for wid, w in enumerate(workers):
+            grace = self.TERMINATE_GRACE_S if wid in busy else end - time.monotonic()
+            w.join(timeout=max(0.0, grace))
+            if w.is_alive():
+                w.kill()
+                w.join(timeout=self.TERMINATE_GRACE_S)
+        for q in self._index_qs + [self._result_q]:
+            q.cancel_join_thread()
+            q.close()
 
     def __del__(self):
         if getattr(self, "_workers", None):
-            self.shutdown()
+            try:
+                self.shutdown()
+            except Exception:  # noqa: BLE001 — at interpreter exit modules may be gone
+                pass
 
 
 class DataLoader:

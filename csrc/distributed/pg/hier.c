@@ -8,9 +8,10 @@
  *
  * Mirrors: NCCL's hierarchical (intra-node then inter-node) all-reduce; torch's gloo has none.
  *
- * Leaders are the lowest rank of each host, in host order; the subgroup of a host is
- * /cddp-<nonce>-<leader>. A failure on either level breaks the whole group: the host's other
- * ranks are released from the shm step, the other hosts are told over TCP which rank failed.
+ * Leaders are the lowest rank of each host, in host order; the subgroup of a host is the
+ * segment /cddp-<leader's pid>-<nonce>-<leader>. A failure on either level breaks the whole
+ * group: the host's other ranks are released from the shm step, the other hosts are told
+ * over TCP which rank failed.
  * Called by the engine through cddp_pg_hier_ops (distributed/pg/engine.c picks it for
  * CDDP_PG_HIER, which rendezvous chooses; CDDP_TRANSPORT=hier forces it).
  */
@@ -121,8 +122,8 @@ static void hier_fini(cddp_pg *pg)
 }
 
 /* The TCP mesh, then the leaders (lowest rank of each host, in host order) and, when this host
- * holds several ranks, its shared-memory subgroup on /cddp-<nonce>-<leader>. Blocks up to the
- * group's timeout (the mesh, then every local rank mapping the segment). */
+ * holds several ranks, its shared-memory subgroup on /cddp-<leader's pid>-<nonce>-<leader>.
+ * Blocks up to the group's timeout (the mesh, then every local rank mapping the segment). */
 static int hier_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
 {
     tcp_t *t;
@@ -157,7 +158,7 @@ static int hier_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
     }
     if (nm > 1) {
         char name[80];
-        snprintf(name, sizeof name, "%.60s-%d", info->shm_name, mem[0]);
+        snprintf(name, sizeof name, "%.40s-%d", info->shm_name, mem[0]);
         if (!(h->local = cddp_pg_sub_create(pg, mem, nm, name, err)))
             goto fail;
     }

@@ -95,7 +95,8 @@ typedef struct {
     int *ports;                /* [size] TCP listen ports */
     int *host;                 /* [size] host index of each rank (HIER) */
     uint64_t nonce;            /* shared by the group: shm name / TCP handshake */
-    char shm_name[64];         /* "/cddp-<nonce>": rank 0 creates it, the others open it */
+    char shm_name[64];         /* the segment's tag, "<nonce>" (a host group: "<nonce>-<leader>");
+                                  rank 0 creates /cddp-<its pid>-<tag>, the others open it */
     int listen_fd;             /* this rank's TCP listener (cddp_pg_tcp_listen), or -1 */
     char group_name[128];
 } cddp_pg_info;
@@ -139,7 +140,8 @@ int cddp_pg_interrupted(cddp_work *w);
 /* The op as messages name it: "all_reduce #12", "send to rank 3", "recv from rank 0". */
 void cddp_pg_op_prefix(const cddp_work *w, char *buf, size_t len);
 /* A thread-less subgroup of `parent` over members[0..nm) (global ranks, parent->rank among
- * them) using the shared-memory transport on segment shm_name. NULL + err on failure. */
+ * them) using the shared-memory transport on the segment tagged shm_name. NULL + err on
+ * failure. */
 cddp_pg *cddp_pg_sub_create(cddp_pg *parent, const int *members, int nm, const char *shm_name,
                             char *err);
 /* Shared memory: fail every local peer's current and later ops, naming global rank `who`

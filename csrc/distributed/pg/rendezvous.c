@@ -38,7 +38,7 @@ typedef struct {
 
 /* One rank's published entry. */
 typedef struct {
-    int pid, port;
+    int pid, port, size;
     char host[256], boot[64], addr[64];
     unsigned long long nonce;
 } peer_info;
@@ -149,14 +149,20 @@ static int exchange(const cddp_pg_store *st, const char *prefix, int rank, int s
         snprintf(key, sizeof key, "%s%ld/info/%d", prefix, gen, j);
         if (!(s = st->get(st->ctx, key)))
             return fail_with(e, CDDP_ERR_STORE, "process group rendezvous: get(%s) failed", key);
-        if (sscanf(s, "%d %255s %63s %63s %d %llx", &p->pid, p->host, p->boot, p->addr,
-                   &p->port, &p->nonce) != 6) {
+        if (sscanf(s, "%d %255s %63s %63s %d %llx %d", &p->pid, p->host, p->boot, p->addr,
+                   &p->port, &p->nonce, &p->size) != 7) {
             fail_with(e, CDDP_ERR_RUNTIME, "process group rendezvous: malformed entry for "
                       "rank %d: %.100s", j, s);
             free(s);
             return -1;
         }
         free(s);
+        /* ranks that disagree on the group's size must fail here, before a transport sizes
+         * its buffers for one of the two */
+        if (p->size != size)
+            return fail_with(e, CDDP_ERR_RUNTIME, "rank %d joined this group as one of %d ranks "
+                             "but this rank (rank %d) as one of %d: every rank must create the "
+                             "group with the same members", j, p->size, rank, size);
     }
     return 0;
 }
@@ -231,8 +237,8 @@ cddp_pg *cddp_pg_rendezvous(const cddp_pg_store *store, const cddp_pg_rdzv_args 
     *kind = CDDP_ERR_RUNTIME;
     if (check_args(args, &want, &e) < 0 || describe_self(args->size, want, &me, &e) < 0)
         goto fail;
-    snprintf(mine, sizeof mine, "%d %s %s %s %d %016llx", (int)getpid(), me.host, me.boot,
-             me.addr, me.port, me.nonce);
+    snprintf(mine, sizeof mine, "%d %s %s %s %d %016llx %d", (int)getpid(), me.host, me.boot,
+             me.addr, me.port, me.nonce, args->size);
     snprintf(prefix, sizeof prefix, "cddp/pg/%s/", args->group_name);
     peers = calloc((size_t)args->size, sizeof *peers);
     if (!peers || info_alloc(&info, args->size, &e) < 0) {
@@ -251,7 +257,7 @@ cddp_pg *cddp_pg_rendezvous(const cddp_pg_store *store, const cddp_pg_rdzv_args 
     info.timeout_s = timeout;
     info.nonce = peers[0].nonce;
     info.listen_fd = me.lfd;
-    snprintf(info.shm_name, sizeof info.shm_name, "/cddp-%016llx", peers[0].nonce);
+    snprintf(info.shm_name, sizeof info.shm_name, "%016llx", peers[0].nonce);
     snprintf(info.group_name, sizeof info.group_name, "%s", args->group_name);
     pg = cddp_pg_create(&info, perr);
     me.lfd = -1;                       /* the transport owns (and closed) it */

@@ -11,8 +11,9 @@
  * Keys, under "cddp/pg/<group_name>/" (torch's prefixing by group):
  *   gen                 add(1) by every rank: the generation, (value - 1) / size, so a group
  *                       created again under the same name gets fresh keys
- *   <gen>/info/<rank>   "pid host boot_id addr port nonce" (nonce: 16 hex digits); rank 0's
- *                       nonce names the group's shared memory and guards the TCP hello
+ *   <gen>/info/<rank>   "pid host boot_id addr port nonce size" (nonce: 16 hex digits); rank
+ *                       0's nonce names the group's shared memory and guards the TCP hello;
+ *                       a size other than this rank's fails the rendezvous on both sides
  *
  * Transport: CDDP_TRANSPORT (else args.transport) "auto" picks shm when every rank has this
  * host's name and boot id, hier when ranks span hosts and some host holds several, else tcp.

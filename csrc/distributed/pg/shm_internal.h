@@ -23,8 +23,9 @@
 #include <time.h>
 #include <unistd.h>
 
-/* Segment (created by rank 0 as /cddp-<nonce>, unlinked as soon as every rank has mapped it,
- * so nothing is left behind even when processes die):
+/* Segment (created by rank 0 as /cddp-<rank 0's pid>-<tag>, unlinked as soon as every rank
+ * has mapped it; a name left by a creator killed before that is swept by the next creator,
+ * shm_segment.c's Note [dead creators' segments]):
  *   seg_hdr                    magic, layout, attach counter, the group-wide `broken` word
  *   seg_ctl[n]                 per rank, cache-line separated: seq (futex word) + waiter count,
  *                              the op header of the last two ops (by parity), p2p doorbell
@@ -89,7 +90,8 @@ typedef struct {
     const void **srcs;                 /* [n] scratch for reductions */
     uint64_t *tx_next, *tx_serve, *rx_next, *rx_serve;   /* [n] p2p FIFO tickets */
     int creator_unlinked;
-    char name[64];
+    int lock_fd;                       /* rank 0: the segment, flock'ed while its name exists */
+    char name[80];
 } shm_t;
 
 /* ---- segment access ------------------------------------------------------------------ */
@@ -131,7 +133,8 @@ static inline void futex_wake(atomic_uint *addr)
 /* ---- distributed/pg/shm_segment.c ------------------------------------------------------ */
 
 /* The transport's init: state for info->size ranks, then rank 0 creates, sizes and describes
- * the segment info->shm_name and waits until every rank mapped it (then unlinks the name);
+ * the segment /cddp-<info->pids[0]>-<info->shm_name> and waits until every rank mapped it
+ * (then unlinks the name);
  * the others open it (retrying until rank 0 described it), check it and attach. Blocks up to
  * the group's timeout, watching the peers' liveness. 0, or -1 with err set (nothing left). */
 int cddp_shm_init(cddp_pg *pg, const cddp_pg_info *info, char *err);

@@ -5,21 +5,32 @@
  * Mirrors: NCCL's shm transport setup (one named segment per group, opened by every local
  * rank); torch's gloo has no shared-memory transport.
  *
- *   rank 0:   shm_open(O_EXCL) -> ftruncate -> mmap -> write the layout -> publish `magic`
- *             -> wait (futex on `attached`) until n - 1 ranks attached -> unlink
+ *   rank 0:   sweep dead creators' segments -> shm_open(O_EXCL) -> flock(LOCK_SH) ->
+ *             ftruncate -> mmap -> write the layout -> publish `magic` -> wait (futex on
+ *             `attached`) until n - 1 ranks attached -> unlink, drop the lock
  *   others:   shm_open until it exists and `magic` is published -> check the layout -> mmap
  *             -> attached += 1 (the last one unlinks too, in case rank 0 died meanwhile)
  *
  * Every wait has the group's deadline and watches the peers' liveness (pidfd). Called by
  * shm.c's transport table (cddp_pg_shm_ops: init, fini).
+ *
+ * Note [dead creators' segments]: the name is /cddp-<creator pid>-<tag>. A job SIGKILLed while
+ * rank 0 waits for the others to attach leaves the name behind (nothing runs to unlink it), so
+ * every creator first sweeps /dev/shm: a cddp-<pid>-* segment whose pid does not exist here
+ * and that nobody holds a lock on is removed. The creator's shared flock is what proves it
+ * alive (the kernel drops it when the process dies, in any pid namespace); the pid in the name
+ * only spares the sweep from opening live segments of its own pid namespace.
  */
 #include "distributed/pg/shm_internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -32,19 +43,49 @@ void cddp_shm_fini(cddp_pg *pg)
     shm_t *s = pg->tr;
     if (!s)
         return;
-    if (s->base) {
-        if (s->r == 0 && !s->creator_unlinked)
-            shm_unlink(s->name);
+    if (s->r == 0 && !s->creator_unlinked && s->lock_fd >= 0)
+        shm_unlink(s->name);
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
+    if (s->base)
         munmap(s->base, s->total);
-    }
     free(s->srcs);
     free(s->tx_next);
     free(s);
     pg->tr = NULL;
 }
 
+/* Rank 0, before creating: remove the segments of creators that died before unlinking them
+ * (Note [dead creators' segments]). Best effort: whatever cannot be opened is left alone. */
+static void sweep_dead_segments(void)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d))) {
+        char name[300], *end;
+        long pid;
+        int fd;
+        if (strncmp(e->d_name, "cddp-", 5) != 0)
+            continue;
+        pid = strtol(e->d_name + 5, &end, 10);
+        if (end == e->d_name + 5 || *end != '-' || pid <= 0 || pid > INT32_MAX)
+            continue;                      /* not this naming scheme */
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;                      /* alive here, or someone else's (EPERM) */
+        snprintf(name, sizeof name, "/%s", e->d_name);
+        if ((fd = shm_open(name, O_RDWR | O_NOFOLLOW, 0)) < 0)
+            continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0)     /* no creator holds it: garbage */
+            shm_unlink(name);
+        close(fd);
+    }
+    closedir(d);
+}
+
 /* Rank 0: create, size and describe the segment, then wait until every rank mapped it and
- * unlink the name. */
+ * unlink the name. The creator holds a shared flock on the segment while its name exists. */
 static int create_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
 {
     int n = s->n, fd;
@@ -58,24 +99,26 @@ static int create_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
     off_mbctl = align_up(off_slots + (size_t)n * SHM_NBUF * C, 4096);
     off_mbdata = align_up(off_mbctl + (size_t)n * n * sizeof(seg_mbox), 4096);
     total = off_mbdata + (size_t)n * n * 2 * P;
+    sweep_dead_segments();
     fd = shm_open(s->name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) {
         cddp_pg_seterr(err, "shm_open(%s) failed: %s", s->name, strerror(errno));
         return -1;
     }
+    s->lock_fd = fd;                     /* fini unlinks the name and closes it from here on */
+    if (flock(fd, LOCK_SH) < 0) {
+        cddp_pg_seterr(err, "flock of the shared-memory segment failed: %s", strerror(errno));
+        return -1;
+    }
     if (ftruncate(fd, (off_t)total) < 0) {
         cddp_pg_seterr(err, "could not size the shared-memory segment to %zu bytes: %s "
                        "(is /dev/shm full?)", total, strerror(errno));
-        close(fd);
-        shm_unlink(s->name);
         return -1;
     }
     s->base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
     if (s->base == MAP_FAILED) {
         s->base = NULL;
         cddp_pg_seterr(err, "mmap of the shared-memory segment failed: %s", strerror(errno));
-        shm_unlink(s->name);
         return -1;
     }
     s->total = total;
@@ -108,6 +151,8 @@ static int create_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
     }
     shm_unlink(s->name);
     s->creator_unlinked = 1;
+    close(s->lock_fd);                   /* no name left to guard */
+    s->lock_fd = -1;
     return 0;
 }
 
@@ -129,11 +174,16 @@ static int attach_segment(cddp_pg *pg, shm_t *s, double deadline, char *err)
                 seg_hdr *h = b;
                 if (atomic_load_explicit((_Atomic uint64_t *)&h->magic, memory_order_acquire)
                     == SHM_MAGIC) {
-                    if (h->size != s->n || h->total != (uint64_t)stt.st_size) {
+                    int64_t hsize = h->size;        /* read before any munmap */
+                    uint64_t htotal = h->total;
+                    if (hsize != s->n || htotal != (uint64_t)stt.st_size) {
                         munmap(b, (size_t)stt.st_size);
                         cddp_pg_seterr(err, "shared-memory segment %s describes a group of %lld "
-                                       "ranks, this rank expects %d", s->name,
-                                       (long long)h->size, s->n);
+                                       "ranks in %llu bytes, this rank expects %d ranks (%lld "
+                                       "bytes mapped): the ranks disagree on the group's "
+                                       "members", s->name, (long long)hsize,
+                                       (unsigned long long)htotal, s->n,
+                                       (long long)stt.st_size);
                         return -1;
                     }
                     s->base = b;
@@ -181,7 +231,9 @@ int cddp_shm_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
     pg->tr = s;
     s->n = n;
     s->r = info->rank;
-    snprintf(s->name, sizeof s->name, "%s", info->shm_name);
+    s->lock_fd = -1;
+    /* the creator's pid in the name: Note [dead creators' segments] */
+    snprintf(s->name, sizeof s->name, "/cddp-%d-%.40s", info->pids[0], info->shm_name);
     s->srcs = calloc((size_t)n, sizeof *s->srcs);
     s->tx_next = calloc((size_t)n * 4, sizeof(uint64_t));
     if (!s->srcs || !s->tx_next) {

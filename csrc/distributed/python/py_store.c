@@ -4,13 +4,15 @@
  * TCPStore / PrefixStore on these and adds timedelta handling and torch's signatures.
  *
  *   _C._store_server_start(host, port, token=None, listen_fd=-1) -> _StoreServer
- *       .port, .close(), .stats() -> (clients connected, clients dropped for bad frames)
+ *       .port, .close(), .stats() -> (clients connected, clients dropped for bad frames,
+ *                                     connections closed before HELLO to make room)
  *   _C._store_client_connect(host, port, token=None, timeout=300.0) -> _StoreClient
  *       .set(k, v) .get(k) -> bytes .add(k, n) -> int .wait(keys, timeout=None)
  *       .check(keys) -> bool .compare_set(k, expected, desired) -> bytes
  *       .delete_key(k) -> bool .num_keys() -> int .append(k, v) .close()
  *       .timeout (float seconds, settable), .host, .port
  *   _C._store_set_exceptions(timeout_cls, network_cls, store_cls)   (store.py, at import)
+ *   _C._store_feed(data, step=0, token=None) -> (replies, sent, dropped)   (fuzzing hook)
  *
  * Keys are str (UTF-8) or bytes; values str or any contiguous buffer. Every network wait
  * runs with the GIL released; errors become: timeout_cls (a TimeoutError), PermissionError
@@ -183,10 +185,10 @@ static PyObject *server_close(ServerObject *self, PyObject *unused)
 
 static PyObject *server_stats(ServerObject *self, PyObject *unused)
 {
-    int64_t clients = 0, dropped = 0;
+    int64_t clients = 0, dropped = 0, evicted = 0;
     if (self->srv)
-        cddp_store_server_stats(self->srv, &clients, &dropped);
-    return Py_BuildValue("LL", (long long)clients, (long long)dropped);
+        cddp_store_server_stats(self->srv, &clients, &dropped, &evicted);
+    return Py_BuildValue("LLL", (long long)clients, (long long)dropped, (long long)evicted);
 }
 
 static PyObject *server_get_port(ServerObject *self, void *unused)
@@ -201,7 +203,8 @@ static PyObject *server_get_closed(ServerObject *self, void *unused)
 
 static PyMethodDef server_methods[] = {
     {"close", (PyCFunction)server_close, METH_NOARGS, "stop the server thread, close its sockets"},
-    {"stats", (PyCFunction)server_stats, METH_NOARGS, "(clients connected, clients dropped)"},
+    {"stats", (PyCFunction)server_stats, METH_NOARGS,
+     "(clients connected, clients dropped, connections evicted before HELLO)"},
     {NULL},
 };
 
@@ -739,7 +742,43 @@ static PyObject *py_store_set_exceptions(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* _store_feed(data, step=0, token=None) -> (replies, bytes sent, clients dropped): the
+ * server's framing and handlers over one client's byte stream (tests/fuzz: the frame parser's
+ * fuzz target). RuntimeError when the server answered with a malformed frame. */
+static PyObject *py_store_feed(PyObject *m, PyObject *args, PyObject *kwds)
+{
+    static char *kwlist[] = {"data", "step", "token", NULL};
+    Py_buffer data;
+    Py_ssize_t step = 0, tn;
+    PyObject *token = Py_None;
+    const char *tok;
+    int64_t out[3];
+    char err[ERRLEN] = "";
+    int rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "y*|nO:_store_feed", kwlist, &data, &step,
+                                     &token))
+        return NULL;
+    if (step < 0 || as_token(token, &tok, &tn) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "step must be >= 0");
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    rc = cddp_store_feed(data.buf, (size_t)data.len, (size_t)step, (const uint8_t *)tok,
+                         (size_t)tn, out, err, sizeof err);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    if (rc < 0) {
+        PyErr_Format(PyExc_RuntimeError, "_store_feed: %s", err);
+        return NULL;
+    }
+    return Py_BuildValue("LLL", (long long)out[0], (long long)out[1], (long long)out[2]);
+}
+
 PyMethodDef cddp_store_module_methods[] = {
+    {"_store_feed", (PyCFunction)(void (*)(void))py_store_feed, METH_VARARGS | METH_KEYWORDS,
+     "_store_feed(data, step=0, token=None) -> (replies, bytes sent, dropped); test hook"},
     {"_store_server_start", (PyCFunction)(void (*)(void))py_store_server_start,
      METH_VARARGS | METH_KEYWORDS, "_store_server_start(host, port, token=None, listen_fd=-1)"},
     {"_store_client_connect", (PyCFunction)(void (*)(void))py_store_client_connect,

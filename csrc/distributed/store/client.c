@@ -290,7 +290,9 @@ static int client_connect(cddp_store_client *c, int64_t deadline, int *out_fd, c
                 freeaddrinfo(res);
                 return rc;                   /* refused, not our protocol, interrupted */
             }
-            snprintf(last, sizeof last, "the server closed the connection during the handshake");
+            snprintf(last, sizeof last, rc == CDDP_STORE_ETIMEOUT
+                     ? "no answer to the handshake before the deadline"
+                     : "the server closed the connection during the handshake");
         }
         if (res)
             freeaddrinfo(res);

@@ -23,7 +23,9 @@
  * exist) or wait_ms passes. A frame that breaks any rule here (length 0 or over the caps, an
  * unknown op, a short or overlong payload, anything but HELLO first) closes that client only.
  * Before HELLO succeeds a frame may hold at most CDDP_STORE_MAX_HELLO bytes, so an
- * unauthenticated peer cannot make the server allocate more than that.
+ * unauthenticated peer cannot make the server allocate more than that; and at most
+ * RLIMIT_NOFILE / 4 (16..1024) connections wait for their HELLO at once: a new one closes the
+ * oldest, so idle or half-open peers cannot take the process's file descriptors.
  */
 #ifndef CDDP_STORE_PROTO_H
 #define CDDP_STORE_PROTO_H
@@ -158,8 +160,18 @@ typedef struct cddp_store_server cddp_store_server;
 int cddp_store_server_start(const char *host, int port, int listen_fd, const uint8_t *token,
                             size_t token_len, cddp_store_server **out, char *err, size_t errlen);
 int cddp_store_server_port(const cddp_store_server *s);
-/* Clients connected now, and clients closed so far for breaking the protocol. */
-void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64_t *dropped);
+/* Clients connected now, clients closed so far for breaking the protocol, and connections
+ * closed before their HELLO to make room (at most max_unauthed wait for HELLO at once). */
+void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64_t *dropped,
+                             int64_t *evicted);
+/* Test hook (fuzzing): runs data[0..n) as one client's byte stream through the server's own
+ * framing, buffers and handlers — over a socketpair, `step` bytes at a time (0: all), on a
+ * fresh map, no thread — until the server closes the client or the bytes run out. Replies
+ * are checked to be well-formed frames. 0 and out = {replies, bytes consumed by the server's
+ * socket, clients dropped for breaking the protocol}; -2 a malformed reply (a bug), -1 the
+ * feed could not be set up; err says which. */
+int cddp_store_feed(const uint8_t *data, size_t n, size_t step, const uint8_t *token,
+                    size_t token_len, int64_t out[3], char *err, size_t errlen);
 /* Stops the thread (wakes it, joins it: milliseconds), closes every socket, frees s.
  * In a process forked from the owner it only frees the copy (fork closed its sockets). */
 void cddp_store_server_stop(cddp_store_server *s);

@@ -12,6 +12,12 @@
  *             a GET/WAIT whose keys are missing stays parked (its frame kept unconsumed)
  *             and is rerun after every change to the map, or answered TIMEOUT at its deadline
  *
+ * Unauthenticated peers are bounded twice: each by HELLO_DEADLINE_MS, and all together by
+ * s->max_unauthed (a quarter of RLIMIT_NOFILE): accepting one more closes the oldest one still
+ * without HELLO, so bare connections can neither exhaust the process's descriptors (its own
+ * open() calls) nor keep a legitimate client waiting in the backlog. A new connection's HELLO
+ * is read at once when it is already there, so a real client is never the one counted.
+ *
  * Per client at most one request is in flight: a client's next frame is not read while a
  * reply is unsent or a request is parked, so buffers stay bounded by one frame each, and a
  * peer that never reads cannot make the server queue replies. Buffers grow as bytes arrive,
@@ -34,6 +40,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -256,6 +263,28 @@ static void rerun_parked(cddp_store_server *s, int64_t now)
 
 /* ---- the loop ------------------------------------------------------------------------- */
 
+/* Room for one more connection without HELLO: close the oldest such one when max_unauthed
+ * are waiting (conns are kept in accept order). */
+static void evict_unauthed(cddp_store_server *s)
+{
+    size_t waiting = 0;
+    store_conn *oldest = NULL;
+    for (size_t i = 0; i < s->nconns; i++) {
+        store_conn *c = s->conns[i];
+        if (c->dead || c->authed || c->closing)
+            continue;
+        if (!oldest)
+            oldest = c;
+        waiting++;
+    }
+    if (oldest && waiting >= s->max_unauthed) {
+        oldest->dead = 1;
+        close(oldest->fd);                   /* now: the descriptor is what is scarce */
+        oldest->fd = -1;
+        __atomic_add_fetch(&s->n_evicted, 1, __ATOMIC_RELAXED);
+    }
+}
+
 static void accept_clients(cddp_store_server *s, int64_t now)
 {
     for (int i = 0; i < 64; i++) {
@@ -289,6 +318,11 @@ static void accept_clients(cddp_store_server *s, int64_t now)
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         c->fd = fd;
         c->deadline = now + HELLO_DEADLINE_MS;
+        if (conn_read(c) < 0)                /* its HELLO is usually here already */
+            c->dead = 1;
+        conn_service(s, c, now);
+        if (!c->dead && !c->authed && !c->closing)
+            evict_unauthed(s);
         s->conns[s->nconns++] = c;
     }
 }
@@ -460,6 +494,17 @@ static int open_listener(const char *host, int port, char *err, size_t errlen)
     return fd;
 }
 
+/* How many connections may wait for their HELLO at once: a quarter of the descriptors this
+ * process may open, within [16, 1024]. */
+static size_t unauthed_cap(void)
+{
+    struct rlimit rl;
+    rlim_t cap = 256;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        cap = rl.rlim_cur / 4;
+    return cap < 16 ? 16 : cap > 1024 ? 1024 : (size_t)cap;
+}
+
 int cddp_store_server_start(const char *host, int port, int listen_fd, const uint8_t *token,
                             size_t token_len, cddp_store_server **out, char *err, size_t errlen)
 {
@@ -477,6 +522,7 @@ int cddp_store_server_start(const char *host, int port, int listen_fd, const uin
         return CDDP_STORE_ESYS;
     }
     s->lfd = s->efd = -1;
+    s->max_unauthed = unauthed_cap();
     if (cddp_store_map_init(s) < 0) {
         snprintf(err, errlen, "out of memory");
         goto fail;
@@ -542,10 +588,12 @@ int cddp_store_server_port(const cddp_store_server *s)
     return s->port;
 }
 
-void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64_t *dropped)
+void cddp_store_server_stats(const cddp_store_server *s, int64_t *clients, int64_t *dropped,
+                             int64_t *evicted)
 {
     *clients = __atomic_load_n(&s->n_clients, __ATOMIC_RELAXED);
     *dropped = __atomic_load_n(&s->n_dropped, __ATOMIC_RELAXED);
+    *evicted = __atomic_load_n(&s->n_evicted, __ATOMIC_RELAXED);
 }
 
 void cddp_store_server_stop(cddp_store_server *s)
@@ -575,4 +623,134 @@ void cddp_store_server_stop(cddp_store_server *s)
     pthread_mutex_destroy(&s->mu);
     free(s->conns);
     free(s);
+}
+
+/* ---- test hook: one client's byte stream, no socket to the outside, no thread ---------- */
+
+/* Follows the reply stream a chunk at a time (frames may be larger than any buffer): counts
+ * whole frames; -1 when a frame breaks the wire format (length 0 or over the cap, or an
+ * unknown status). */
+typedef struct {
+    uint8_t hdr[5];
+    size_t hdr_got, body_left;
+    int64_t frames;
+} reply_stream;
+
+static int check_replies(reply_stream *rs, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        if (rs->body_left) {
+            size_t k = rs->body_left < n ? rs->body_left : n;
+            rs->body_left -= k;
+            p += k;
+            n -= k;
+            rs->frames += rs->body_left == 0;
+            continue;
+        }
+        rs->hdr[rs->hdr_got++] = *p++;
+        n--;
+        if (rs->hdr_got == 5) {
+            uint32_t len = cddp_ld_u32(rs->hdr);
+            if (len == 0 || len > CDDP_STORE_MAX_FRAME || rs->hdr[4] > CDDP_STORE_ST_REFUSED)
+                return -1;
+            rs->hdr_got = 0;
+            rs->body_left = len - 1;
+            rs->frames += rs->body_left == 0;
+        }
+    }
+    return 0;
+}
+
+/* One round of server_main for the single client c (its poll flags, emulated): flush, read
+ * when it would poll for input, run frames, rerun parked requests. A parked request whose
+ * client has sent everything is answered at its deadline (the clock jumps there), or, with
+ * no deadline, ends as the loop ends it: the peer hung up. */
+static void feed_round(cddp_store_server *s, store_conn *c, int hung_up, int64_t *now)
+{
+    if (c->out_off < c->out_len)
+        conn_flush(c);
+    if (!c->dead && !c->parked && !c->closing && c->out_off == c->out_len &&
+        conn_read(c) < 0) {
+        if (frame_len(c) < 0)
+            drop(s, c);
+        c->dead = 1;
+    }
+    conn_service(s, c, *now);
+    if (!c->dead && c->parked && hung_up) {
+        if (c->deadline == NO_DEADLINE)
+            c->dead = 1;
+        else if (c->deadline > *now)
+            *now = c->deadline;
+    }
+    rerun_parked(s, *now);
+    if (!c->dead && !c->parked && now[0] >= c->deadline)
+        c->dead = 1;                         /* hello / closing deadline */
+}
+
+int cddp_store_feed(const uint8_t *data, size_t n, size_t step, const uint8_t *token,
+                    size_t token_len, int64_t out[3], char *err, size_t errlen)
+{
+    cddp_store_server s = {.lfd = -1, .efd = -1, .max_unauthed = 16};
+    store_conn *c = calloc(1, sizeof *c);
+    uint8_t *rbuf = malloc(1 << 16);
+    reply_stream rs = {{0}, 0, 0, 0};
+    size_t off = 0;
+    int sv[2] = {-1, -1}, hung_up = 0, rc = -1;
+    int64_t now = cddp_store_now_ms();
+    out[0] = out[1] = out[2] = 0;
+    if (!c || !rbuf || cddp_store_map_init(&s) < 0 || token_len > CDDP_STORE_MAX_TOKEN ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0) {
+        snprintf(err, errlen, "cannot set up the feed: %s", strerror(errno));
+        goto done;
+    }
+    if (token) {
+        s.has_token = 1;
+        s.token_len = token_len;
+        memcpy(s.token, token, token_len);
+    }
+    c->fd = sv[0];
+    c->deadline = now + HELLO_DEADLINE_MS;
+    s.conns = &c;                            /* the loop's functions walk s->conns */
+    s.nconns = s.cap_conns = 1;
+    for (int round = 0; !c->dead && round < 1 << 20; round++) {
+        ssize_t k;
+        if (off < n) {                       /* the client writes `step` bytes at a time */
+            k = send(sv[1], data + off, step && step < n - off ? step : n - off, MSG_NOSIGNAL);
+            off += k > 0 ? (size_t)k : 0;
+        } else if (!hung_up) {
+            shutdown(sv[1], SHUT_WR);
+            hung_up = 1;
+        }
+        while ((k = recv(sv[1], rbuf, 1 << 16, 0)) > 0)
+            if (check_replies(&rs, rbuf, (size_t)k) < 0) {
+                snprintf(err, errlen, "the server sent a malformed reply frame after %lld "
+                         "good ones", (long long)rs.frames);
+                rc = -2;
+                goto done;
+            }
+        feed_round(&s, c, hung_up && off == n, &now);
+    }
+    conn_free(c);                            /* closes sv[0]: what was sent can be read */
+    c = NULL;
+    for (ssize_t k; (k = recv(sv[1], rbuf, 1 << 16, 0)) > 0;)
+        if (check_replies(&rs, rbuf, (size_t)k) < 0) {
+            snprintf(err, errlen, "the server sent a malformed reply frame");
+            rc = -2;
+            goto done;
+        }
+    out[0] = rs.frames;
+    out[1] = (int64_t)off;
+    out[2] = s.n_dropped;
+    rc = 0;
+done:
+    if (c) {
+        if (sv[0] < 0)
+            c->fd = -1;
+        conn_free(c);
+    }
+    if (sv[1] >= 0)
+        close(sv[1]);
+    cddp_store_map_free(&s);
+    free(rbuf);
+    return rc;
 }

@@ -67,7 +67,8 @@ struct cddp_store_server {
     uint64_t seed;
     int changed;                  /* a key appeared or changed this round: rerun parked */
     int64_t accept_pause_until;
-    int64_t n_clients, n_dropped; /* atomic, read by cddp_store_server_stats */
+    size_t max_unauthed;          /* connections without HELLO kept at once (oldest dropped) */
+    int64_t n_clients, n_dropped, n_evicted;  /* atomic, read by cddp_store_server_stats */
     int has_token;
     size_t token_len;
     uint8_t token[CDDP_STORE_MAX_TOKEN];

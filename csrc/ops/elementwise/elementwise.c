@@ -643,6 +643,8 @@ int cddp_ew_parse(const char *fname, PyObject *const *args, Py_ssize_t nargs, Py
     X(bitwise_and) X(bitwise_or) X(bitwise_xor) X(clamp) X(add_) X(sub_) X(mul_) X(div_)  \
     X(pow_) X(clamp_)
 EW_PY_LIST(EW_DECLARE_PY)
+EW_DECLARE_PY(clamp_min) EW_DECLARE_PY(clamp_max)
+EW_DECLARE_PY(clamp_min_) EW_DECLARE_PY(clamp_max_)
 
 #define EW_DECLARE_UNARY(op)                                                               \
     PyObject *cddp_ew_u_##op(PyObject *self, PyObject *unused);                           \
@@ -700,6 +702,8 @@ PyMethodDef cddp_elementwise_tensor_methods[] = {
     M("add_", add_) M("sub_", sub_) M("subtract_", sub_) M("mul_", mul_) M("multiply_", mul_)
     M("div_", div_) M("divide_", div_) M("true_divide_", div_) M("pow_", pow_)
     M("clamp_", clamp_) M("clip_", clamp_)
+    M("clamp_min", clamp_min) M("clamp_max", clamp_max) M("clamp_min_", clamp_min_)
+    M("clamp_max_", clamp_max_)
     {"where", (PyCFunction)(void (*)(void))cddp_ew_where_method, FC,
      "where(condition, y): self where condition else y"},
     {NULL},
@@ -731,6 +735,8 @@ PyMethodDef cddp_elementwise_module_methods[] = {
     EW_UN_NAMES(UF)
     EW_UN_INPLACE_NAMES(UFI)
     F("clamp_", clamp_) F("clip_", clamp_)
+    F("clamp_min", clamp_min) F("clamp_max", clamp_max) F("clamp_min_", clamp_min_)
+    F("clamp_max_", clamp_max_)
     {"where", (PyCFunction)(void (*)(void))cddp_ew_where_function, FC,
      "where(condition, input, other): input where condition else other"},
     {NULL},

@@ -224,6 +224,31 @@ static PyObject *clamp__impl(PyObject *s, PyObject **argv)
 EW_DEFINE_PY(clamp, "clamp", clamp_impl, 2, 0, "min", "max")
 EW_DEFINE_PY(clamp_, "clamp_", clamp__impl, 2, 0, "min", "max")
 
+/* clamp_min(min) / clamp_max(max): clamp with one bound */
+static PyObject *clamp_one(PyObject *s, PyObject **argv, const char *fn, int hi, int inplace)
+{
+    PyObject *b[2] = {hi ? NULL : argv[0], hi ? argv[0] : NULL};
+    if (!argv[0] || argv[0] == Py_None) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fn,
+                     hi ? "max" : "min");
+        return NULL;
+    }
+    return clamp_py(s, b, fn, inplace);
+}
+#define CLAMP_ONE(NAME, HI, INPL)                                                             \
+    static PyObject *NAME##_impl(PyObject *s, PyObject **a)                                   \
+    {                                                                                         \
+        return clamp_one(s, a, #NAME, HI, INPL);                                              \
+    }
+CLAMP_ONE(clamp_min, 0, 0)
+CLAMP_ONE(clamp_max, 1, 0)
+CLAMP_ONE(clamp_min_, 0, 1)
+CLAMP_ONE(clamp_max_, 1, 1)
+EW_DEFINE_PY(clamp_min, "clamp_min", clamp_min_impl, 1, 1, "min")
+EW_DEFINE_PY(clamp_max, "clamp_max", clamp_max_impl, 1, 1, "max")
+EW_DEFINE_PY(clamp_min_, "clamp_min_", clamp_min__impl, 1, 1, "min")
+EW_DEFINE_PY(clamp_max_, "clamp_max_", clamp_max__impl, 1, 1, "max")
+
 /* ---- where ------------------------------------------------------------------------------ */
 
 static int where_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
@@ -289,11 +314,18 @@ PyObject *cddp_ew_where_function(PyObject *mod, PyObject *const *args, Py_ssize_
     PyObject *argv[3] = {NULL, NULL, NULL};
     if (cddp_ew_parse("where", args, nargs, kwnames, names, 3, 3, 1, argv) < 0)
         return NULL;
-    if (!argv[1] && !argv[2]) {
-        PyErr_SetString(PyExc_NotImplementedError,
-                        "cddp.where(condition) with one argument (torch.nonzero(condition, "
-                        "as_tuple=True)) is not supported");
-        return NULL;
+    if (!argv[1] && !argv[2]) {      /* where(condition): nonzero(condition, as_tuple=True) */
+        PyObject *name, *kw, *res = NULL;
+        PyObject *call[2] = {argv[0], Py_True};
+        if (!cddp_ew_tensor_arg(argv[0], "where", "condition"))
+            return NULL;
+        name = PyUnicode_FromString("nonzero");
+        kw = Py_BuildValue("(s)", "as_tuple");
+        if (name && kw)
+            res = PyObject_VectorcallMethod(name, call, 1, kw);
+        Py_XDECREF(name);
+        Py_XDECREF(kw);
+        return res;
     }
     if (!argv[1] || !argv[2]) {
         PyErr_Format(PyExc_TypeError, "where() missing required argument '%s'",

@@ -9,6 +9,9 @@
  *   index.c      Tensor.__getitem__ / __setitem__ and index_put(_), which is setitem's path
  *   index_fn.c   the named ops (index_select, gather, scatter(_add), masked_fill, the
  *                index_put bindings) and the folder's method tables
+ *   index_ops.c  index_add / index_copy / index_fill, scatter_reduce (plans of index_adv.c,
+ *                its shared backward, index.c's number conversion; tables of its own)
+ *   nonzero.c    nonzero / argwhere, masked_select, take (core/ only; tables of its own)
  *
  * An element plan describes a strided-plus-gathered walk over a base tensor:
  *

@@ -5,7 +5,12 @@
  * them):
  *
  *   key: int | slice (step > 0) | None | ... | bool | 0-dim int/bool tensor |
- *        int/bool tensor, NumPy array or (nested) list | tuple of those
+ *        int/bool tensor, NumPy array, range or (nested) list | tuple of those
+ *
+ * A list or range is one index array (x[[0, 2]], x[range(1, 3)], x[[[0, 1], [2, 3]]] a 2-D
+ * index): the rule NumPy follows and torch's deprecation warning announces; torch 2.x still
+ * reads a short list holding lists, tensors, slices, None or ... as a tuple (with that
+ * warning), which cddp refuses or reads as an index array.
  *
  * Each item is classified (int, slice, None, ellipsis, bool, index tensor, mask), then the
  * items are laid over the tensor's dims: ints, slices, None and bools give the basic view's
@@ -150,7 +155,7 @@ static int classify(PyObject *o, ix_item *it)
             return -1;
     } else if (cddp_tensor_check(o)) {
         return item_from_tensor((TensorObject *)o, it);
-    } else if (PyArray_Check(o) || PyList_Check(o) || PyTuple_Check(o)) {
+    } else if (PyArray_Check(o) || PyList_Check(o) || PyTuple_Check(o) || PyRange_Check(o)) {
         return item_from_array(o, it);
     } else if (PyIndex_Check(o)) {    /* NumPy integer scalars and other __index__ objects */
         PyObject *i = PyNumber_Index(o);

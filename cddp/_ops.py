@@ -1,0 +1,306 @@
+"""torch functions that only wire cddp's C ops together (no per-element work in Python):
+cummax/cummin's named result, take_along_dim, meshgrid / cartesian_prod, atleast_1d/2d/3d,
+block_diag, tensor_split / hsplit / vsplit / dsplit, hstack / vstack / dstack / column_stack,
+and kron. Every value comes from a C kernel (gather, expand, narrow, cat, mul, reshape), so
+autograd comes from those ops' nodes. Signatures, defaults and messages are torch's."""
+import warnings
+
+from . import _C
+
+Tensor = _C.Tensor
+
+# tensor-tensor promotion of cddp's dtypes is a chain: bool < int32 < int64 < float32 < float64
+_ORDER = [_C.bool, _C.int32, _C.int64, _C.float32, _C.float64]
+
+
+def _promoted(tensors):
+    return max((t.dtype for t in tensors), key=_ORDER.index)
+
+
+def _tensors(args, fn):
+    """torch's *tensors arguments: f(a, b) or f([a, b]) / f((a, b))."""
+    if len(args) == 1 and isinstance(args[0], (list, tuple)):
+        args = tuple(args[0])
+    for t in args:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}(): expected Tensor as element of argument 'tensors', but got "
+                            f"{type(t).__name__}")
+    return tuple(args)
+
+
+class _ReturnPair(tuple):
+    """torch.return_types.cummax / cummin: (values, indices) with attribute access."""
+    __slots__ = ()
+    _name = "pair"
+
+    def __new__(cls, pair):
+        return tuple.__new__(cls, pair)
+
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+
+    def __repr__(self):
+        return f"torch.return_types.{self._name}(\nvalues={self[0]!r},\nindices={self[1]!r})"
+
+
+class cummax_result(_ReturnPair):  # noqa: N801 (torch.return_types.cummax)
+    __slots__ = ()
+    _name = "cummax"
+
+
+class cummin_result(_ReturnPair):  # noqa: N801
+    __slots__ = ()
+    _name = "cummin"
+
+
+def cummax(input, dim):  # noqa: A002
+    return cummax_result(_C._cummax(input, dim))
+
+
+def cummin(input, dim):  # noqa: A002
+    return cummin_result(_C._cummin(input, dim))
+
+
+def take_along_dim(input, indices, dim=None):  # noqa: A002
+    """input gathered at indices along dim, the other dims broadcast (dim None: flattened)."""
+    if not isinstance(indices, Tensor):
+        raise TypeError(f"take_along_dim(): argument 'indices' must be Tensor, not "
+                        f"{type(indices).__name__}")
+    if indices.dtype != _C.int64:
+        raise RuntimeError("torch.take_along_dim(): dtype of indices should be Long but got "
+                           f"{_torch_name(indices.dtype)}")
+    if dim is None:
+        return input.reshape(-1).gather(0, indices.reshape(-1))
+    if input.dim() != indices.dim():
+        raise RuntimeError("torch.take_along_dim(): input and indices should have the same "
+                           f"number of dimensions, but got {input.dim()} dimensions for input, "
+                           f"and {indices.dim()} dimensions for indices")
+    nd = input.dim()
+    d = dim + nd if dim < 0 else dim
+    if not 0 <= d < max(nd, 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-max(nd, 1)}, "
+                         f"{max(nd, 1) - 1}], but got {dim})")
+    # broadcast every dim but `dim`, each side keeping its own size there
+    shape = _broadcast(_dims_but(input.shape, d), _dims_but(indices.shape, d))
+    ishape, xshape = list(shape), list(shape)
+    if nd:
+        ishape[d], xshape[d] = indices.shape[d], input.shape[d]
+    return input.expand(*xshape).gather(d, indices.expand(*ishape))
+
+
+def _broadcast(a, b):
+    out = []
+    for x, y in zip(a, b):
+        if x != y and 1 not in (x, y):
+            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) "
+                               "at non-singleton dimension")
+        out.append(y if x == 1 else x)
+    return out
+
+
+def _dims_but(shape, d):
+    return tuple(1 if k == d else s for k, s in enumerate(shape))
+
+
+def _torch_name(dtype):
+    return {_C.float32: "Float", _C.float64: "Double", _C.int64: "Long", _C.int32: "Int",
+            _C.bool: "Bool"}[dtype]
+
+
+def meshgrid(*tensors, indexing=None):
+    tensors = _tensors(tensors, "meshgrid")
+    if indexing is None:
+        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
+                      "indexing argument.", UserWarning, stacklevel=2)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise RuntimeError('torch.meshgrid: indexing must be one of "xy" or "ij", but received: '
+                           f"{indexing}")
+    for t in tensors:
+        if t.dim() > 1:
+            raise RuntimeError(f"torch.meshgrid: Expected 0D or 1D tensor in the tensor list but "
+                               f"got: {t.dim()}D")
+    if len(tensors) == 0:
+        return ()
+    flat = [t.reshape(-1) for t in tensors]
+    swap = indexing == "xy" and len(flat) >= 2
+    if swap:                         # xy: the first two grids are transposed (Cartesian)
+        flat[0], flat[1] = flat[1], flat[0]
+    shape = [t.shape[0] for t in flat]
+    grids = []
+    for k, t in enumerate(flat):
+        view = [1] * len(flat)
+        view[k] = shape[k]
+        grids.append(t.reshape(*view).expand(*shape))
+    if swap:
+        grids[0], grids[1] = grids[1], grids[0]
+    return tuple(grids)
+
+
+def cartesian_prod(*tensors):
+    tensors = _tensors(tensors, "cartesian_prod")
+    for t in tensors:
+        if t.dim() != 1:
+            raise RuntimeError(f"Expect a 1D vector, but got shape {list(t.shape)}")
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(*tensors, indexing="ij")
+    return _C.stack([g.reshape(-1) for g in grids], dim=1)
+
+
+def _atleast(tensors, k, fn):
+    one = len(tensors) == 1 and isinstance(tensors[0], Tensor)
+    tensors = _tensors(tensors, fn)
+    out = []
+    for t in tensors:
+        if t.dim() < k:
+            # torch's layouts: 0-d -> (1,)*k; (n,) -> (1, n) / (1, n, 1); (m, n) -> (m, n, 1)
+            shape = {0: (1,) * k, 1: ((t.numel(),), (1, t.numel()), (1, t.numel(), 1))[k - 1],
+                     2: tuple(t.shape) + (1,)}[t.dim()]
+            t = t.reshape(*shape)
+        out.append(t)
+    return out[0] if one else tuple(out)
+
+
+def atleast_1d(*tensors):
+    return _atleast(tensors, 1, "atleast_1d")
+
+
+def atleast_2d(*tensors):
+    return _atleast(tensors, 2, "atleast_2d")
+
+
+def atleast_3d(*tensors):
+    return _atleast(tensors, 3, "atleast_3d")
+
+
+def block_diag(*tensors):
+    """The tensors (0-D, 1-D as a row, 2-D) on the diagonal of a zero matrix, built by cat."""
+    for i, t in enumerate(tensors):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"block_diag(): argument 'tensors' must be tuple of Tensors, but "
+                            f"found element of type {type(t).__name__} at pos {i}")
+        if t.dim() > 2:
+            raise RuntimeError(f"torch.block_diag: Input tensors must have 2 or fewer "
+                               f"dimensions. Input {i} has {t.dim()} dimensions")
+    if not tensors:
+        return _C.empty((1, 0))
+    dt = _promoted(tensors)
+    mats = [t.to(dt).reshape(1, -1) if t.dim() < 2 else t.to(dt) for t in tensors]
+    cols = sum(m.shape[1] for m in mats)
+    rows, left = [], 0
+    for m in mats:
+        r, c = m.shape
+        parts = [_C.zeros((r, left), dtype=dt), m, _C.zeros((r, cols - left - c), dtype=dt)]
+        rows.append(_C.cat(parts, dim=1))
+        left += c
+    return _C.cat(rows, dim=0)
+
+
+def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
+    """Views of input along dim: n nearly equal sections, or cut at the given indices."""
+    nd = input.dim()
+    d = dim + nd if dim < 0 else dim
+    if nd == 0:
+        raise RuntimeError("tensor_split expected at least a 1-dimensional tensor, but got a "
+                           "tensor with 0 dims")
+    if not 0 <= d < nd:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], "
+                         f"but got {dim})")
+    size = input.shape[d]
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        if ios.dtype != _C.int64 or ios.dim() > 1:
+            raise RuntimeError("tensor_split expected tensor_indices_or_sections to have type "
+                               "long and be a 0-D or 1-D tensor")
+        ios = ios.item() if ios.dim() == 0 else ios.tolist()
+    if isinstance(ios, int) and not isinstance(ios, bool):
+        if ios <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {ios}")
+        q, r = divmod(size, ios)
+        cuts, at = [], 0
+        for k in range(ios - 1):
+            at += q + (1 if k < r else 0)
+            cuts.append(at)
+    else:
+        cuts = [int(i) for i in ios]
+    pieces, start = [], 0
+    for c in cuts + [size]:
+        c = min(max(c + size if c < 0 else c, 0), size)
+        stop = max(c, start)
+        pieces.append(input.narrow(d, start, stop - start))
+        start = stop
+    return tuple(pieces)
+
+
+def _split_dir(input, ios, dim, fn, need):  # noqa: A002
+    if input.dim() < need:
+        raise RuntimeError(f"torch.{fn} requires a tensor with at least {need} dimension, but got "
+                           f"a tensor with {input.dim()} dimensions!")
+    if isinstance(ios, int) and not isinstance(ios, bool):
+        size = input.shape[dim]
+        if ios != 0 and size % ios:
+            raise RuntimeError(f"torch.{fn} attempted to split along dimension {dim}, but the "
+                               f"size of the dimension {size} is not divisible by the split_size "
+                               f"{ios}!")
+    return tensor_split(input, ios, dim)
+
+
+def hsplit(input, indices_or_sections):  # noqa: A002
+    return _split_dir(input, indices_or_sections, 1 if input.dim() > 1 else 0, "hsplit", 1)
+
+
+def vsplit(input, indices_or_sections):  # noqa: A002
+    return _split_dir(input, indices_or_sections, 0, "vsplit", 2)
+
+
+def dsplit(input, indices_or_sections):  # noqa: A002
+    return _split_dir(input, indices_or_sections, 2, "dsplit", 3)
+
+
+def _cat_promoted(tensors, dim):
+    dt = _promoted(tensors)
+    return _C.cat([t.to(dt) for t in tensors], dim=dim)
+
+
+def hstack(tensors):
+    tensors = _tensors((tensors,), "hstack")
+    tensors = atleast_1d(*tensors) if len(tensors) > 1 else (atleast_1d(tensors[0]),)
+    return _cat_promoted(tensors, 0 if tensors[0].dim() == 1 else 1)
+
+
+def vstack(tensors):
+    tensors = _tensors((tensors,), "vstack")
+    tensors = atleast_2d(*tensors) if len(tensors) > 1 else (atleast_2d(tensors[0]),)
+    return _cat_promoted(tensors, 0)
+
+
+def dstack(tensors):
+    tensors = _tensors((tensors,), "dstack")
+    tensors = atleast_3d(*tensors) if len(tensors) > 1 else (atleast_3d(tensors[0]),)
+    return _cat_promoted(tensors, 2)
+
+
+def column_stack(tensors):
+    tensors = _tensors((tensors,), "column_stack")
+    cols = [t.reshape(-1, 1) if t.dim() <= 1 else t for t in tensors]
+    return _cat_promoted(cols, 1)
+
+
+def kron(input, other):  # noqa: A002
+    """Kronecker product: (a_0 b_0, a_1 b_1, ...) blocks, one broadcast mul and a reshape."""
+    nd = max(input.dim(), other.dim())
+    a = input.reshape(*([1] * (nd - input.dim()) + list(input.shape)))
+    b = other.reshape(*([1] * (nd - other.dim()) + list(other.shape)))
+    sa = [s for k in range(nd) for s in (a.shape[k], 1)]
+    sb = [s for k in range(nd) for s in (1, b.shape[k])]
+    out = a.reshape(*sa) * b.reshape(*sb)
+    return out.reshape(*[a.shape[k] * b.shape[k] for k in range(nd)])
+
+
+row_stack = vstack
+
+for _name in ("cummax", "cummin", "take_along_dim", "tensor_split", "hsplit", "vsplit",
+              "dsplit", "kron"):
+    setattr(Tensor, _name, globals()[_name])
+del _name
