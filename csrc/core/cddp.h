@@ -273,6 +273,11 @@ TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *sha
 TensorObject *cddp_tensor_from_numpy(PyObject *arr);
 /* Contiguous version (new reference; self, increfed, when already contiguous). No autograd. */
 TensorObject *cddp_tensor_contiguous_raw(TensorObject *t);
+/* Guard for kernels that read float32/float64/int data only: 0 when t (may be NULL) is not a
+ * storage dtype (float16 bfloat16 uint8 int8 int16); else TypeError naming op and the dtype,
+ * so a kernel never reads a narrow element as a wide one. (Reduced floats reach such kernels
+ * only through Python wrappers that compute them in float32: nn/functional.py.) */
+int cddp_refuse_narrow(const TensorObject *t, const char *op);
 /* Same values in dtype dt (new reference; self when dt matches). Contiguous when copied. */
 TensorObject *cddp_tensor_cast_raw(TensorObject *t, cddp_dtype dt);
 /* The same, consuming t (NULL passes through, for chaining after a call that may fail). */

@@ -253,6 +253,15 @@ static PyObject *py_can_cast(PyObject *m, PyObject *args, PyObject *kw)
                            !(x != CDDP_BOOL && y == CDDP_BOOL));
 }
 
+int cddp_refuse_narrow(const TensorObject *t, const char *op)
+{
+    if (!t || !cddp_is_narrow(t->dtype))
+        return 0;
+    PyErr_Format(PyExc_TypeError, "%s: %s tensors are not supported (float32 or float64 only)",
+                 op, cddp_dtype_name[t->dtype]);
+    return -1;
+}
+
 PyMethodDef cddp_dtype_module_methods[] = {
     {"promote_types", (PyCFunction)(void (*)(void))py_promote_types,
      METH_VARARGS | METH_KEYWORDS, "promote_types(type1, type2) -> dtype (torch's table)"},
