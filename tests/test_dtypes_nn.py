@@ -42,6 +42,13 @@ CASES = {
     "dropout_eval": ("F.dropout(x(4, 8), 0.5, training=False)", 0),
     "add_mul": ("x(4, 8) * 1.5 + x(4, 8)", 0),
     "cumprod": ("torch.cumprod(x(4, 5), 1)", 2),
+    "addmm": ("torch.addmm(x(4, 3), x(4, 8), x(8, 3), beta=0.5)", 0),
+    "addmv": ("torch.addmv(x(4), x(4, 8), x(8), beta=2.0)", 0),
+    "einsum": ("torch.einsum('bij,bjk->bik', x(2, 4, 8), x(2, 8, 3))", 0),
+    "repeat": ("x(2, 3).repeat(3, 2)", 0),
+    "index_select_add": ("torch.index_select(x(4, 3), 0, torch.tensor([2, 0, 2])) + 1", 0),
+    "where": ("torch.where(torch.arange(12).reshape(3, 4) % 3 == 0, x(3, 4), x(3, 4))", 0),
+    "losses": ("F.mse_loss(x(4, 8), x(4, 8)) + F.smooth_l1_loss(x(4, 8), x(4, 8))", 1),
     "tril_roll_flip": ("torch.flip(torch.roll(torch.tril(x(4, 4)), 1, 0), [1])", 0),
 }
 
