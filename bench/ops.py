@@ -7,7 +7,8 @@
 
 Rows: the per-call overhead on tiny tensors (4-element add; a (32,20)@(20,1) matmul forward +
 backward — the step of the seeds' Linear(20, 1) model) and the throughput on large ones
-(1024x1024 float32 matmul; 16M-element float32 add, mul, in-place add, clone). Each cell is the median over repeats of
+(1024x1024 float32 matmul; 16M-element float32 add, mul, in-place add, clone; a 16M-element
+float16 add). Each cell is the median over repeats of
 timeit's per-call time (autorange picks the loop count); ratios are taken within this one run,
 so on a noisy machine compare the ratios, not the absolute times of two runs. Every library
 runs single-threaded (BLAS thread variables are pinned below before NumPy loads;
@@ -56,9 +57,9 @@ def _arr(rng, *shape):
     return rng.standard_normal(shape).astype(np.float32)
 
 
-def row_add(n, label, kind):
+def row_add(n, label, kind, dtype=np.float32):
     def make(lib, rng):
-        a, b = _arr(rng, n), _arr(rng, n)
+        a, b = _arr(rng, n).astype(dtype), _arr(rng, n).astype(dtype)
         expect = a + b
         if lib == "numpy":
             return (lambda: a + b), np.asarray, expect
@@ -66,7 +67,7 @@ def row_add(n, label, kind):
         x, y = T.from_numpy(a.copy()), T.from_numpy(b.copy())
         return (lambda: x + y), to_numpy, expect
     return dict(name="add  a + b", shape=label, kind=kind, make=make,
-                work=(3 * 4 * n, "GB/s"))  # bytes moved: read a, read b, write out
+                work=(3 * np.dtype(dtype).itemsize * n, "GB/s"))  # read a, read b, write out
 
 
 # Large elementwise rows beside the add: (name, NumPy call, cddp/torch call, arrays read +
@@ -130,6 +131,8 @@ def rows(quick):
         row_matmul(32, 20, 1, "(32,20)@(20,1) fwd+bwd", "latency", backward=True),
         row_matmul(big, big, big, f"({big},{big})@({big},{big})", "throughput"),
         row_add(nadd, f"{nadd >> 20}M float32", "throughput"),
+        # float16: the elementwise runner's narrow path (blocks widened to float32 and back)
+        row_add(nadd, f"{nadd >> 20}M float16", "throughput", np.float16),
     ] + [row_ew(spec, nadd, f"{nadd >> 20}M float32") for spec in EW_ROWS]
 
 

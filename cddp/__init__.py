@@ -52,6 +52,8 @@ else:
     from . import _C
     from ._C import Tensor, dtype, float32, float64, int64, int32, float, double, long, int  # noqa: A004
     from ._C import bool  # noqa: A004  (torch.bool, as torch names it)
+    from ._C import float16, half, bfloat16, uint8, int8, int16, short  # noqa: F401
+    from ._finfo import finfo, iinfo  # noqa: F401
     from ._size import Size
     from ._device import device
     from . import autograd

@@ -235,7 +235,12 @@ class _Loader:
             arr = arr.copy()
         if arr.dtype == np.bool_ and arr.size and int(raw.max()) > 1:
             self.fail(f"bool storage {key!r} holds byte values other than 0 and 1")
-        obj = arr if dtype.startswith("numpy:") else self.relocate(_C.from_numpy(arr), location)
+        if dtype.startswith("numpy:"):
+            obj = arr
+        elif dtype == "bfloat16":           # stored as its uint16 words (serialization._DTYPES)
+            obj = self.relocate(_C.from_numpy(arr.view(np.int16)).view(_C.bfloat16), location)
+        else:
+            obj = self.relocate(_C.from_numpy(arr), location)
         self.built[key] = (dtype, obj)
         return obj
 

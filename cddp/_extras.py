@@ -36,8 +36,11 @@ class _SortResult(tuple):
 
 
 def _order(input, dim, descending, stable=True):  # noqa: A002
-    a = input.detach().numpy()
+    x = input.detach()
+    a = x.float().numpy() if x.dtype == _C.bfloat16 else x.numpy()   # order: exact in float
     # NumPy sorts NaN last; torch puts NaN first when descending (NaN is "largest")
+    if a.dtype.kind == "u":               # negation below must not wrap around
+        a = a.astype(np.int64)
     idx = np.argsort(-a if descending and a.dtype.kind in "fiu" else a, axis=dim,
                      kind="stable" if stable else "quicksort")
     if descending and a.dtype.kind == "b":

@@ -6,8 +6,21 @@ from . import _C
 from ._C import Tensor
 
 
-def _rebuild(array, requires_grad, cls=None):
+def _to_array(t):
+    """A NumPy copy of t's values; bfloat16 (no NumPy dtype) as its int16 bit patterns."""
+    t = t.detach()
+    if t.dtype == _C.bfloat16:
+        return t.reshape(-1).view(_C.int16).numpy().reshape(tuple(t.shape)).copy()
+    return np.array(t.numpy(), copy=True)
+
+
+def _from_array(array, bf16=False):
     t = _C.from_numpy(np.array(array, copy=True))
+    return t.view(_C.bfloat16) if bf16 else t
+
+
+def _rebuild(array, requires_grad, cls=None, bf16=False):
+    t = _from_array(array, bf16)
     if cls is not None and cls is not Tensor:
         t = Tensor._make_subclass(cls, t, requires_grad)
     elif requires_grad:
@@ -20,7 +33,7 @@ def _reduce_ex(self, proto):
         raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
                            "pickling and deepcopy; detach() it first")
     state = self.__dict__ if type(self) is not Tensor and self.__dict__ else None
-    args = (np.array(self.detach().numpy(), copy=True), self.requires_grad, type(self))
+    args = (_to_array(self), self.requires_grad, type(self), self.dtype == _C.bfloat16)
     return (_rebuild, args, state) if state else (_rebuild, args)
 
 

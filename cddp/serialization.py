@@ -67,8 +67,12 @@ from ._weights_only_unpickler import (UnpicklingError, add_safe_globals, get_saf
 
 Tensor = _C.Tensor
 
+# cddp dtype -> (safetensors name, NumPy dtype of the bytes). bfloat16 has no NumPy dtype: its
+# bytes travel as uint16 words and are read back through Tensor.view(bfloat16).
 _DTYPES = {"float32": ("F32", np.float32), "float64": ("F64", np.float64),
-           "int64": ("I64", np.int64), "int32": ("I32", np.int32), "bool": ("BOOL", np.bool_)}
+           "int64": ("I64", np.int64), "int32": ("I32", np.int32), "bool": ("BOOL", np.bool_),
+           "float16": ("F16", np.float16), "bfloat16": ("BF16", np.uint16),
+           "uint8": ("U8", np.uint8), "int8": ("I8", np.int8), "int16": ("I16", np.int16)}
 _ST_TO_NP = {v[0]: v[1] for v in _DTYPES.values()}
 _ST_TO_NP.setdefault("U8", np.uint8)   # raw bytes: the entries of whole-object (pickle) files
 _MAX_HEADER = 100 << 20          # safetensors' own limit
@@ -170,7 +174,10 @@ def _serialize(obj):
     structure = _encode(obj, tensors, "", set())
     header, chunks, offset = {}, [], 0
     for i, t in enumerate(tensors):
-        arr = t.numpy()
+        if t.dtype == _C.bfloat16:          # its raw 16-bit words: NumPy has no bfloat16
+            arr = t.reshape(-1).view(_C.int16).numpy().reshape(tuple(t.shape))
+        else:
+            arr = t.numpy()
         if not arr.flags.c_contiguous:       # (np.ascontiguousarray would make 0-d arrays 1-d)
             arr = arr.copy(order="C")
         name, _np = _DTYPES[str(t.dtype).split(".")[-1]]
@@ -579,6 +586,14 @@ def _read_safetensors(src):
     return meta, arrays
 
 
+def _array_tensor(arr):
+    """The tensor over a read array; uint16 arrays hold BF16 words (the only uint16 entries)."""
+    if arr.dtype == np.uint16:
+        arr = arr if arr.flags.c_contiguous else arr.copy()     # (0-d stays 0-d)
+        return _C.from_numpy(arr.view(np.int16)).view(_C.bfloat16)
+    return _C.from_numpy(arr)
+
+
 # ---- the structure ---------------------------------------------------------------------------
 
 _CONTAINERS = (("__dict__", dict), ("__odict__", OrderedDict), ("__counter__", Counter))
@@ -640,9 +655,9 @@ class _Decoder:
             self.fail(f"tensor {key!r} is referred to twice")
         self.used.add(key)
         arr = self.arrays[key]
-        if rg and arr.dtype.kind != "f":
+        if rg and arr.dtype.kind != "f" and arr.dtype != np.uint16:     # (uint16: BF16)
             self.fail(f"tensor {key!r} of {arr.dtype} cannot require a gradient")
-        t = _C.from_numpy(arr)
+        t = _array_tensor(arr)
         if param:
             from .nn.parameter import Parameter
             return Parameter(t, requires_grad=rg)
@@ -679,7 +694,7 @@ def _load_safetensors(src):
         return _checkpoint_pickle.read(src, meta, arrays, src.options)
     if fmt != "cddp" or "cddp_structure" not in meta:
         # a plain safetensors file: its tensors by name, in file order
-        return _relocate_tree(OrderedDict((k, _C.from_numpy(a)) for k, a in arrays.items()),
+        return _relocate_tree(OrderedDict((k, _array_tensor(a)) for k, a in arrays.items()),
                               src.options.relocate)
     structure = _json(meta["cddp_structure"], src.name, "structure")
     obj = _Decoder(src.name, arrays).node(structure, 0)

@@ -23,6 +23,7 @@ static PyMethodDef *module_tables[] = {
     cddp_index_module_methods, cddp_creation_module_methods, cddp_loss_module_methods,
     cddp_optim_module_methods, cddp_clip_module_methods, cddp_linear_module_methods,
     cddp_sampler_module_methods, cddp_store_module_methods, cddp_pg_module_methods,
+    cddp_dtype_module_methods,
     cddp_rnn_module_methods,
     cddp_tri_module_methods, cddp_repeat_module_methods, cddp_cumprod_module_methods,
     cddp_nonzero_module_methods, cddp_index_ops_module_methods,

@@ -27,6 +27,7 @@ int cddp_reducer_init(PyObject *m, cddp_state_t *st);          /* distributed/dd
 /* ---- method tables: Tensor methods and module functions -------------------------------- */
 extern PyMethodDef cddp_tensor_core_methods[];
 extern PyMethodDef cddp_core_module_methods[];
+extern PyMethodDef cddp_dtype_module_methods[];     /* core/dtype.c */
 extern PyMethodDef cddp_autograd_tensor_methods[];
 extern PyMethodDef cddp_autograd_module_methods[];
 extern PyMethodDef cddp_function_module_methods[];  /* autograd/function.c */

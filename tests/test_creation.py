@@ -56,8 +56,9 @@ def test_tensor_numpy_inputs_keep_dtype_and_copy():
     a = np.arange(12.0).reshape(3, 4)[:, ::2].T
     same(cddp.tensor(a), a, cddp.float64)
     same(cddp.tensor(np.array(2.5)), np.array(2.5), cddp.float64)
-    same(cddp.tensor(np.arange(4, dtype=np.uint8)), np.arange(4), cddp.int64)
-    same(cddp.tensor(np.arange(4, dtype=np.float16)), np.arange(4, dtype=np.float32), cddp.float32)
+    same(cddp.tensor(np.arange(4, dtype=np.uint8)), np.arange(4, dtype=np.uint8), cddp.uint8)
+    same(cddp.tensor(np.arange(4, dtype=np.float16)), np.arange(4, dtype=np.float16), cddp.float16)
+    same(cddp.tensor(np.arange(4, dtype=np.uint16)), np.arange(4), cddp.int64)   # no uint16 dtype
     # numpy scalars keep their dtype, also inside lists (torch's rule)
     assert cddp.tensor(np.float64(1.5)).dtype == cddp.float64
     assert cddp.tensor(np.int32(3)).dtype == cddp.int32

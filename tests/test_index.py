@@ -664,7 +664,7 @@ def test_named_op_errors():
         x.gather(0, cddp.tensor([[5]]))
     with pytest.raises(RuntimeError, match="same number of dimensions"):
         x.gather(0, i)
-    with pytest.raises(RuntimeError, match="Expected dtype int64 for index"):
+    with pytest.raises(RuntimeError, match="Expected dtype int32/int64 for index"):
         x.gather(0, cddp.tensor([[1.0]]))
     with pytest.raises(RuntimeError, match=r"Size does not match at dimension 1 expected index \[1, 5\]"):
         x.gather(0, cddp.from_numpy(np.zeros((1, 5), np.int64)))

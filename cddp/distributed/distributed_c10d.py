@@ -206,8 +206,17 @@ def _check_list(lst, name):
 
 
 def _np(t):
-    """NumPy view of a cddp tensor's memory (no copy)."""
-    return t.detach().numpy()
+    """NumPy view of a cddp tensor's memory (no copy); bfloat16, which NumPy lacks, as its
+    raw 16-bit words (int16), which is all the data-movement paths below need."""
+    t = t.detach()
+    if t.dtype == _bf16():
+        return np.asarray(memoryview(t)).view(np.int16)
+    return t.numpy()
+
+
+def _bf16():
+    from .. import bfloat16
+    return bfloat16
 
 
 def _from_np(a):
@@ -216,7 +225,8 @@ def _from_np(a):
 
 
 def _empty_flat(t, n):
-    return _from_np(np.empty(n, dtype=_np(t).dtype))
+    from .. import empty
+    return empty(n, dtype=t.dtype)
 
 
 def _timedelta(timeout, name="timeout"):

@@ -243,6 +243,10 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     mask = _merged_mask(attn_mask, key_padding_mask, bsz, num_heads, tgt_len, src_len)
     if not training:
         dropout_p = 0.0
+    dt = q4.dtype
+    if dt == _C.float16 or dt == _C.bfloat16:     # the kernel computes float32; round once after
+        q4, k4, v4 = q4.float(), k4.float(), v4.float()
+        mask = mask.float() if mask is not None and mask.is_floating_point() else mask
     if need_weights:
         if is_causal and mask is None:
             raise AssertionError("FIXME: is_causal not implemented for need_weights")
@@ -251,6 +255,9 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     else:
         out4, weights = _C._sdpa(q4, k4, v4, mask, float(dropout_p), bool(is_causal), None,
                                  False, False), None
+    if out4.dtype != dt:
+        out4 = out4.to(dt)
+        weights = None if weights is None else weights.to(dt)
     # (N, H, L, hd) -> (L * N, E) rows for the output projection
     out = out4.permute(2, 0, 1, 3).reshape(tgt_len * bsz, embed_dim)
     out = _C._linear(out, out_proj_weight, out_proj_bias).view(tgt_len, bsz, -1)

@@ -290,6 +290,32 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     return _C._row_loss(_TRIPLET, anchor, positive, negative,
                         _reduction(reduction, size_average, reduce), float(margin), float(p),
                         float(eps), int(bool(swap)))
+# ---- float16 / bfloat16 through float32 kernels ---------------------------------------------
+# The fused C kernels below (layer_norm, the norms, prelu, attention) compute float32/float64.
+# For float16/bfloat16 inputs they run on float32 copies and the result is rounded once to the
+# input's dtype: torch's CPU kernels accumulate these dtypes in float32 too. The casts are
+# autograd ops, so gradients come back in each tensor's own dtype.
+
+def _reduced(t):
+    return isinstance(t, Tensor) and (t.dtype == _C.float16 or t.dtype == _C.bfloat16)
+
+
+def _f32(t):
+    return t.float() if _reduced(t) else t
+
+
+def _stats_f32(t):
+    """Running stats the kernel updates in place: float32 ones as they are, reduced ones as
+    float32 copies that _stats_back writes back (rounded) after the call."""
+    return t.detach().float() if _reduced(t) else t
+
+
+def _stats_back(t, t32):
+    if t is not None and t32 is not t:
+        with no_grad():
+            t.copy_(t32)
+
+
 # ---- transformer stack: layer_norm, embedding, attention (csrc/nn/layer_norm.c, embedding.c,
 # sdpa.c; multi_head_attention_forward and its mask helpers in _mha.py) --------------------
 
@@ -298,6 +324,9 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
     _check_tensor(input, "input")
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
+    if _reduced(input):
+        return _C._layer_norm(input.float(), tuple(normalized_shape), _f32(weight), _f32(bias),
+                              float(eps)).to(input.dtype)
     return _C._layer_norm(input, tuple(normalized_shape), weight, bias, float(eps))
 
 
@@ -333,6 +362,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(Q K^T * scale + mask) V with dropout on the weights: one C kernel forward and
     one backward (csrc/nn/sdpa.c)."""
+    if _reduced(query):
+        mask = _f32(attn_mask)
+        return _C._sdpa(query.float(), _f32(key), _f32(value), mask, float(dropout_p),
+                        bool(is_causal), None if scale is None else float(scale),
+                        bool(enable_gqa), False).to(query.dtype)
     return _C._sdpa(query, key, value, attn_mask, float(dropout_p), bool(is_causal),
                     None if scale is None else float(scale), bool(enable_gqa), False)
 
@@ -363,6 +397,13 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     _check_tensor(input, "input")
     if training:
         _verify_batch_size(input.size())
+    if _reduced(input):       # (torch's CPU: float16 input with float32 or float16 parameters)
+        rm, rv = _stats_f32(running_mean), _stats_f32(running_var)
+        out = _C._batch_norm(input.float(), _f32(weight), _f32(bias), rm, rv, bool(training),
+                             float(momentum), float(eps))
+        _stats_back(running_mean, rm)
+        _stats_back(running_var, rv)
+        return out.to(input.dtype)
     return _C._batch_norm(input, weight, bias, running_mean, running_var, bool(training),
                           float(momentum), float(eps))
 
@@ -378,6 +419,13 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         raise RuntimeError("Expected running_mean and running_var to be defined when "
                            "use_input_stats is false")
     b, c = input.shape[0], input.shape[1]
+    if _reduced(input):
+        rm, rv = _stats_f32(running_mean), _stats_f32(running_var)
+        out = instance_norm(input.float(), rm, rv, _f32(weight), _f32(bias), use_input_stats,
+                            momentum, eps)
+        _stats_back(running_mean, rm)
+        _stats_back(running_var, rv)
+        return out.to(input.dtype)
 
     def rep(t):
         return None if t is None else t.expand(b, t.numel()).reshape(-1)
@@ -402,6 +450,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A0
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
     _verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups]
                        + list(input.size()[2:]))
+    if _reduced(input):
+        return _C._group_norm(input.float(), int(num_groups), _f32(weight), _f32(bias),
+                              float(eps)).to(input.dtype)
     return _C._group_norm(input, int(num_groups), weight, bias, float(eps))
 
 
@@ -478,6 +529,8 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
 
 
 def prelu(input, weight):  # noqa: A002
+    if _reduced(input) and isinstance(weight, Tensor) and weight.dtype == input.dtype:
+        return _C._prelu(input.float(), weight.float()).to(input.dtype)
     return _C._prelu(input, weight)
 
 

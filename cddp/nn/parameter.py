@@ -27,14 +27,15 @@ class Parameter(Tensor):
         return new
 
     def __reduce_ex__(self, proto):
-        import numpy as np
-        return (_rebuild_parameter, (np.array(self.detach().numpy(), copy=True), self.requires_grad))
+        from .._tensor_py import _to_array
+        from .._C import bfloat16
+        return (_rebuild_parameter, (_to_array(self), self.requires_grad,
+                                     self.dtype == bfloat16))
 
 
-def _rebuild_parameter(array, requires_grad):
-    import numpy as np
-    from .._C import from_numpy
-    return Parameter(from_numpy(np.array(array, copy=True)), requires_grad)
+def _rebuild_parameter(array, requires_grad, bf16=False):
+    from .._tensor_py import _from_array
+    return Parameter(_from_array(array, bf16), requires_grad)
 
 
 class Buffer:

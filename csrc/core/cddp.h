@@ -7,7 +7,7 @@
  *       storage: Storage                # data pointer + nbytes + device, shared by views
  *       offset: int                     # in elements, into storage
  *       shape, strides: tuple[int]      # strides in elements (may be 0 for expanded dims)
- *       dtype: float32|float64|int64|int32|bool
+ *       dtype: float32|float64|int64|int32|bool|float16|bfloat16|uint8|int8|int16
  *       requires_grad, grad, grad_fn, _version
  *
  * Dimension legend used in comments: N batch, C channels/classes, (M,K)@(K,N) matmul.
@@ -30,22 +30,140 @@
 
 /* ---- dtypes --------------------------------------------------------------------------- */
 
+/* The first five are the "compute" dtypes every kernel table is written for. The five after
+ * them are storage dtypes: an op on them reads its operands widened to cddp_kdt(d) (float16
+ * and bfloat16 -> float32, uint8/int8/int16 -> int32), runs the compute dtype's kernel and
+ * narrows the result once (rounding to nearest even / wrapping), as torch's CPU kernels do
+ * through opmath types. common/half.h holds the bit conversions. */
 typedef enum {
     CDDP_FLOAT32 = 0,
     CDDP_FLOAT64 = 1,
     CDDP_INT64 = 2,
     CDDP_INT32 = 3,
     CDDP_BOOL = 4,
-    CDDP_NDTYPES = 5
+    CDDP_FLOAT16 = 5,
+    CDDP_BFLOAT16 = 6,
+    CDDP_UINT8 = 7,
+    CDDP_INT8 = 8,
+    CDDP_INT16 = 9,
+    CDDP_NDTYPES = 10
 } cddp_dtype;
+#define CDDP_NKDTYPES 5                  /* compute dtypes: float32 .. bool */
 
 extern const size_t cddp_dtype_size[CDDP_NDTYPES];
 extern const char *const cddp_dtype_name[CDDP_NDTYPES];  /* "float32", ... */
-static inline int cddp_is_floating(cddp_dtype d) { return d == CDDP_FLOAT32 || d == CDDP_FLOAT64; }
+/* torch's ScalarType names for messages: "Float", "Half", "BFloat16", "Byte", "Char", ... */
+extern const char *const cddp_dtype_torch_name[CDDP_NDTYPES];
+/* torch's legacy tensor type names: "FloatTensor", "HalfTensor", "ByteTensor", ... */
+extern const char *const cddp_dtype_legacy_name[CDDP_NDTYPES];
+static inline int cddp_is_floating(cddp_dtype d)
+{
+    return d == CDDP_FLOAT32 || d == CDDP_FLOAT64 || d == CDDP_FLOAT16 || d == CDDP_BFLOAT16;
+}
+/* float16 / bfloat16 (torch's isReducedFloatingType) */
+static inline int cddp_is_reduced(cddp_dtype d) { return d == CDDP_FLOAT16 || d == CDDP_BFLOAT16; }
+/* a storage dtype computed in a wider one (see the enum) */
+static inline int cddp_is_narrow(cddp_dtype d) { return d >= CDDP_FLOAT16; }
+/* the dtype kernels compute d in: itself for the five compute dtypes */
+static inline cddp_dtype cddp_kdt(cddp_dtype d)
+{
+    return d < CDDP_FLOAT16 ? d : d <= CDDP_BFLOAT16 ? CDDP_FLOAT32 : CDDP_INT32;
+}
+/* integer dtypes, bool excluded */
+static inline int cddp_is_integral(cddp_dtype d)
+{
+    return d == CDDP_INT64 || d == CDDP_INT32 || d == CDDP_UINT8 || d == CDDP_INT8 ||
+           d == CDDP_INT16;
+}
 
-/* torch's promotion for two tensors of the same category order: bool < int32 < int64 < float32
- * < float64.  (Scalars participate differently; see cddp_result_type_scalar.) */
+/* the C++ type names torch's typeid messages print: "long int", "unsigned char", "c10::Half" */
+extern const char *const cddp_dtype_c_name[CDDP_NDTYPES];
+/* torch's C++ type names in "value cannot be converted to type uint8_t without overflow" */
+extern const char *const cddp_dtype_cpp_name[CDDP_NDTYPES];
+/* c10's checked_convert for the five storage dtypes: 1 when a scalar (the double d when
+ * is_float, else the integer l) overflows dt. Integers may wrap into uint8 from below (-255
+ * is 1, as torch allows); floating values must lie in [lowest, max] of an integer dtype (NaN
+ * does not); inf and NaN fit float16/bfloat16. 0 for the compute dtypes (checked elsewhere). */
+int cddp_scalar_overflows(cddp_dtype dt, int is_float, double d, int64_t l);
+
+/* torch's promote_types over all ten dtypes (c10's promoteTypes table): uint8 + int8 ->
+ * int16, an integer + float16 -> float16, float16 + bfloat16 -> float32, bool loses to all.
+ * (Scalars participate differently; see cddp_ew_result_type.) */
 cddp_dtype cddp_promote(cddp_dtype a, cddp_dtype b);
+
+#include "common/half.h"
+
+/* Element p of dtype dt as a double (every dtype; float16/bfloat16 exactly). */
+static inline double cddp_load_double(cddp_dtype dt, const void *p)
+{
+    switch (dt) {
+    case CDDP_FLOAT32: return *(const float *)p;
+    case CDDP_FLOAT64: return *(const double *)p;
+    case CDDP_INT64: return (double)*(const int64_t *)p;
+    case CDDP_INT32: return *(const int32_t *)p;
+    case CDDP_BOOL: return *(const uint8_t *)p;
+    case CDDP_FLOAT16: return cddp_f16_to_f32(*(const uint16_t *)p);
+    case CDDP_BFLOAT16: return cddp_bf16_to_f32(*(const uint16_t *)p);
+    case CDDP_UINT8: return *(const uint8_t *)p;
+    case CDDP_INT8: return *(const int8_t *)p;
+    case CDDP_INT16: return *(const int16_t *)p;
+    default: return 0;
+    }
+}
+/* Store v into p as dtype dt with torch's static_cast rules: double -> float -> float16 /
+ * bfloat16 (round to nearest even, twice as c10 does), integers truncated toward zero and
+ * wrapped to their width through int32 as x86 does (out of range: defined here, undefined in
+ * torch), bool = v != 0. */
+static inline void cddp_store_double(cddp_dtype dt, void *p, double v)
+{
+    switch (dt) {
+    case CDDP_FLOAT32: *(float *)p = (float)v; break;
+    case CDDP_FLOAT64: *(double *)p = v; break;
+    case CDDP_INT64: *(int64_t *)p = cddp_double_to_i64(v); break;
+    case CDDP_INT32: *(int32_t *)p = cddp_double_to_i32(v); break;
+    case CDDP_BOOL: *(uint8_t *)p = v != 0; break;
+    case CDDP_FLOAT16: *(uint16_t *)p = cddp_f32_to_f16((float)v); break;
+    case CDDP_BFLOAT16: *(uint16_t *)p = cddp_f32_to_bf16((float)v); break;
+    case CDDP_UINT8: *(uint8_t *)p = (uint8_t)(uint32_t)cddp_double_to_i32(v); break;
+    case CDDP_INT8: *(int8_t *)p = (int8_t)(uint8_t)(uint32_t)cddp_double_to_i32(v); break;
+    case CDDP_INT16: *(int16_t *)p = (int16_t)(uint16_t)(uint32_t)cddp_double_to_i32(v); break;
+    default: break;
+    }
+}
+/* v rounded to float16 / bfloat16 and back (v itself for any other dt): the value a float
+ * result has once stored in dt. */
+static inline float cddp_round_to(cddp_dtype dt, float v)
+{
+    if (dt == CDDP_FLOAT16)
+        return cddp_f16_to_f32(cddp_f32_to_f16(v));
+    if (dt == CDDP_BFLOAT16)
+        return cddp_bf16_to_f32(cddp_f32_to_bf16(v));
+    return v;
+}
+
+/* Store an integer into p as dtype dt: integers wrap to their width, floats round from float
+ * (torch's int64 -> float -> float16 route), bool = v != 0. */
+static inline void cddp_store_int64(cddp_dtype dt, void *p, int64_t v)
+{
+    switch (dt) {
+    case CDDP_INT64: *(int64_t *)p = v; break;
+    case CDDP_INT32: *(int32_t *)p = (int32_t)(uint32_t)(uint64_t)v; break;
+    case CDDP_UINT8: *(uint8_t *)p = (uint8_t)(uint64_t)v; break;
+    case CDDP_INT8: *(int8_t *)p = (int8_t)(uint8_t)(uint64_t)v; break;
+    case CDDP_INT16: *(int16_t *)p = (int16_t)(uint16_t)(uint64_t)v; break;
+    case CDDP_BOOL: *(uint8_t *)p = v != 0; break;
+    case CDDP_FLOAT64: *(double *)p = (double)v; break;
+    default: cddp_store_double(dt, p, (double)(float)v); break;
+    }
+}
+
+/* Blocked conversions (core/narrow.c), strides in bytes: widen a storage-dtype run into its
+ * compute dtype (contiguous dst), narrow a contiguous compute-dtype run back (rounding to
+ * nearest even / keeping the low bits), and convert between any two dtypes. */
+void cddp_widen(cddp_dtype dt, void *dst, const char *src, int64_t sstride, int64_t n);
+void cddp_narrow(cddp_dtype dt, char *dst, int64_t dstride, const void *src, int64_t n);
+void cddp_convert(cddp_dtype ddt, char *dst, int64_t dstride, cddp_dtype sdt, const char *src,
+                  int64_t sstride, int64_t n);
 
 /* ---- storage -------------------------------------------------------------------------- */
 
@@ -155,8 +273,15 @@ TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *sha
 TensorObject *cddp_tensor_from_numpy(PyObject *arr);
 /* Contiguous version (new reference; self, increfed, when already contiguous). No autograd. */
 TensorObject *cddp_tensor_contiguous_raw(TensorObject *t);
+/* Guard for kernels that read float32/float64/int data only: 0 when t (may be NULL) is not a
+ * storage dtype (float16 bfloat16 uint8 int8 int16); else TypeError naming op and the dtype,
+ * so a kernel never reads a narrow element as a wide one. (Reduced floats reach such kernels
+ * only through Python wrappers that compute them in float32: nn/functional.py.) */
+int cddp_refuse_narrow(const TensorObject *t, const char *op);
 /* Same values in dtype dt (new reference; self when dt matches). Contiguous when copied. */
 TensorObject *cddp_tensor_cast_raw(TensorObject *t, cddp_dtype dt);
+/* The same, consuming t (NULL passes through, for chaining after a call that may fail). */
+TensorObject *cddp_tensor_cast_steal(TensorObject *t, cddp_dtype dt);
 /* dst[...] = src broadcast to dst's shape, with dtype conversion. Bumps dst's version. */
 int cddp_copy_into(TensorObject *dst, TensorObject *src);
 /* 0-dim tensor holding v. */

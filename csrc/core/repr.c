@@ -62,15 +62,10 @@ static void sb_spaces(sbuf *b, int n)
 
 /* ---- element access ------------------------------------------------------------------- */
 
+/* float16/bfloat16 print through their exact float values, as torch's str does (.float()) */
 static double elem_d(cddp_dtype dt, const char *p)
 {
-    switch (dt) {
-    case CDDP_FLOAT32: return *(const float *)p;
-    case CDDP_FLOAT64: return *(const double *)p;
-    case CDDP_INT64: return (double)*(const int64_t *)p;
-    case CDDP_INT32: return *(const int32_t *)p;
-    default: return *(const uint8_t *)p;
-    }
+    return cddp_load_double(dt, p);
 }
 
 /* Plain text of one element before padding: Python's str() for ints/bools, format() with
@@ -86,8 +81,8 @@ static int format_plain(const fmt_t *f, cddp_dtype dt, const char *p, char *out,
         return PyOS_snprintf(out, cap, "%s", *(const uint8_t *)p ? "True" : "False");
     if (dt == CDDP_INT64)
         return PyOS_snprintf(out, cap, "%lld", (long long)*(const int64_t *)p);
-    if (dt == CDDP_INT32)
-        return PyOS_snprintf(out, cap, "%d", (int)*(const int32_t *)p);
+    if (cddp_is_integral(dt))
+        return PyOS_snprintf(out, cap, "%lld", (long long)elem_d(dt, p));
     {
         double v = elem_d(dt, p);
         int n;

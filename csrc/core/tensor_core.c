@@ -114,14 +114,7 @@ TensorObject *cddp_scalar_tensor(double v, cddp_dtype dt)
     TensorObject *t = cddp_tensor_new(dt, 0, NULL, 0);
     if (!t)
         return NULL;
-    char *p = cddp_data(t);
-    switch (dt) {
-    case CDDP_FLOAT32: *(float *)p = (float)v; break;
-    case CDDP_FLOAT64: *(double *)p = v; break;
-    case CDDP_INT64: *(int64_t *)p = (int64_t)v; break;
-    case CDDP_INT32: *(int32_t *)p = (int32_t)v; break;
-    default: *(uint8_t *)p = v != 0; break;
-    }
+    cddp_store_double(dt, cddp_data(t), v);
     return t;
 }
 
@@ -133,40 +126,12 @@ double cddp_get_double(const TensorObject *t, int64_t flat)
         flat /= t->shape[d];
     }
     char *p = (char *)t->storage->data + (t->offset + off) * (int64_t)cddp_dtype_size[t->dtype];
-    switch (t->dtype) {
-    case CDDP_FLOAT32: return *(float *)p;
-    case CDDP_FLOAT64: return *(double *)p;
-    case CDDP_INT64: return (double)*(int64_t *)p;
-    case CDDP_INT32: return *(int32_t *)p;
-    default: return *(uint8_t *)p;
-    }
+    return cddp_load_double(t->dtype, p);
 }
 
 /* ---- converting copy ------------------------------------------------------------------ */
 
 typedef struct { cddp_dtype dst, src; } copy_ctx;
-
-#define CONVERT_LOOP(DT, ST, EXPR)                                                       \
-    do {                                                                                 \
-        if (s0 == (int64_t)sizeof(DT) && s1 == (int64_t)sizeof(ST)) {                    \
-            DT *d = (DT *)p[0]; const ST *s = (const ST *)p[1];                          \
-            for (int64_t i = 0; i < n; i++) { ST v = s[i]; d[i] = (DT)(EXPR); }          \
-        } else {                                                                         \
-            for (int64_t i = 0; i < n; i++) {                                            \
-                ST v = *(const ST *)(p[1] + i * s1);                                     \
-                *(DT *)(p[0] + i * s0) = (DT)(EXPR);                                     \
-            }                                                                            \
-        }                                                                                \
-    } while (0)
-
-#define FROM_SRC(DT, TOBOOL)                                                             \
-    switch (c->src) {                                                                    \
-    case CDDP_FLOAT32: CONVERT_LOOP(DT, float, TOBOOL ? (v != 0) : v); break;            \
-    case CDDP_FLOAT64: CONVERT_LOOP(DT, double, TOBOOL ? (v != 0) : v); break;           \
-    case CDDP_INT64: CONVERT_LOOP(DT, int64_t, TOBOOL ? (v != 0) : v); break;            \
-    case CDDP_INT32: CONVERT_LOOP(DT, int32_t, TOBOOL ? (v != 0) : v); break;            \
-    default: CONVERT_LOOP(DT, uint8_t, TOBOOL ? (v != 0) : v); break;                    \
-    }
 
 static void copy_loop(char **p, const int64_t *st, int64_t n, void *ctx)
 {
@@ -179,13 +144,7 @@ static void copy_loop(char **p, const int64_t *st, int64_t n, void *ctx)
             return;
         }
     }
-    switch (c->dst) {
-    case CDDP_FLOAT32: FROM_SRC(float, 0); break;
-    case CDDP_FLOAT64: FROM_SRC(double, 0); break;
-    case CDDP_INT64: FROM_SRC(int64_t, 0); break;
-    case CDDP_INT32: FROM_SRC(int32_t, 0); break;
-    default: FROM_SRC(uint8_t, 1); break;
-    }
+    cddp_convert(c->dst, p[0], s0, c->src, p[1], s1, n);
 }
 
 int cddp_copy_into(TensorObject *dst, TensorObject *src)
@@ -233,6 +192,16 @@ TensorObject *cddp_tensor_cast_raw(TensorObject *t, cddp_dtype dt)
     if (out && cddp_copy_into(out, t) < 0)
         Py_CLEAR(out);
     return out;
+}
+
+TensorObject *cddp_tensor_cast_steal(TensorObject *t, cddp_dtype dt)
+{
+    TensorObject *c;
+    if (!t || t->dtype == dt)
+        return t;
+    c = cddp_tensor_cast_raw(t, dt);
+    Py_DECREF(t);
+    return c;
 }
 
 /* ---- broadcasting --------------------------------------------------------------------- */
@@ -309,6 +278,25 @@ fail:
 /* dst (+)= src elementwise over dst's shape, src viewed with byte strides. */
 typedef struct { cddp_dtype dt; } acc_ctx;
 
+/* dst (+)= src for a storage dtype: both widened in blocks, added in the compute dtype
+ * (integers wrap), rounded once per element as torch's `grad += new_grad` in float16. */
+static void acc_narrow(cddp_dtype dt, char **p, const int64_t *st, int64_t n)
+{
+    union { float f[256]; uint32_t u[256]; } a, b;
+    for (int64_t k = 0; k < n; k += 256) {
+        int64_t m = n - k < 256 ? n - k : 256;
+        cddp_widen(dt, a.f, p[0] + k * st[0], st[0], m);
+        cddp_widen(dt, b.f, p[1] + k * st[1], st[1], m);
+        if (cddp_is_floating(dt))
+            for (int64_t i = 0; i < m; i++)
+                a.f[i] += b.f[i];
+        else
+            for (int64_t i = 0; i < m; i++)
+                a.u[i] += b.u[i];
+        cddp_narrow(dt, p[0] + k * st[0], st[0], a.f, m);
+    }
+}
+
 static void acc_loop(char **p, const int64_t *st, int64_t n, void *ctx)
 {
     const acc_ctx *c = ctx;
@@ -334,6 +322,8 @@ static void acc_loop(char **p, const int64_t *st, int64_t n, void *ctx)
     } else if (c->dt == CDDP_INT32) {
         for (int64_t i = 0; i < n; i++)
             *(int32_t *)(p[0] + i * st[0]) += *(const int32_t *)(p[1] + i * st[1]);
+    } else if (cddp_is_narrow(c->dt)) {
+        acc_narrow(c->dt, p, st, n);
     } else {
         for (int64_t i = 0; i < n; i++)
             *(uint8_t *)(p[0] + i * st[0]) |= *(const uint8_t *)(p[1] + i * st[1]);
@@ -371,6 +361,18 @@ TensorObject *cddp_sum_to(TensorObject *g, int ndim, const int64_t *shape)
     int same = g->ndim == ndim && memcmp(g->shape, shape, sizeof(int64_t) * ndim) == 0;
     if (same)
         return (TensorObject *)Py_NewRef(g);
+    if (cddp_is_narrow(g->dtype)) {
+        /* summed in the compute dtype and rounded once, as torch's sum of float16 */
+        TensorObject *w = cddp_tensor_cast_raw(g, cddp_kdt(g->dtype)), *r;
+        if (!w)
+            return NULL;
+        r = cddp_sum_to(w, ndim, shape);
+        Py_DECREF(w);
+        if (!r)
+            return NULL;
+        Py_SETREF(r, cddp_tensor_cast_raw(r, g->dtype));
+        return r;
+    }
     out = cddp_tensor_new(g->dtype, ndim, shape, 1);
     if (!out)
         return NULL;
@@ -416,13 +418,20 @@ static int npy_to_dtype(int type_num, cddp_dtype *out)
     case NPY_INT64: *out = CDDP_INT64; return 0;
     case NPY_INT32: *out = CDDP_INT32; return 0;
     case NPY_BOOL: *out = CDDP_BOOL; return 0;
+    case NPY_FLOAT16: *out = CDDP_FLOAT16; return 0;
+    case NPY_UINT8: *out = CDDP_UINT8; return 0;
+    case NPY_INT8: *out = CDDP_INT8; return 0;
+    case NPY_INT16: *out = CDDP_INT16; return 0;
     default: return -1;
     }
 }
 
+/* NumPy's type number for d; -1 for bfloat16, which NumPy has no dtype for. */
 int cddp_dtype_to_npy(cddp_dtype d)
 {
-    static const int map[CDDP_NDTYPES] = {NPY_FLOAT32, NPY_FLOAT64, NPY_INT64, NPY_INT32, NPY_BOOL};
+    static const int map[CDDP_NDTYPES] = {NPY_FLOAT32, NPY_FLOAT64, NPY_INT64, NPY_INT32,
+                                          NPY_BOOL, NPY_FLOAT16, -1, NPY_UINT8, NPY_INT8,
+                                          NPY_INT16};
     return map[d];
 }
 
@@ -439,7 +448,8 @@ TensorObject *cddp_tensor_from_numpy(PyObject *obj)
     if (npy_to_dtype(PyArray_TYPE(arr), &dt) < 0 || !PyArray_ISNOTSWAPPED(arr)) {
         PyErr_Format(PyExc_TypeError,
                      "can't convert np.ndarray of type %R. The only supported types are: "
-                     "float64, float32, int64, int32, and bool (native byte order).",
+                     "float64, float32, float16, int64, int32, int16, int8, uint8, and bool "
+                     "(native byte order).",
                      (PyObject *)PyArray_DESCR(arr));
         return NULL;
     }
@@ -501,6 +511,11 @@ PyObject *cddp_tensor_to_numpy(TensorObject *t)
     npy_intp dims[CDDP_MAX_DIMS], strides[CDDP_MAX_DIMS];
     PyObject *arr;
     size_t isz = cddp_dtype_size[t->dtype];
+    if (cddp_dtype_to_npy(t->dtype) < 0) {
+        PyErr_Format(PyExc_TypeError, "Got unsupported ScalarType %s",
+                     cddp_dtype_torch_name[t->dtype]);
+        return NULL;
+    }
     for (int d = 0; d < t->ndim; d++) {
         dims[d] = (npy_intp)t->shape[d];
         strides[d] = (npy_intp)(t->strides[d] * (int64_t)isz);

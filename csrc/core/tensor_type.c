@@ -560,7 +560,8 @@ static Py_hash_t tensor_hash(PyObject *self)
 
 static int tensor_getbuffer(TensorObject *self, Py_buffer *view, int flags)
 {
-    static const char *fmt[CDDP_NDTYPES] = {"f", "d", "q", "i", "?"};
+    /* bfloat16 has no struct-module format: exported as raw 16-bit words ("H") */
+    static const char *fmt[CDDP_NDTYPES] = {"f", "d", "q", "i", "?", "e", "H", "B", "b", "h"};
     Py_ssize_t *meta;
     size_t isz = cddp_dtype_size[self->dtype];
     if (self->storage->device >= 0) {

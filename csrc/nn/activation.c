@@ -425,6 +425,8 @@ done:
 static int prelu_check(TensorObject *x, TensorObject *w)
 {
     int64_t nw = cddp_numel(w), ch = x->ndim > 1 ? x->shape[1] : 1;
+    if (cddp_refuse_narrow(x, "prelu") < 0 || cddp_refuse_narrow(w, "prelu") < 0)
+        return -1;
     if (x->dtype != w->dtype || !cddp_is_floating(x->dtype)) {
         if (x->dtype == w->dtype)
             return cddp_ew_not_implemented("prelu_cpu", x->dtype);

@@ -83,6 +83,21 @@ static TensorObject *checked_indices(TensorObject *idx, int64_t V)
 EMB_SCATTER(emb_scatter_f32, float)
 EMB_SCATTER(emb_scatter_f64, double)
 
+/* float16/bfloat16 weights: g and dw widened to float32, every addition rounded to rd as
+ * torch's index_add_ / add_ of rows in that dtype does (so the same bits). */
+static void emb_scatter_round(const int64_t *ix, int64_t n, const float *g, float *dw,
+                              int64_t D, int64_t pad, const int64_t *counts, cddp_dtype rd)
+{
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = ix[i];
+        if (r == pad)
+            continue;
+        float s = counts ? (float)(1.0 / (double)counts[r]) : 1.0f;
+        for (int64_t j = 0; j < D; j++)
+            dw[r * D + j] = cddp_round_to(rd, dw[r * D + j] + g[i * D + j] * s);
+    }
+}
+
 /* saved: 0 indices (n) int64 contiguous; i[0] V, i[1] D, i[2] padding_idx, i[3] scale */
 static int embedding_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
@@ -93,7 +108,7 @@ static int embedding_backward(NodeObject *self, TensorObject **gout, TensorObjec
         return -1;
     if (!gout[0] || !self->next[0].node)
         return 0;
-    cddp_dtype dt = self->meta[0].dtype;
+    cddp_dtype wdt = self->meta[0].dtype, dt = cddp_kdt(wdt);    /* (reduced: float32) */
     g = cddp_tensor_cast_raw(gout[0], dt);
     if (g && !cddp_is_contiguous(g))
         Py_SETREF(g, cddp_tensor_contiguous_raw(g));
@@ -116,12 +131,16 @@ static int embedding_backward(NodeObject *self, TensorObject **gout, TensorObjec
         const void *gp = cddp_data(g);
         void *dw = cddp_data(gin[0]);
         Py_BEGIN_ALLOW_THREADS
-        if (dt == CDDP_FLOAT32)
+        if (wdt != dt)
+            emb_scatter_round(ip, n, gp, dw, D, pad, counts, wdt);
+        else if (dt == CDDP_FLOAT32)
             emb_scatter_f32(ip, n, gp, dw, D, pad, counts);
         else
             emb_scatter_f64(ip, n, gp, dw, D, pad, counts);
         Py_END_ALLOW_THREADS
     }
+    if (wdt != dt && !(gin[0] = cddp_tensor_cast_steal(gin[0], wdt)))
+        goto done;
     rc = 0;
 done:
     PyMem_Free(counts);

@@ -7,6 +7,8 @@
  * linear_forward). W^T is addressed through strides, never copied.
  * Backward: dX (M,K) = dY @ W and dW (N,K) = dY^T @ X as two GEMMs; db (N) = column sums of
  * dY in one reduction. M is the product of x's leading dims.
+ * float16/bfloat16: both passes run on float32 copies (sgemm: float accumulation, as torch's
+ * Half GEMM) and each result is rounded to the dtype once.
  */
 #include "core/cddp.h"
 #include "module.h"
@@ -24,12 +26,14 @@ static int linear_backward(NodeObject *self, TensorObject **gout, TensorObject *
     if (!gout[0])
         return 0;
     int64_t M = self->i[0], K = self->i[1], N = self->i[2];
-    cddp_dtype dt = x->dtype;
-    gy = cddp_tensor_cast_raw(gout[0], dt);
+    cddp_dtype odt = x->dtype, dt = cddp_kdt(odt);    /* float16: computed in float32 */
+    x = cddp_tensor_cast_raw(x, dt);                   /* new references from here on */
+    w = x ? cddp_tensor_cast_raw(w, dt) : NULL;
+    gy = w ? cddp_tensor_cast_raw(gout[0], dt) : NULL;
     if (gy && !cddp_is_contiguous(gy))
         Py_SETREF(gy, cddp_tensor_contiguous_raw(gy));
     if (!gy)
-        return -1;
+        goto done;
     const char *dy = cddp_data(gy);
     if (self->next[0].node) {                              /* dX (M,K) = dY (M,N) @ W (N,K) */
         gin[0] = cddp_tensor_new(dt, self->meta[0].ndim, self->meta[0].shape, 0);
@@ -70,7 +74,12 @@ static int linear_backward(NodeObject *self, TensorObject **gout, TensorObject *
         }
     }
     rc = 0;
+    for (int i = 0; i < self->n_next && odt != dt; i++)     /* rounded to the params' dtype */
+        if (gin[i] && !(gin[i] = cddp_tensor_cast_steal(gin[i], odt)))
+            rc = -1;
 done:
+    Py_XDECREF(x);
+    Py_XDECREF(w);
     Py_XDECREF(gy);
     return rc;
 }
@@ -133,6 +142,27 @@ static int linear_forward(TensorObject *xc, TensorObject *w, TensorObject *b, Te
     return 0;
 }
 
+/* float16/bfloat16 forward: linear_forward on float32 copies, y rounded once (torch's Half
+ * addmm accumulates in float and adds the bias before rounding). New reference. */
+static TensorObject *linear_narrow(TensorObject *xc, TensorObject *w, TensorObject *b,
+                                   const int64_t *shape, int64_t M, int64_t K, int64_t N)
+{
+    cddp_dtype dt = xc->dtype, kt = cddp_kdt(dt);
+    TensorObject *xk = cddp_tensor_cast_raw(xc, kt), *wk = NULL, *bk = NULL, *yk = NULL;
+    TensorObject *y = NULL;
+    if (!xk || !(wk = cddp_tensor_cast_raw(w, kt)) || (b && !(bk = cddp_tensor_cast_raw(b, kt))) ||
+        !(yk = cddp_tensor_new(kt, xc->ndim, shape, b == NULL)))
+        goto done;
+    if (linear_forward(xk, wk, bk, yk, M, K, N) == 0)
+        y = cddp_tensor_cast_raw(yk, dt);
+done:
+    Py_XDECREF(xk);
+    Py_XDECREF(wk);
+    Py_XDECREF(bk);
+    Py_XDECREF(yk);
+    return y;
+}
+
 static PyObject *py_linear(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     TensorObject *x, *w, *b = NULL, *xc = NULL, *y = NULL;
@@ -182,11 +212,16 @@ static PyObject *py_linear(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     xc = cddp_tensor_contiguous_raw(x);
     if (!xc)
         return NULL;
-    y = cddp_tensor_new(x->dtype, x->ndim, shape, b == NULL);
-    if (!y)
-        goto fail;
-    if (linear_forward(xc, w, b, y, M, K, N) < 0)
-        goto fail;
+    if (cddp_is_narrow(x->dtype)) {
+        if (!(y = linear_narrow(xc, w, b, shape, M, K, N)))
+            goto fail;
+    } else {
+        y = cddp_tensor_new(x->dtype, x->ndim, shape, b == NULL);
+        if (!y)
+            goto fail;
+        if (linear_forward(xc, w, b, y, M, K, N) < 0)
+            goto fail;
+    }
     {
         int err;
         TensorObject *ins[3] = {x, w, b};

@@ -58,6 +58,21 @@ static TensorObject *as_i64(TensorObject *t)
     return c;
 }
 
+/* out (new, contiguous, n elements) = v rounded to out's dtype (float16: through float, once) */
+static void store_doubles(TensorObject *out, const double *v, int64_t n)
+{
+    char *o = cddp_data(out);
+    size_t isz = cddp_dtype_size[out->dtype];
+    if (out->dtype == CDDP_FLOAT32) {
+        for (int64_t i = 0; i < n; i++) ((float *)o)[i] = (float)v[i];
+    } else if (out->dtype == CDDP_FLOAT64) {
+        memcpy(o, v, sizeof(double) * (size_t)n);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            cddp_store_double(out->dtype, o + i * (int64_t)isz, v[i]);
+    }
+}
+
 /* t (N, C, d1, ..) seen as (N, d1, .., C): the classes last, so a copy holds rows. */
 static TensorObject *classes_last(TensorObject *t)
 {
@@ -84,12 +99,7 @@ static TensorObject *reduce_out(const double *l, int64_t n, int red, double deno
         out = cddp_tensor_new(dt, ndim, shape, 0);
         if (!out)
             return NULL;
-        if (dt == CDDP_FLOAT32) {
-            float *o = (float *)cddp_data(out);
-            for (int64_t i = 0; i < n; i++) o[i] = (float)l[i];
-        } else {
-            memcpy(cddp_data(out), l, sizeof(double) * (size_t)n);
-        }
+        store_doubles(out, l, n);
         return out;
     }
     double s = 0;
@@ -125,12 +135,7 @@ static TensorObject *from_doubles(const double *v, cddp_dtype dt, int ndim, cons
     if (!out)
         return NULL;
     n = cddp_numel(out);
-    if (dt == CDDP_FLOAT32) {
-        float *o = (float *)cddp_data(out);
-        for (int64_t i = 0; i < n; i++) o[i] = (float)v[i];
-    } else {
-        memcpy(cddp_data(out), v, sizeof(double) * (size_t)n);
-    }
+    store_doubles(out, v, n);
     return out;
 }
 

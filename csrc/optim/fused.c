@@ -268,7 +268,7 @@ static int step_one(int k, PyObject *params, PyObject *grads, PyObject *states, 
     int64_t n;
     if (go == Py_None)
         return 0;
-    if (!(p = cddp_optim_param(params, i)))
+    if (!(p = cddp_optim_param(params, i)) || cddp_refuse_narrow(p, kinds[k].name) < 0)
         return -1;
     for (int j = 0; j < kinds[k].n_state; j++) {
         PyObject *l = PyTuple_GET_ITEM(states, j);

@@ -11,6 +11,10 @@
  * arithmetic is done in the parameter's dtype, in torch's order, so results agree with torch
  * to the last bit or two. `bufs` entries that are None are created (as torch's clone(grad)) and
  * stored back into the list; lists are parallel; a None grad skips its parameter.
+ * float16/bfloat16 parameters keep their state in their dtype (as torch) and are updated in
+ * float32: blocks of parameter, grad and state are widened, run through the float32 kernel and
+ * each state rounded back once per step (torch rounds after every op of the update instead,
+ * so the two differ in the last bit now and then).
  */
 #include "optim/optim.h"
 #include "module.h"
@@ -78,6 +82,28 @@ TensorObject *cddp_optim_grad(TensorObject *p, PyObject *go, Py_ssize_t i)
 SGD_KERNEL(float)
 SGD_KERNEL(double)
 
+#define BLK 256
+
+/* the float32 SGD kernel over a float16/bfloat16 parameter, BLK elements at a time */
+static void sgd_narrow(cddp_dtype dt, char *w, const char *gr, char *b, int64_t n, float lr,
+                       float mom, float damp1, float wd, int maximize, int has_wd, int has_mom,
+                       int nesterov, int fresh)
+{
+    float wf[BLK], gf[BLK], bf[BLK];
+    for (int64_t k = 0; k < n; k += BLK) {
+        int64_t m = n - k < BLK ? n - k : BLK;
+        cddp_widen(dt, wf, w + 2 * k, 2, m);
+        cddp_widen(dt, gf, gr + 2 * k, 2, m);
+        if (b && !fresh)
+            cddp_widen(dt, bf, b + 2 * k, 2, m);
+        sgd_float(wf, gf, b ? bf : NULL, m, lr, mom, damp1, wd, maximize, has_wd, has_mom,
+                  nesterov, fresh);
+        cddp_narrow(dt, w + 2 * k, 2, wf, m);
+        if (b)
+            cddp_narrow(dt, b + 2 * k, 2, bf, m);
+    }
+}
+
 static PyObject *py_sgd_step(PyObject *m, PyObject *args)
 {
     PyObject *params, *grads, *bufs;
@@ -116,7 +142,11 @@ static PyObject *py_sgd_step(PyObject *m, PyObject *args)
         int64_t n = cddp_numel(p);
         int has_wd = weight_decay != 0, has_mom = momentum != 0;
         Py_BEGIN_ALLOW_THREADS
-        if (p->dtype == CDDP_FLOAT32)
+        if (cddp_is_reduced(p->dtype))
+            sgd_narrow(p->dtype, cddp_data(p), cddp_data(g), buf ? cddp_data(buf) : NULL, n,
+                       (float)lr, (float)momentum, (float)(1 - dampening), (float)weight_decay,
+                       maximize, has_wd, has_mom, nesterov, fresh);
+        else if (p->dtype == CDDP_FLOAT32)
             sgd_float((float *)cddp_data(p), (const float *)cddp_data(g),
                       buf ? (float *)cddp_data(buf) : NULL, n, (float)lr, (float)momentum,
                       (float)(1 - dampening), (float)weight_decay, maximize, has_wd, has_mom,
@@ -134,15 +164,21 @@ static PyObject *py_sgd_step(PyObject *m, PyObject *args)
     Py_RETURN_NONE;
 }
 
-#define ADAM_LOOP(T, SQRT)                                                                  \
-    do {                                                                                    \
-        T *w = (T *)cddp_data(p);                                                           \
-        const T *gr = (const T *)cddp_data(g);                                              \
-        T *m1 = (T *)cddp_data(ea), *m2 = (T *)cddp_data(eas);                              \
-        T *mx = amsgrad ? (T *)cddp_data(mas) : NULL;                                       \
-        const T b1w = (T)(1 - beta1), b2 = (T)beta2, b2w = (T)(1 - beta2), wd = (T)weight_decay; \
-        const T bc2s = (T)bc2_sqrt, eps_ = (T)eps, step_size = (T)(lr / bc1);               \
-        const T decay = (T)(1 - lr * weight_decay);                                         \
+/* Adam's hyper-parameters for one parameter's step (bias corrections included) */
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay, bc1, bc2_sqrt;
+    int amsgrad, maximize, decoupled;
+} adam_hp;
+
+#define ADAM_KERNEL(T, SQRT)                                                                \
+    static void adam_##T(T *restrict w, const T *restrict gr, T *restrict m1,               \
+                         T *restrict m2, T *restrict mx, int64_t n, const adam_hp *h)       \
+    {                                                                                       \
+        const int amsgrad = h->amsgrad, maximize = h->maximize, decoupled = h->decoupled;   \
+        const double weight_decay = h->weight_decay;                                        \
+        const T b1w = (T)(1 - h->beta1), b2 = (T)h->beta2, b2w = (T)(1 - h->beta2);         \
+        const T wd = (T)weight_decay, bc2s = (T)h->bc2_sqrt, eps_ = (T)h->eps;              \
+        const T step_size = (T)(h->lr / h->bc1), decay = (T)(1 - h->lr * weight_decay);     \
         for (int64_t k = 0; k < n; k++) {                                                   \
             T d = maximize ? -gr[k] : gr[k];                                                \
             if (weight_decay != 0) {                                                        \
@@ -156,7 +192,29 @@ static PyObject *py_sgd_step(PyObject *m, PyObject *args)
             T den = SQRT(v) / bc2s + eps_;                                                  \
             w[k] = w[k] + (-step_size) * (m1[k] / den);                                     \
         }                                                                                   \
-    } while (0)
+    }
+ADAM_KERNEL(float, sqrtf)
+ADAM_KERNEL(double, sqrt)
+
+/* the float32 Adam kernel over a float16/bfloat16 parameter and its state, BLK at a time */
+static void adam_narrow(cddp_dtype dt, char *w, const char *gr, char *m1, char *m2, char *mx,
+                        int64_t n, const adam_hp *h)
+{
+    float wf[BLK], gf[BLK], af[BLK], sf[BLK], xf[BLK];
+    for (int64_t k = 0; k < n; k += BLK) {
+        int64_t m = n - k < BLK ? n - k : BLK;
+        char *ptr[4] = {w + 2 * k, m1 + 2 * k, m2 + 2 * k, mx ? mx + 2 * k : NULL};
+        float *buf[4] = {wf, af, sf, xf};
+        cddp_widen(dt, gf, gr + 2 * k, 2, m);
+        for (int i = 0; i < 4; i++)
+            if (ptr[i])
+                cddp_widen(dt, buf[i], ptr[i], 2, m);
+        adam_float(wf, gf, af, sf, mx ? xf : NULL, m, h);
+        for (int i = 0; i < 4; i++)
+            if (ptr[i])
+                cddp_narrow(dt, ptr[i], 2, buf[i], m);
+    }
+}
 
 static PyObject *py_adam_step(PyObject *m, PyObject *args)
 {
@@ -191,13 +249,20 @@ static PyObject *py_adam_step(PyObject *m, PyObject *args)
             return NULL;
         if (!(g = cddp_optim_grad(p, go, i)))
             return NULL;
-        double bc1 = 1 - pow(beta1, step), bc2_sqrt = sqrt(1 - pow(beta2, step));
+        adam_hp h = {lr, beta1, beta2, eps, weight_decay, 1 - pow(beta1, step),
+                     sqrt(1 - pow(beta2, step)), amsgrad, maximize, decoupled};
         int64_t n = cddp_numel(p);
+        char *mx = amsgrad ? cddp_data(mas) : NULL;
         Py_BEGIN_ALLOW_THREADS
-        if (p->dtype == CDDP_FLOAT32)
-            ADAM_LOOP(float, sqrtf);
+        if (cddp_is_reduced(p->dtype))
+            adam_narrow(p->dtype, cddp_data(p), cddp_data(g), cddp_data(ea), cddp_data(eas), mx,
+                        n, &h);
+        else if (p->dtype == CDDP_FLOAT32)
+            adam_float((float *)cddp_data(p), (const float *)cddp_data(g),
+                       (float *)cddp_data(ea), (float *)cddp_data(eas), (float *)mx, n, &h);
         else
-            ADAM_LOOP(double, sqrt);
+            adam_double((double *)cddp_data(p), (const double *)cddp_data(g),
+                        (double *)cddp_data(ea), (double *)cddp_data(eas), (double *)mx, n, &h);
         Py_END_ALLOW_THREADS
         cddp_bump_version(p);
         Py_DECREF(g);

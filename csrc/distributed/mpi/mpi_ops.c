@@ -21,12 +21,16 @@
  *
  * dtypes: float32 MPI_FLOAT, float64 MPI_DOUBLE, int64 MPI_INT64_T, int32 MPI_INT32_T, bool
  * MPI_C_BOOL (SUM / MAX / BOR reduce as logical or, PRODUCT / MIN / BAND as and, BXOR as xor:
- * the CPU backend's rules, reduce_kernels.h).
+ * the CPU backend's rules, reduce_kernels.h), uint8/int8/int16 MPI_UINT8_T/INT8_T/INT16_T.
+ * float16/bfloat16 travel as MPI_UINT16_T; MPI has no arithmetic for them, so their reductions
+ * are user-defined MPI_Ops running the CPU backend's kernel (pg_reduce2: each step in float32,
+ * rounded to the dtype), created on first use and kept until MPI_Finalize frees them.
  */
 #include "distributed/mpi/mpi_transport.h"
 #include "distributed/pg/reduce_kernels.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,12 +43,59 @@ MPI_Datatype cddp_mpi_dtype(int dtype)
     case 1: return MPI_DOUBLE;
     case 2: return MPI_INT64_T;
     case 3: return MPI_INT32_T;
+    case 5: case 6: return MPI_UINT16_T;
+    case 7: return MPI_UINT8_T;
+    case 8: return MPI_INT8_T;
+    case 9: return MPI_INT16_T;
     default: return MPI_C_BOOL;
     }
 }
 
+/* MPI's user-op signature: inout[i] = in[i] op inout[i] (the ops below commute). */
+#define HALF_OP(NAME, DT, OP)                                                             \
+    static void NAME(void *in, void *inout, int *len, MPI_Datatype *type)                 \
+    {                                                                                     \
+        (void)type;                                                                       \
+        pg_reduce2(inout, inout, in, *len, DT, OP);                                       \
+    }
+HALF_OP(f16_sum, 5, CDDP_RED_SUM)
+HALF_OP(f16_prod, 5, CDDP_RED_PRODUCT)
+HALF_OP(f16_min, 5, CDDP_RED_MIN)
+HALF_OP(f16_max, 5, CDDP_RED_MAX)
+HALF_OP(bf16_sum, 6, CDDP_RED_SUM)
+HALF_OP(bf16_prod, 6, CDDP_RED_PRODUCT)
+HALF_OP(bf16_min, 6, CDDP_RED_MIN)
+HALF_OP(bf16_max, 6, CDDP_RED_MAX)
+
+/* The user op for a float16 (dtype 5) / bfloat16 (6) reduction; the engine has refused the
+ * bitwise ops for floating dtypes before this runs. */
+static MPI_Op half_redop(int redop, int dtype)
+{
+    static MPI_Op made[2][4];
+    static int ready[2][4];
+    static MPI_User_function *const fn[2][4] = {{f16_sum, f16_prod, f16_min, f16_max},
+                                                {bf16_sum, bf16_prod, bf16_min, bf16_max}};
+    int j = redop == CDDP_RED_PRODUCT ? 1 : redop == CDDP_RED_MIN ? 2
+          : redop == CDDP_RED_MAX ? 3 : 0, d = dtype == 6;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;     /* several groups' threads */
+    MPI_Op op = MPI_SUM;
+    pthread_mutex_lock(&mu);
+    if (!ready[d][j]) {
+        cddp_mpi_lock();
+        if (MPI_Op_create(fn[d][j], 1, &made[d][j]) == MPI_SUCCESS)
+            ready[d][j] = 1;
+        cddp_mpi_unlock();
+    }
+    if (ready[d][j])
+        op = made[d][j];
+    pthread_mutex_unlock(&mu);
+    return op;       /* MPI_SUM on MPI_UINT16_T only if MPI_Op_create failed: MPI then errors */
+}
+
 MPI_Op cddp_mpi_redop(int redop, int dtype)
 {
+    if (dtype == 5 || dtype == 6)
+        return half_redop(redop, dtype);
     if (dtype == 4) {
         switch (redop) {
         case CDDP_RED_PRODUCT: case CDDP_RED_MIN: case CDDP_RED_BAND: return MPI_LAND;

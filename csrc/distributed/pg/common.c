@@ -39,8 +39,10 @@ void cddp_pg_op_prefix(const cddp_work *w, char *buf, size_t len)
 const char *const cddp_pg_redop_name[CDDP_RED_NOPS] = {
     "SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR",
 };
-const char *const cddp_pg_dtype_name[5] = {"float32", "float64", "int64", "int32", "bool"};
-const size_t cddp_pg_dtype_size[5] = {4, 8, 8, 4, 1};
+const char *const cddp_pg_dtype_name[CDDP_PG_NDTYPES] = {
+    "float32", "float64", "int64", "int32", "bool", "float16", "bfloat16", "uint8", "int8",
+    "int16"};
+const size_t cddp_pg_dtype_size[CDDP_PG_NDTYPES] = {4, 8, 8, 4, 1, 2, 2, 1, 1, 2};
 
 /* ---- small helpers ------------------------------------------------------------------- */
 
@@ -133,7 +135,7 @@ int cddp_pg_uses_redop(int op)
 
 static const char *dtname(int64_t d)
 {
-    return d >= 0 && d < 5 ? cddp_pg_dtype_name[d] : "?";
+    return d >= 0 && d < CDDP_PG_NDTYPES ? cddp_pg_dtype_name[d] : "?";
 }
 
 int cddp_pg_check_headers(const int64_t (*h)[6], int size, char *err)

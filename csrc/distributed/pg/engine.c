@@ -251,7 +251,7 @@ static int validate(cddp_pg *pg, const cddp_pg_args *a, char *err)
         cddp_pg_seterr(err, "unknown process-group op %d", a->op);
         return -1;
     }
-    if (a->dtype < 0 || a->dtype > 4) {
+    if (a->dtype < 0 || a->dtype >= CDDP_PG_NDTYPES) {
         cddp_pg_seterr(err, "%s: unsupported dtype %d", cddp_pg_op_name[a->op], a->dtype);
         return -1;
     }
@@ -276,12 +276,12 @@ static int validate(cddp_pg *pg, const cddp_pg_args *a, char *err)
             cddp_pg_seterr(err, "%s: unknown reduce op %d", cddp_pg_op_name[a->op], a->redop);
             return -1;
         }
-        if (a->redop >= CDDP_RED_BAND && (a->dtype == 0 || a->dtype == 1)) {
+        if (a->redop >= CDDP_RED_BAND && cddp_pg_dtype_floating(a->dtype)) {
             cddp_pg_seterr(err, "Cannot use ReduceOp.%s with non-integral dtype %s",
                            cddp_pg_redop_name[a->redop], cddp_pg_dtype_name[a->dtype]);
             return -1;
         }
-        if (a->redop == CDDP_RED_AVG && a->dtype > 1) {
+        if (a->redop == CDDP_RED_AVG && !cddp_pg_dtype_floating(a->dtype)) {
             cddp_pg_seterr(err, "ReduceOp.AVG needs a floating-point tensor, got %s",
                            cddp_pg_dtype_name[a->dtype]);
             return -1;

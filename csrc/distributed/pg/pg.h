@@ -12,8 +12,9 @@
  *   cddp_pg_destroy(pg)                       # stops the thread; never hangs
  *
  * Element counts are int64 elements of the op's dtype (cddp_dtype values: 0 float32,
- * 1 float64, 2 int64, 3 int32, 4 bool). Every blocking wait has a deadline (the group's
- * timeout per op) and watches for dead peers, so no call hangs.
+ * 1 float64, 2 int64, 3 int32, 4 bool, 5 float16, 6 bfloat16, 7 uint8, 8 int8, 9 int16).
+ * Every blocking wait has a deadline (the group's timeout per op) and watches for dead peers,
+ * so no call hangs.
  *
  * Environment knobs (read when a group is created; sizes accept k/m suffixes):
  *   CDDP_TRANSPORT     auto | shm | tcp | hier   (tests force tcp on one host)
@@ -59,8 +60,11 @@ enum cddp_pg_transport { CDDP_PG_SHM = 1, CDDP_PG_TCP = 2, CDDP_PG_HIER = 3, CDD
 
 extern const char *const cddp_pg_op_name[CDDP_PG_NOPS];      /* "all_reduce", ... */
 extern const char *const cddp_pg_redop_name[CDDP_RED_NOPS];  /* "SUM", ... */
-extern const char *const cddp_pg_dtype_name[5];
-extern const size_t cddp_pg_dtype_size[5];
+#define CDDP_PG_NDTYPES 10
+extern const char *const cddp_pg_dtype_name[CDDP_PG_NDTYPES];
+extern const size_t cddp_pg_dtype_size[CDDP_PG_NDTYPES];
+/* float32, float64, float16, bfloat16 */
+static inline int cddp_pg_dtype_floating(int d) { return d == 0 || d == 1 || d == 5 || d == 6; }
 
 /* One op. `count` is the per-rank unit the ranks compare (see the table in distributed/pg/engine.c):
  * all_reduce/broadcast/reduce/send/recv: numel(t); all_gather/gather: numel(input);

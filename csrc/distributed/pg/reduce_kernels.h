@@ -5,6 +5,9 @@
  * Mirrors: gloo's sum/product/min/max/band/bor/bxor functions as torch's ProcessGroupGloo
  * applies them (bool: SUM/MAX/BOR = or, PRODUCT/MIN/BAND = and, BXOR = xor). Integer SUM and
  * PRODUCT wrap (two's complement) instead of overflowing into undefined behaviour.
+ * float16/bfloat16: each step computed in float32 and rounded to the dtype, as gloo's float16
+ * operators do (so an n-rank sum rounds n - 1 times, in rank order); uint8/int8/int16 wrap in
+ * their own width.
  * AVG = SUM divided by n (floating dtypes only; the binding rejects the others).
  */
 #ifndef CDDP_PG_REDUCE_H
@@ -12,6 +15,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include "common/half.h"
 #include "distributed/pg/pg.h"
 
 /* two loops so each can be vectorized without runtime alias checks: in place (dst == a)
@@ -57,6 +61,17 @@
     default: break;                                                                       \
     }
 
+/* 16-bit floats: x, y are the stored bits; TO/FROM convert to and from float */
+#define PG_RED_HALF(TO, FROM)                                                             \
+    switch (op) {                                                                         \
+    case CDDP_RED_SUM: case CDDP_RED_AVG:                                                 \
+        PG_RED_LOOP(uint16_t, FROM(TO(x) + TO(y))); break;                                \
+    case CDDP_RED_PRODUCT: PG_RED_LOOP(uint16_t, FROM(TO(x) * TO(y))); break;             \
+    case CDDP_RED_MIN: PG_RED_LOOP(uint16_t, TO(x) < TO(y) ? x : y); break;               \
+    case CDDP_RED_MAX: PG_RED_LOOP(uint16_t, TO(x) > TO(y) ? x : y); break;               \
+    default: break;                                                                       \
+    }
+
 /* dst[i] = a[i] op b[i] for n elements; dst equals a or overlaps neither a nor b. */
 static inline void pg_reduce2(void *dst, const void *a, const void *b, int64_t n, int dtype,
                               int op)
@@ -76,6 +91,11 @@ static inline void pg_reduce2(void *dst, const void *a, const void *b, int64_t n
         default: break;
         }
         break;
+    case 5: PG_RED_HALF(cddp_f16_to_f32, cddp_f32_to_f16); break;
+    case 6: PG_RED_HALF(cddp_bf16_to_f32, cddp_f32_to_bf16); break;
+    case 7: PG_RED_INT(uint8_t, uint8_t); break;
+    case 8: PG_RED_INT(int8_t, uint8_t); break;
+    case 9: PG_RED_INT(int16_t, uint16_t); break;
     default: break;
     }
 }
@@ -89,6 +109,12 @@ static inline void pg_divide(void *x, int64_t n, int dtype, int d)
     } else if (dtype == 1) {
         double *p = x, f = (double)d;
         for (int64_t i = 0; i < n; i++) p[i] /= f;
+    } else if (dtype == 5 || dtype == 6) {         /* in float, rounded once */
+        uint16_t *p = x;
+        float f = (float)d;
+        for (int64_t i = 0; i < n; i++)
+            p[i] = dtype == 5 ? cddp_f32_to_f16(cddp_f16_to_f32(p[i]) / f)
+                              : cddp_f32_to_bf16(cddp_bf16_to_f32(p[i]) / f);
     }
 }
 

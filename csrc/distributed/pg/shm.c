@@ -626,7 +626,7 @@ static int recv_progress(cddp_pg *pg, shm_t *s, cddp_work *w, p2p_state *st)
         mb_entry *e = (mb_entry *)b;
         if (!st->started && (e->offset != 0 || e->total != total || e->tag != a->tag ||
                              e->dtype != a->dtype)) {
-            int d = e->dtype >= 0 && e->dtype < 5 ? e->dtype : 0;
+            int d = e->dtype >= 0 && e->dtype < CDDP_PG_NDTYPES ? e->dtype : 0;
             cddp_pg_seterr(w->err, "recv from rank %d: rank %d sent %lld %s elements with tag "
                            "%d, rank %d expected %lld %s elements with tag %d", src, src,
                            (long long)e->count, cddp_pg_dtype_name[d], e->tag, s->r,

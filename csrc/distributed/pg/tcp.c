@@ -553,7 +553,7 @@ static int tcp_p2p_progress(cddp_pg *pg, cddp_work *w)
                 memcpy(&c, st->hdr + 16, 8);
                 memcpy(&b, st->hdr + 24, 8);
                 if (m != P2P_MAGIC || tag != w->a.tag || dt != w->a.dtype || b != (int64_t)total) {
-                    int d = dt >= 0 && dt < 5 ? dt : 0;
+                    int d = dt >= 0 && dt < CDDP_PG_NDTYPES ? dt : 0;
                     cddp_pg_seterr(w->err, "recv from rank %d: rank %d sent %lld %s elements with "
                                    "tag %d, rank %d expected %lld %s elements with tag %d", j, j,
                                    (long long)c, cddp_pg_dtype_name[d], tag, t->r,

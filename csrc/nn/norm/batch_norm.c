@@ -110,6 +110,10 @@ static int parse_args(PyObject *const *args, Py_ssize_t nargs, bn_args *a)
     a->eps = PyFloat_AsDouble(args[7]);
     if (PyErr_Occurred())
         return -1;
+    if (cddp_refuse_narrow(a->x, "batch_norm") < 0 || cddp_refuse_narrow(a->w, "batch_norm") < 0 ||
+        cddp_refuse_narrow(a->b, "batch_norm") < 0 || cddp_refuse_narrow(a->rm, "batch_norm") < 0 ||
+        cddp_refuse_narrow(a->rv, "batch_norm") < 0)
+        return -1;
     if (!cddp_is_floating(a->x->dtype)) {
         PyErr_Format(PyExc_NotImplementedError, "\"batch_norm\" not implemented for '%s'",
                      a->x->dtype == CDDP_INT64 ? "Long" : a->x->dtype == CDDP_INT32 ? "Int"

@@ -162,6 +162,9 @@ static void shape_str(char *buf, size_t n, const TensorObject *t)
 static int check_args(TensorObject *x, int64_t G, TensorObject *w, TensorObject *b)
 {
     char xs[200], ps[200];
+    if (cddp_refuse_narrow(x, "group_norm") < 0 || cddp_refuse_narrow(w, "group_norm") < 0 ||
+        cddp_refuse_narrow(b, "group_norm") < 0)
+        return -1;
     if (!cddp_is_floating(x->dtype) || x->ndim < 2) {
         PyErr_Format(PyExc_RuntimeError, "group_norm(): expected a floating input of at least "
                      "2 dimensions (N, C, *), got %d-D %s", x->ndim, cddp_dtype_name[x->dtype]);

@@ -48,6 +48,8 @@ static int check_nargs(Py_ssize_t nargs, Py_ssize_t want, const char *usage)
 /* x as a contiguous float tensor of >= 2 dims and its plan. New reference. */
 static TensorObject *input_plan(TensorObject *x, const char *fname, cddp_bn_plan *p)
 {
+    if (cddp_refuse_narrow(x, fname) < 0)
+        return NULL;
     if (!cddp_is_floating(x->dtype) || x->ndim < 2) {
         PyErr_Format(PyExc_RuntimeError, "%s(): expected a floating input of at least 2 "
                      "dimensions (N, C, *), got %d-D %s", fname, x->ndim,
@@ -159,6 +161,10 @@ static PyObject *py_gather_stats(PyObject *m, PyObject *const *args, Py_ssize_t 
                      "(world size, channels)", fn, (long long)W, (long long)C);
         return NULL;
     }
+    if (cddp_refuse_narrow(ma, "batch_norm_gather_stats") < 0 ||
+        cddp_refuse_narrow(rm, "batch_norm_gather_stats") < 0 ||
+        cddp_refuse_narrow(rv, "batch_norm_gather_stats") < 0)
+        return NULL;
     if (!cddp_is_floating(ma->dtype) ||
         (rm && cddp_norm_check_param(rm, "running_mean", C, rm->dtype) < 0) ||
         (rv && cddp_norm_check_param(rv, "running_var", C, rv->dtype) < 0))

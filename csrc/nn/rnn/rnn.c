@@ -127,6 +127,8 @@ static int check_args(TensorObject **a, int mode, cddp_rnn_plan *p, int64_t **ib
 {
     TensorObject *x = a[A_X];
     int64_t k = mode == CDDP_RNN_LSTM ? 4 : mode == CDDP_RNN_GRU ? 3 : 1;
+    if (cddp_refuse_narrow(x, "_rnn_layer") < 0)
+        return -1;
     if (!cddp_is_floating(x->dtype) || x->ndim != (a[A_BS] ? 2 : 3)) {
         PyErr_Format(PyExc_RuntimeError, "_rnn_layer: input must be a %d-D float32 or float64 "
                      "tensor, got %d-D %s", a[A_BS] ? 2 : 3, x->ndim, cddp_dtype_name[x->dtype]);

@@ -296,12 +296,18 @@ int cddp_scalar_from_py(PyObject *o, cddp_scalar *s, const char *fname)
                          (long long)cddp_numel(t));
             return -1;
         }
-        switch (t->dtype) {
-        case CDDP_FLOAT32: s->kind = 2; s->d = *(const float *)p; break;
-        case CDDP_FLOAT64: s->kind = 2; s->d = *(const double *)p; break;
-        case CDDP_INT64: s->kind = 1; s->i = *(const int64_t *)p; s->d = (double)s->i; break;
-        case CDDP_INT32: s->kind = 1; s->i = *(const int32_t *)p; s->d = (double)s->i; break;
-        default: s->kind = 0; s->i = *(const uint8_t *)p != 0; s->d = (double)s->i; break;
+        if (t->dtype == CDDP_INT64) {
+            s->kind = 1;
+            s->i = *(const int64_t *)p;
+            s->d = (double)s->i;
+        } else if (t->dtype == CDDP_BOOL) {
+            s->kind = 0;
+            s->i = *(const uint8_t *)p != 0;
+            s->d = (double)s->i;
+        } else {
+            s->kind = cddp_is_floating(t->dtype) ? 2 : 1;
+            s->d = cddp_load_double(t->dtype, p);
+            s->i = s->kind == 1 ? (int64_t)s->d : 0;
         }
         return 0;
     }
@@ -337,6 +343,15 @@ cddp_dtype cddp_scalar_dtype(const cddp_scalar *s)
 
 int cddp_scalar_store(const cddp_scalar *s, cddp_dtype dt, char *p)
 {
+    if (cddp_is_narrow(dt)) {
+        if (cddp_scalar_overflows(dt, s->kind == 2, s->d, s->i))
+            goto overflow;
+        if (s->kind == 2)
+            cddp_store_double(dt, p, s->d);
+        else
+            cddp_store_int64(dt, p, s->i);
+        return 0;
+    }
     switch (dt) {
     case CDDP_FLOAT32:
         *(float *)p = s->kind == 2 ? (float)s->d : (float)s->i;
@@ -370,7 +385,7 @@ int cddp_scalar_store(const cddp_scalar *s, cddp_dtype dt, char *p)
     }
 overflow:
     PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without overflow",
-                 cddp_dtype_name[dt]);
+                 cddp_is_narrow(dt) ? cddp_dtype_cpp_name[dt] : cddp_dtype_name[dt]);
     return -1;
 }
 
@@ -406,6 +421,15 @@ static void fill_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
             for (int64_t i = 0; i < n; i++) ((int32_t *)p)[i] = v;
         else
             for (int64_t i = 0; i < n; i++) *(int32_t *)(p + i * s) = v;
+        break;
+    }
+    case 2: {
+        uint16_t v;
+        memcpy(&v, c->v, 2);
+        if (s == 2)
+            for (int64_t i = 0; i < n; i++) ((uint16_t *)p)[i] = v;
+        else
+            for (int64_t i = 0; i < n; i++) *(uint16_t *)(p + i * s) = v;
         break;
     }
     default:

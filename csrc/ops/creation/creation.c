@@ -414,7 +414,11 @@ PyObject *cddp_tensor_item(TensorObject *t)
     case CDDP_FLOAT64: return PyFloat_FromDouble(*(double *)p);
     case CDDP_INT64: return PyLong_FromLongLong(*(int64_t *)p);
     case CDDP_INT32: return PyLong_FromLong(*(int32_t *)p);
-    default: return PyBool_FromLong(*(uint8_t *)p != 0);
+    case CDDP_BOOL: return PyBool_FromLong(*(uint8_t *)p != 0);
+    default:
+        if (cddp_is_floating(t->dtype))
+            return PyFloat_FromDouble(cddp_load_double(t->dtype, p));
+        return PyLong_FromLong((long)cddp_load_double(t->dtype, p));
     }
 }
 

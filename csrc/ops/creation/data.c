@@ -10,7 +10,7 @@
  *      own dtype; strings raise TypeError, other objects RuntimeError.
  *   2. store: leaves are converted straight into the new tensor's buffer.
  * NumPy arrays (also nested in lists) and tensors inside lists are copied whole. NumPy dtypes
- * cddp lacks are widened: (u)int8/16, uint32/64 -> int64, float16 -> float32.
+ * cddp lacks are widened: uint16/32/64 -> int64.
  */
 #include "ops/creation/creation.h"
 #include <string.h>
@@ -28,9 +28,12 @@ static int npy_to_cddp(int tn, cddp_dtype *out)
     switch (tn) {
     case NPY_FLOAT32: *out = CDDP_FLOAT32; return 0;
     case NPY_FLOAT64: *out = CDDP_FLOAT64; return 0;
-    case NPY_HALF: *out = CDDP_FLOAT32; return 0;
+    case NPY_HALF: *out = CDDP_FLOAT16; return 0;
     case NPY_INT32: *out = CDDP_INT32; return 0;
     case NPY_BOOL: *out = CDDP_BOOL; return 0;
+    case NPY_UINT8: *out = CDDP_UINT8; return 0;
+    case NPY_INT8: *out = CDDP_INT8; return 0;
+    case NPY_INT16: *out = CDDP_INT16; return 0;
     default:
         if (PyTypeNum_ISINTEGER(tn)) {
             *out = CDDP_INT64;
@@ -48,11 +51,23 @@ static void bad_numpy_type(PyArrayObject *a)
                  "and bool.", PyArray_DESCR(a)->typeobj->tp_name);
 }
 
-/* dst (any layout, shape == array's) = array values, converted by NumPy. */
+/* dst (any layout, shape == array's) = array values, converted by NumPy (bfloat16, which
+ * NumPy lacks: through a float64 copy, then double -> float -> bfloat16 as torch rounds). */
 static int copy_from_numpy(TensorObject *dst, PyArrayObject *a)
 {
-    PyObject *view = cddp_tensor_to_numpy(dst);
+    PyObject *view;
     int rc;
+    if (dst->dtype == CDDP_BFLOAT16) {
+        TensorObject *tmp = cddp_tensor_new(CDDP_FLOAT64, dst->ndim, dst->shape, 0);
+        if (!tmp)
+            return -1;
+        rc = copy_from_numpy(tmp, a);
+        if (rc == 0)
+            rc = cddp_copy_into(dst, tmp);
+        Py_DECREF(tmp);
+        return rc;
+    }
+    view = cddp_tensor_to_numpy(dst);
     if (!view)
         return -1;
     rc = PyArray_CopyInto((PyArrayObject *)view, a);
@@ -262,8 +277,22 @@ static int store_leaf(store_t *st, PyObject *o)
             PyErr_SetString(PyExc_ValueError, "Overflow when unpacking long long");
             return -1;
         }
-        if (cddp_scalar_store(&v, dt, st->p) < 0)
+        if (cddp_is_narrow(dt)) {
+            /* torch's tensor(): float16/bfloat16 take any value (overflow -> inf), small
+             * integers are range-checked (uint8 wraps from down to -255) */
+            if (!cddp_is_floating(dt) && cddp_scalar_overflows(dt, v.kind == 2, v.d, v.i)) {
+                PyErr_Format(PyExc_RuntimeError,
+                             "value cannot be converted to type %s without overflow",
+                             cddp_dtype_name[dt]);
+                return -1;
+            }
+            if (v.kind == 2)
+                cddp_store_double(dt, st->p, v.d);
+            else
+                cddp_store_int64(dt, st->p, v.i);
+        } else if (cddp_scalar_store(&v, dt, st->p) < 0) {
             return -1;
+        }
     }
     st->p += st->isz;
     return 0;
@@ -496,7 +525,9 @@ PyObject *cddp_py_as_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs
         int tn = PyArray_TYPE(a);
         cddp_dtype own;
         int shareable = (tn == NPY_FLOAT32 || tn == NPY_FLOAT64 || tn == NPY_INT64 ||
-                         tn == NPY_INT32 || tn == NPY_BOOL) && PyArray_ISNOTSWAPPED(a) &&
+                         tn == NPY_INT32 || tn == NPY_BOOL || tn == NPY_FLOAT16 ||
+                         tn == NPY_UINT8 || tn == NPY_INT8 || tn == NPY_INT16) &&
+                        PyArray_ISNOTSWAPPED(a) &&
                         npy_to_cddp(tn, &own) == 0 && (!has_dt || own == dt);
         for (int d = 0; shareable && d < PyArray_NDIM(a); d++)
             shareable = PyArray_STRIDES(a)[d] >= 0 &&
@@ -545,7 +576,11 @@ static PyObject *elem_to_py(cddp_dtype dt, const char *p)
     case CDDP_FLOAT64: return PyFloat_FromDouble(*(const double *)p);
     case CDDP_INT64: return PyLong_FromLongLong(*(const int64_t *)p);
     case CDDP_INT32: return PyLong_FromLong(*(const int32_t *)p);
-    default: return Py_NewRef(*(const uint8_t *)p ? Py_True : Py_False);
+    case CDDP_BOOL: return Py_NewRef(*(const uint8_t *)p ? Py_True : Py_False);
+    default:        /* float16/bfloat16 as their exact float value; small integers exactly */
+        if (cddp_is_floating(dt))
+            return PyFloat_FromDouble(cddp_load_double(dt, p));
+        return PyLong_FromLong((long)cddp_load_double(dt, p));
     }
 }
 

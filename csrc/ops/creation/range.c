@@ -38,6 +38,33 @@ static int scalar_i64(const cddp_scalar *s, int64_t *out)
     return 0;
 }
 
+/* x rounded to float16 / bfloat16 (as a float), from a double as c10 does: via float */
+static float round_to(cddp_dtype dt, double x)
+{
+    return cddp_round_to(dt, (float)x);
+}
+
+/* float16 / bfloat16 arange as torch's kernel: start and step in float (acc_type), blocks of
+ * two 16-lane Vectorized<Half> whose base start + step * i is rounded to the dtype before the
+ * lanes base + k * step are added in float, a scalar tail start + step * i; each value
+ * rounded to the dtype once. */
+static void arange_fill_reduced(TensorObject *t, int64_t n, float start, float step)
+{
+    const int64_t w = 16;
+    char *d = cddp_data(t);
+    int64_t i = 0;
+    for (; i <= n - 2 * w; i += 2 * w) {
+        for (int64_t v = i; v < i + 2 * w; v += w) {
+            double base = round_to(t->dtype, (float)fma((double)step, (double)v, (double)start));
+            for (int64_t k = 0; k < w; k++)
+                cddp_store_double(t->dtype, d + 2 * (v + k),
+                                  (float)fma((double)k, (double)step, base));
+        }
+    }
+    for (; i < n; i++)
+        cddp_store_double(t->dtype, d + 2 * i, (float)fma((double)step, (double)i, (double)start));
+}
+
 /* Floating arange values as torch's AVX2 kernel writes them (single-threaded, i.e. n <= 32768;
  * torch splits longer ranges across threads, which moves the chunk bases): blocks of two
  * 8-float (4-double) vectors, each lane base + k * step with base = start + step * block
@@ -46,6 +73,10 @@ static int scalar_i64(const cddp_scalar *s, int64_t *out)
 static void arange_fill(TensorObject *t, int64_t n, double start, double step)
 {
     int64_t w = t->dtype == CDDP_FLOAT32 ? 8 : 4, i = 0;
+    if (cddp_is_reduced(t->dtype)) {
+        arange_fill_reduced(t, n, (float)start, (float)step);
+        return;
+    }
     if (t->dtype == CDDP_FLOAT32) {
         float *d = (float *)cddp_data(t);
         for (; i <= n - 2 * w; i += 2 * w) {
@@ -168,10 +199,37 @@ PyObject *cddp_py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
             Py_DECREF(t);
             return NULL;
         }
-        for (int64_t i = 0; i < n; i++)
-            ((int32_t *)p)[i] = (int32_t)(ia + ist * i);
+        if (dt == CDDP_INT32)
+            for (int64_t i = 0; i < n; i++)
+                ((int32_t *)p)[i] = (int32_t)(ia + ist * i);
+        else                          /* uint8 / int8 / int16: int64 values, low bits kept */
+            for (int64_t i = 0; i < n; i++)
+                cddp_store_int64(dt, p + i * (int64_t)cddp_dtype_size[dt],
+                                 (int64_t)((uint64_t)ia + (uint64_t)ist * (uint64_t)i));
     }
     return cddp_factory_finish(t, rg);
+}
+
+/* float16 / bfloat16 linspace as torch's kernel with step_t = Half: start, end, the step
+ * ((end - start) / (steps - 1)) and every product and sum rounded to the dtype in turn (c10's
+ * Half operators), the index converted to the dtype too. */
+static int linspace_reduced(TensorObject *t, const cddp_scalar *s0, const cddp_scalar *s1,
+                            int64_t steps, int64_t half)
+{
+    cddp_dtype dt = t->dtype;
+    double chk;                           /* the range checks of Scalar::to<Half>() */
+    if (cddp_scalar_store(s0, dt, (char *)&chk) < 0 || cddp_scalar_store(s1, dt, (char *)&chk) < 0)
+        return -1;
+    float a = round_to(dt, scalar_d(s0)), b = round_to(dt, scalar_d(s1)), st = 0.0f;
+    char *d = cddp_data(t);
+    if (steps > 1)
+        st = round_to(dt, round_to(dt, b - a) / round_to(dt, (double)(steps - 1)));
+    for (int64_t i = 0; i < steps; i++) {
+        float v = i < half ? a + round_to(dt, st * round_to(dt, (double)i))
+                           : b - round_to(dt, st * round_to(dt, (double)(steps - i - 1)));
+        cddp_store_double(dt, d + 2 * i, v);
+    }
+    return 0;
 }
 
 /* linspace(start, end, steps): first half counts up from start, second half down from end,
@@ -235,6 +293,11 @@ PyObject *cddp_py_linspace(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         double st = steps > 1 ? (b - a) / (double)(steps - 1) : 0.0;
         for (int64_t i = 0; i < steps; i++)
             d[i] = i < half ? fma(st, (double)i, a) : fma(-st, (double)(steps - i - 1), b);
+    } else if (cddp_is_reduced(dt)) {
+        if (linspace_reduced(t, &s0, &s1, steps, half) < 0) {
+            Py_DECREF(t);
+            return NULL;
+        }
     } else {
         int64_t a, b;
         char *p = cddp_data(t);

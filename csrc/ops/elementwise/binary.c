@@ -60,6 +60,30 @@ EW_DEF_FLOORDIV(float, f32)
 EW_DEF_FLOORDIV(double, f64)
 #define EW_FLOORDIV(x, y) _Generic((x), float: ew_floordiv_f32, default: ew_floordiv_f64)(x, y)
 
+/* float16 / bfloat16 tensor // tensor as torch's Vectorized<Half> kernel computes it: every
+ * step of div_floor_floating rounded to the dtype (dt in ctx->p1.i32), so a quotient that
+ * lands on a tie can end an ulp away from the exact floor, as torch's does. */
+#define RH(v) cddp_round_to((cddp_dtype)dt, (v))
+static inline float ew_floordiv_rh(float a, float b, int dt)
+{
+    float mod, div, fl;
+    if (b == 0)
+        return a / b;
+    mod = RH(fmodf(a, b));
+    div = RH(RH(a - mod) / b);
+    if (mod != 0 && (b < 0) != (mod < 0))
+        div = RH(div - 1);
+    if (div != 0) {
+        fl = floorf(div);
+        if (RH(div - fl) > 0.5f)
+            fl = RH(fl + 1);
+    } else {
+        fl = copysignf(0, RH(a / b));
+    }
+    return fl;
+}
+#undef RH
+
 #define IDIV_GUARD(x, y, EXPR)                                                             \
     ((y) == 0 ? (ctx->err = 1, (scalar_t)0)                                                \
               : (y) == -1 ? (scalar_t)(0 - U64(x)) : (scalar_t)(EXPR))
@@ -90,6 +114,9 @@ EW_NUM_LOOPS2(truncdiv, trunc(x / y), IDIV_GUARD(x, y, x / y))
 EW_NUM_LOOPS2(floordiv, EW_FLOORDIV(x, y), IDIV_GUARD(x, y, ew_ifloordiv(x, y)))
 EW_NUM_LOOPS2(remainder, EW_REMAINDER(x, y), IMOD_GUARD(x, y, ew_iremainder(x, y)))
 EW_NUM_LOOPS2(fmod, fmod(x, y), IMOD_GUARD(x, y, x % y))
+
+EW_LOOP2(floordiv_rh, float, float, float, ew_floordiv_rh(x, y, ctx->p1.i32))
+EW_LOOP2(truncdiv_rh, float, float, float, truncf(cddp_round_to((cddp_dtype)ctx->p1.i32, x / y)))
 
 static const cddp_loop_fn add_loops[] = EW_ALL_TABLE(add), axpy_loops[] = EW_ALL_TABLE(axpy),
                           sub_loops[] = EW_NUM_TABLE(sub), mul_loops[] = EW_ALL_TABLE(mul),
@@ -182,6 +209,12 @@ static TensorObject *op_add_sub(ew_operand *a, ew_operand *b, const ew_bparams *
                             "Boolean alpha only supported for Boolean results.");
             return NULL;
         }
+        if (cddp_is_narrow(cdt) && cddp_scalar_overflows(cdt, al.kind == 2, al.d, al.l)) {
+            PyErr_Format(PyExc_RuntimeError,          /* torch's alpha.to<scalar_t>() */
+                         "value cannot be converted to type %s without overflow",
+                         cddp_dtype_cpp_name[cdt]);
+            return NULL;
+        }
         alpha = al.d;
         plain = al.kind == 2 ? al.d == 1.0 : al.l == 1;
     }
@@ -221,11 +254,29 @@ static int mul_backward(NodeObject *self, TensorObject **gout, TensorObject **gi
     return 0;
 }
 
+/* a op b with b's scalar read as torch's reduced-float kernels read it (see
+ * cddp_ew_opmath_scalar), else as every other op. */
+static TensorObject *run_opmath(ew_operand *a, ew_operand *b, cddp_dtype cdt, cddp_loop_fn fn,
+                                ew_ctx *ctx, TensorObject *into)
+{
+    ew_src s[2];
+    if (!cddp_ew_opmath_scalar(b, cdt, &s[1]))
+        return cddp_ew_binary_run(a, b, cdt, cdt, fn, ctx, into);
+    cddp_ew_src_from(&s[0], a, cdt);
+    return cddp_ew_binary_run_srcs(s, cdt, cdt, fn, ctx, into);
+}
+
 static TensorObject *op_mul(ew_operand *a, ew_operand *b, const ew_bparams *p, TensorObject *into)
 {
     ew_operand ops[2] = {*a, *b};
     cddp_dtype cdt = cddp_ew_result_type(2, ops);
-    TensorObject *out = cddp_ew_binary_run(a, b, cdt, cdt, mul_loops[cdt], NULL, into);
+    TensorObject *out;
+    if (!a->t && b->t && cddp_is_reduced(cdt)) {
+        ew_operand *t = a;                /* number * tensor is torch's tensor.__rmul__(number) */
+        a = b;
+        b = t;
+    }
+    out = run_opmath(a, b, cdt, mul_loops[cdt], NULL, into);
     if (into)
         return out;
     return cddp_ew_record2(out, "MulBackward0", mul_backward, a, b, save_others(a, b), 0);
@@ -263,6 +314,20 @@ static int zero_backward(NodeObject *self, TensorObject **gout, TensorObject **g
     return 0;
 }
 
+/* number / tensor in float16/bfloat16: torch's Tensor.__rtruediv__ is reciprocal(tensor) *
+ * number (the reciprocal rounded to the dtype first), with those two nodes. */
+static TensorObject *rdiv_reduced(ew_operand *num, ew_operand *t, cddp_dtype cdt)
+{
+    PyObject *r = PyObject_CallMethod((PyObject *)t->t, "reciprocal", NULL), *res;
+    ew_operand ro = {0};
+    if (!r)
+        return NULL;
+    ro.t = (TensorObject *)r;
+    res = (PyObject *)op_mul(&ro, num, NULL, NULL);
+    Py_DECREF(r);
+    return (TensorObject *)res;
+}
+
 static TensorObject *op_div(ew_operand *a, ew_operand *b, const ew_bparams *p, TensorObject *into)
 {
     ew_operand ops[2] = {*a, *b};
@@ -270,6 +335,7 @@ static TensorObject *op_div(ew_operand *a, ew_operand *b, const ew_bparams *p, T
     const cddp_loop_fn *tbl = p->mode == 0 ? truediv_loops
                             : p->mode == 1 ? truncdiv_loops : floordiv_loops;
     ew_ctx ctx = {0};
+    cddp_loop_fn fn;
     TensorObject *out;
     if (p->mode == 0 && !cddp_is_floating(cdt))
         cdt = cddp_state()->default_dtype;   /* true division of integers */
@@ -277,7 +343,14 @@ static TensorObject *op_div(ew_operand *a, ew_operand *b, const ew_bparams *p, T
         cddp_ew_not_implemented(p->mode == 1 ? "div_trunc_cpu" : "div_floor_cpu", cdt);
         return NULL;
     }
-    out = cddp_ew_binary_run(a, b, cdt, cdt, tbl[cdt], &ctx, into);
+    if (!a->t && b->t && cddp_is_reduced(cdt) && p->mode == 0 && !into)
+        return rdiv_reduced(a, b, cdt);
+    fn = tbl[cdt];
+    if (p->mode && cddp_is_reduced(cdt) && b->t && b->t->ndim > 0) {   /* tensor operands */
+        ctx.p1.i32 = cdt;
+        fn = p->mode == 1 ? truncdiv_rh : floordiv_rh;
+    }
+    out = run_opmath(a, b, cdt, fn, &ctx, into);
     if (into)
         return out;
     if (p->mode)

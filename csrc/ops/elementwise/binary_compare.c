@@ -13,12 +13,12 @@
     EW_LOOP2(op##_i64, uint8_t, int64_t, int64_t, EXPR)                                    \
     EW_LOOP2(op##_i32, uint8_t, int32_t, int32_t, EXPR)                                    \
     EW_LOOP2(op##_b8, uint8_t, uint8_t, uint8_t, EXPR)
-#define CMP_TABLE(op) {op##_f32, op##_f64, op##_i64, op##_i32, op##_b8}
+#define CMP_TABLE(op) EW_TABLE(op##_f32, op##_f64, op##_i64, op##_i32, op##_b8)
 #define INT_LOOPS(op, EXPR)                                                                \
     EW_LOOP2(op##_i64, int64_t, int64_t, int64_t, EXPR)                                    \
     EW_LOOP2(op##_i32, int32_t, int32_t, int32_t, EXPR)                                    \
     EW_LOOP2(op##_b8, uint8_t, uint8_t, uint8_t, EXPR)
-#define INT_TABLE(op) {NULL, NULL, op##_i64, op##_i32, op##_b8}
+#define INT_TABLE(op) EW_TABLE(NULL, NULL, op##_i64, op##_i32, op##_b8)
 
 CMP_LOOPS(eq, x == y)
 CMP_LOOPS(ne, x != y)
@@ -38,8 +38,8 @@ enum { OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_LAND, OP_LOR, OP_LXOR, OP_BA
 
 static const cddp_loop_fn cmp_tables[][CDDP_NDTYPES] = {
     CMP_TABLE(eq), CMP_TABLE(ne), CMP_TABLE(lt), CMP_TABLE(le), CMP_TABLE(gt), CMP_TABLE(ge),
-    {NULL, NULL, NULL, NULL, land}, {NULL, NULL, NULL, NULL, lor},
-    {NULL, NULL, NULL, NULL, lxor}, INT_TABLE(band), INT_TABLE(bor), INT_TABLE(bxor),
+    EW_TABLE(NULL, NULL, NULL, NULL, land), EW_TABLE(NULL, NULL, NULL, NULL, lor),
+    EW_TABLE(NULL, NULL, NULL, NULL, lxor), INT_TABLE(band), INT_TABLE(bor), INT_TABLE(bxor),
 };
 static const char *const kernel_names[] = {"eq", "ne", "lt", "le", "gt", "ge", "logical_and",
                                            "logical_or", "logical_xor", "bitwise_and_cpu",

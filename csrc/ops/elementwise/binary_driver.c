@@ -19,10 +19,26 @@ TensorObject *cddp_ew_binary_run(ew_operand *a, ew_operand *b, cddp_dtype cdt, c
                                  cddp_loop_fn fn, ew_ctx *ctx, TensorObject *into)
 {
     ew_src s[2];
-    cddp_dtype want[2] = {cdt, cdt};
-    TensorObject *r;
     cddp_ew_src_from(&s[0], a, cdt);
     cddp_ew_src_from(&s[1], b, cdt);
+    return cddp_ew_binary_run_srcs(s, cdt, odt, fn, ctx, into);
+}
+
+int cddp_ew_opmath_scalar(const ew_operand *b, cddp_dtype cdt, ew_src *src)
+{
+    if (!cddp_is_reduced(cdt) || (b->t && b->t->ndim != 0))
+        return 0;
+    src->t = NULL;
+    src->s.f32 = b->t ? (float)cddp_get_double(b->t, 0) : b->kind == 2 ? (float)b->d
+                                                                         : (float)b->l;
+    return 1;
+}
+
+TensorObject *cddp_ew_binary_run_srcs(ew_src *s, cddp_dtype cdt, cddp_dtype odt, cddp_loop_fn fn,
+                                      ew_ctx *ctx, TensorObject *into)
+{
+    cddp_dtype want[2] = {cdt, cdt};
+    TensorObject *r;
     if (!into)
         return cddp_ew_map(odt, 2, s, want, fn, ctx, NULL);
     if (cddp_ew_check_cast(odt, into) < 0)

@@ -41,6 +41,8 @@ POWS_LOOPS(pows_sqrt, sqrt(x))
 POWS_LOOPS(pows_rsqrt, (scalar_t)1 / sqrt(x))
 POWS_LOOPS(pows_recip, (scalar_t)1 / x)
 POWS_LOOPS(pows_recip_sq, (scalar_t)1 / (x * x))
+EW_FLOAT_LOOPS2(pows_mul, float, double, x * y)
+static const cddp_loop_fn pows_mul_loops[] = EW_FLOAT_TABLE(pows_mul);
 EW_LOOP1(ipows_i64, int64_t, int64_t, ew_ipow(x, ctx->p0.i64))
 EW_LOOP1(ipows_i32, int32_t, int32_t, (int32_t)ew_ipow(x, ctx->p0.i64))
 EW_LOOP1(ipows_b8, uint8_t, uint8_t, ctx->p0.i64 ? x : 1)
@@ -117,6 +119,25 @@ static int pow_backward(NodeObject *self, TensorObject **gout, TensorObject **gi
     return 0;
 }
 
+/* bfloat16 ** 3 and ** -2 as torch's kernel computes them in BFloat16 arithmetic: the square
+ * rounded to bfloat16, then times the base / its reciprocal rounded again. New reference. */
+static TensorObject *pow_bf16_rounded(TensorObject *x, double e)
+{
+    cddp_dtype dt = CDDP_BFLOAT16;
+    ew_src s[2] = {{x}, {x}};
+    cddp_dtype want[2] = {dt, dt};
+    TensorObject *sq = cddp_ew_map(dt, 1, s, want, pows_sq_loops[dt], NULL, NULL), *r;
+    if (!sq)
+        return NULL;
+    s[0].t = sq;
+    if (e == 3.0)
+        r = cddp_ew_map(dt, 2, s, want, pows_mul_loops[dt], NULL, NULL);
+    else
+        r = cddp_ew_map(dt, 1, s, want, pows_recip_loops[dt], NULL, NULL);
+    Py_DECREF(sq);
+    return r;
+}
+
 static TensorObject *pow_tensor_scalar(ew_operand *a, ew_operand *b, cddp_dtype cdt,
                                        TensorObject *into)
 {
@@ -132,15 +153,35 @@ static TensorObject *pow_tensor_scalar(ew_operand *a, ew_operand *b, cddp_dtype 
                             "Integers to negative integer powers are not allowed.");
             return NULL;
         }
+        if (cddp_is_narrow(cdt) && cddp_scalar_overflows(cdt, 0, 0, b->l)) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "value cannot be converted to type %s without overflow",
+                         cddp_dtype_cpp_name[cdt]);
+            return NULL;
+        }
         ctx.p0.i64 = b->l;
         /* bool ** bool stays bool (x ** True is x, x ** False is True), as torch */
-        fn = cdt == CDDP_INT64 ? ipows_i64 : cdt == CDDP_INT32 ? ipows_i32 : ipows_b8;
+        fn = cddp_kdt(cdt) == CDDP_INT64 ? ipows_i64 : cddp_kdt(cdt) == CDDP_INT32 ? ipows_i32
+                                                                                 : ipows_b8;
     } else {
+        if (cddp_is_reduced(cdt)) {       /* torch reads the exponent as a Half / BFloat16 */
+            ew_scalar r;
+            cddp_ew_scalar_from_double(&r, cdt, e);
+            e = r.f32;
+        }
         tbl = e == 2.0 ? pows_sq_loops : e == 3.0 ? pows_cube_loops
             : e == 0.5 ? pows_sqrt_loops : e == -0.5 ? pows_rsqrt_loops
             : e == -1.0 ? pows_recip_loops : e == -2.0 ? pows_recip_sq_loops : pows_loops;
+        if (cdt == CDDP_FLOAT16)          /* torch: std::pow(float, float) for any exponent */
+            tbl = pows_loops;
         ctx.d0 = e;
         fn = tbl[cdt];
+    }
+    if (cdt == CDDP_BFLOAT16 && (e == 3.0 || e == -2.0)) {
+        out = pow_bf16_rounded(a->t, e);
+        if (into)
+            return (TensorObject *)cddp_ew_inplace_finish(into, out);
+        return cddp_ew_record2(out, "PowBackward0", pow_scalar_backward, a, b, 1, 0);
     }
     if (!into) {
         out = cddp_ew_map(cdt, 1, &s, &cdt, fn, &ctx, NULL);

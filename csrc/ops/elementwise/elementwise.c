@@ -16,9 +16,6 @@
 /* Loops over more elements than this run with the GIL released. */
 #define EW_NOGIL_NUMEL 65536
 
-const char *const cddp_ew_torch_dtype_name[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int",
-                                                            "Bool"};
-
 /* ---- operands --------------------------------------------------------------------------- */
 
 static int operand_scalar_from_numpy(PyObject *o, ew_operand *op)
@@ -155,8 +152,25 @@ cddp_dtype cddp_ew_result_type(int n, const ew_operand *ops)
     return (cddp_dtype)combine_categories(dim, combine_categories(zero, wrapped));
 }
 
+/* A storage dtype's scalar is the value it would have in that dtype (float16: rounded,
+ * uint8: wrapped), held in the compute dtype: what torch's kernels read after casting a
+ * wrapped number to the common dtype. */
+static void narrow_scalar(ew_scalar *s, cddp_dtype dt, const void *tmp)
+{
+    if (cddp_is_floating(dt))
+        s->f32 = (float)cddp_load_double(dt, tmp);
+    else
+        s->i32 = (int32_t)cddp_load_double(dt, tmp);
+}
+
 void cddp_ew_scalar_from_double(ew_scalar *s, cddp_dtype dt, double v)
 {
+    if (cddp_is_narrow(dt)) {
+        double tmp;
+        cddp_store_double(dt, &tmp, v);
+        narrow_scalar(s, dt, &tmp);
+        return;
+    }
     switch (dt) {
     case CDDP_FLOAT32: s->f32 = (float)v; break;
     case CDDP_FLOAT64: s->f64 = v; break;
@@ -177,6 +191,12 @@ void cddp_ew_scalar_set(ew_scalar *s, cddp_dtype dt, const ew_operand *op)
 {
     if (op->kind == 2) {
         cddp_ew_scalar_from_double(s, dt, op->d);
+        return;
+    }
+    if (cddp_is_narrow(dt)) {
+        double tmp;
+        cddp_store_int64(dt, &tmp, op->l);
+        narrow_scalar(s, dt, &tmp);
         return;
     }
     switch (dt) {                         /* integers convert exactly (wrapping, as torch) */
@@ -279,7 +299,7 @@ static int check_out(const TensorObject *out, cddp_dtype out_dt, int nd, const i
  * loop when every operand is contiguous in res's order, else cddp_iterate with broadcast byte
  * strides; without the GIL above EW_NOGIL_NUMEL elements. 0, or -1 with an exception. */
 static int launch(TensorObject *res, int64_t n, int nin, ew_src *srcs, TensorObject *const *cast,
-                  const cddp_dtype *want, cddp_loop_fn fn, ew_ctx *ctx, int nd,
+                  const cddp_dtype *want, cddp_loop_fn fn, void *ctx, int nd,
                   const int64_t *shape)
 {
     char *ptrs[CDDP_ITER_MAX_OPS];
@@ -334,9 +354,59 @@ static int launch(TensorObject *res, int64_t n, int nin, ew_src *srcs, TensorObj
     return 0;
 }
 
+/* ---- the narrow path ---------------------------------------------------------------------
+ * When an operand has a storage dtype (float16, bfloat16, uint8, int8, int16), the kernel is
+ * its compute dtype's (float32 / int32): each 1-D run is cut into blocks of EW_BLOCK elements,
+ * storage-dtype inputs are widened into stack buffers, the kernel runs on those (its
+ * contiguous fast path; a stride-0 input stays stride 0), and a storage-dtype output is
+ * narrowed back — one rounding per result, as torch's CPU kernels do for Half/BFloat16
+ * (computed in float) and wrapping for small integers (computed in int). Scalars arrive
+ * already in the compute dtype. The other dtypes never come here: their kernels run on the
+ * tensors' memory directly. */
+#define EW_BLOCK 512
+
+typedef struct {
+    cddp_loop_fn fn;
+    void *ctx;
+    int nops;                                 /* out + inputs */
+    int narrow[CDDP_ITER_MAX_OPS];            /* operand is converted (storage dtype) */
+    cddp_dtype dt[CDDP_ITER_MAX_OPS];         /* its storage dtype */
+} narrow_ctx;
+
+static void narrow_loop(char **p, const int64_t *s, int64_t n, void *ctx_)
+{
+    const narrow_ctx *c = ctx_;
+    /* compute dtypes of storage dtypes are 4 bytes wide */
+    _Alignas(64) uint32_t buf[CDDP_ITER_MAX_OPS][EW_BLOCK];
+    char *q[CDDP_ITER_MAX_OPS];
+    int64_t qs[CDDP_ITER_MAX_OPS];
+    for (int i = 1; i < c->nops; i++)         /* broadcast inputs: widened once */
+        if (c->narrow[i] && s[i] == 0)
+            cddp_widen(c->dt[i], buf[i], p[i], 0, 1);
+    for (int64_t b = 0; b < n; b += EW_BLOCK) {
+        int64_t m = n - b < EW_BLOCK ? n - b : EW_BLOCK;
+        for (int i = 0; i < c->nops; i++) {
+            if (!c->narrow[i]) {
+                q[i] = p[i] + b * s[i];
+                qs[i] = s[i];
+                continue;
+            }
+            q[i] = (char *)buf[i];
+            qs[i] = i > 0 && s[i] == 0 ? 0 : 4;
+            if (i > 0 && s[i] != 0)
+                cddp_widen(c->dt[i], buf[i], p[i] + b * s[i], s[i], m);
+        }
+        c->fn(q, qs, m, c->ctx);
+        if (c->narrow[0])
+            cddp_narrow(c->dt[0], p[0] + b * s[0], s[0], buf[0], m);
+    }
+}
+
 TensorObject *cddp_ew_map(cddp_dtype out_dt, int nin, ew_src *srcs, const cddp_dtype *want,
                           cddp_loop_fn fn, ew_ctx *ctx, TensorObject *out)
 {
+    narrow_ctx nc;
+    int narrow = cddp_is_narrow(out_dt);
     TensorObject *cast[CDDP_ITER_MAX_OPS] = {NULL};
     int64_t shape[CDDP_MAX_DIMS];
     int nd;
@@ -360,7 +430,22 @@ TensorObject *cddp_ew_map(cddp_dtype out_dt, int nin, ew_src *srcs, const cddp_d
     n = cddp_numel(res);
     if (n == 0)
         goto done;
-    if (launch(res, n, nin, srcs, cast, want, fn, ctx, nd, shape) < 0) {
+    for (int i = 0; i < nin; i++)
+        narrow |= srcs[i].t && cddp_is_narrow(want[i]);
+    if (narrow) {
+        nc.fn = fn;
+        nc.ctx = ctx;
+        nc.nops = nin + 1;
+        nc.narrow[0] = cddp_is_narrow(out_dt);
+        nc.dt[0] = out_dt;
+        for (int i = 0; i < nin; i++) {
+            nc.narrow[i + 1] = srcs[i].t && cddp_is_narrow(want[i]);
+            nc.dt[i + 1] = want[i];
+        }
+        fn = narrow_loop;
+    }
+    if (launch(res, n, nin, srcs, cast, want, fn, narrow ? (void *)&nc : (void *)ctx, nd,
+               shape) < 0) {
         Py_CLEAR(res);
         goto done;
     }
@@ -624,7 +709,28 @@ PyMethodDef cddp_elementwise_tensor_methods[] = {
     {NULL},
 };
 
+/* torch.result_type(tensor1, tensor2): the dtype an elementwise op on these operands computes
+ * in (tensors or Python numbers, either side) */
+static PyObject *py_result_type(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    static const char *const names[] = {"tensor1", "tensor2"};
+    PyObject *argv[2] = {NULL, NULL}, *res = NULL;
+    ew_operand ops[2];
+    if (cddp_ew_parse("result_type", args, nargs, kwnames, names, 2, 2, 2, argv) < 0 ||
+        cddp_ew_operand_arg(argv[0], &ops[0], "result_type", "tensor1") < 0)
+        return NULL;
+    if (cddp_ew_operand_arg(argv[1], &ops[1], "result_type", "tensor2") == 0) {
+        res = Py_NewRef(cddp_dtype_to_py(cddp_ew_result_type(2, ops)));
+        cddp_ew_operand_clear(&ops[1]);
+    }
+    cddp_ew_operand_clear(&ops[0]);
+    return res;
+}
+
 PyMethodDef cddp_elementwise_module_methods[] = {
+    {"result_type", (PyCFunction)(void (*)(void))py_result_type, FC,
+     "result_type(tensor1, tensor2) -> dtype (torch's promotion with wrapped numbers)"},
     EW_BIN_NAMES(F)
     EW_UN_NAMES(UF)
     EW_UN_INPLACE_NAMES(UFI)

@@ -22,7 +22,8 @@
 #include <math.h>
 #include <string.h>
 
-/* A value in one of the five dtypes: scalars converted to a kernel's compute dtype. */
+/* A value in one of the five compute dtypes: scalars converted to a kernel's compute dtype
+ * (a float16 scalar is held as the float32 it widens to, a uint8 one as int32). */
 typedef union {
     float f32;
     double f64;
@@ -153,12 +154,16 @@ typedef struct {
 #define EW_FLOAT_LOOPS3(op, TB32, TC32, TB64, TC64, EXPR)                                  \
     EW_LOOP3(op##_f32, float, float, TB32, TC32, EXPR)                                     \
     EW_LOOP3(op##_f64, double, double, TB64, TC64, EXPR)
-#define EW_FLOAT_TABLE(op) {op##_f32, op##_f64, NULL, NULL, NULL}
+/* Kernel tables are indexed by the storage dtype; a storage dtype's entry is its compute
+ * dtype's kernel (cddp_kdt), which the runner feeds with widened blocks (ops/elementwise/
+ * elementwise.c, the narrow path). A NULL entry: the op refuses that dtype. */
+#define EW_TABLE(f32, f64, i64, i32, b8) {f32, f64, i64, i32, b8, f32, f32, i32, i32, i32}
+#define EW_FLOAT_TABLE(op) EW_TABLE(op##_f32, op##_f64, NULL, NULL, NULL)
 
 /* ---- shared functions (ops/elementwise/elementwise.c) ----------------------------------------------- */
 
-/* torch's spelling of dtypes in messages: "Float", "Double", "Long", "Int", "Bool" */
-extern const char *const cddp_ew_torch_dtype_name[CDDP_NDTYPES];
+/* torch's spelling of dtypes in messages: "Float", "Double", "Long", "Int", "Bool", "Half" */
+#define cddp_ew_torch_dtype_name cddp_dtype_torch_name
 
 /* Parse o as an operand: 1 ok, 0 not something an elementwise op takes (no error set),
  * -1 error. Tensors are borrowed; NumPy arrays become owned tensors. */
@@ -190,10 +195,13 @@ static inline int cddp_ew_can_cast(cddp_dtype from, cddp_dtype to)
 }
 
 /* Run fn elementwise: out[...] = fn(srcs...) over the broadcast shape of the tensor sources.
- * want[i] is the dtype the kernel reads source i in (tensors of another dtype are cast into a
- * temporary). out == NULL: a new contiguous tensor of out_dt; otherwise written in place (its
- * dtype must be out_dt and the broadcast shape its shape, else RuntimeError as torch). Kernel
- * errors (ctx->err) become exceptions. New reference (out increfed when given). */
+ * want[i] is the dtype source i is read as (tensors of another dtype are cast into a
+ * temporary); fn computes in the compute dtypes: it reads source i as cddp_kdt(want[i]) and
+ * writes cddp_kdt(out_dt) (scalar sources are already held in cddp_kdt(want[i])). When a
+ * storage dtype is involved the runner widens and narrows around fn in small blocks.
+ * out == NULL: a new contiguous tensor of out_dt; otherwise written in place (its dtype must be
+ * out_dt and the broadcast shape its shape, else RuntimeError as torch). Kernel errors
+ * (ctx->err) become exceptions. New reference (out increfed when given). */
 TensorObject *cddp_ew_map(cddp_dtype out_dt, int nin, ew_src *srcs, const cddp_dtype *want,
                           cddp_loop_fn fn, ew_ctx *ctx, TensorObject *out);
 /* fn(out, in) with nin == 1 and everything in dtype dt: the common case, written shorter. */
@@ -233,8 +241,8 @@ TensorObject *cddp_ew_tensor_arg(PyObject *o, const char *fname, const char *arg
 
 /* ---- binary ops (ops/elementwise/binary_driver.c) ----------------------------------------------------- */
 
-/* Five-dtype loop families: float expression, integer expression (computed unsigned via U64:
- * wraparound, never undefined behaviour), bool expression; tables indexed by cddp_dtype. */
+/* Compute-dtype loop families: float expression, integer expression (computed unsigned via
+ * U64: wraparound, never undefined behaviour), bool expression; tables indexed by cddp_dtype. */
 #define U64(v) ((uint64_t)(int64_t)(v))
 #define EW_ALL_LOOPS2(op, EF, EI, EB)                                                      \
     EW_LOOP2(op##_f32, float, float, float, EF)                                            \
@@ -242,13 +250,13 @@ TensorObject *cddp_ew_tensor_arg(PyObject *o, const char *fname, const char *arg
     EW_LOOP2(op##_i64, int64_t, int64_t, int64_t, EI)                                      \
     EW_LOOP2(op##_i32, int32_t, int32_t, int32_t, EI)                                      \
     EW_LOOP2(op##_b8, uint8_t, uint8_t, uint8_t, EB)
-#define EW_ALL_TABLE(op) {op##_f32, op##_f64, op##_i64, op##_i32, op##_b8}
+#define EW_ALL_TABLE(op) EW_TABLE(op##_f32, op##_f64, op##_i64, op##_i32, op##_b8)
 #define EW_NUM_LOOPS2(op, EF, EI)                                                          \
     EW_LOOP2(op##_f32, float, float, float, EF)                                            \
     EW_LOOP2(op##_f64, double, double, double, EF)                                         \
     EW_LOOP2(op##_i64, int64_t, int64_t, int64_t, EI)                                      \
     EW_LOOP2(op##_i32, int32_t, int32_t, int32_t, EI)
-#define EW_NUM_TABLE(op) {op##_f32, op##_f64, op##_i64, op##_i32, NULL}
+#define EW_NUM_TABLE(op) EW_TABLE(op##_f32, op##_f64, op##_i64, op##_i32, NULL)
 
 /* Inside a backward function: whether input i wants a gradient. */
 #define EW_WANTS(i) (self->next[(i)].node != NULL)
@@ -269,6 +277,13 @@ int cddp_ew_not_implemented(const char *kname, cddp_dtype dt);
 /* out = fn(a, b) with a, b read in cdt and out written in odt; into as ew_binary_fn. */
 TensorObject *cddp_ew_binary_run(ew_operand *a, ew_operand *b, cddp_dtype cdt, cddp_dtype odt,
                                  cddp_loop_fn fn, ew_ctx *ctx, TensorObject *into);
+/* The same with the sources already made (cddp_ew_src_from, or a scalar held unrounded). */
+TensorObject *cddp_ew_binary_run_srcs(ew_src *s, cddp_dtype cdt, cddp_dtype odt, cddp_loop_fn fn,
+                                      ew_ctx *ctx, TensorObject *into);
+/* torch's mul/div kernels for float16/bfloat16 read a second operand that is a number or a
+ * 0-dim tensor at float precision (original_scalar_value<opmath_t>), not rounded to the
+ * dtype: 1 and *src set to that float scalar when it applies here, else 0. */
+int cddp_ew_opmath_scalar(const ew_operand *b, cddp_dtype cdt, ew_src *src);
 /* History for a floating result of a binary op (d0 into node->d[0]). Steals out. */
 TensorObject *cddp_ew_record2(TensorObject *out, const char *name, cddp_backward_fn fn,
                               ew_operand *a, ew_operand *b, int save, double d0);

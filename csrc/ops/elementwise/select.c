@@ -36,7 +36,8 @@ CLAMP_LOOP(f64, double)
 CLAMP_LOOP(i64, int64_t)
 CLAMP_LOOP(i32, int32_t)
 CLAMP_LOOP(b8, uint8_t)
-static const cddp_loop_fn clamp_loops[] = {clamp_f32, clamp_f64, clamp_i64, clamp_i32, clamp_b8};
+static const cddp_loop_fn clamp_loops[] = EW_TABLE(clamp_f32, clamp_f64, clamp_i64, clamp_i32,
+                                                  clamp_b8);
 
 /* who receives the gradient (torch's clamp_backward / clamp_backward_min_max) */
 #define CLAMP_CODE(x, y, z)                                                                \
@@ -56,7 +57,8 @@ WHERE_LOOP(f64, double)
 WHERE_LOOP(i64, int64_t)
 WHERE_LOOP(i32, int32_t)
 WHERE_LOOP(b8, uint8_t)
-static const cddp_loop_fn where_loops[] = {where_f32, where_f64, where_i64, where_i32, where_b8};
+static const cddp_loop_fn where_loops[] = EW_TABLE(where_f32, where_f64, where_i64, where_i32,
+                                                  where_b8);
 
 /* grad_in[i] = g where code == value[i], summed to input i's shape; code in saved slot `slot` */
 static int pick_backward(NodeObject *self, TensorObject **gout, TensorObject **gin, int slot,
@@ -93,7 +95,7 @@ static int clamp_backward(NodeObject *self, TensorObject **gout, TensorObject **
 /* the bound that never clamps, for an absent min (hi = 0) or max (hi = 1) */
 static void no_bound(ew_scalar *s, cddp_dtype dt, int hi)
 {
-    switch (dt) {
+    switch (cddp_kdt(dt)) {               /* held in the compute dtype, as every scalar */
     case CDDP_FLOAT32: s->f32 = hi ? INFINITY : -INFINITY; break;
     case CDDP_FLOAT64: s->f64 = hi ? INFINITY : -INFINITY; break;
     case CDDP_INT64: s->i64 = hi ? INT64_MAX : INT64_MIN; break;
@@ -122,6 +124,14 @@ static TensorObject *clamp(ew_operand *x, ew_operand *lo, ew_operand *hi, Tensor
     if (hi)
         ops[n++] = *hi;
     cdt = cddp_ew_result_type(n, ops);
+    for (int i = 1; i < n && cddp_is_narrow(cdt); i++) {       /* torch's min.to<scalar_t>() */
+        if (!ops[i].t && cddp_scalar_overflows(cdt, ops[i].kind == 2, ops[i].d, ops[i].l)) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "value cannot be converted to type %s without overflow",
+                         cddp_dtype_cpp_name[cdt]);
+            return NULL;
+        }
+    }
     want[0] = want[1] = want[2] = cdt;
     cddp_ew_src_from(&s[0], x, cdt);
     if (lo)
@@ -255,7 +265,12 @@ static TensorObject *where(TensorObject *cond, ew_operand *a, ew_operand *b)
     TensorObject *out;
     NodeObject *node;
     int err = 0;
-    if (cond->dtype != CDDP_BOOL) {
+    if (cond->dtype == CDDP_UINT8 &&
+        PyErr_WarnEx(PyExc_UserWarning, "where received a uint8 condition tensor. This behavior "
+                     "is deprecated and will be removed in a future version of PyTorch. Use a "
+                     "boolean condition instead.", 1) < 0)
+        return NULL;
+    if (cond->dtype != CDDP_BOOL && cond->dtype != CDDP_UINT8) {
         PyErr_Format(PyExc_RuntimeError, "where expected condition to be a boolean tensor, but "
                      "got a tensor with dtype %s", cddp_ew_torch_dtype_name[cond->dtype]);
         return NULL;

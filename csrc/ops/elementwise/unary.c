@@ -78,6 +78,7 @@ static inline float ew_tanhf(float x)
                 1.33314422036E-1f) * z - 3.33332819422E-1f) * z * x + x;
     float q = 1.0f - 2.0f / (ew_expf(2.0f * ax) + 1.0f);
     q = sel_f32(x < 0, -q, q);
+    p = sel_f32(x == 0, x, p);                    /* tanh(-0) = -0 */
     return sel_f32(ax < 0.625f, p, q);
 }
 
@@ -100,10 +101,10 @@ static inline float ew_tanhf(float x)
     EW_LOOP1(op##_i64, uint8_t, int64_t, EI)                                               \
     EW_LOOP1(op##_i32, uint8_t, int32_t, EI)                                               \
     EW_LOOP1(op##_b8, uint8_t, uint8_t, EI)
-#define ALL5(op) {op##_f32, op##_f64, op##_i64, op##_i32, op##_b8}
-#define NUM4(op) {op##_f32, op##_f64, op##_i64, op##_i32, NULL}
-#define FLT2(op) {op##_f32, op##_f64, NULL, NULL, NULL}
-#define INTB3(op) {NULL, NULL, op##_i64, op##_i32, op##_b8}
+#define ALL5(op) EW_TABLE(op##_f32, op##_f64, op##_i64, op##_i32, op##_b8)
+#define NUM4(op) EW_TABLE(op##_f32, op##_f64, op##_i64, op##_i32, NULL)
+#define FLT2(op) EW_TABLE(op##_f32, op##_f64, NULL, NULL, NULL)
+#define INTB3(op) EW_TABLE(NULL, NULL, op##_i64, op##_i32, op##_b8)
 /* backward kernels: x is the incoming gradient, y the saved input or output */
 #define BW1(op, EXPR) EW_FLOAT_LOOPS1(op##_bw, EXPR)
 #define BW2(op, EXPR) EW_FLOAT_LOOPS2(op##_bw, float, double, EXPR)

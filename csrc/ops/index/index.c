@@ -31,8 +31,7 @@
 #include <numpy/arrayobject.h>
 
 /* torch's legacy tensor type names, for setitem's TypeError */
-static const char *const legacy_name[CDDP_NDTYPES] = {
-    "FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"};
+#define legacy_name cddp_dtype_legacy_name
 
 /* ---- __getitem__ ---------------------------------------------------------------------- */
 

@@ -295,20 +295,33 @@ static void ix_run(int mode, cddp_dtype dt, char *base, const int64_t *off, int6
         }
     }
     if (mode == IX_ACC) {
+        /* float16/bfloat16: each sum rounded to the dtype, as torch's index_put_ accumulate /
+         * scatter_add_ in Half; small integers wrap */
         switch (dt) {
         case CDDP_FLOAT32: IX_INNER(float, *a += *o); break;
         case CDDP_FLOAT64: IX_INNER(double, *a += *o); break;
-        case CDDP_INT64: IX_INNER(int64_t, *a += *o); break;
-        case CDDP_INT32: IX_INNER(int32_t, *a += *o); break;
+        case CDDP_INT64: IX_INNER(int64_t, *a = (int64_t)((uint64_t)*a + (uint64_t)*o)); break;
+        case CDDP_INT32: IX_INNER(int32_t, *a = (int32_t)((uint32_t)*a + (uint32_t)*o)); break;
+        case CDDP_FLOAT16:
+            IX_INNER(uint16_t, *a = cddp_f32_to_f16(cddp_f16_to_f32(*a) + cddp_f16_to_f32(*o)));
+            break;
+        case CDDP_BFLOAT16:
+            IX_INNER(uint16_t,
+                     *a = cddp_f32_to_bf16(cddp_bf16_to_f32(*a) + cddp_bf16_to_f32(*o)));
+            break;
+        case CDDP_INT16: IX_INNER(uint16_t, *a = (uint16_t)(*a + *o)); break;
+        case CDDP_UINT8: case CDDP_INT8: IX_INNER(uint8_t, *a = (uint8_t)(*a + *o)); break;
         default: IX_INNER(uint8_t, *a |= *o); break;
         }
-    } else if (mode == IX_GATHER) {
+    } else if (mode == IX_GATHER) {           /* pure data movement: any dtype by its size */
         if (isz == 8) IX_INNER(uint64_t, *o = *a);
         else if (isz == 4) IX_INNER(uint32_t, *o = *a);
+        else if (isz == 2) IX_INNER(uint16_t, *o = *a);
         else IX_INNER(uint8_t, *o = *a);
     } else {
         if (isz == 8) IX_INNER(uint64_t, *a = *o);
         else if (isz == 4) IX_INNER(uint32_t, *a = *o);
+        else if (isz == 2) IX_INNER(uint16_t, *a = *o);
         else IX_INNER(uint8_t, *a = *o);
     }
 }

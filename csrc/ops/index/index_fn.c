@@ -266,7 +266,7 @@ static PyObject *gather_impl(TensorObject *x, PyObject *dimo, PyObject *idxo)
     if (!idx || parse_dim(dimo, x->ndim, &dim) < 0)
         return NULL;
     if (!index_dtype_ok(idx)) {
-        PyErr_SetString(PyExc_RuntimeError, "gather(): Expected dtype int64 for index");
+        PyErr_SetString(PyExc_RuntimeError, "gather(): Expected dtype int32/int64 for index");
         return NULL;
     }
     if (same_rank(x, idx, "input") < 0)
@@ -301,6 +301,27 @@ done:
     cddp_ix_plan_free(&rp);
     cddp_ix_plan_free(&vp);
     return (PyObject *)out;
+}
+
+/* scatter_add into float16/bfloat16 dst: torch sums every destination in float (its
+ * base value included) and rounds once, so the sums run on float32 copies. 0 / -1. */
+static int scatter_add_float(TensorObject *dst, int dim, TensorObject *idx, TensorObject *src)
+{
+    TensorObject *w = cddp_tensor_cast_raw(dst, CDDP_FLOAT32), *s = NULL;
+    cddp_iplan wp = {0};
+    int rc = -1;
+    /* src has dst's (16-bit) dtype: its float32 copy is new and contiguous */
+    if (!w || !(s = cddp_tensor_cast_raw(src, CDDP_FLOAT32)) ||
+        plan_along(w, dim, idx, &wp, NULL) < 0)
+        goto done;
+    cddp_ix_plan_run(IX_ACC, CDDP_FLOAT32, (char *)w->storage->data, &wp, cddp_data(s),
+                     s->strides);
+    rc = cddp_copy_into(dst, w);
+done:
+    cddp_ix_plan_free(&wp);
+    Py_XDECREF(w);
+    Py_XDECREF(s);
+    return rc;
 }
 
 /* scatter / scatter_add, in place or on a copy of self. src: a Tensor, or (scatter only) a
@@ -382,8 +403,13 @@ static PyObject *scatter_impl(TensorObject *self, PyObject *dimo, PyObject *idxo
         }
         memcpy(ost, src->strides, sizeof(int64_t) * src->ndim);
     }
-    cddp_ix_plan_run(acc ? IX_ACC : IX_PUT, dst->dtype, (char *)dst->storage->data, &rp,
-                     cddp_data(src), ost);
+    if (acc && cddp_is_reduced(dst->dtype)) {
+        if (scatter_add_float(dst, dim, idx, src) < 0)
+            goto done;
+    } else {
+        cddp_ix_plan_run(acc ? IX_ACC : IX_PUT, dst->dtype, (char *)dst->storage->data, &rp,
+                         cddp_data(src), ost);
+    }
     cddp_bump_version(dst);
     if (need_grad) {
         const char *name = acc ? "ScatterAddBackward0"
@@ -449,7 +475,7 @@ static PyObject *masked_fill_impl(TensorObject *x, PyObject *masko, PyObject *va
     if (mask->dtype != CDDP_BOOL) {
         PyErr_Format(PyExc_RuntimeError,
                      "masked_fill_ only supports boolean masks, but got mask with dtype %s",
-                     cddp_dtype_name[mask->dtype]);
+                     cddp_dtype_c_name[mask->dtype]);
         return NULL;
     }
     if (is_tensor && ((TensorObject *)valo)->ndim != 0) {

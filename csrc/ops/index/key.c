@@ -58,6 +58,17 @@ static int bad_key(PyObject *o)
 
 static int item_from_tensor(TensorObject *t, ix_item *it)
 {
+    if (t->dtype == CDDP_UINT8) {        /* torch: a uint8 index is a (deprecated) bool mask */
+        TensorObject *m;
+        int rc;
+        if (PyErr_WarnEx(PyExc_UserWarning, "indexing with dtype torch.uint8 is now deprecated, "
+                         "please use a dtype torch.bool instead.", 1) < 0 ||
+            !(m = cddp_tensor_cast_raw(t, CDDP_BOOL)))
+            return -1;
+        rc = item_from_tensor(m, it);
+        Py_DECREF(m);
+        return rc;
+    }
     if (t->dtype != CDDP_BOOL && t->dtype != CDDP_INT64 && t->dtype != CDDP_INT32) {
         PyErr_SetString(PyExc_IndexError,
                         "tensors used as indices must be long, int, byte or bool tensors");

@@ -36,6 +36,8 @@ static void fill_loop(char **p, const int64_t *st, int64_t n, void *ctx)
         FILL_LOOP(uint64_t);
     else if (c->isz == 4)
         FILL_LOOP(uint32_t);
+    else if (c->isz == 2)
+        FILL_LOOP(uint16_t);
     else
         FILL_LOOP(uint8_t);
 }
@@ -50,8 +52,7 @@ static void masked_sum_loop(char **p, const int64_t *st, int64_t n, void *ctx)
     msum_ctx *c = ctx;
     for (int64_t i = 0; i < n; i++)
         if (*(const uint8_t *)(p[1] + i * st[1]))
-            c->sum += c->dt == CDDP_FLOAT32 ? *(const float *)(p[0] + i * st[0])
-                                            : *(const double *)(p[0] + i * st[0]);
+            c->sum += cddp_load_double(c->dt, p[0] + i * st[0]);
 }
 
 /* Iterate out with mask broadcast to out's shape (mask already checked to fit). */

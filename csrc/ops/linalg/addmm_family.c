@@ -54,9 +54,15 @@ static TensorObject *as_meta(TensorObject *r, const cddp_meta *m)
     return v;
 }
 
-/* g * s, new contiguous (float dtypes; s == 1: a copy all the same). */
+/* g * s, new contiguous (float dtypes; s == 1: a copy all the same). float16/bfloat16: each
+ * product in float32, rounded once (torch's mul by a Scalar). */
 static TensorObject *scaled(TensorObject *g, double s)
 {
+    if (cddp_is_reduced(g->dtype)) {
+        TensorObject *w = cddp_tensor_cast_raw(g, CDDP_FLOAT32), *r = w ? scaled(w, s) : NULL;
+        Py_XDECREF(w);
+        return cddp_tensor_cast_steal(r, g->dtype);
+    }
     TensorObject *r = cddp_tensor_new(g->dtype, g->ndim, g->shape, 0);
     int64_t n;
     if (!r || cddp_copy_into(r, g) < 0) {

@@ -17,14 +17,12 @@
 /* torch's two spellings of a dtype in error messages */
 static const char *c_name(cddp_dtype d)
 {
-    static const char *n[CDDP_NDTYPES] = {"float", "double", "long int", "int", "bool"};
-    return n[d];
+    return cddp_dtype_c_name[d];
 }
 
 static const char *scalar_name(cddp_dtype d)
 {
-    static const char *n[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int", "Bool"};
-    return n[d];
+    return cddp_dtype_torch_name[d];
 }
 
 /* ---- validation with torch's wording -------------------------------------------------- */

@@ -102,6 +102,32 @@ static void batch_strides(const TensorObject *t, int nb, const int64_t *bshape, 
 
 /* ---- the engine ----------------------------------------------------------------------- */
 
+/* Storage dtypes (float16, bfloat16, small integers): the product of their compute-dtype
+ * copies (float32 sgemm: float accumulation, as torch's Half GEMM; int32 wrapping, exact
+ * modulo 2^8 / 2^16), rounded into dt once. out (addmm), when given, is read and written in
+ * dt. New reference. */
+static TensorObject *bmm_narrow(TensorObject *a, TensorObject *b, double alpha, TensorObject *out,
+                                double beta)
+{
+    cddp_dtype dt = a->dtype, kt = cddp_kdt(dt);
+    TensorObject *ka = cddp_tensor_cast_raw(a, kt), *kb = NULL, *ko = NULL, *r = NULL;
+    if (!ka || !(kb = cddp_tensor_cast_raw(b, kt)) ||
+        (out && !(ko = cddp_tensor_cast_raw(out, kt))))
+        goto done;
+    if (!(r = cddp_bmm_raw(ka, kb, alpha, ko, beta)))
+        goto done;
+    if (out) {
+        Py_SETREF(r, cddp_copy_into(out, r) < 0 ? NULL : (TensorObject *)Py_NewRef(out));
+    } else {
+        Py_SETREF(r, cddp_tensor_cast_raw(r, dt));
+    }
+done:
+    Py_XDECREF(ka);
+    Py_XDECREF(kb);
+    Py_XDECREF(ko);
+    return r;
+}
+
 /* out(bshape..., M, N) = alpha * a(..., M, K) @ b(..., K, N) [+ beta * out].
  * a, b: >= 2-D, same dtype, matching K, batch dims broadcastable (checked by callers; the
  * broadcast is rechecked here). `out`: NULL to allocate, else a contiguous tensor of the
@@ -115,6 +141,8 @@ TensorObject *cddp_bmm_raw(TensorObject *a, TensorObject *b, double alpha, Tenso
     int64_t idx[CDDP_MAX_DIMS] = {0};
     int64_t M = a->shape[an - 2], K = a->shape[an - 1], N = b->shape[bn - 1], nbatch = 1;
     cddp_dtype dt = a->dtype;
+    if (cddp_is_narrow(dt))
+        return bmm_narrow(a, b, alpha, out, beta);
     if (cddp_broadcast_shapes(an - 2, a->shape, bn - 2, b->shape, &nb, bshape) < 0)
         return NULL;
     if (nb + 2 > CDDP_MAX_DIMS) {
@@ -202,6 +230,15 @@ static TensorObject *bmm_sum_raw(TensorObject *x, TensorObject *y, double alpha)
     int64_t M = x->shape[nb], K = x->shape[nb + 1], N = y->shape[nb + 1], nbatch = 1;
     int64_t shape[2] = {M, N};
     cddp_dtype dt = x->dtype;
+    if (cddp_is_narrow(dt)) {             /* computed in float32 / int32, rounded once */
+        TensorObject *kx = cddp_tensor_cast_raw(x, cddp_kdt(dt)), *ky = NULL, *r = NULL;
+        if (kx && (ky = cddp_tensor_cast_raw(y, cddp_kdt(dt))) &&
+            (r = bmm_sum_raw(kx, ky, alpha)))
+            Py_SETREF(r, cddp_tensor_cast_raw(r, dt));
+        Py_XDECREF(kx);
+        Py_XDECREF(ky);
+        return r;
+    }
     for (int d = 0; d < nb; d++)
         nbatch *= x->shape[d];
     xc = blas_ready(x);
@@ -413,7 +450,12 @@ static TensorObject *scaled(TensorObject *g, double s)
         return NULL;
     }
     n = cddp_numel(r);
-    if (r->dtype == CDDP_FLOAT32) {
+    if (cddp_is_reduced(r->dtype)) {      /* each product rounded to the dtype, as torch's mul */
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t *p = (uint16_t *)cddp_data(r) + i;
+            cddp_store_double(r->dtype, p, (float)cddp_load_double(r->dtype, p) * (float)s);
+        }
+    } else if (r->dtype == CDDP_FLOAT32) {
         float *p = (float *)cddp_data(r);
         for (int64_t i = 0; i < n; i++)
             p[i] *= (float)s;

@@ -21,8 +21,8 @@
 #define NOGIL_NUMEL 65536
 static const double PI_D = 3.14159265358979323846;   /* c10::pi<double> */
 
-/* torch's C++ dtype names, used in its NotImplementedError messages */
-static const char *const cpp_name[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int", "Bool"};
+/* torch's dtype names, used in its NotImplementedError messages */
+#define cpp_name cddp_dtype_torch_name
 
 /* normal_distribution<double>(mean, std) with the generator's Box-Muller cache */
 static inline double normal_f64(GeneratorObject *g, double mean, double std)
@@ -43,14 +43,35 @@ static inline double normal_f64(GeneratorObject *g, double mean, double std)
 
 /* ---- the strided draw loop ------------------------------------------------------------ */
 
-static inline void store_i64(cddp_dtype dt, char *p, int64_t v)
+#define store_i64 cddp_store_int64
+
+/* float16 / bfloat16 uniform_(from, to): torch draws the float32 value (24-bit uniform, fused
+ * multiply-add with float from/to), rounds it to the dtype, and keeps [from, to) half-open:
+ * a value that rounds up to `to` becomes `from`. */
+static inline void uniform_reduced(cddp_dtype dt, char *p, float u, double from, double to)
+{
+    float f = (float)from, t = (float)to;
+    float v = cddp_round_to(dt, fmaf(u, t - f, f));
+    if (v >= cddp_round_to(dt, t))
+        v = cddp_round_to(dt, f);
+    cddp_store_double(dt, p, v);
+}
+
+/* random_() without bounds: torch's uniform_int, draw % (max + 1) for integers,
+ * % (2^digits + 1) for floating dtypes, draw & 1 for bool */
+static inline void store_default(cddp_dtype dt, char *p, uint64_t r)
 {
     switch (dt) {
-    case CDDP_FLOAT32: *(float *)p = (float)v; break;
-    case CDDP_FLOAT64: *(double *)p = (double)v; break;
-    case CDDP_INT64: *(int64_t *)p = v; break;
-    case CDDP_INT32: *(int32_t *)p = (int32_t)v; break;
-    default: *(uint8_t *)p = v != 0; break;
+    case CDDP_BOOL: *(uint8_t *)p = (uint8_t)(r & 1); break;
+    case CDDP_INT64: *(int64_t *)p = (int64_t)(r % (1ULL << 63)); break;
+    case CDDP_INT32: *(int32_t *)p = (int32_t)(r % (1ULL << 31)); break;
+    case CDDP_FLOAT32: *(float *)p = (float)(r % ((1ULL << 24) + 1)); break;
+    case CDDP_FLOAT64: *(double *)p = (double)(r % ((1ULL << 53) + 1)); break;
+    case CDDP_FLOAT16: store_i64(dt, p, (int64_t)(r % ((1ULL << 11) + 1))); break;
+    case CDDP_BFLOAT16: store_i64(dt, p, (int64_t)(r % ((1ULL << 8) + 1))); break;
+    case CDDP_UINT8: store_i64(dt, p, (int64_t)(r % 256)); break;
+    case CDDP_INT8: store_i64(dt, p, (int64_t)(r % 128)); break;
+    default: store_i64(dt, p, (int64_t)(r % 32768)); break;     /* int16 */
     }
 }
 
@@ -68,13 +89,14 @@ static void draw_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
             if (c->dt == CDDP_FLOAT32) {
                 float from = (float)c->a, to = (float)c->b;
                 *(float *)p = fmaf(cddp_uniform_f32(g), to - from, from);
+            } else if (cddp_is_reduced(c->dt)) {
+                uniform_reduced(c->dt, p, cddp_uniform_f32(g), c->a, c->b);
             } else {
                 *(double *)p = fma(cddp_uniform_f64(g), c->b - c->a, c->a);
             }
             break;
         case CDDP_D_NORMAL: {
-            double v = normal_f64(g, c->a, c->b);
-            if (c->dt == CDDP_FLOAT32) *(float *)p = (float)v; else *(double *)p = v;
+            cddp_store_double(c->dt, p, normal_f64(g, c->a, c->b));   /* float16: via float */
             break;
         }
         case CDDP_D_FROM_TO: {
@@ -87,14 +109,7 @@ static void draw_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
             store_i64(c->dt, p, (int64_t)cddp_gen_random64(g));
             break;
         case CDDP_D_DEFAULT: {
-            uint64_t r = is64 ? cddp_gen_random64(g) : cddp_gen_random(g);
-            switch (c->dt) {
-            case CDDP_BOOL: *(uint8_t *)p = (uint8_t)(r & 1); break;
-            case CDDP_INT64: *(int64_t *)p = (int64_t)(r % (1ULL << 63)); break;
-            case CDDP_INT32: *(int32_t *)p = (int32_t)(r % (1ULL << 31)); break;
-            case CDDP_FLOAT32: *(float *)p = (float)(r % ((1ULL << 24) + 1)); break;
-            default: *(double *)p = (double)(r % ((1ULL << 53) + 1)); break;
-            }
+            store_default(c->dt, p, is64 ? cddp_gen_random64(g) : cddp_gen_random(g));
             break;
         }
         case CDDP_D_BERNOULLI:
@@ -102,8 +117,7 @@ static void draw_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
             break;
         default: /* CDDP_D_EXPONENTIAL: -1/lambda * log(1 - u), not torch's MKL stream */
         {
-            double v = -1.0 / c->a * log(1.0 - cddp_uniform_f64(g));
-            if (c->dt == CDDP_FLOAT32) *(float *)p = (float)v; else *(double *)p = v;
+            cddp_store_double(c->dt, p, -1.0 / c->a * log(1.0 - cddp_uniform_f64(g)));
             break;
         }
         }
@@ -224,11 +238,38 @@ int cddp_draw_normal(cddp_draw *c, TensorObject *t, double mean, double std)
     return 0;
 }
 
+/* v through the floating dtype dt and back to int64 (static_cast<int64_t>(scalar_t(v))) */
+static int64_t through_dtype(cddp_dtype dt, int64_t v)
+{
+    double b;
+    cddp_store_int64(dt, &b, v);
+    return cddp_double_to_i64(cddp_load_double(dt, &b));
+}
+
+/* torch's update_from / update_to for floating dtypes: a bound whose neighbour rounds past it
+ * in the dtype moves inward by the dtype's spacing there, so every drawn value stays in range.
+ * dir = +1 for from, -1 for to. */
+static int64_t update_bound(cddp_dtype dt, int64_t v, int dir, int digits)
+{
+    int64_t near = through_dtype(dt, v + dir), a;
+    int n = 0;
+    if (dir > 0 ? near >= v : near < v)
+        return v;
+    for (a = v + dir < 0 ? -(v + dir) : v + dir; a >>= 1;)
+        n++;
+    if (n - digits + 1 < 0 || n - digits + 1 > 62)
+        return v;
+    return dir > 0 ? near + (1LL << (n - digits + 1)) : near - (1LL << (n - digits + 1));
+}
+
 /* torch's check_from_to_in_range + "from < to" for random_(from, to) */
 int cddp_draw_from_to(cddp_draw *c, TensorObject *t, int64_t from, int64_t to)
 {
-    static const char *lname[CDDP_NDTYPES] = {"float", "double", "long", "int", "bool"};
+    static const char *lname[CDDP_NDTYPES] = {"float", "double", "long", "int", "bool",
+                                              "c10::Half", "c10::BFloat16", "unsigned char",
+                                              "signed char", "short int"};
     int64_t lo, hi;
+    int digits = 0;
     if (from >= to) {
         PyErr_Format(PyExc_RuntimeError,
                      "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
@@ -236,11 +277,38 @@ int cddp_draw_from_to(cddp_draw *c, TensorObject *t, int64_t from, int64_t to)
         return -1;
     }
     switch (t->dtype) {
-    case CDDP_FLOAT32: lo = -(1LL << 24); hi = 1LL << 24; break;
-    case CDDP_FLOAT64: lo = -(1LL << 53); hi = 1LL << 53; break;
+    case CDDP_FLOAT32: digits = 24; break;
+    case CDDP_FLOAT64: digits = 53; break;
+    case CDDP_FLOAT16: digits = 11; break;
+    case CDDP_BFLOAT16: digits = 8; break;
+    default: break;
+    }
+    if (digits) {
+        from = update_bound(t->dtype, from, 1, digits);
+        to = update_bound(t->dtype, to, -1, digits);
+        if (from >= to) {
+            PyErr_Format(PyExc_RuntimeError,
+                         "random_ expects 'from' casted to dtype to be less than 'to' casted to "
+                         "dtype, but got from=%lld >= to=%lld", (long long)from, (long long)to);
+            return -1;
+        }
+    }
+    lo = digits ? -(1LL << digits) : INT64_MIN;
+    hi = digits ? 1LL << digits : INT64_MAX;
+    switch (t->dtype) {
     case CDDP_INT32: lo = INT32_MIN; hi = INT32_MAX; break;
     case CDDP_BOOL: lo = 0; hi = 1; break;
-    default: lo = INT64_MIN; hi = INT64_MAX; break;
+    case CDDP_UINT8: lo = 0; hi = 255; break;
+    case CDDP_INT8: lo = -128; hi = 127; break;
+    case CDDP_INT16: lo = -32768; hi = 32767; break;
+    default: break;
+    }
+    /* float16: a bound beyond the dtype's range at all is an error before the warning */
+    if (t->dtype == CDDP_FLOAT16 && (from < -65504 || from > 65504 || to - 1 < -65504 ||
+                                     to - 1 > 65504)) {
+        PyErr_Format(PyExc_RuntimeError, "%s is out of bounds for c10::Half",
+                     from < -65504 || from > 65504 ? "from" : "to - 1");
+        return -1;
     }
     if (from < lo || from > hi || to - 1 < lo || to - 1 > hi) {
         const char *which = (from < lo || from > hi) ? "from" : "to - 1";
@@ -249,9 +317,8 @@ int cddp_draw_from_to(cddp_draw *c, TensorObject *t, int64_t from, int64_t to)
             if (PyErr_WarnFormat(PyExc_UserWarning, 1,
                                  "%s is out of bounds [-(2^%d), 2^%d]. Due to precision "
                                  "limitations %s can support discrete uniform distribution "
-                                 "only within this range.", which,
-                                 t->dtype == CDDP_FLOAT32 ? 24 : 53,
-                                 t->dtype == CDDP_FLOAT32 ? 24 : 53, lname[t->dtype]) < 0)
+                                 "only within this range.", which, digits, digits,
+                                 lname[t->dtype]) < 0)
                 return -1;
         } else {
             PyErr_Format(PyExc_RuntimeError, "%s is out of bounds for %s", which,
@@ -397,8 +464,11 @@ PyObject *cddp_tensor_random_(PyObject *self, PyObject *const *args, Py_ssize_t 
         if (cddp_draw_from_to(&c, t, from, to) < 0)
             return NULL;
     } else if (v[0] && from == INT64_MIN) {    /* the full 64-bit range */
-        if (t->dtype == CDDP_INT32 || t->dtype == CDDP_BOOL) {
-            PyErr_SetString(PyExc_RuntimeError, "from is out of bounds for int");
+        if (t->dtype == CDDP_INT32 || t->dtype == CDDP_BOOL || (cddp_is_narrow(t->dtype) &&
+                                                               !cddp_is_reduced(t->dtype))) {
+            PyErr_Format(PyExc_RuntimeError, "from is out of bounds for %s",
+                         t->dtype == CDDP_INT32 || t->dtype == CDDP_BOOL
+                             ? "int" : cddp_dtype_c_name[t->dtype]);
             return NULL;
         }
         c.kind = CDDP_D_FULL64;
@@ -406,7 +476,9 @@ PyObject *cddp_tensor_random_(PyObject *self, PyObject *const *args, Py_ssize_t 
     } else if (v[0]) {                         /* random_(from, None): [from, max] */
         int64_t hi = t->dtype == CDDP_FLOAT32 ? (1LL << 24) : t->dtype == CDDP_FLOAT64 ?
                      (1LL << 53) : t->dtype == CDDP_INT32 ? INT32_MAX :
-                     t->dtype == CDDP_BOOL ? 1 : INT64_MAX;
+                     t->dtype == CDDP_BOOL ? 1 : t->dtype == CDDP_FLOAT16 ? (1LL << 11) :
+                     t->dtype == CDDP_BFLOAT16 ? (1LL << 8) : t->dtype == CDDP_UINT8 ? 255 :
+                     t->dtype == CDDP_INT8 ? 127 : t->dtype == CDDP_INT16 ? 32767 : INT64_MAX;
         if (from > hi) {
             PyErr_Format(PyExc_RuntimeError, "random_ expects 'from' casted to dtype to be "
                          "less than or equal to 'to_inc' casted to dtype, but got from=%lld > "
@@ -458,10 +530,10 @@ int cddp_random_bernoulli_fill(TensorObject *t, PyObject *p_obj, GeneratorObject
             }
         }
         c.kind = CDDP_D_UNIFORM;
-        c.dt = pt->dtype;
+        c.dt = pt->dtype == CDDP_FLOAT64 ? CDDP_FLOAT64 : CDDP_FLOAT32;  /* float16 p: float */
         c.a = 0.0;
         c.b = 1.0;
-        if (!(u = cddp_tensor_new(pt->dtype, t->ndim, t->shape, 0)) || cddp_draw_into(u, &c) < 0 ||
+        if (!(u = cddp_tensor_new(c.dt, t->ndim, t->shape, 0)) || cddp_draw_into(u, &c) < 0 ||
             !(ud = cddp_tensor_cast_raw(u, CDDP_FLOAT64)))
             goto pdone;
         {
@@ -539,9 +611,14 @@ PyObject *cddp_tensor_exponential_(PyObject *self, PyObject *const *args, Py_ssi
         v[0] = args[0];
     if (cddp_kw_parse("exponential_", args, nargs, kw, names, v) < 0 ||
         arg_double(v[0], 1.0, &lambd, "exponential_", "lambd") < 0 ||
-        !(c.g = cddp_generator_get(v[1], "exponential_")) ||
-        cddp_check_floating(t->dtype, "exponential_cpu") < 0)
+        !(c.g = cddp_generator_get(v[1], "exponential_")))
         return NULL;
+    if (!cddp_is_floating(t->dtype)) {
+        PyErr_Format(PyExc_RuntimeError, "Exponential distribution is a continuous probability "
+                     "distribution. dtype must be a floating point but you specified %s",
+                     cddp_dtype_torch_name[t->dtype]);
+        return NULL;
+    }
     if (!(lambd > 0)) {
         PyErr_Format(PyExc_RuntimeError,
                      "exponential_ expects lambda > 0.0, but found lambda=%R", v[0]);

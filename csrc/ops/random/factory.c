@@ -152,6 +152,16 @@ PyObject *cddp_py_randperm(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         PyErr_Format(PyExc_RuntimeError, "n cannot be greater than %s type.", pname[dt]);
         return NULL;
     }
+    if (dt == CDDP_FLOAT16 && n > 2049) {
+        PyErr_SetString(PyExc_RuntimeError, "n cannot be greater than 2049 for Half type.");
+        return NULL;
+    }
+    if (cddp_is_narrow(dt) && !cddp_is_reduced(dt) && n > 0 &&
+        cddp_scalar_overflows(dt, 0, 0, n - 1)) {
+        PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without overflow",
+                     cddp_dtype_cpp_name[dt]);
+        return NULL;
+    }
     shape[0] = n;
     if (!(t = cddp_tensor_new(CDDP_INT64, 1, shape, 0)))
         return NULL;

@@ -4,8 +4,9 @@
  * Mirrors aten/src/ATen/native/cpu/DistributionTemplates.h normal_fill / normal_fill_AVX2:
  * all uniforms are drawn first (float32: 24-bit, float64: 53-bit), then each block of 16
  * becomes 16 normals (u1 = 1 - d[j], u2 = d[j + 8]: d[j] = r cos, d[j + 8] = r sin); a ragged
- * tail redraws 16 fresh uniforms for the last 16 slots. Used for numel >= 16 contiguous
- * tensors; smaller or strided ones use normal_distribution<double> (ops/random/dist.c).
+ * tail redraws 16 fresh uniforms for the last 16 slots; float16/bfloat16 go through the
+ * float32 kernel block by block. Used for numel >= 16 contiguous tensors; smaller or strided
+ * ones use normal_distribution<double> (ops/random/dist.c).
  */
 #include "ops/random/random.h"
 #include <math.h>
@@ -236,10 +237,35 @@ static void normal16_f64(double *d, double mean, double std)
     }
 }
 
+/* float16 / bfloat16 (torch 2.x): each block of 16 draws its 16 float32 uniforms and goes
+ * through the float32 kernel, then rounds into the tensor; a ragged tail draws 16 more for the
+ * last 16 slots. (Unlike float32, uniforms are drawn block by block, so the tail's come right
+ * after the last full block's.) */
+static void normal_fill_reduced(GeneratorObject *g, TensorObject *t, int64_t n, float mean,
+                                float std)
+{
+    float buf[16];
+    char *d = cddp_data(t);
+    for (int64_t i = 0; i + 16 <= n; i += 16) {
+        for (int k = 0; k < 16; k++)
+            buf[k] = cddp_uniform_f32(g);
+        normal16_f32(buf, mean, std);
+        cddp_narrow(t->dtype, d + 2 * i, 2, buf, 16);
+    }
+    if (n % 16) {
+        for (int k = 0; k < 16; k++)
+            buf[k] = cddp_uniform_f32(g);
+        normal16_f32(buf, mean, std);
+        cddp_narrow(t->dtype, d + 2 * (n - 16), 2, buf, 16);
+    }
+}
+
 void cddp_normal_fill_contig(GeneratorObject *g, TensorObject *t, int64_t n, double mean,
                              double std)
 {
-    if (t->dtype == CDDP_FLOAT32) {
+    if (cddp_is_reduced(t->dtype)) {
+        normal_fill_reduced(g, t, n, (float)mean, (float)std);
+    } else if (t->dtype == CDDP_FLOAT32) {
         float *d = (float *)cddp_data(t);
         for (int64_t i = 0; i < n; i++)
             d[i] = cddp_uniform_f32(g);

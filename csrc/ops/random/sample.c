@@ -50,6 +50,10 @@ static int scale_shift(TensorObject *out, PyObject *mean, PyObject *std)
         if (out->dtype == CDDP_FLOAT32) {
             float *p = (float *)cddp_data(out) + i;
             *p = *p * (float)s + (float)m;
+        } else if (cddp_is_reduced(out->dtype)) {   /* torch's mul_(std).add_(mean) in Half */
+            uint16_t *p = (uint16_t *)cddp_data(out) + i;
+            float v = cddp_round_to(out->dtype, (float)cddp_load_double(out->dtype, p) * (float)s);
+            cddp_store_double(out->dtype, p, v + cddp_round_to(out->dtype, (float)m));
         } else {
             double *p = (double *)cddp_data(out) + i;
             *p = *p * s + m;
@@ -156,8 +160,9 @@ PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
             }
         }
         if (!cddp_is_floating(odt)) {
-            PyErr_SetString(PyExc_NotImplementedError,
-                            "\"normal_kernel_cpu\" not implemented for integer mean/std");
+            PyErr_Format(PyExc_NotImplementedError,
+                         "\"normal_kernel_cpu\" not implemented for '%s'",
+                         cddp_dtype_torch_name[odt]);
             return NULL;
         }
         if (!(out = cddp_tensor_new(odt, ndim, shape, 0)))
@@ -196,7 +201,7 @@ PyObject *cddp_py_bernoulli(PyObject *m, PyObject *const *args, Py_ssize_t nargs
     if (!v[1] && !cddp_is_floating(in->dtype)) {
         PyErr_Format(PyExc_NotImplementedError,
                      "\"bernoulli_tensor_cpu_p_\" not implemented for '%s'",
-                     cddp_dtype_name[in->dtype]);
+                     cddp_dtype_torch_name[in->dtype]);
         return NULL;
     }
     if (!(out = cddp_tensor_new(in->dtype, in->ndim, in->shape, 0)))
@@ -277,7 +282,7 @@ static int multinomial_check(const TensorObject *p, int64_t n_sample, int repl, 
     }
     if (!cddp_is_floating(p->dtype)) {
         PyErr_Format(PyExc_RuntimeError, "multinomial only supports floating-point dtypes for "
-                     "input, got: %s", cddp_dtype_name[p->dtype]);
+                     "input, got: %s", cddp_dtype_torch_name[p->dtype]);
         return -1;
     }
     if (n_sample <= 0) {
@@ -348,6 +353,27 @@ done:
     return rc;
 }
 
+/* multinomial of float16/bfloat16 weights: the same call on their float32 copy (torch's
+ * kernel reads them in float) */
+static PyObject *multinomial_float(TensorObject *p, PyObject *const *args, Py_ssize_t nargs,
+                                   PyObject *kw)
+{
+    Py_ssize_t n = nargs + (kw ? PyTuple_GET_SIZE(kw) : 0);
+    PyObject *a[8], *res;
+    TensorObject *f;
+    if (n > 8) {                          /* the caller parsed at most five */
+        PyErr_SetString(PyExc_TypeError, "multinomial(): too many arguments");
+        return NULL;
+    }
+    if (!(f = cddp_tensor_cast_raw(p, CDDP_FLOAT32)))
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        a[i] = args[i] == (PyObject *)p ? (PyObject *)f : args[i];
+    res = cddp_py_multinomial(NULL, a, nargs, kw);
+    Py_DECREF(f);
+    return res;
+}
+
 PyObject *cddp_py_multinomial(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
     static const char *const names[] = {"input", "num_samples", "replacement", "generator",
@@ -378,6 +404,8 @@ PyObject *cddp_py_multinomial(PyObject *m, PyObject *const *args, Py_ssize_t nar
         return NULL;
     if (multinomial_check(p, n_sample, repl, &n_cat, &n_dist) < 0)
         return NULL;
+    if (cddp_is_reduced(p->dtype))       /* torch samples float16 weights in float */
+        return multinomial_float(p, args, nargs, kw);
     /* (n_sample,) for one distribution, (n_dist, n_sample) for rows */
     shape[0] = p->ndim == 1 ? n_sample : n_dist;
     shape[1] = n_sample;

@@ -52,6 +52,9 @@ static PyObject *all_any(TensorObject *x, PyObject *const *args, Py_ssize_t narg
                           all_any_u8(RDATA(xl), RDATA(out),
                                      p.outer, p.R, p.inner, any));
     Py_DECREF(xl);
+    /* torch keeps uint8 for uint8 inputs (0/1), a legacy of masks before bool */
+    if (x->dtype == CDDP_UINT8)
+        out = cddp_reduce_to_dtype(out, CDDP_UINT8);
     return (PyObject *)out;
 }
 

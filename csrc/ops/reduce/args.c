@@ -213,7 +213,6 @@ int cddp_reduce_dims(const char *fname, PyObject *o, int ndim, int allow_seq, in
 
 const char *cddp_reduce_torch_name(cddp_dtype d)
 {
-    static const char *const names[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int", "Bool"};
-    return names[d];
+    return cddp_dtype_torch_name[d];
 }
 

@@ -128,7 +128,8 @@ static PyObject *cumprod_impl(TensorObject *x, PyObject *dimo, PyObject *dto)
         cddp_reduce_dtype(dto, &has_dt, &dt) < 0)
         return NULL;
     out_dt = has_dt ? dt : (cddp_is_floating(x->dtype) ? x->dtype : CDDP_INT64);
-    acc_dt = cddp_is_floating(out_dt) ? out_dt : CDDP_INT64;
+    /* float16/bfloat16 accumulate in float32 and round each output once (torch's acc_type) */
+    acc_dt = cddp_is_floating(out_dt) ? cddp_kdt(out_dt) : CDDP_INT64;
     cddp_rplan_init(&p, x->ndim, x->shape, x->ndim ? 1u << d : 0, 1, 0);
     if (!(xl = cddp_rplan_layout(&p, x, acc_dt)) || !(out = cddp_rplan_new_layout(&p, acc_dt, 0)))
         goto done;
@@ -281,6 +282,7 @@ done:
 static PyObject *cumbest_impl(TensorObject *x, PyObject *dimo, int ismin)
 {
     const char *fn = ismin ? "cummin" : "cummax";
+    cddp_dtype kd = cddp_kdt(x->dtype);      /* narrow dtypes scan widened: exact values */
     TensorObject *xl = NULL, *y = NULL, *ix = NULL;
     PyObject *res = NULL;
     cddp_rplan p;
@@ -288,14 +290,14 @@ static PyObject *cumbest_impl(TensorObject *x, PyObject *dimo, int ismin)
     if (cddp_reduce_int_dim(fn, dimo, x->ndim, &d) < 0)
         return NULL;
     cddp_rplan_init(&p, x->ndim, x->shape, x->ndim ? 1u << d : 0, 1, 0);
-    if (!(xl = cddp_rplan_layout(&p, x, x->dtype)) ||
-        !(y = cddp_rplan_new_layout(&p, x->dtype, 0)) ||
+    if (!(xl = cddp_rplan_layout(&p, x, kd)) ||
+        !(y = cddp_rplan_new_layout(&p, kd, 0)) ||
         !(ix = cddp_rplan_new_layout(&p, CDDP_INT64, 0)))
         goto done;
     if (p.R > 0) {
         void *xv = RDATA(xl), *yv = RDATA(y);
         int64_t *iv = RDATA(ix);
-        switch (x->dtype) {
+        switch (kd) {
         case CDDP_FLOAT32: cumbest_f32(xv, yv, iv, p.outer, p.R, p.inner, ismin); break;
         case CDDP_FLOAT64: cumbest_f64(xv, yv, iv, p.outer, p.R, p.inner, ismin); break;
         case CDDP_INT64: cumbest_i64(xv, yv, iv, p.outer, p.R, p.inner, ismin); break;
@@ -304,6 +306,8 @@ static PyObject *cumbest_impl(TensorObject *x, PyObject *dimo, int ismin)
         }
     }
     Py_SETREF(y, cddp_rplan_unlayout(&p, y));
+    if (y && kd != x->dtype)
+        Py_SETREF(y, cddp_tensor_cast_raw(y, x->dtype));
     if (y)
         Py_SETREF(ix, cddp_rplan_unlayout(&p, ix));
     if (!y || !ix)

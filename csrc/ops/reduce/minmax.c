@@ -214,7 +214,7 @@ static int even_backward(NodeObject *self, TensorObject **gout, TensorObject **g
 {
     cddp_rplan p;
     TensorObject *x, *m, *xl = NULL, *ml = NULL, *g = NULL, *y = NULL;
-    cddp_dtype dt = self->meta[0].dtype;
+    cddp_dtype dt = cddp_kdt(self->meta[0].dtype);
     int rc = -1;
     if (!gout[0] || !self->next[0].node)
         return 0;
@@ -231,7 +231,7 @@ static int even_backward(NodeObject *self, TensorObject **gout, TensorObject **g
     else
         CDDP_REDUCE_NOGIL(n, even_bw_f64(RDATA(xl), RDATA(ml), RDATA(g),
                                          RDATA(y), p.outer, p.R, p.inner));
-    gin[0] = cddp_rplan_unlayout(&p, y);
+    gin[0] = cddp_reduce_to_dtype(cddp_rplan_unlayout(&p, y), self->meta[0].dtype);
     rc = gin[0] ? 0 : -1;
 done:
     Py_XDECREF(xl);
@@ -246,7 +246,7 @@ static int scatter_backward(NodeObject *self, TensorObject **gout, TensorObject 
 {
     cddp_rplan p;
     TensorObject *idx, *il = NULL, *g = NULL, *y = NULL;
-    cddp_dtype dt = self->meta[0].dtype;
+    cddp_dtype dt = cddp_kdt(self->meta[0].dtype);
     int rc = -1;
     if (!gout[0] || !self->next[0].node)
         return 0;
@@ -260,7 +260,7 @@ static int scatter_backward(NodeObject *self, TensorObject **gout, TensorObject 
         scatter_bw_f32(RDATA(il), RDATA(g), RDATA(y), p.outer, p.R, p.inner);
     else
         scatter_bw_f64(RDATA(il), RDATA(g), RDATA(y), p.outer, p.R, p.inner);
-    gin[0] = cddp_rplan_unlayout(&p, y);
+    gin[0] = cddp_reduce_to_dtype(cddp_rplan_unlayout(&p, y), self->meta[0].dtype);
     rc = gin[0] ? 0 : -1;
 done:
     Py_XDECREF(il);
@@ -293,19 +293,21 @@ static int select_reduce(const char *fname, const char *node_name, TensorObject 
 {
     cddp_rplan p;
     TensorObject *xl = NULL;
+    cddp_dtype kt = cddp_kdt(x->dtype);     /* float16 compared as float32: exact */
     int err;
     *vals = *idx = NULL;
     cddp_rplan_init(&p, x->ndim, x->shape, mask, keep, 0);
-    if (check_nonempty(fname, &p) < 0 || !(xl = cddp_rplan_layout(&p, x, x->dtype)))
+    if (check_nonempty(fname, &p) < 0 || !(xl = cddp_rplan_layout(&p, x, kt)))
         return -1;
-    if (((want & 1) && !(*vals = cddp_tensor_new(x->dtype, p.out_ndim, p.out_shape, 0))) ||
+    if (((want & 1) && !(*vals = cddp_tensor_new(kt, p.out_ndim, p.out_shape, 0))) ||
         ((want & 2) && !(*idx = cddp_tensor_new(CDDP_INT64, p.out_ndim, p.out_shape, 0))))
         goto fail;
     void *vp = *vals ? RDATA(*vals) : NULL;
     int64_t *ip = *idx ? (int64_t *)RDATA(*idx) : NULL;
-    CDDP_REDUCE_NOGIL(p.outer * p.R * p.inner, select_run(x->dtype, ismin, RDATA(xl), vp,
-                                                          ip, &p));
+    CDDP_REDUCE_NOGIL(p.outer * p.R * p.inner, select_run(kt, ismin, RDATA(xl), vp, ip, &p));
     Py_CLEAR(xl);
+    if (*vals && !(*vals = cddp_reduce_to_dtype(*vals, x->dtype)))
+        goto fail;
     if (*vals && cddp_is_floating(x->dtype)) {
         NodeObject *node = cddp_maybe_node(node_name, even ? even_backward : scatter_backward,
                                            1, &x, &err);

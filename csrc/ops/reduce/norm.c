@@ -123,7 +123,7 @@ static int norm_backward(NodeObject *self, TensorObject **gout, TensorObject **g
         return 0;
     if (!(x = cddp_node_saved(self, 0)) || !(out = cddp_node_saved(self, 1)))
         return -1;
-    cddp_dtype dt = out->dtype;
+    cddp_dtype dt = cddp_kdt(out->dtype);          /* float16: computed in float32 */
     cddp_rplan_from_node(&p, self, 1);
     if (!(xl = cddp_rplan_layout(&p, x, dt)) || !(ol = cddp_rplan_grad(&p, out, dt)) ||
         !(g = cddp_rplan_grad(&p, gout[0], dt)) || !(y = cddp_rplan_new_layout(&p, dt, 0)))
@@ -207,14 +207,17 @@ static PyObject *norm_impl(const char *fname, TensorObject *x, PyObject *po, PyO
                      "the operation does not have an identity", p > 0 ? "inf" : "-inf");
         return NULL;
     }
-    if (!(xc = cddp_tensor_cast_raw(x, dt)) || !(xl = cddp_rplan_layout(&pl, xc, dt)) ||
-        !(out = cddp_tensor_new(dt, pl.out_ndim, pl.out_shape, 0)))
+    cddp_dtype kt = cddp_kdt(dt);
+    if (!(xc = cddp_tensor_cast_raw(x, dt)) || !(xl = cddp_rplan_layout(&pl, xc, kt)) ||
+        !(out = cddp_tensor_new(kt, pl.out_ndim, pl.out_shape, 0)))
         goto done;
     int64_t n = pl.outer * pl.R;
-    if (dt == CDDP_FLOAT32)
+    if (kt == CDDP_FLOAT32)
         CDDP_REDUCE_NOGIL(n, norm_f32(RDATA(xl), RDATA(out), pl.outer, pl.R, p));
     else
         CDDP_REDUCE_NOGIL(n, norm_f64(RDATA(xl), RDATA(out), pl.outer, pl.R, p));
+    if (!(out = cddp_reduce_to_dtype(out, dt)))
+        goto done;
     NodeObject *node = cddp_maybe_node("LinalgVectorNormBackward0", norm_backward, 1, &x, &err);
     if (err)
         goto done;

@@ -220,6 +220,11 @@ static inline double cddp_pw_total(cddp_pw_acc *a, double tail)
 CDDP_PW_SUM(cddp_pw_sum_f32, float)
 CDDP_PW_SUM(cddp_pw_sum_f64, double)
 
+/* Reductions of float16/bfloat16 (and small integers) run their compute dtype's kernels
+ * (cddp_kdt) on a converted layout and round the result once, as torch accumulates Half in
+ * float. This casts a result (stolen; NULL passes through) to dt: new reference. */
+#define cddp_reduce_to_dtype cddp_tensor_cast_steal
+
 /* Untyped data pointer, so kernels taking typed pointers need no casts at call sites. */
 #define RDATA(t) ((void *)cddp_data(t))
 

@@ -2,7 +2,8 @@
  *
  * Mirrors torch.Tensor.cumsum / torch.cumsum(input, dim, *, dtype=None)    CumsumBackward0
  * (the backward is a reversed cumsum of the gradient). Floats accumulate in double (torch's
- * CPU accumulate type), integers and bools in wrapping int64.
+ * CPU accumulate type), float16/bfloat16 in float (theirs), integers and bools in wrapping
+ * int64.
  *
  * Layout legend: input as (outer, R, inner), R the scanned dim (ops/reduce/plan.c); the output
  * has the input's shape, in the same layout.
@@ -36,11 +37,15 @@
 CUMSUM_KERNEL(cumsum_f32, float, double)
 CUMSUM_KERNEL(cumsum_f64, double, double)
 CUMSUM_KERNEL(cumsum_i64, int64_t, uint64_t)
+CUMSUM_KERNEL(cumsum_f32_facc, float, float)
 
-static void cumsum_run(cddp_dtype dt, void *x, void *y, const cddp_rplan *p, int rev)
+/* dt: the compute dtype of x and y; facc: accumulate in float (a float16/bfloat16 result) */
+static void cumsum_run(cddp_dtype dt, void *x, void *y, const cddp_rplan *p, int rev, int facc)
 {
     int64_t n = p->outer * p->R * p->inner;
-    if (dt == CDDP_FLOAT32)
+    if (facc)
+        CDDP_REDUCE_NOGIL(n, cumsum_f32_facc(x, y, p->outer, p->R, p->inner, rev));
+    else if (dt == CDDP_FLOAT32)
         CDDP_REDUCE_NOGIL(n, cumsum_f32(x, y, p->outer, p->R, p->inner, rev));
     else if (dt == CDDP_FLOAT64)
         CDDP_REDUCE_NOGIL(n, cumsum_f64(x, y, p->outer, p->R, p->inner, rev));
@@ -52,7 +57,7 @@ static int cumsum_backward(NodeObject *self, TensorObject **gout, TensorObject *
 {
     cddp_rplan p;
     TensorObject *g = NULL, *y = NULL;
-    cddp_dtype dt = self->meta[0].dtype;
+    cddp_dtype dt = cddp_kdt(self->meta[0].dtype);
     if (!gout[0] || !self->next[0].node)
         return 0;
     cddp_rplan_from_node(&p, self, 0);
@@ -61,10 +66,10 @@ static int cumsum_backward(NodeObject *self, TensorObject **gout, TensorObject *
         Py_XDECREF(g);
         return -1;
     }
-    cumsum_run(dt, RDATA(g), RDATA(y), &p, 1);
+    cumsum_run(dt, RDATA(g), RDATA(y), &p, 1, cddp_is_reduced(self->meta[0].dtype));
     Py_DECREF(g);
-    gin[0] = y;
-    return 0;
+    gin[0] = cddp_reduce_to_dtype(y, self->meta[0].dtype);
+    return gin[0] ? 0 : -1;
 }
 
 PyObject *cddp_reduce_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -86,11 +91,11 @@ PyObject *cddp_reduce_cumsum(PyObject *self, PyObject *const *args, Py_ssize_t n
         cddp_reduce_dtype(a[1], &has_dt, &dt) < 0)
         return NULL;
     out_dt = has_dt ? dt : (cddp_is_floating(x->dtype) ? x->dtype : CDDP_INT64);
-    acc_dt = cddp_is_floating(out_dt) ? out_dt : CDDP_INT64;
+    acc_dt = cddp_is_floating(out_dt) ? cddp_kdt(out_dt) : CDDP_INT64;
     cddp_rplan_init(&p, x->ndim, x->shape, x->ndim ? 1u << d : 0, 1, 0);
     if (!(xl = cddp_rplan_layout(&p, x, acc_dt)) || !(out = cddp_rplan_new_layout(&p, acc_dt, 0)))
         goto done;
-    cumsum_run(acc_dt, RDATA(xl), RDATA(out), &p, 0);
+    cumsum_run(acc_dt, RDATA(xl), RDATA(out), &p, 0, cddp_is_reduced(out_dt));
     if (out_dt != acc_dt) {
         res = cddp_tensor_cast_raw(out, out_dt);
         Py_SETREF(out, res);

@@ -93,6 +93,26 @@ static inline double exp_f64(double x)
 SOFTMAX_KERNEL(softmax_f32, float, f32)
 SOFTMAX_KERNEL(softmax_f64, double, f64)
 
+/* float16 / bfloat16 log_softmax over rows (outer, R) of float values: torch's last-dim kernel
+ * keeps the sum of exponentials and its log in the dtype (each rounded), then writes
+ * (x - max) - log(sum) in float, rounded once (the caller's cast). */
+static void log_softmax_rows_reduced(const float *x, float *y, int64_t outer, int64_t R,
+                                     cddp_dtype dt)
+{
+    for (int64_t o = 0; o < outer && R > 0; o++) {
+        const float *xr = x + o * R;
+        float *yr = y + o * R;
+        int nan;
+        float m = cddp_rowmax_f32(xr, R, 0, &nan);
+        for (int64_t r = 0; r < R; r++)
+            yr[r] = EXP_f32(xr[r] - m);
+        float s = cddp_round_to(dt, (float)cddp_pw_sum_f32(yr, R));
+        float lse = cddp_round_to(dt, logf(s));
+        for (int64_t r = 0; r < R; r++)
+            yr[r] = (xr[r] - m) - lse;
+    }
+}
+
 /* gin from g and the saved output y, both (outer, R, inner). Rows use gin as scratch for
  * the products g * y so the sum is a vectorized pairwise one. */
 #define SOFTMAX_BACKWARD(NAME, T, SFX)                                                   \
@@ -151,7 +171,7 @@ static int softmax_backward(NodeObject *self, TensorObject **gout, TensorObject 
         return 0;
     if (!(y = cddp_node_saved(self, 0)))
         return -1;
-    cddp_dtype dt = y->dtype;
+    cddp_dtype dt = cddp_kdt(y->dtype);            /* float16: computed in float32 */
     cddp_rplan_from_node(&p, self, 0);
     /* y and g have the input's shape: their layout is the plan's (a single dim) */
     if (!(yl = cddp_rplan_layout(&p, y, dt)) || !(g = cddp_rplan_layout(&p, gout[0], dt)) ||
@@ -195,20 +215,27 @@ static PyObject *softmax_impl(TensorObject *x, PyObject *dimo, PyObject *dto, in
     if (!has_dt)
         dt = x->dtype;
     if (!cddp_is_floating(dt)) {
-        PyErr_Format(PyExc_NotImplementedError, "\"%s\" not implemented for '%s'", fname,
-                     cddp_reduce_torch_name(dt));
+        /* torch names the kernel: softmax_lastdim_kernel_impl / log_softmax_kernel_impl */
+        int last = x->ndim == 0 || d == x->ndim - 1;
+        PyErr_Format(PyExc_NotImplementedError, "\"%s%s_kernel_impl\" not implemented for '%s'",
+                     fname, last ? "_lastdim" : "", cddp_reduce_torch_name(dt));
         return NULL;
     }
     cddp_rplan_init(&p, x->ndim, x->shape, x->ndim ? 1u << d : 0, 1, 0);
-    if (!(xl = cddp_rplan_layout(&p, x, dt)) || !(out = cddp_rplan_new_layout(&p, dt, 0)))
+    cddp_dtype kt = cddp_kdt(dt);
+    if (!(xl = cddp_rplan_layout(&p, x, kt)) || !(out = cddp_rplan_new_layout(&p, kt, 0)))
         goto done;
     int64_t n = p.outer * p.R * p.inner;
-    if (dt == CDDP_FLOAT32)
+    if (lg && cddp_is_reduced(dt) && p.inner == 1)
+        CDDP_REDUCE_NOGIL(n, log_softmax_rows_reduced(RDATA(xl), RDATA(out), p.outer, p.R, dt));
+    else if (kt == CDDP_FLOAT32)
         CDDP_REDUCE_NOGIL(n, softmax_f32(RDATA(xl), RDATA(out), p.outer, p.R, p.inner,
                                          lg));
     else
         CDDP_REDUCE_NOGIL(n, softmax_f64(RDATA(xl), RDATA(out), p.outer, p.R, p.inner,
                                          lg));
+    if (!(out = cddp_reduce_to_dtype(out, dt)))
+        goto done;
     if (cddp_is_floating(x->dtype)) {
         NodeObject *node = cddp_maybe_node(lg ? "LogSoftmaxBackward0" : "SoftmaxBackward0",
                                            softmax_backward, 1, &x, &err);
@@ -333,6 +360,24 @@ PyObject *cddp_reduce_fn_log_softmax(PyObject *m, PyObject *const *args, Py_ssiz
 LSE_KERNEL(lse_f32, float, f32)
 LSE_KERNEL(lse_f64, double, f64)
 
+#define round_to cddp_round_to
+/* float16 / bfloat16 rows (outer, R) of float values: logsumexp as torch composes it for
+ * them — amax, exp(x - max), a float-accumulated sum, log, + max — with each of those
+ * results rounded to dt in turn, so the values match torch's (which rounds at each op). */
+static void lse_reduced(const float *x, float *out, int64_t outer, int64_t R, cddp_dtype dt)
+{
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xr = x + o * R;
+        int nan;
+        float m = R ? cddp_rowmax_f32(xr, R, 0, &nan) : 0.0f, s = 0.0f;
+        if (isinf(m))
+            m = 0;
+        for (int64_t r = 0; r < R; r++)
+            s += round_to(dt, EXP_f32(round_to(dt, xr[r] - m)));
+        out[o] = round_to(dt, round_to(dt, logf(round_to(dt, s))) + m);
+    }
+}
+
 /* Rows: gin = g * exp(x - out). */
 #define LSE_BACKWARD(NAME, T, EXP)                                                       \
     CDDP_HOT static void NAME(const T *x, const T *out, const T *g, T *gin, int64_t outer, \
@@ -350,7 +395,7 @@ static int logsumexp_backward(NodeObject *self, TensorObject **gout, TensorObjec
 {
     cddp_rplan p;
     TensorObject *x, *out, *xl = NULL, *ol = NULL, *g = NULL, *y = NULL;
-    cddp_dtype dt = self->meta[0].dtype;
+    cddp_dtype dt = cddp_kdt(self->meta[0].dtype);
     int rc = -1;
     if (!gout[0] || !self->next[0].node)
         return 0;
@@ -364,7 +409,7 @@ static int logsumexp_backward(NodeObject *self, TensorObject **gout, TensorObjec
         lse_bw_f32(RDATA(xl), RDATA(ol), RDATA(g), RDATA(y), p.outer, p.R);
     else
         lse_bw_f64(RDATA(xl), RDATA(ol), RDATA(g), RDATA(y), p.outer, p.R);
-    gin[0] = cddp_rplan_unlayout(&p, y);
+    gin[0] = cddp_reduce_to_dtype(cddp_rplan_unlayout(&p, y), self->meta[0].dtype);
     rc = gin[0] ? 0 : -1;
 done:
     Py_XDECREF(xl);
@@ -394,14 +439,19 @@ PyObject *cddp_reduce_logsumexp(PyObject *self, PyObject *const *args, Py_ssize_
         (keep = cddp_reduce_bool("logsumexp", "keepdim", a[1], 0)) < 0)
         return NULL;
     cddp_rplan_init(&p, x->ndim, x->shape, mask, keep, 1);
-    if (!(xl = cddp_rplan_layout(&p, x, dt)) ||
-        !(out = cddp_tensor_new(dt, p.out_ndim, p.out_shape, 0)))
+    cddp_dtype kt = cddp_kdt(dt);
+    if (!(xl = cddp_rplan_layout(&p, x, kt)) ||
+        !(out = cddp_tensor_new(kt, p.out_ndim, p.out_shape, 0)))
         goto done;
     int64_t n = p.outer * p.R;
-    if (dt == CDDP_FLOAT32)
+    if (cddp_is_reduced(dt))
+        CDDP_REDUCE_NOGIL(n, lse_reduced(RDATA(xl), RDATA(out), p.outer, p.R, dt));
+    else if (kt == CDDP_FLOAT32)
         CDDP_REDUCE_NOGIL(n, lse_f32(RDATA(xl), RDATA(out), p.outer, p.R));
     else
         CDDP_REDUCE_NOGIL(n, lse_f64(RDATA(xl), RDATA(out), p.outer, p.R));
+    if (!(out = cddp_reduce_to_dtype(out, dt)))
+        goto done;
     if (cddp_is_floating(x->dtype)) {
         NodeObject *node = cddp_maybe_node("LogsumexpBackward0", logsumexp_backward, 1, &x, &err);
         if (err)

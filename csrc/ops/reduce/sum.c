@@ -97,7 +97,7 @@ static int sum_backward(NodeObject *self, TensorObject **gout, TensorObject **gi
 {
     cddp_rplan p;
     TensorObject *g = NULL, *y = NULL;
-    cddp_dtype dt = self->meta[0].dtype;
+    cddp_dtype dt = cddp_kdt(self->meta[0].dtype);     /* float16: computed in float32 */
     int rc = -1;
     if (!gout[0] || !self->next[0].node)
         return 0;
@@ -111,7 +111,7 @@ static int sum_backward(NodeObject *self, TensorObject **gout, TensorObject **gi
     else
         CDDP_REDUCE_NOGIL(n, expand_f64(RDATA(g), RDATA(y), p.outer,
                                         p.R, p.inner, self->d[0]));
-    gin[0] = cddp_rplan_unlayout(&p, y);
+    gin[0] = cddp_reduce_to_dtype(cddp_rplan_unlayout(&p, y), self->meta[0].dtype);
     rc = gin[0] ? 0 : -1;
 done:
     Py_XDECREF(g);
@@ -141,7 +141,7 @@ static PyObject *sum_mean(TensorObject *x, PyObject *dimo, PyObject *keepo, PyOb
     }
     if (!has_dt && !cddp_is_floating(out_dt))
         out_dt = CDDP_INT64;
-    acc_dt = cddp_is_floating(out_dt) ? out_dt : CDDP_INT64;
+    acc_dt = cddp_is_floating(out_dt) ? cddp_kdt(out_dt) : CDDP_INT64;
     cddp_rplan_init(&p, x->ndim, x->shape, mask, keep, 0);
     if (!(xl = cddp_rplan_layout(&p, x, acc_dt)))
         goto done;
@@ -222,6 +222,21 @@ PROD_KERNEL(prod_f32, float, double)
 PROD_KERNEL(prod_f64, double, double)
 PROD_KERNEL(prod_i64, int64_t, uint64_t)
 
+/* float16 / bfloat16 (values as float): torch multiplies in the dtype, each product rounded
+ * to it; in order along R here (torch's vector lanes reorder rows longer than a few dozen). */
+static void prod_reduced(const float *x, float *out, int64_t outer, int64_t R, int64_t inner,
+                         cddp_dtype dt)
+{
+    for (int64_t o = 0; o < outer; o++)
+        for (int64_t i = 0; i < inner; i++) {
+            float acc = 1.0f;
+            const float *xr = x + o * R * inner + i;
+            for (int64_t r = 0; r < R; r++)
+                acc = cddp_round_to(dt, acc * xr[r * inner]);
+            out[o * inner + i] = acc;
+        }
+}
+
 /* Rows (outer, R) of x, g (outer): gin = g * prod of the other elements of the row, computed
  * from the zero count so zeros give exact gradients (torch's prod_backward). */
 #define PROD_BACKWARD(NAME, T)                                                           \
@@ -253,7 +268,7 @@ static int prod_backward(NodeObject *self, TensorObject **gout, TensorObject **g
 {
     cddp_rplan p;
     TensorObject *x, *xl = NULL, *g = NULL, *y = NULL;
-    cddp_dtype dt = self->meta[0].dtype;
+    cddp_dtype dt = cddp_kdt(self->meta[0].dtype);
     int rc = -1;
     if (!gout[0] || !self->next[0].node)
         return 0;
@@ -267,7 +282,7 @@ static int prod_backward(NodeObject *self, TensorObject **gout, TensorObject **g
         prod_bw_f32(RDATA(xl), RDATA(g), RDATA(y), p.outer, p.R);
     else
         prod_bw_f64(RDATA(xl), RDATA(g), RDATA(y), p.outer, p.R);
-    gin[0] = cddp_rplan_unlayout(&p, y);
+    gin[0] = cddp_reduce_to_dtype(cddp_rplan_unlayout(&p, y), self->meta[0].dtype);
     rc = gin[0] ? 0 : -1;
 done:
     Py_XDECREF(xl);
@@ -298,14 +313,16 @@ PyObject *cddp_reduce_prod(PyObject *self, PyObject *const *args, Py_ssize_t nar
         cddp_reduce_dtype(a[2], &has_dt, &dt) < 0)
         return NULL;
     out_dt = has_dt ? dt : (cddp_is_floating(x->dtype) ? x->dtype : CDDP_INT64);
-    acc_dt = cddp_is_floating(out_dt) ? out_dt : CDDP_INT64;
+    acc_dt = cddp_is_floating(out_dt) ? cddp_kdt(out_dt) : CDDP_INT64;
     cddp_rplan_init(&p, x->ndim, x->shape, mask, keep, 0);
     if (!(xl = cddp_rplan_layout(&p, x, acc_dt)) ||
         !(out = cddp_tensor_new(acc_dt, p.out_ndim, p.out_shape, 0)))
         goto done;
     int64_t n = p.outer * p.R * p.inner;
     void *xp = RDATA(xl), *op = RDATA(out);
-    if (acc_dt == CDDP_FLOAT32)
+    if (cddp_is_reduced(out_dt))
+        CDDP_REDUCE_NOGIL(n, prod_reduced(xp, op, p.outer, p.R, p.inner, out_dt));
+    else if (acc_dt == CDDP_FLOAT32)
         CDDP_REDUCE_NOGIL(n, prod_f32(xp, op, p.outer, p.R, p.inner));
     else if (acc_dt == CDDP_FLOAT64)
         CDDP_REDUCE_NOGIL(n, prod_f64(xp, op, p.outer, p.R, p.inner));

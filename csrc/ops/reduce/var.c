@@ -50,7 +50,7 @@ static int var_backward(NodeObject *self, TensorObject **gout, TensorObject **gi
 {
     cddp_rplan p;
     TensorObject *x, *res = NULL, *xl = NULL, *g = NULL, *rl = NULL, *y = NULL;
-    cddp_dtype dt = self->meta[0].dtype;
+    cddp_dtype dt = cddp_kdt(self->meta[0].dtype);
     int sd = (int)self->i[2], rc = -1;
     if (!gout[0] || !self->next[0].node)
         return 0;
@@ -65,7 +65,7 @@ static int var_backward(NodeObject *self, TensorObject **gout, TensorObject **gi
         var_bw_f32(RDATA(xl), RDATA(g), rp, RDATA(y), p.outer, p.R, self->d[0], sd);
     else
         var_bw_f64(RDATA(xl), RDATA(g), rp, RDATA(y), p.outer, p.R, self->d[0], sd);
-    gin[0] = cddp_rplan_unlayout(&p, y);
+    gin[0] = cddp_reduce_to_dtype(cddp_rplan_unlayout(&p, y), self->meta[0].dtype);
     rc = gin[0] ? 0 : -1;
 done:
     Py_XDECREF(xl);
@@ -122,14 +122,17 @@ static PyObject *var_std(TensorObject *x, PyObject *const *args, Py_ssize_t narg
             return NULL;
         dof = 0.;
     }
-    if (!(xl = cddp_rplan_layout(&p, x, x->dtype)) ||
-        !(out = cddp_tensor_new(x->dtype, p.out_ndim, p.out_shape, 0)))
+    cddp_dtype kt = cddp_kdt(x->dtype);            /* float16: computed in float32 */
+    if (!(xl = cddp_rplan_layout(&p, x, kt)) ||
+        !(out = cddp_tensor_new(kt, p.out_ndim, p.out_shape, 0)))
         goto done;
     int64_t n = p.outer * p.R;
-    if (x->dtype == CDDP_FLOAT32)
+    if (kt == CDDP_FLOAT32)
         CDDP_REDUCE_NOGIL(n, var_f32(RDATA(xl), RDATA(out), p.outer, p.R, dof, sd));
     else
         CDDP_REDUCE_NOGIL(n, var_f64(RDATA(xl), RDATA(out), p.outer, p.R, dof, sd));
+    if (!(out = cddp_reduce_to_dtype(out, x->dtype)))
+        goto done;
     NodeObject *node = cddp_maybe_node(sd ? "StdBackward0" : "VarBackward0", var_backward, 1,
                                        &x, &err);
     if (err)

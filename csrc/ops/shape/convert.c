@@ -9,7 +9,7 @@
  *   to(other, non_blocking=False, copy=False)                           ToCopyBackward0
  *       self when nothing changes (and copy=False); a floating->floating cast keeps history
  *       (the gradient is cast back), a cast to an integer/bool dtype is detached.
- *   float() double() long() int() bool() = to(dtype); half()/bfloat16() -> unsupported
+ *   float() double() long() int() bool() half() bfloat16() byte() char() short() = to(dtype)
  *   type() -> 'torch.FloatTensor'...; type(dtype or 'torch.XTensor') -> to(...)
  *   cpu(), cuda(device=None, non_blocking=False)
  *
@@ -398,20 +398,15 @@ CAST_METHOD(double, CDDP_FLOAT64)
 CAST_METHOD(long, CDDP_INT64)
 CAST_METHOD(int, CDDP_INT32)
 CAST_METHOD(bool, CDDP_BOOL)
-
-PyObject *cddp_convert_half(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
-{
-    PyErr_SetString(PyExc_NotImplementedError,
-                    "cddp: 16-bit floating tensors (half/bfloat16) are not supported; use "
-                    "float() or double()");
-    return NULL;
-}
+CAST_METHOD(half, CDDP_FLOAT16)
+CAST_METHOD(bfloat16, CDDP_BFLOAT16)
+CAST_METHOD(byte, CDDP_UINT8)
+CAST_METHOD(char, CDDP_INT8)
+CAST_METHOD(short, CDDP_INT16)
 
 /* ---- type / cpu / cuda ---------------------------------------------------------------- */
 
-static const char *const legacy_names[CDDP_NDTYPES] = {
-    "FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor"};
+#define legacy_names cddp_dtype_legacy_name
 
 /* type(dtype=None, non_blocking=False): without dtype, torch's legacy type string (kept as
  * 'torch.*' so scripts comparing against torch's strings work under `import cddp as torch`). */

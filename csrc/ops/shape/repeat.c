@@ -109,24 +109,25 @@ static int repeat_backward(NodeObject *self, TensorObject **gout, TensorObject *
     TensorObject *g, *out;
     if (!gout[0] || !self->next[0].node)
         return 0;
-    rep_plan_init(&p, m, self->i + 1, NULL, self->i + 1 + m, cddp_dtype_size[mt->dtype]);
-    g = cddp_tensor_cast_raw(gout[0], mt->dtype);
+    cddp_dtype kd = cddp_kdt(mt->dtype);     /* float16/bfloat16 sum in float32, round once */
+    rep_plan_init(&p, m, self->i + 1, NULL, self->i + 1 + m, cddp_dtype_size[kd]);
+    g = cddp_tensor_cast_raw(gout[0], kd);
     if (g)
         Py_SETREF(g, cddp_tensor_contiguous_raw(g));
-    out = g ? cddp_tensor_new(mt->dtype, mt->ndim, mt->shape, 1) : NULL;
+    out = g ? cddp_tensor_new(kd, mt->ndim, mt->shape, 1) : NULL;
     if (!out) {
         Py_XDECREF(g);
         return -1;
     }
     if (m == 0)
         memcpy(cddp_data(out), cddp_data(g), p.isz);
-    else if (cddp_numel(g) > 0 && mt->dtype == CDDP_FLOAT32)
+    else if (cddp_numel(g) > 0 && kd == CDDP_FLOAT32)
         rep_bwd_f32(&p, 0, (float *)cddp_data(out), (const float *)cddp_data(g));
     else if (cddp_numel(g) > 0)
         rep_bwd_f64(&p, 0, (double *)cddp_data(out), (const double *)cddp_data(g));
     Py_DECREF(g);
-    gin[0] = out;
-    return 0;
+    gin[0] = kd == mt->dtype ? out : cddp_tensor_cast_steal(out, mt->dtype);
+    return gin[0] ? 0 : -1;
 }
 
 /* x's elements as xs (m dims) repeated r times, into a new tensor of shape oshape (numel

@@ -251,13 +251,64 @@ static PyObject *view_impl(TensorObject *x, int ndim, int64_t *shape, int allow_
                              reshape_backward, NULL, 0);
 }
 
+/* view(dtype): the same bytes read as dtype dt (torch's view.dtype). Equal element sizes keep
+ * the geometry; otherwise the last dim (stride 1) shrinks or grows by the size ratio and the
+ * other strides and the offset scale with it, under torch's checks and messages. The result
+ * has no history (torch: not differentiable). New reference. */
+static PyObject *view_dtype(TensorObject *x, cddp_dtype dt)
+{
+    int64_t sh[CDDP_MAX_DIMS], st[CDDP_MAX_DIMS], off = x->offset, s0, s1, r;
+    const char *from = cddp_dtype_torch_name[x->dtype], *to = cddp_dtype_torch_name[dt];
+    int n = x->ndim;
+    TensorObject *v;
+    memcpy(sh, x->shape, sizeof sh);
+    memcpy(st, x->strides, sizeof st);
+    s0 = (int64_t)cddp_dtype_size[x->dtype];
+    s1 = (int64_t)cddp_dtype_size[dt];
+    if (s0 != s1) {
+        if (n == 0)
+            return PyErr_Format(PyExc_RuntimeError, "self.dim() cannot be 0 to view %s as %s "
+                                "(different element sizes)", from, to);
+        if (st[n - 1] != 1)
+            return PyErr_Format(PyExc_RuntimeError, "self.stride(-1) must be 1 to view %s as "
+                                "%s (different element sizes), but got %lld", from, to,
+                                (long long)st[n - 1]);
+        r = s0 > s1 ? s0 / s1 : s1 / s0;
+        if (s1 > s0) {
+            if (sh[n - 1] % r)
+                return PyErr_Format(PyExc_RuntimeError, "self.size(-1) must be divisible by %lld "
+                                    "to view %s as %s (different element sizes), but got %lld",
+                                    (long long)r, from, to, (long long)sh[n - 1]);
+            if (off % r)
+                return PyErr_Format(PyExc_RuntimeError, "self.storage_offset() must be divisible "
+                                    "by %lld to view %s as %s (different element sizes), but got "
+                                    "%lld", (long long)r, from, to, (long long)off);
+            for (int d = 0; d < n - 1; d++)
+                if (st[d] % r)
+                    return PyErr_Format(PyExc_RuntimeError, "self.stride(%d) must be divisible "
+                                        "by %lld to view %s as %s (different element sizes), but "
+                                        "got %lld", d, (long long)r, from, to, (long long)st[d]);
+        }
+        for (int d = 0; d < n - 1; d++)
+            st[d] = s1 > s0 ? st[d] / r : st[d] * r;
+        sh[n - 1] = s1 > s0 ? sh[n - 1] / r : sh[n - 1] * r;
+        off = s1 > s0 ? off / r : off * r;
+    }
+    if (!(v = cddp_tensor_alias(x, n, sh, st, off)))
+        return NULL;
+    v->dtype = dt;
+    return (PyObject *)v;
+}
+
 static PyObject *t_view(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
     int ndim;
     int64_t shape[CDDP_MAX_DIMS];
     if (nargs == 1 && Py_IS_TYPE(args[0], cddp_state()->dtype_type)) {
-        PyErr_SetString(PyExc_NotImplementedError, "cddp: view(dtype) is not supported");
-        return NULL;
+        cddp_dtype dt;
+        if (cddp_dtype_from_py(args[0], &dt) < 0)
+            return NULL;
+        return view_dtype((TensorObject *)self, dt);
     }
     if (cddp_shape_int_list("view", args, nargs, &ndim, shape) < 0)
         return NULL;
@@ -731,7 +782,10 @@ PyMethodDef cddp_shape_tensor_methods[] = {
     {"int", (PyCFunction)(void (*)(void))cddp_convert_int, FASTKW, NULL},
     {"bool", (PyCFunction)(void (*)(void))cddp_convert_bool, FASTKW, NULL},
     {"half", (PyCFunction)(void (*)(void))cddp_convert_half, FASTKW, NULL},
-    {"bfloat16", (PyCFunction)(void (*)(void))cddp_convert_half, FASTKW, NULL},
+    {"bfloat16", (PyCFunction)(void (*)(void))cddp_convert_bfloat16, FASTKW, NULL},
+    {"byte", (PyCFunction)(void (*)(void))cddp_convert_byte, FASTKW, NULL},
+    {"char", (PyCFunction)(void (*)(void))cddp_convert_char, FASTKW, NULL},
+    {"short", (PyCFunction)(void (*)(void))cddp_convert_short, FASTKW, NULL},
     {"type", (PyCFunction)(void (*)(void))cddp_convert_type, FASTKW,
      "type() -> 'torch.FloatTensor'...; type(dtype) -> converted tensor"},
     {"cpu", (PyCFunction)(void (*)(void))cddp_convert_cpu, FASTKW, NULL},

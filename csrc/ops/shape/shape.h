@@ -88,6 +88,14 @@ PyObject *cddp_convert_bool(PyObject *self, PyObject *const *args, Py_ssize_t na
                             PyObject *kwnames);
 PyObject *cddp_convert_half(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames);
+PyObject *cddp_convert_bfloat16(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames);
+PyObject *cddp_convert_byte(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames);
+PyObject *cddp_convert_char(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                            PyObject *kwnames);
+PyObject *cddp_convert_short(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames);
 PyObject *cddp_convert_type(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                             PyObject *kwnames);
 PyObject *cddp_convert_cpu(PyObject *self, PyObject *const *args, Py_ssize_t nargs,

@@ -1,15 +1,11 @@
 """Built-in DDP comm hooks (torch.distributed.algorithms.ddp_comm_hooks.default_hooks).
 
 allreduce_hook: divide the bucket by the group size, all_reduce it (what DDP does without a
-hook). fp16_compress_hook: round the bucket to float16 before communication and back after;
-cddp tensors have no float16 dtype, so the float16 payload travels as int32 words through
-all_gather and is summed in float32 on arrival (for 2 ranks the same bytes on the wire as an
-fp16 all_reduce; the sum is at least as precise as torch's fp16 sum).
+hook). fp16_compress_hook / bf16_compress_hook: the bucket cast to float16 / bfloat16 and
+divided by the group size, all_reduced in that dtype (each step rounded, as gloo's float16
+sum), copied back into the bucket — torch's hooks, op for op.
 """
-import numpy as np
-
 from .... import _C
-from ....autograd.grad_mode import no_grad
 
 
 def _dist():
@@ -31,23 +27,22 @@ def allreduce_hook(process_group, bucket):
     return work.get_future().then(lambda fut: fut.value()[0])
 
 
-def fp16_compress_hook(process_group, bucket):
+def _compress_hook(dtype, process_group, bucket):
     dist = _dist()
     group = _group(process_group)
-    world = dist.get_world_size(group)
     buf = bucket.buffer()
-    half = (buf.detach().numpy() / world).astype(np.float16)
-    if half.size % 2:
-        half = np.concatenate([half, np.zeros(1, np.float16)])
-    words = _C.from_numpy(half.view(np.int32).copy())
-    gathered = _C.empty(world * words.numel(), dtype=_C.int32)
-    work = dist.all_gather_into_tensor(gathered, words, group=group, async_op=True)
+    compressed = buf.to(dtype).div_(dist.get_world_size(group))
+    work = dist.all_reduce(compressed, group=group, async_op=True)
 
-    def finish(fut):
-        fut.wait()
-        parts = gathered.numpy().view(np.float16).reshape(world, -1)[:, :buf.numel()]
-        total = parts.astype(np.float32).sum(axis=0)
-        with no_grad():
-            buf.copy_(_C.from_numpy(total.astype(buf.detach().numpy().dtype)))
+    def decompress(fut):
+        buf.copy_(fut.value()[0])         # in place: no second full-size buffer
         return buf
-    return work.get_future().then(finish)
+    return work.get_future().then(decompress)
+
+
+def fp16_compress_hook(process_group, bucket):
+    return _compress_hook(_C.float16, process_group, bucket)
+
+
+def bf16_compress_hook(process_group, bucket):
+    return _compress_hook(_C.bfloat16, process_group, bucket)
