@@ -73,6 +73,8 @@ else:
     from . import _tensor_py  # noqa: F401  (a few Python-level Tensor properties)
     from ._extras import allclose, isclose, equal, sort, argsort, topk  # noqa: F401
     from . import nn, optim, utils, cuda, backends  # noqa: F401
+    from . import amp, cpu  # noqa: F401
+    from .amp import autocast  # noqa: F401  (torch.autocast)
     from .serialization import save, load  # noqa: F401
 
 __version__ = "0.1.0"

@@ -18,7 +18,8 @@ static PyMethodDef *module_tables[] = {
     cddp_index_module_methods, cddp_creation_module_methods, cddp_loss_module_methods,
     cddp_optim_module_methods, cddp_clip_module_methods, cddp_linear_module_methods,
     cddp_sampler_module_methods, cddp_store_module_methods, cddp_pg_module_methods,
-    cddp_dtype_module_methods, NULL,
+    cddp_dtype_module_methods, cddp_autocast_module_methods,
+    cddp_grad_scaler_module_methods, NULL,
 };
 
 /* One NULL-terminated array out of several; lives as long as the process (types keep it). */

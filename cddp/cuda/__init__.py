@@ -4,7 +4,7 @@ is_available() is False and device_count() 0; the calls scripts make uncondition
 Tensors and modules asked onto CUDA run on the CPU after one warning per process
 (CDDP_STRICT_DEVICE=1 makes that an error) — see Tensor.to / Module.to.
 """
-from . import _C
+from .. import _C
 
 
 def is_available():
@@ -61,3 +61,6 @@ class device:
 
     def __exit__(self, *exc):
         return False
+
+
+from . import amp  # noqa: E402,F401  (torch.cuda.amp: CPU fallback, see cddp/amp)
