@@ -12,44 +12,94 @@
  *       growth (kept only if finite), tracker = 0; else tracker += 1. Float arithmetic as torch.
  */
 #include "amp/amp.h"
-#include "common/half.h"
 #include "module.h"
 #include <math.h>
 #include <string.h>
 
 #define MAX_GRADS_ON_STACK 64
 
+/* Compiled for AVX2 and the baseline, picked at load time (as core/narrow.c's clones); not
+ * under sanitizers (ifunc resolvers run too early for them). */
+#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
+#define AMP_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define AMP_CLONES
+#endif
+
+#define HALF_BLOCK 512
+
 /* Each kernel: scale n elements in place, return 1 when any input element was inf/NaN. The
  * non-finite test is on the exponent bits (all ones), an integer OR the compiler vectorises. */
-static int unscale_f32(float *p, int64_t n, float s)
+AMP_CLONES static int unscale_f32(float *p, int64_t n, float s)
 {
-    const uint32_t *u = (const uint32_t *)p;
     uint32_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
-        bad |= (u[i] & 0x7f800000u) == 0x7f800000u;
-        p[i] = p[i] * s;
+        float v = p[i];
+        uint32_t b;
+        memcpy(&b, &v, 4);                          /* one load: the bits and the value */
+        bad |= (b & 0x7f800000u) == 0x7f800000u;
+        p[i] = v * s;
     }
     return bad != 0;
 }
 
-static int unscale_f64(double *p, int64_t n, float s)
+AMP_CLONES static int unscale_f64(double *p, int64_t n, float s)
 {
     const uint64_t *u = (const uint64_t *)p;
     uint64_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
-        bad |= (u[i] & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
+        bad |= (uint64_t)((u[i] & 0x7ff0000000000000ull) == 0x7ff0000000000000ull);
         p[i] = p[i] * (double)s;
     }
     return bad != 0;
 }
 
-static int unscale_half(uint16_t *p, int64_t n, float s, int bf16)
+AMP_CLONES static uint32_t half_bad(const uint16_t *p, int64_t n, uint16_t mask)
 {
-    uint32_t bad = 0, mask = bf16 ? 0x7f80u : 0x7c00u;
-    for (int64_t i = 0; i < n; i++) {
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
         bad |= (p[i] & mask) == mask;
-        p[i] = bf16 ? cddp_f32_to_bf16(cddp_bf16_to_f32(p[i]) * s)
-                    : cddp_f32_to_f16(cddp_f16_to_f32(p[i]) * s);
+    return bad;
+}
+
+AMP_CLONES static void scale_block(float *w, int64_t n, float s)
+{
+    for (int64_t i = 0; i < n; i++)
+        w[i] *= s;
+}
+
+/* bfloat16 in one fused pass: widen (bits << 16), multiply, round to nearest even, NaN ->
+ * 0x7FC0 (common/half.h's cddp_f32_to_bf16, written branch-free so it vectorises). */
+AMP_CLONES static int unscale_bf16(uint16_t *p, int64_t n, float s)
+{
+    uint32_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)p[i] << 16, r;
+        float v;
+        bad |= (p[i] & 0x7f80u) == 0x7f80u;
+        memcpy(&v, &u, 4);
+        v *= s;
+        memcpy(&u, &v, 4);
+        r = (u + (((u >> 16) & 1u) + 0x7FFFu)) >> 16;
+        p[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? 0x7FC0u : r);
+    }
+    return bad != 0;
+}
+
+/* float16 by blocks: widen to float32 (core/narrow.c: F16C / AVX2), multiply, narrow
+ * back rounding to nearest even — torch's static_cast<scalar_t>(float(v) * inv_scale). */
+static int unscale_half(uint16_t *p, int64_t n, float s, cddp_dtype dt)
+{
+    float w[HALF_BLOCK];
+    uint32_t bad = 0;
+    uint16_t mask = 0x7c00u;
+    for (int64_t i = 0; i < n; i += HALF_BLOCK) {
+        int64_t k = n - i < HALF_BLOCK ? n - i : HALF_BLOCK;
+        bad |= half_bad(p + i, k, mask);
+        cddp_widen(dt, w, (const char *)(p + i), 2, k);
+        scale_block(w, k, s);
+        cddp_narrow(dt, (char *)(p + i), 2, w, k);
     }
     return bad != 0;
 }
@@ -61,8 +111,8 @@ static int unscale_one(TensorObject *g, float s)
     switch (g->dtype) {
     case CDDP_FLOAT32: return unscale_f32(p, n, s);
     case CDDP_FLOAT64: return unscale_f64(p, n, s);
-    case CDDP_FLOAT16: return unscale_half(p, n, s, 0);
-    default:           return unscale_half(p, n, s, 1);
+    case CDDP_BFLOAT16: return unscale_bf16(p, n, s);
+    default:           return unscale_half(p, n, s, g->dtype);
     }
 }
 
