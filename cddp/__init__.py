@@ -75,6 +75,8 @@ else:
     from . import nn, optim, utils, cuda, backends  # noqa: F401
     from . import amp, cpu  # noqa: F401
     from .amp import autocast  # noqa: F401  (torch.autocast)
+    _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
+    _amp_update_scale_ = _C._amp_update_scale_
     from .serialization import save, load  # noqa: F401
 
 __version__ = "0.1.0"
