@@ -71,7 +71,7 @@ AMP_CLONES static void scale_block(float *w, int64_t n, float s)
 
 /* bfloat16 in one fused pass: widen (bits << 16), multiply, round to nearest even, NaN ->
  * 0x7FC0 (common/half.h's cddp_f32_to_bf16, written branch-free so it vectorises). */
-AMP_CLONES static int unscale_bf16(uint16_t *p, int64_t n, float s)
+AMP_CLONES static int unscale_bf16_portable(uint16_t *p, int64_t n, float s)
 {
     uint32_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -85,6 +85,47 @@ AMP_CLONES static int unscale_bf16(uint16_t *p, int64_t n, float s)
         p[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? 0x7FC0u : r);
     }
     return bad != 0;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+/* The same pass, 8 elements per step with AVX2 (the compiler's version packs 32 -> 16 bits
+ * poorly): identical results, element for element. */
+__attribute__((target("avx2"))) static int unscale_bf16_avx2(uint16_t *p, int64_t n, float s)
+{
+    const __m256 vs = _mm256_set1_ps(s);
+    const __m256i expm = _mm256_set1_epi32(0x7f800000), one = _mm256_set1_epi32(1);
+    const __m256i bias = _mm256_set1_epi32(0x7fff), absm = _mm256_set1_epi32(0x7fffffff);
+    const __m256i qnan = _mm256_set1_epi32(0x7fc0);
+    __m256i bad = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(p + i))), 16);
+        bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(u, expm), expm));
+        __m256i w = _mm256_castps_si256(_mm256_mul_ps(_mm256_castsi256_ps(u), vs));
+        __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(w, 16), one);
+        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(w, _mm256_add_epi32(lsb, bias)), 16);
+        r = _mm256_blendv_epi8(r, qnan, _mm256_cmpgt_epi32(_mm256_and_si256(w, absm), expm));
+        _mm_storeu_si128((__m128i *)(p + i), _mm_packus_epi32(_mm256_castsi256_si128(r),
+                                                              _mm256_extracti128_si256(r, 1)));
+    }
+    int tail = unscale_bf16_portable(p + i, n - i, s);     /* always run: it scales too */
+    return tail || !_mm256_testz_si256(bad, bad);
+}
+#endif
+
+static int unscale_bf16(uint16_t *p, int64_t n, float s)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int avx2 = -1;                 /* a benign race: every thread computes the same */
+    if (avx2 < 0)
+        avx2 = __builtin_cpu_supports("avx2");
+    if (avx2)
+        return unscale_bf16_avx2(p, n, s);
+#endif
+    return unscale_bf16_portable(p, n, s);
 }
 
 /* float16 by blocks: widen to float32 (core/narrow.c: F16C / AVX2), multiply, narrow
