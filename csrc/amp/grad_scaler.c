@@ -18,11 +18,11 @@
 
 #define MAX_GRADS_ON_STACK 64
 
-/* Compiled for AVX2 and the baseline, picked at load time (as core/narrow.c's clones); not
+/* Compiled for AVX-512, AVX2 and the baseline, picked at load time (as core/narrow.c's clones); not
  * under sanitizers (ifunc resolvers run too early for them). */
 #if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
-#define AMP_CLONES __attribute__((target_clones("avx2", "default")))
+#define AMP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define AMP_CLONES
 #endif
@@ -33,15 +33,16 @@
  * non-finite test is on the exponent bits (all ones), an integer OR the compiler vectorises. */
 AMP_CLONES static int unscale_f32(float *p, int64_t n, float s)
 {
-    uint32_t bad = 0;
+    uint32_t top = 0;                   /* the largest exponent field seen: all ones = bad */
     for (int64_t i = 0; i < n; i++) {
         float v = p[i];
         uint32_t b;
         memcpy(&b, &v, 4);                          /* one load: the bits and the value */
-        bad |= (b & 0x7f800000u) == 0x7f800000u;
+        b &= 0x7f800000u;
+        top = b > top ? b : top;
         p[i] = v * s;
     }
-    return bad != 0;
+    return top == 0x7f800000u;
 }
 
 AMP_CLONES static int unscale_f64(double *p, int64_t n, float s)
