@@ -74,8 +74,8 @@ def unscale_rows(args, torch):
         cddp._C._amp_foreach_non_finite_check_and_unscale_(probe, found, cddp.full((), 0.5))
         assert found.item() == 1.0 and probe[0][0].item() == arrays[0][0] * np.float32(0.5)
         found.zero_()
-        t = per_call(lambda: cddp._C._amp_foreach_non_finite_check_and_unscale_(grads, found, inv_t),
-                     args.repeats)
+        unscale = cddp._C._amp_foreach_non_finite_check_and_unscale_
+        t = per_call(lambda: unscale(grads, found, inv_t), args.repeats)
         assert found.item() == 0.0
         rows.append((f"cddp unscale_ ({args.tensors} tensors)", dname, 2 * nbytes / t,
                      2 * nbytes / t / bw_copy))
@@ -99,7 +99,8 @@ def unscale_rows(args, torch):
     ti = per_call(lambda: [np.multiply(a, s32, out=a) for a in na], args.repeats)
     rows.append(("NumPy in-place multiply (1 pass)", "float32", 2 * nbytes32 / ti,
                  2 * nbytes32 / ti / bw_copy))
-    rows.append(("NumPy isfinite + multiply", "float32", 2 * nbytes32 / tn, 2 * nbytes32 / tn / bw_copy))
+    rows.append(("NumPy isfinite + multiply", "float32", 2 * nbytes32 / tn,
+                 2 * nbytes32 / tn / bw_copy))
     return rows, nbytes32
 
 
@@ -119,7 +120,8 @@ def autocast_rows(args, torch):
              ("cddp enter+mm+exit", t_region)]
     if torch is not None:
         b = torch.randn(2, 2)
-        rows.append(("torch mm (2,2), autocast off", per_call(lambda: torch.mm(b, b), args.repeats)))
+        rows.append(("torch mm (2,2), autocast off",
+                     per_call(lambda: torch.mm(b, b), args.repeats)))
         with torch.autocast("cpu"):
             rows.append(("torch mm (2,2), inside autocast",
                          per_call(lambda: torch.mm(b, b), args.repeats)))

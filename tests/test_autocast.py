@@ -29,7 +29,8 @@ def _ops(lib, dt_in):
     tgt = lib.tensor([0, 3, 1, 2])
     fn = lib.nn.functional
     return {
-        "mm": lambda: lib.mm(a, b), "bmm": lambda: lib.bmm(B, B), "matmul": lambda: lib.matmul(a, b),
+        "mm": lambda: lib.mm(a, b), "bmm": lambda: lib.bmm(B, B),
+        "matmul": lambda: lib.matmul(a, b),
         "@": lambda: a @ b, "Tensor.mm": lambda: a.mm(b), "addmm": lambda: lib.addmm(v, a, b),
         "linear": lambda: fn.linear(a, b, v),
         "cross_entropy": lambda: fn.cross_entropy(a, tgt), "nll_loss": lambda: fn.nll_loss(a, tgt),
@@ -258,7 +259,8 @@ def test_custom_fwd_bwd():
 
 
 def _mlp_params(rng):
-    return [rng.standard_normal(s).astype(np.float32) * 0.3 for s in ((32, 16), (32,), (8, 32), (8,))]
+    shapes = ((32, 16), (32,), (8, 32), (8,))
+    return [rng.standard_normal(s).astype(np.float32) * 0.3 for s in shapes]
 
 
 def _mlp(lib, ps, x, y, fast):
@@ -283,7 +285,8 @@ def _attn(lib, ps, x, y, fast):
         logits = fn.linear(fn.relu(h), wh).reshape(-1, 5)
         loss = fn.cross_entropy(logits, lib.tensor(y))
     loss.backward()
-    return loss.item(), [p.grad.numpy() if lib is not cddp else n(p.grad) for p in (wq, wk, wv, wo, wh)]
+    return loss.item(), [p.grad.numpy() if lib is not cddp else n(p.grad)
+                         for p in (wq, wk, wv, wo, wh)]
 
 
 @pytest.mark.parametrize("fast", LOW)

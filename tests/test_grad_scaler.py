@@ -72,7 +72,8 @@ def test_unscale_and_update_argument_errors():
     with pytest.raises(RuntimeError, match="found_inf must be a 1-element float tensor"):
         _C._amp_foreach_non_finite_check_and_unscale_(g, cddp.zeros(2), cddp.ones(()))
     with pytest.raises(RuntimeError, match="inv_scale must be a 1-element float tensor"):
-        _C._amp_foreach_non_finite_check_and_unscale_(g, cddp.zeros(()), cddp.ones((), dtype=cddp.float64))
+        _C._amp_foreach_non_finite_check_and_unscale_(g, cddp.zeros(()),
+                                                      cddp.ones((), dtype=cddp.float64))
     with pytest.raises(RuntimeError, match="not a floating point Tensor"):
         _C._amp_foreach_non_finite_check_and_unscale_([cddp.ones(3, dtype=cddp.int64)],
                                                       cddp.zeros(()), cddp.ones(()))
@@ -119,7 +120,8 @@ def _train(lib, seq, init_scale=2.0**16, growth_interval=3, growth_factor=2.0, b
 
 
 def test_scale_sequence_matches_hand_reference():
-    for kw in ({}, {"init_scale": 3.0e38, "growth_interval": 2}, {"backoff": 0.3, "growth_factor": 1.7}):
+    for kw in ({}, {"init_scale": 3.0e38, "growth_interval": 2},
+               {"backoff": 0.3, "growth_factor": 1.7}):
         scales, params, rets, scaler = _train(cddp, SEQ, **kw)
         s, tr = np.float32(kw.get("init_scale", 2.0**16)), 0
         want = []
@@ -247,7 +249,8 @@ def test_cuda_grad_scaler_falls_back_with_one_warning():
     r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                        env=subprocess_env(), cwd=tempfile.gettempdir(), timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.split() == ["1", "1", "True", "True", "[0.8999999761581421,", "0.8999999761581421]"]
+    assert r.stdout.split() == ["1", "1", "True", "True", "[0.8999999761581421,",
+                                "0.8999999761581421]"]
 
 
 def test_cuda_grad_scaler_strict_refuses():

@@ -41,7 +41,8 @@ class autocast:
         if not isinstance(device_type, str):
             raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
         if not is_autocast_available(device_type):
-            raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
+            raise RuntimeError("User specified an unsupported autocast device_type "
+                               f"'{device_type}'")
         self.device = device_type
         self.fast_dtype = _C.get_autocast_dtype(device_type) if dtype is None else dtype
         self._cache_enabled = (_C.is_autocast_cache_enabled() if cache_enabled is None
@@ -93,7 +94,8 @@ def _cast(value, device_type, dtype):
     if type(value).__module__ == "numpy":
         return value
     if isinstance(value, collections.abc.Mapping):
-        return {_cast(k, device_type, dtype): _cast(v, device_type, dtype) for k, v in value.items()}
+        return {_cast(k, device_type, dtype): _cast(v, device_type, dtype)
+                for k, v in value.items()}
     if isinstance(value, collections.abc.Iterable):
         iterable = (_cast(v, device_type, dtype) for v in value)
         return type(value)(iterable) if isinstance(value, (list, tuple)) else iterable
