@@ -76,6 +76,8 @@ else:
                        atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
                        vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron)
     from . import cuda, backends, version  # noqa: F401
+    _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
+    _amp_update_scale_ = _C._amp_update_scale_
 
 __version__ = "0.1.0"
 
@@ -86,7 +88,8 @@ __version__ = "0.1.0"
 _LAZY = {"nn": ("nn", None), "optim": ("optim", None), "utils": ("utils", None),
          "accelerator": ("accelerator", None), "distributed": ("distributed", None),
          "multiprocessing": ("multiprocessing", None), "serialization": ("serialization", None),
-         "save": ("serialization", "save"), "load": ("serialization", "load")}
+         "save": ("serialization", "save"), "load": ("serialization", "load"),
+         "amp": ("amp", None), "cpu": ("cpu", None), "autocast": ("amp", "autocast")}
 # torch.conv2d, torch.max_pool2d, ...: the functional forms, loaded with cddp.nn
 _LAZY.update({name: ("nn._functional_spatial", name) for name in (
     "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "avg_pool1d",

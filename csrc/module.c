@@ -36,7 +36,8 @@ static PyMethodDef *module_tables[] = {
     cddp_share_module_methods, cddp_fused_optim_module_methods,
     cddp_conv_module_methods, cddp_pool_module_methods, cddp_pad_module_methods,
     cddp_interpolate_module_methods, cddp_fold_module_methods,
-    cddp_storage_view_module_methods, NULL,
+    cddp_storage_view_module_methods,
+    cddp_autocast_module_methods, cddp_grad_scaler_module_methods, NULL,
 };
 
 /* One NULL-terminated array out of several; lives as long as the process (types keep it). */

@@ -28,6 +28,8 @@ int cddp_reducer_init(PyObject *m, cddp_state_t *st);          /* distributed/dd
 extern PyMethodDef cddp_tensor_core_methods[];
 extern PyMethodDef cddp_core_module_methods[];
 extern PyMethodDef cddp_dtype_module_methods[];     /* core/dtype.c */
+extern PyMethodDef cddp_autocast_module_methods[];  /* amp/autocast.c */
+extern PyMethodDef cddp_grad_scaler_module_methods[];  /* amp/grad_scaler.c */
 extern PyMethodDef cddp_autograd_tensor_methods[];
 extern PyMethodDef cddp_autograd_module_methods[];
 extern PyMethodDef cddp_function_module_methods[];  /* autograd/function.c */

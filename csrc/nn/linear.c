@@ -11,6 +11,7 @@
  * Half GEMM) and each result is rounded to the dtype once.
  */
 #include "core/cddp.h"
+#include "amp/amp.h"
 #include "module.h"
 #include "ops/linalg/blas.h"
 #include <string.h>
@@ -163,7 +164,7 @@ done:
     return y;
 }
 
-static PyObject *py_linear(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *linear_impl(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
     TensorObject *x, *w, *b = NULL, *xc = NULL, *y = NULL;
     PyTypeObject *tt = cddp_state()->tensor_type;
@@ -244,6 +245,14 @@ fail:
     Py_XDECREF(xc);
     Py_XDECREF(y);
     return NULL;
+}
+
+/* Under autocast, linear runs in the autocast dtype (torch's lower_precision_fp list). */
+static PyObject *py_linear(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, linear_impl, m, args, nargs, NULL);
+    return linear_impl(m, args, nargs, NULL);
 }
 
 PyMethodDef cddp_linear_module_methods[] = {

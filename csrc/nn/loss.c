@@ -22,6 +22,7 @@
  *   _smooth_l1_loss(input, target, reduction, beta) / _huber_loss(..., delta): pointwise
  */
 #include "core/cddp.h"
+#include "amp/amp.h"
 #include "module.h"
 #include <math.h>
 #include <string.h>
@@ -490,8 +491,8 @@ done:
     return (PyObject *)out;
 }
 
-static PyObject *py_cross_entropy(PyObject *m, PyObject *args) { return ce_common(args, 1); }
-static PyObject *py_nll_loss(PyObject *m, PyObject *args) { return ce_common(args, 0); }
+static PyObject *ce_impl(PyObject *m, PyObject *args) { return ce_common(args, 1); }
+static PyObject *nll_impl(PyObject *m, PyObject *args) { return ce_common(args, 0); }
 
 /* ---- pointwise losses ----------------------------------------------------------------- */
 
@@ -690,7 +691,7 @@ done:
     return (PyObject *)out;
 }
 
-static PyObject *py_mse_loss(PyObject *m, PyObject *args)
+static PyObject *mse_loss_impl(PyObject *m, PyObject *args)
 {
     TensorObject *x, *y;
     int red;
@@ -700,7 +701,7 @@ static PyObject *py_mse_loss(PyObject *m, PyObject *args)
     return pointwise_loss(PW_MSE, x, y, Py_None, Py_None, red);
 }
 
-static PyObject *py_l1_loss(PyObject *m, PyObject *args)
+static PyObject *l1_loss_impl(PyObject *m, PyObject *args)
 {
     TensorObject *x, *y;
     int red;
@@ -710,7 +711,7 @@ static PyObject *py_l1_loss(PyObject *m, PyObject *args)
     return pointwise_loss(PW_L1, x, y, Py_None, Py_None, red);
 }
 
-static PyObject *py_bce(PyObject *m, PyObject *args)
+static PyObject *bce_impl(PyObject *m, PyObject *args)
 {
     TensorObject *x, *y;
     PyObject *w;
@@ -721,7 +722,7 @@ static PyObject *py_bce(PyObject *m, PyObject *args)
     return pointwise_loss(PW_BCE, x, y, w, Py_None, red);
 }
 
-static PyObject *py_bce_with_logits(PyObject *m, PyObject *args)
+static PyObject *bce_with_logits_impl(PyObject *m, PyObject *args)
 {
     TensorObject *x, *y;
     PyObject *w, *pw;
@@ -731,6 +732,22 @@ static PyObject *py_bce_with_logits(PyObject *m, PyObject *args)
         return NULL;
     return pointwise_loss(PW_BCEL, x, y, w, pw, red);
 }
+
+/* Under autocast every loss runs in float32 (torch's CPU fp32 list): float16/bfloat16
+ * arguments are cast first, with history. */
+#define AMP_FP32(NAME, IMPL)                                                                  \
+    static PyObject *NAME(PyObject *m, PyObject *args)                                        \
+    {                                                                                         \
+        if (CDDP_AUTOCAST_ON())                                                               \
+            return cddp_autocast_varargs(CDDP_AMP_FP32, IMPL, m, args);                       \
+        return IMPL(m, args);                                                                 \
+    }
+AMP_FP32(py_cross_entropy, ce_impl)
+AMP_FP32(py_nll_loss, nll_impl)
+AMP_FP32(py_mse_loss, mse_loss_impl)
+AMP_FP32(py_l1_loss, l1_loss_impl)
+AMP_FP32(py_bce, bce_impl)
+AMP_FP32(py_bce_with_logits, bce_with_logits_impl)
 
 PyMethodDef cddp_loss_module_methods[] = {
     {"_cross_entropy", py_cross_entropy, METH_VARARGS,

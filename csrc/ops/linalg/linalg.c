@@ -10,6 +10,7 @@
  * the product to ops/linalg/linalg_engine.c (cddp_product_with_grad / cddp_bmm_raw), which owns the
  * batching, the BLAS layouts and the backward.
  */
+#include "amp/amp.h"
 #include "ops/linalg/blas.h"
 #include "module.h"
 #include <string.h>
@@ -242,10 +243,17 @@ static int two_tensors(const char *fname, PyObject *self, PyObject *const *args,
 
 /* ---- public ops ----------------------------------------------------------------------- */
 
+static PyObject *matmul_common(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kw);
+
 PyObject *cddp_nb_matmul(PyObject *a, PyObject *b)
 {
     if (!cddp_tensor_check(a) || !cddp_tensor_check(b))
         Py_RETURN_NOTIMPLEMENTED;
+    if (CDDP_AUTOCAST_ON()) {                                    /* a @ b is matmul */
+        PyObject *ab[2] = {a, b};
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, matmul_common, NULL, ab, 2, NULL);
+    }
     return matmul_impl((TensorObject *)a, (TensorObject *)b);
 }
 
@@ -262,11 +270,15 @@ static PyObject *matmul_common(PyObject *self, PyObject *const *args, Py_ssize_t
 
 static PyObject *py_matmul(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, matmul_common, NULL, args, nargs, kw);
     return matmul_common(NULL, args, nargs, kw);
 }
 
 static PyObject *t_matmul(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, matmul_common, self, args, nargs, kw);
     return matmul_common(self, args, nargs, kw);
 }
 
@@ -289,11 +301,15 @@ static PyObject *mm_common(PyObject *self, PyObject *const *args, Py_ssize_t nar
 
 static PyObject *py_mm(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, mm_common, NULL, args, nargs, kw);
     return mm_common(NULL, args, nargs, kw);
 }
 
 static PyObject *t_mm(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, mm_common, self, args, nargs, kw);
     return mm_common(self, args, nargs, kw);
 }
 
@@ -322,11 +338,15 @@ static PyObject *bmm_common(PyObject *self, PyObject *const *args, Py_ssize_t na
 
 static PyObject *py_bmm(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, bmm_common, NULL, args, nargs, kw);
     return bmm_common(NULL, args, nargs, kw);
 }
 
 static PyObject *t_bmm(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, bmm_common, self, args, nargs, kw);
     return bmm_common(self, args, nargs, kw);
 }
 
@@ -550,11 +570,15 @@ fail:
 
 static PyObject *py_addmm(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, addmm_common, NULL, args, nargs, kw);
     return addmm_common(NULL, args, nargs, kw);
 }
 
 static PyObject *t_addmm(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, addmm_common, self, args, nargs, kw);
     return addmm_common(self, args, nargs, kw);
 }
 

@@ -12,6 +12,7 @@
  * sums accumulate in int64 (wrapping, as torch does). Products accumulate in double (floats)
  * or wrapping uint64 (integers).
  */
+#include "amp/amp.h"
 #include "ops/reduce/reduce.h"
 #include <string.h>
 
@@ -291,7 +292,7 @@ done:
     return rc;
 }
 
-PyObject *cddp_reduce_prod(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+static PyObject *prod_impl(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {
     TensorObject *x = (TensorObject *)self, *xl = NULL, *out = NULL, *res = NULL;
@@ -356,5 +357,14 @@ done:
     Py_XDECREF(xl);
     Py_XDECREF(out);
     return (PyObject *)res;
+}
+
+/* Under autocast, prod runs in float32 (torch's CPU fp32 list). */
+PyObject *cddp_reduce_prod(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_FP32, prod_impl, self, args, nargs, kwnames);
+    return prod_impl(self, args, nargs, kwnames);
 }
 

@@ -253,6 +253,11 @@ static PyObject *to_impl(TensorObject *x, int has_dtype, cddp_dtype dt, PyObject
     return copy_as(x, dt, "ToCopyBackward0", to_copy_backward);
 }
 
+PyObject *cddp_shape_to_dtype(TensorObject *x, cddp_dtype dt)
+{
+    return to_impl(x, 1, dt, NULL, 0);
+}
+
 static int is_dtype_obj(PyObject *o)
 {
     return Py_IS_TYPE(o, cddp_state()->dtype_type) || o == (PyObject *)&PyFloat_Type ||

@@ -42,6 +42,10 @@ TensorObject *cddp_shape_narrow_raw(TensorObject *t, int dim, int64_t start, int
 /* Alias of t[..., index, ...] along dim (validated), one dimension fewer. */
 TensorObject *cddp_shape_select_raw(TensorObject *t, int dim, int64_t index);
 
+/* x.to(dt) as Tensor.to does it: x itself when dt == x's dtype, else a contiguous copy with
+ * history ToCopyBackward0 (autocast's casts, amp/autocast.c). New reference. */
+PyObject *cddp_shape_to_dtype(TensorObject *x, cddp_dtype dt);
+
 /* Give `out` (a fresh result of an op on `in`) history through a one-input node `name` when
  * grad mode is on and `in` needs grad. Returns the node (new ref; the caller fills node->i /
  * node->d and drops it) or NULL; *err = 1 on failure. */

@@ -11,10 +11,10 @@ Tensors and modules asked onto CUDA run on the CPU after one warning per process
 """
 import sys
 
-from . import _C
+from .. import _C
 
 try:
-    from . import _cuda
+    from .. import _cuda
 except ImportError:   # built without nvcc (CDDP_CUDA=0 or no toolkit): CPU only
     _cuda = None
 
@@ -145,3 +145,6 @@ class device:
 
     def __exit__(self, *exc):
         return False
+
+
+from . import amp  # noqa: E402,F401  (torch.cuda.amp: CPU fallback, see cddp/amp)
