@@ -366,3 +366,52 @@ def test_cuda_autocast_strict_refuses():
                        env=subprocess_env(CDDP_STRICT_DEVICE=1), cwd=tempfile.gettempdir(),
                        timeout=60)
     assert r.returncode != 0 and "CDDP_STRICT_DEVICE" in r.stderr and "RuntimeError" in r.stderr
+
+
+# ---- ops that joined after the autocast gate: conv, conv_transpose, prelu, sdpa ----------
+
+def _lower_ops(lib):
+    F = lib.nn.functional
+    rng = np.random.default_rng(11)
+    x = lib.tensor(rng.standard_normal((2, 3, 6, 6)).astype(np.float32), requires_grad=True)
+    w = lib.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), requires_grad=True)
+    wt = lib.tensor(rng.standard_normal((3, 2, 3, 3)).astype(np.float32), requires_grad=True)
+    a = lib.tensor(rng.standard_normal(3).astype(np.float32), requires_grad=True)
+    q = lib.tensor(rng.standard_normal((2, 5, 4)).astype(np.float32), requires_grad=True)
+    outs = [F.conv2d(x, w, padding=1), F.conv_transpose2d(x, wt, stride=2),
+            F.prelu(x, a), F.scaled_dot_product_attention(q, q, q)]
+    return outs, [x, w, wt, a, q]
+
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16"])
+def test_conv_prelu_sdpa_run_in_the_autocast_dtype_like_torch(dt):
+    torch = pytest.importorskip("torch")
+    with cddp.autocast("cpu", dtype=getattr(cddp, dt)):
+        cout, cin = _lower_ops(cddp)
+    with torch.autocast("cpu", dtype=getattr(torch, dt)):
+        tout, tin = _lower_ops(torch)
+    for c, r in zip(cout, tout):
+        assert str(c.dtype).split(".")[-1] == str(r.dtype).split(".")[-1] == dt
+        np.testing.assert_allclose(c.detach().float().numpy(), r.detach().float().numpy(),
+                                   rtol=2e-2, atol=2e-2)
+    sum(o.float().sum() for o in cout).backward()
+    sum(o.float().sum() for o in tout).backward()
+    for c, r in zip(cin, tin):
+        assert c.grad.dtype == cddp.float32                     # grads in the leaves' dtype
+        scale = max(1.0, float(np.abs(r.grad.numpy()).max()))
+        np.testing.assert_allclose(c.grad.numpy() / scale, r.grad.numpy() / scale, atol=2e-2)
+
+
+def test_conv_outside_autocast_keeps_float32_and_half_inputs_compute_in_float32():
+    outs, _ = _lower_ops(cddp)
+    assert all(o.dtype == cddp.float32 for o in outs)
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    xh, wh = x.astype(np.float16), w.astype(np.float16)
+    got = cddp.nn.functional.conv2d(cddp.tensor(xh), cddp.tensor(wh))
+    assert got.dtype == cddp.float16
+    want = cddp.nn.functional.conv2d(cddp.tensor(xh.astype(np.float32)),
+                                     cddp.tensor(wh.astype(np.float32)))
+    np.testing.assert_array_equal(got.float().numpy(), want.numpy().astype(np.float16)
+                                  .astype(np.float32))         # float32 sums, rounded once

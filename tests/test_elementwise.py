@@ -864,3 +864,40 @@ def test_small_add_is_cheaper_than_torch(torch):
     ours = min(timeit.repeat(lambda: a + b, number=20000, repeat=5))
     theirs = min(timeit.repeat(lambda: ta + tb, number=20000, repeat=5))
     assert ours < theirs, (ours, theirs)
+
+
+# ---- inverse and hyperbolic trigonometry (ArcFace's margin: cos(acos(x) + m)) -------------
+
+TRIG = [("asin", np.arcsin), ("acos", np.arccos), ("atan", np.arctan), ("sinh", np.sinh),
+        ("cosh", np.cosh), ("arcsin", np.arcsin), ("arccos", np.arccos), ("arctan", np.arctan)]
+
+
+@pytest.mark.parametrize("name,ref", TRIG)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_trig_values_against_numpy(name, ref, dtype):
+    a = np.random.default_rng(3).uniform(-0.95, 0.95, (7, 5)).astype(dtype)
+    got = getattr(cddp, name)(t(a))
+    assert got.dtype == getattr(cddp, np.dtype(dtype).name)
+    np.testing.assert_allclose(n(got), ref(a), rtol=3e-7 if dtype == np.float32 else 1e-15)
+    np.testing.assert_allclose(n(getattr(t(a), name)()), ref(a), rtol=1e-6)
+    x = t(a)
+    getattr(x, name + "_")()                                   # in place
+    np.testing.assert_allclose(n(x), ref(a), rtol=3e-7 if dtype == np.float32 else 1e-15)
+    # integer input promotes to float32, as torch's unary float ops do
+    assert getattr(cddp, name)(cddp.tensor([0, 1])).dtype == cddp.float32
+
+
+@pytest.mark.parametrize("name", ["asin", "acos", "atan", "sinh", "cosh"])
+def test_trig_gradcheck(name):
+    a = np.random.default_rng(4).uniform(-0.9, 0.9, (4, 3))
+    gradcheck(lambda x: getattr(cddp, name)(x), a)
+
+
+def test_trig_float16_against_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(5).uniform(-0.9, 0.9, 64).astype(np.float32)
+    for name in ("asin", "acos", "atan", "sinh", "cosh"):
+        for dt in ("float16", "bfloat16"):
+            c = getattr(cddp, name)(cddp.tensor(a).to(getattr(cddp, dt)))
+            r = getattr(torch, name)(torch.tensor(a).to(getattr(torch, dt)))
+            np.testing.assert_array_equal(n(c.float()), r.float().numpy(), err_msg=name + dt)

@@ -304,6 +304,20 @@ def _f32(t):
     return t.float() if _reduced(t) else t
 
 
+def _autocast_lower(*ts):
+    """torch's lower_precision_fp autocast rule for the ops written in Python here (prelu,
+    scaled_dot_product_attention; the C ops call amp/amp.h's gate): inside an autocast region
+    float32 tensors are cast to its dtype (the cuda region's when both are open, as the C gate
+    does); anything else passes unchanged."""
+    if _C.is_autocast_enabled("cuda"):
+        dt = _C.get_autocast_dtype("cuda")
+    elif _C.is_autocast_enabled("cpu"):
+        dt = _C.get_autocast_dtype("cpu")
+    else:
+        return ts
+    return tuple(t.to(dt) if isinstance(t, Tensor) and t.dtype == _C.float32 else t for t in ts)
+
+
 def _stats_f32(t):
     """Running stats the kernel updates in place: float32 ones as they are, reduced ones as
     float32 copies that _stats_back writes back (rounded) after the call."""
@@ -362,6 +376,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(Q K^T * scale + mask) V with dropout on the weights: one C kernel forward and
     one backward (csrc/nn/sdpa.c)."""
+    query, key, value = _autocast_lower(query, key, value)
     if _reduced(query):
         mask = _f32(attn_mask)
         return _C._sdpa(query.float(), _f32(key), _f32(value), mask, float(dropout_p),
@@ -529,6 +544,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):  # noqa: A002
 
 
 def prelu(input, weight):  # noqa: A002
+    input, weight = _autocast_lower(input, weight)
     if _reduced(input) and isinstance(weight, Tensor) and weight.dtype == input.dtype:
         return _C._prelu(input.float(), weight.float()).to(input.dtype)
     return _C._prelu(input, weight)

@@ -18,6 +18,8 @@
  * the roles of x and dy exchanged; the engine (nn/conv_engine.c) serves all of them.
  */
 #include "nn/conv.h"
+#include "amp/amp.h"
+#include "ops/shape/shape.h"
 #include "module.h"
 #include <stdio.h>
 
@@ -338,7 +340,7 @@ fail:
 }
 
 /* _conv(input, weight, bias, stride, padding, dilation, groups) */
-static PyObject *py_conv(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *conv_body(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     TensorObject *x, *w, *b;
     conv_args a;
@@ -393,7 +395,7 @@ static int convt_out_sizes(const TensorObject *x, const TensorObject *w, const c
 }
 
 /* _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation) */
-static PyObject *py_conv_transpose(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *convt_body(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     TensorObject *x, *w, *b;
     conv_args a;
@@ -413,6 +415,66 @@ static PyObject *py_conv_transpose(PyObject *m, PyObject *const *args, Py_ssize_
         convt_out_sizes(x, w, &a, osz) < 0)
         return NULL;
     return conv_run(x, w, b, &a, 1, osz);
+}
+
+/* float16/bfloat16 (input, weight and bias all of it): the float32 engine on float32 copies,
+ * the result rounded once to the dtype, as torch's CPU convolutions accumulate these dtypes
+ * in float32. The casts carry history (ToCopyBackward0), so gradients come back in each
+ * tensor's own dtype. Mixed dtypes go to the body unchanged, which refuses them. */
+static PyObject *narrow_call(PyObject *(*body)(PyObject *, PyObject *const *, Py_ssize_t),
+                             PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *conv[8] = {NULL}, *y = NULL, *out = NULL;
+    cddp_dtype dt;
+    if (nargs < 3 || nargs > 8 || !cddp_tensor_check(args[0]) || !cddp_tensor_check(args[1]))
+        return body(m, args, nargs);
+    dt = ((TensorObject *)args[0])->dtype;
+    if ((dt != CDDP_FLOAT16 && dt != CDDP_BFLOAT16) || ((TensorObject *)args[1])->dtype != dt ||
+        (args[2] != Py_None && (!cddp_tensor_check(args[2]) ||
+                                ((TensorObject *)args[2])->dtype != dt)))
+        return body(m, args, nargs);
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        conv[i] = i < 3 && args[i] != Py_None
+                      ? cddp_shape_to_dtype((TensorObject *)args[i], CDDP_FLOAT32)
+                      : (Py_INCREF(args[i]), args[i]);
+        if (!conv[i])
+            goto done;
+    }
+    if ((y = body(m, conv, nargs)))
+        out = cddp_shape_to_dtype((TensorObject *)y, dt);
+done:
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        Py_XDECREF(conv[i]);
+    Py_XDECREF(y);
+    return out;
+}
+
+static PyObject *conv_kw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
+{
+    (void)kw;
+    return narrow_call(conv_body, m, args, nargs);
+}
+
+static PyObject *convt_kw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
+{
+    (void)kw;
+    return narrow_call(convt_body, m, args, nargs);
+}
+
+/* Entry points: torch's CPU autocast lists conv1d/2d and conv_transpose1d/2d as
+ * lower_precision_fp (their float32 tensors cast to the autocast dtype first). */
+static PyObject *py_conv(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, conv_kw, m, args, nargs, NULL);
+    return conv_kw(m, args, nargs, NULL);
+}
+
+static PyObject *py_conv_transpose(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_LOWER, convt_kw, m, args, nargs, NULL);
+    return convt_kw(m, args, nargs, NULL);
 }
 
 /* _conv_cols_budget(elems=0) -> the previous budget (elems > 0 sets a new one): tests use it

@@ -680,6 +680,8 @@ PyObject *cddp_ew_where_function(PyObject *mod, PyObject *const *args, Py_ssize_
     X("neg", neg) X("negative", neg) X("abs", abs) X("absolute", abs) X("exp", exp)      \
     X("log", log) X("log2", log2) X("log10", log10) X("log1p", log1p) X("expm1", expm1)  \
     X("sqrt", sqrt) X("rsqrt", rsqrt) X("sin", sin) X("cos", cos) X("tan", tan)           \
+    X("asin", asin) X("arcsin", asin) X("acos", acos) X("arccos", acos) X("atan", atan)   \
+    X("arctan", atan) X("sinh", sinh) X("cosh", cosh)                                     \
     X("tanh", tanh) X("sigmoid", sigmoid) X("erf", erf) X("reciprocal", reciprocal)      \
     X("relu", relu) X("sign", sign) X("square", square) X("floor", floor) X("ceil", ceil) \
     X("round", round) X("trunc", trunc) X("logical_not", logical_not)                    \
@@ -690,6 +692,8 @@ PyObject *cddp_ew_where_function(PyObject *mod, PyObject *const *args, Py_ssize_
     X("neg", neg) X("negative", neg) X("abs", abs) X("absolute", abs) X("exp", exp)      \
     X("log", log) X("log2", log2) X("log10", log10) X("log1p", log1p) X("expm1", expm1)  \
     X("sqrt", sqrt) X("rsqrt", rsqrt) X("sin", sin) X("cos", cos) X("tan", tan)           \
+    X("asin", asin) X("arcsin", asin) X("acos", acos) X("arccos", acos) X("atan", atan)   \
+    X("arctan", atan) X("sinh", sinh) X("cosh", cosh)                                     \
     X("tanh", tanh) X("sigmoid", sigmoid) X("erf", erf) X("reciprocal", reciprocal)      \
     X("relu", relu) X("sign", sign) X("square", square) X("floor", floor) X("ceil", ceil) \
     X("round", round) X("trunc", trunc) X("logical_not", logical_not)                    \

@@ -312,7 +312,7 @@ PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const e
  * function, and cddp_ew_u_<op>_ in place. */
 #define EW_UNARY_LIST(X)                                                                   \
     X(neg) X(abs) X(exp) X(log) X(log2) X(log10) X(log1p) X(expm1) X(sqrt) X(rsqrt) X(sin) \
-    X(cos) X(tan) X(tanh) X(sigmoid) X(erf) X(reciprocal) X(relu) X(sign) X(square)        \
+    X(cos) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(tanh) X(sigmoid) X(erf) X(reciprocal) X(relu) X(sign) X(square)        \
     X(floor) X(ceil) X(round) X(trunc) X(logical_not) X(bitwise_not) X(isnan) X(isinf)     \
     X(isfinite)
 

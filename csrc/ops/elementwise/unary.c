@@ -2,7 +2,7 @@
  * per dtype, backward per float dtype) plus its dtype rule and what its backward reads.
  *
  * Mirrors: torch.neg / abs / exp / log / log2 / log10 / log1p / expm1 / sqrt / rsqrt / sin / cos
- * / tan / tanh / sigmoid / erf / reciprocal / relu / sign / square / floor / ceil / round / trunc
+ * / asin / acos / atan / sinh / cosh (and the arc* aliases) / tan / tanh / sigmoid / erf / reciprocal / relu / sign / square / floor / ceil / round / trunc
  * / logical_not / bitwise_not / isnan / isinf / isfinite, their Tensor methods and in-place
  * forms (exp_, relu_, ...), the unary -x, abs(x), ~x slots, and torch's nodes (ExpBackward0,
  * SigmoidBackward0, ReluBackward0, ...).
@@ -136,6 +136,16 @@ EW_FLOAT_LOOPS1(cos, cos(x))
 BW2(cos, x * -sin(y))
 EW_FLOAT_LOOPS1(tan, tan(x))
 BW2(tan, x * (1 + y * y))
+EW_FLOAT_LOOPS1(asin, asin(x))
+BW2(asin, x / sqrt(1 - y * y))
+EW_FLOAT_LOOPS1(acos, acos(x))
+BW2(acos, -x / sqrt(1 - y * y))
+EW_FLOAT_LOOPS1(atan, atan(x))
+BW2(atan, x / (1 + y * y))
+EW_FLOAT_LOOPS1(sinh, sinh(x))
+BW2(sinh, x * cosh(y))
+EW_FLOAT_LOOPS1(cosh, cosh(x))
+BW2(cosh, x * sinh(y))
 EW_FLOAT_LOOPS1(tanh, TANH_EXPR(x))
 BW2(tanh, x * (1 - y * y))
 EW_FLOAT_LOOPS1(sigmoid, 1 / (1 + EXP_EXPR(-x)))
@@ -182,6 +192,11 @@ static const unop unops[U_COUNT] = {
     [U_sin] = {"sin", "SinBackward0", U_FLOAT, S_IN, FLT2(sin), BWT(sin)},
     [U_cos] = {"cos", "CosBackward0", U_FLOAT, S_IN, FLT2(cos), BWT(cos)},
     [U_tan] = {"tan", "TanBackward0", U_FLOAT, S_OUT, FLT2(tan), BWT(tan)},
+    [U_asin] = {"asin", "AsinBackward0", U_FLOAT, S_IN, FLT2(asin), BWT(asin)},
+    [U_acos] = {"acos", "AcosBackward0", U_FLOAT, S_IN, FLT2(acos), BWT(acos)},
+    [U_atan] = {"atan", "AtanBackward0", U_FLOAT, S_IN, FLT2(atan), BWT(atan)},
+    [U_sinh] = {"sinh", "SinhBackward0", U_FLOAT, S_IN, FLT2(sinh), BWT(sinh)},
+    [U_cosh] = {"cosh", "CoshBackward0", U_FLOAT, S_IN, FLT2(cosh), BWT(cosh)},
     [U_tanh] = {"tanh", "TanhBackward0", U_FLOAT, S_OUT, FLT2(tanh), BWT(tanh)},
     [U_sigmoid] = {"sigmoid", "SigmoidBackward0", U_FLOAT, S_OUT, FLT2(sigmoid), BWT(sigmoid)},
     [U_erf] = {"erf", "ErfBackward0", U_FLOAT, S_IN, FLT2(erf), BWT(erf)},
