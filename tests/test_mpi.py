@@ -122,6 +122,30 @@ for dt in DT:
             check(f"all_reduce {dt} {op.name} {size}", np.allclose(x.numpy(), want, rtol=1e-6),
                   (x.numpy()[:5], want[:5]))
 
+# the narrow dtypes: float16/bfloat16 reduce through user-defined MPI_Ops (each step in float32,
+# rounded; these small integers keep every grouping exact), uint8/int8/int16 wrap in their width
+NARROW = {"float16": np.float16, "bfloat16": np.float32, "uint8": np.uint8, "int8": np.int8,
+          "int16": np.int16}
+for dt, npdt in NARROW.items():
+    floating = dt in ("float16", "bfloat16")
+    ops = [R.SUM, R.PRODUCT, R.MIN, R.MAX] + ([R.AVG] if floating else [R.BAND, R.BOR, R.BXOR])
+    for op in ops:
+        for size in (1, 1000):
+            a = [((np.arange(size) * 7 + j * 13) % 5 + 1).astype(npdt) for j in range(n)]
+            x = T(a[r].copy())                     # (from_numpy shares: keep a intact)
+            x = x.to(cddp.bfloat16) if dt == "bfloat16" else x
+            dist.all_reduce(x, op=op)
+            want = npred(op, a, dt)
+            got = x.float().numpy() if floating else x.numpy()
+            if dt == "bfloat16":          # exact products up to 625: bfloat16 keeps 8 bits
+                want = T(want.astype(np.float32)).to(cddp.bfloat16).float().numpy()
+            check(f"all_reduce {dt} {op.name} {size}", str(x.dtype) == "cddp." + dt and
+                  np.array_equal(got, np.asarray(want, dtype=got.dtype)), (got[:5], want[:5]))
+    y = T(((np.arange(9) + r) % 5).astype(np.float16))
+    y = y.to(cddp.bfloat16) if dt == "bfloat16" else (y if dt == "float16" else y.to(getattr(cddp, dt)))
+    dist.broadcast(y, src=2)
+    check(f"broadcast {dt}", np.array_equal(y.float().numpy(), (np.arange(9) + 2) % 5), y)
+
 # rooted and gathering collectives, float32 and int64
 for dt in ("float32", "int64"):
     for root in range(n):

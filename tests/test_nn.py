@@ -435,3 +435,15 @@ def test_linear_large_shapes_against_numpy(M, K, N, dtype):
     np.testing.assert_allclose(n(F.linear(t(X), t(W))), X @ W.T, rtol=tol, atol=tol)
     Wt = np.asfortranarray(W)          # a weight with transposed strides
     np.testing.assert_allclose(n(F.linear(t(X), cddp.from_numpy(Wt), t(B))), want, rtol=tol, atol=tol)
+
+
+def test_clip_grad_norm_nonfinite_message_names_the_order_as_torch():
+    torch = pytest.importorskip("torch")
+    msgs = []
+    for lib in (torch, cddp):
+        p = lib.nn.Parameter(lib.ones(3))
+        p.grad = lib.tensor([1.0, float("inf"), 0.0])
+        with pytest.raises(RuntimeError) as e:
+            lib.nn.utils.clip_grad_norm_([p], 1.0, norm_type=2.0, error_if_nonfinite=True)
+        msgs.append(str(e.value))
+    assert msgs[1] == msgs[0] and "order 2.0 for" in msgs[1]

@@ -876,3 +876,24 @@ def test_scalar_subclasses_keep_their_type():
     back = _load(blob)
     assert type(back["loss"]) is np.float64 and back["loss"] == 0.25 and back["n"] == 3
     assert _load(_saved({"s": sig.SIGTERM}), weights_only=False)["s"] is sig.SIGTERM
+
+
+def test_whole_object_checkpoint_keeps_every_dtype(tmp_path):
+    """A pickled (whole-object) checkpoint stores each storage's bytes with its dtype: the
+    narrow dtypes come back with the same bits (bfloat16 rides as its uint16 words)."""
+    vals = np.array([0.0, -1.5, 3.140625, 65504.0, -2.0 ** -14], dtype=np.float32)
+    tensors = {name: cddp.tensor(vals).to(getattr(cddp, name))
+               for name in ("float16", "bfloat16", "float32", "float64")}
+    tensors.update({name: cddp.tensor([0, 1, 7, 100]).to(getattr(cddp, name))
+                    for name in ("uint8", "int8", "int16", "int32", "int64")})
+    model = cddp.nn.Linear(3, 2).to(cddp.bfloat16)
+    path = tmp_path / "obj.pt"
+    cddp.save({"t": tensors, "model": model}, path)              # a module: the pickle layout
+    back = cddp.load(path, weights_only=False)
+    for name, t in tensors.items():
+        got = back["t"][name]
+        assert got.dtype == t.dtype, name
+        np.testing.assert_array_equal(got.float().numpy(), t.float().numpy(), err_msg=name)
+    assert back["model"].weight.dtype == cddp.bfloat16
+    np.testing.assert_array_equal(back["model"].weight.float().detach().numpy(),
+                                  model.weight.float().detach().numpy())

@@ -133,7 +133,10 @@ static PyObject *py_clip_grad_norm(PyObject *m, PyObject *args)
     if (check_grads(grads) < 0)
         return NULL;
     if (p <= 0 && !isinf(p)) {
-        PyErr_Format(PyExc_RuntimeError, "clip_grad_norm_: norm_type must be positive, got %g", p);
+        char *ps = PyOS_double_to_string(p, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);  /* no %g here */
+        PyErr_Format(PyExc_RuntimeError, "clip_grad_norm_: norm_type must be positive, got %s",
+                     ps ? ps : "?");
+        PyMem_Free(ps);
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(grads);
@@ -151,10 +154,12 @@ static PyObject *py_clip_grad_norm(PyObject *m, PyObject *args)
         coef = max_norm / (total + 1e-6);
     }
     if (err_nonfinite && !isfinite(total)) {
-        PyErr_Format(PyExc_RuntimeError, "The total norm of order %g for gradients from "
+        char *ps = PyOS_double_to_string(p, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);  /* "2.0", as torch */
+        PyErr_Format(PyExc_RuntimeError, "The total norm of order %s for gradients from "
                      "`parameters` is non-finite, so it cannot be clipped. To disable this error "
                      "and scale the gradients by the non-finite norm anyway, set "
-                     "`error_if_nonfinite=False`", p);
+                     "`error_if_nonfinite=False`", ps ? ps : "?");
+        PyMem_Free(ps);
         return NULL;
     }
     if (coef < 1.0 || (rdt >= 0 && coef != coef))
