@@ -1,13 +1,16 @@
 """Small-GPT training throughput: cddp vs torch, one process and 2-rank DDP, same model, same
 data, same run.
 
-    python bench/gpt.py [--quick] [--layers 4] [--no-ddp]
+    python bench/gpt.py [--quick] [--layers 4] [--no-ddp] [--autocast bf16]
 
 The model (GPT-2 shaped): token + position nn.Embedding (vocab 256, d_model 128, seq 64),
 pre-norm blocks of causal self-attention (4 heads; qkv Linear + F.scaled_dot_product_attention,
 or nn.MultiheadAttention for the "mha" row) and a 4x MLP with GELU (ReLU while cddp has no
 F.gelu; both libraries then use ReLU), final LayerNorm, linear head; cross_entropy LM loss,
 clip_grad_norm_(1.0), AdamW with weight decay on matrices only. Batch 16 per process.
+--autocast bf16: forward and loss under torch.autocast("cpu", dtype=bfloat16) in both
+libraries (torch's CPU op lists: the Linear/matmul/attention work in bfloat16, the loss in
+float32; parameters and optimizer stay float32).
 
 Single process: one thread each (torch.set_num_threads(1), cddp.set_num_threads(1)), timing
 windows interleaved between the libraries (bench/train.py's _interleaved), medians, samples/s.
@@ -99,10 +102,12 @@ def make_step(lib, model, X, Y):
                            {"params": [p for p in model.parameters() if id(p) not in ids],
                             "weight_decay": 0.0}], lr=3e-4, betas=(0.9, 0.95))
     x, y = lib.tensor(X), lib.tensor(Y).reshape(-1)
+    amp = os.environ.get("CDDP_BENCH_AUTOCAST") == "bf16"
 
     def step():
         opt.zero_grad()
-        loss = lib.nn.functional.cross_entropy(model(x).reshape(-1, VOCAB), y)
+        with lib.autocast("cpu", dtype=lib.bfloat16, enabled=amp):
+            loss = lib.nn.functional.cross_entropy(model(x).reshape(-1, VOCAB), y)
         loss.backward()
         lib.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -213,6 +218,7 @@ def main():
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny windows")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--no-ddp", action="store_true")
+    ap.add_argument("--autocast", choices=["none", "bf16"], default="none")
     ap.add_argument("--rounds", type=int, default=None, help="DDP launches per library "
                     "(alternating; default 3, 1 with --quick)")
     ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
@@ -221,6 +227,7 @@ def main():
         lib, layers, attn, windows, min_time = args.worker
         worker(lib, int(layers), attn, int(windows), float(min_time))
         return
+    os.environ["CDDP_BENCH_AUTOCAST"] = args.autocast      # read by make_step, here and in ranks
     min_time, windows = (0.05, 2) if args.quick else (1.0, 7)
     if args.rounds is None:
         args.rounds = 1 if args.quick else 3
@@ -235,7 +242,7 @@ def main():
                 runs[lib].append(launch(lib, args.layers, "sdpa", 2, windows, min_time))
         rows.append((f"GPT {args.layers}L d{D} h{HEADS} T{SEQ} b{BATCH}x2 sdpa, 2-rank DDP",
                      {lib: statistics.median(v) for lib, v in runs.items()}))
-    print(f"activation: {act}; samples/s (medians of {windows} windows)")
+    print(f"activation: {act}; autocast: {args.autocast}; samples/s (medians of {windows} windows)")
     print(f"{'case':52s} " + " ".join(f"{k:>10s}" for k in libs) +
           ("   cddp/torch" if "torch" in libs else ""))
     for name, rates in rows:

@@ -122,6 +122,8 @@ class _Storages:
         ref = self.refs.get(ident)
         if ref is None:
             whole = _C._storage_view(t, 0, (nbytes // isz,), (1,))
+            if whole.dtype == _C.bfloat16:      # NumPy has no bfloat16: its words as int16
+                whole = whole.view(_C.int16)
             ref = self._add(ident, name, nbytes // isz, whole.numpy().view(np.uint8), isz)
         args = (ref, t.storage_offset(), tuple(t.shape), tuple(t.stride()),
                 bool(t.requires_grad))
