@@ -27,10 +27,14 @@
 /* Row sums use explicit 4-wide double vectors (GCC vector extensions; plain loops with
  * several scalar accumulators are left scalar by the vectorizer): 8 values per step as two
  * vectors, converted from float32 where the data are float32. */
+/* The helpers below are always inlined: called out of line from the avx2 clone (a -O0 build
+ * does not inline), a 32-byte vector passed by value would cross from AVX to non-AVX code, two
+ * different calling conventions (the wrong numbers a CDDP_DEBUG=1 build gave under valgrind). */
+#define NORM_INLINE static inline __attribute__((always_inline))
 typedef float nv4f __attribute__((vector_size(16)));
 typedef double nv4d __attribute__((vector_size(32)));
 
-static inline void load8_f32(const float *p, nv4d *lo, nv4d *hi)
+NORM_INLINE void load8_f32(const float *p, nv4d *lo, nv4d *hi)
 {
     nv4f a, b;
     memcpy(&a, p, sizeof a);
@@ -39,13 +43,13 @@ static inline void load8_f32(const float *p, nv4d *lo, nv4d *hi)
     *hi = __builtin_convertvector(b, nv4d);
 }
 
-static inline void load8_f64(const double *p, nv4d *lo, nv4d *hi)
+NORM_INLINE void load8_f64(const double *p, nv4d *lo, nv4d *hi)
 {
     memcpy(lo, p, sizeof *lo);
     memcpy(hi, p + 4, sizeof *hi);
 }
 
-static inline double hsum(nv4d a, nv4d b)
+NORM_INLINE double hsum(nv4d a, nv4d b)
 {
     nv4d c = a + b;
     return (c[0] + c[1]) + (c[2] + c[3]);
