@@ -50,6 +50,69 @@ def free_port():
         return s.getsockname()[1]
 
 
+def launch_ranks(script, worker_args, nranks, what):
+    """Run `script --worker *worker_args` on nranks processes as one job (RANK, WORLD_SIZE,
+    MASTER_* set by hand on a free port, one BLAS/OpenMP thread per rank) and return the JSON
+    a rank printed after "RESULT ". A rank that fails before any RESULT was read raises with
+    its stderr (`what` names the job); a launch past 900 s kills every rank."""
+    port = free_port()
+    procs = []
+    for r in range(nranks):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nranks),
+                   LOCAL_WORLD_SIZE=str(nranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                   OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env.pop("CDDP_TOKEN", None)
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(script), "--worker",
+                                       *map(str, worker_args)], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    result = None
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=900)
+            for line in out.splitlines():
+                if line.startswith("RESULT "):
+                    result = json.loads(line[7:])
+            if p.returncode != 0 and result is None:
+                raise RuntimeError(f"{what} x{nranks} rank failed:\n{err[-2000:]}")
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return result
+
+
+def ddp_rate(lib, dist, step, samples, windows, min_time):
+    """Median samples/s of `step` (one DDP training step of `samples` samples per rank) over
+    `windows` timing windows. Every rank runs the same number of steps per window (doubled
+    until the slowest rank's window lasts min_time), and the slowest rank sets each window's
+    pace; every rank returns the same figure."""
+    def slowest(v):
+        t = lib.tensor([v], dtype=lib.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return t.item()
+
+    world = dist.get_world_size()
+    for _ in range(2):
+        step()
+    n = 1
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        if slowest(time.perf_counter() - t0) >= min_time:
+            break
+        n *= 2
+    rates = []
+    for _ in range(windows):
+        dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            step()
+        rates.append(world * samples * n / slowest(time.perf_counter() - t0))
+    return statistics.median(rates)
+
+
 # ---- worker ------------------------------------------------------------------------------------
 
 def _setup(lib_name):
@@ -197,30 +260,7 @@ def profile(lib, dist, model, plain, opt, opt_plain, crit, x, y, reps, slowest):
 # ---- driver -------------------------------------------------------------------------------------
 
 def launch(lib, model, nranks, windows, min_time):
-    port = free_port()
-    procs = []
-    for r in range(nranks):
-        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nranks),
-                   LOCAL_WORLD_SIZE=str(nranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        env.pop("CDDP_TOKEN", None)
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", lib,
-                                       model, str(windows), str(min_time)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    result = None
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=900)
-        except subprocess.TimeoutExpired:
-            for q in procs:
-                q.kill()
-            raise
-        for line in out.splitlines():
-            if line.startswith("RESULT "):
-                result = json.loads(line[7:])
-        if p.returncode != 0 and result is None:
-            raise RuntimeError(f"{lib} {model} x{nranks} rank failed:\n{err[-2000:]}")
-    return result
+    return launch_ranks(__file__, (lib, model, windows, min_time), nranks, f"{lib} {model}")
 
 
 def print_tables(rows, libs):

@@ -24,9 +24,7 @@ import glob
 import json
 import os
 import statistics
-import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -37,7 +35,7 @@ sys.path.insert(0, HERE)
 
 import numpy as np  # noqa: E402
 
-from ddp import free_port  # noqa: E402
+from ddp import ddp_rate, launch_ranks  # noqa: E402
 from train import _interleaved, _libs  # noqa: E402
 
 VOCAB, D, HEADS, SEQ, BATCH = 256, 128, 4, 64, 16
@@ -155,62 +153,18 @@ def worker(lib_name, layers, attn, windows, min_time):
         from cddp.nn.parallel import DistributedDataParallel as DDP
     lib.set_num_threads(1)
     dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     lib.manual_seed(0)
     model = DDP(make_gpt(lib, layers, attn, activation()))
     step = make_step(lib, model, *data(rank))
-    for _ in range(2):
-        step()
-    n = 1
-    while True:                       # every rank runs the same number of steps
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        dt = lib.tensor([time.perf_counter() - t0], dtype=lib.float64)
-        dist.all_reduce(dt, op=dist.ReduceOp.MAX)
-        if dt.item() >= min_time:
-            break
-        n *= 2
-    rates = []
-    for _ in range(windows):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        dt = lib.tensor([time.perf_counter() - t0], dtype=lib.float64)
-        dist.all_reduce(dt, op=dist.ReduceOp.MAX)      # the slowest rank sets the pace
-        rates.append(world * BATCH * n / dt.item())
+    rate = ddp_rate(lib, dist, step, BATCH, windows, min_time)
     if rank == 0:
-        print("RESULT " + json.dumps({"rate": statistics.median(rates)}), flush=True)
+        print("RESULT " + json.dumps({"rate": rate}), flush=True)
     dist.destroy_process_group()
 
 
 def launch(lib, layers, attn, nranks, windows, min_time):
-    port = free_port()
-    procs = []
-    for r in range(nranks):
-        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nranks),
-                   LOCAL_WORLD_SIZE=str(nranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                   OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-        env.pop("CDDP_TOKEN", None)
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", lib,
-                                       str(layers), attn, str(windows), str(min_time)], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-    result = None
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=900)
-            if p.returncode != 0:
-                raise RuntimeError(f"{lib} x{nranks} rank failed:\n{err[-2000:]}")
-            for line in out.splitlines():
-                if line.startswith("RESULT "):
-                    result = json.loads(line[7:])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return result["rate"]
+    return launch_ranks(__file__, (lib, layers, attn, windows, min_time), nranks, lib)["rate"]
 
 
 def main():

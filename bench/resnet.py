@@ -37,7 +37,6 @@ for _v in THREAD_VARS:
 import argparse  # noqa: E402
 import glob  # noqa: E402
 import json  # noqa: E402
-import subprocess  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
@@ -46,7 +45,7 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train import _calibrate, _libs  # noqa: E402  (bench/train.py: cddp import rule, threads)
-from ddp import free_port  # noqa: E402
+from ddp import ddp_rate, launch_ranks  # noqa: E402
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if glob.glob(os.path.join(_ROOT, "cddp", "_C*.so")):     # the ranks import this checkout too
@@ -297,63 +296,20 @@ def worker(lib_name, use_bn, batch, windows, min_time):
     lib.set_num_threads(1)
     dist = lib.distributed
     dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     rng = np.random.default_rng(rank)
     X = rng.standard_normal((batch, 3, 32, 32)).astype(np.float32)
     Y = rng.integers(0, 6, batch)
     step = build(lib, use_bn, X, Y, wrap=lib.nn.parallel.DistributedDataParallel)[1]
-    for _ in range(2):
-        step()
-    n = 1
-    while True:                       # every rank runs the same number of steps
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        dt = lib.tensor([time.perf_counter() - t0], dtype=lib.float64)
-        dist.all_reduce(dt, op=dist.ReduceOp.MAX)
-        if dt.item() >= min_time:
-            break
-        n *= 2
-    rates = []
-    for _ in range(windows):
-        dist.barrier()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            step()
-        dt = lib.tensor([time.perf_counter() - t0], dtype=lib.float64)
-        dist.all_reduce(dt, op=dist.ReduceOp.MAX)      # the slowest rank sets the pace
-        rates.append(world * batch * n / dt.item())
+    rate = ddp_rate(lib, dist, step, batch, windows, min_time)
     if rank == 0:
-        print("RESULT " + json.dumps({"rate": statistics.median(rates)}), flush=True)
+        print("RESULT " + json.dumps({"rate": rate}), flush=True)
     dist.destroy_process_group()
 
 
 def launch(lib, use_bn, batch, nranks, windows, min_time):
-    port = free_port()
-    procs = []
-    for r in range(nranks):
-        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nranks),
-                   LOCAL_WORLD_SIZE=str(nranks), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        env.pop("CDDP_TOKEN", None)
-        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", lib,
-                                       str(int(use_bn)), str(batch), str(windows), str(min_time)],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
-    result = None
-    try:
-        for p in procs:
-            out, err = p.communicate(timeout=900)
-            if p.returncode != 0:
-                raise RuntimeError(f"{lib} x{nranks} rank failed:\n{err[-2000:]}")
-            for line in out.splitlines():
-                if line.startswith("RESULT "):
-                    result = json.loads(line[7:])
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    return result["rate"]
+    return launch_ranks(__file__, (lib, int(use_bn), batch, windows, min_time), nranks,
+                        lib)["rate"]
 
 
 def main():

@@ -39,7 +39,14 @@ def _kill_child(rank, n, d, mode, victim, ranks_per_host=0):
     dist = init_group(rank, n, d, timeout=30)
     x = cddp.from_numpy(np.ones(1 << 24, np.float32) if mode == "mid" else np.ones(4, np.float32))
     dist.all_reduce(x)             # everyone healthy first
+    # a rank leaving an all_reduce does not mean every rank has left it: the victim waits
+    # until all have, so that no survivor is aborted inside the healthy op
+    open(os.path.join(d, f"healthy.{rank}"), "w").close()
     if rank == victim:
+        deadline = time.monotonic() + 30
+        while sum(os.path.exists(os.path.join(d, f"healthy.{r}")) for r in range(n)) < n:
+            assert time.monotonic() < deadline, "the other ranks never left the healthy all_reduce"
+            time.sleep(0.001)
         if mode == "mid":
             # 64 MiB takes tens of ms, but a loaded machine can stretch a short sleep past
             # that: start ops until one is still running when the victim dies

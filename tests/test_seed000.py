@@ -14,7 +14,6 @@ Small run: 128 random images, batch 32, 2 epochs of 2 steps at 2 ranks; every st
 (--frequent 1)."""
 import os
 import re
-import signal
 import subprocess
 import sys
 
@@ -23,8 +22,9 @@ import pytest
 
 from conftest import ROOT, subprocess_env
 from ddp_util import free_port
+from test_seeds import SHARED
+from test_seeds import run as _run
 
-SHARED = os.path.join(os.path.dirname(ROOT), "shared", "seed_scripts")
 SCRIPT = "seed000_arcface.py"
 ARGS = ["--num_image", "128", "--batch_size", "32", "--frequent", "1"]
 SHIM = os.path.join(ROOT, "tests", "torch_cpu_shim.py")
@@ -38,17 +38,8 @@ LOG = re.compile(r"rank(\d) Speed \S+ samples/sec Loss ([\d.]+) LearningRate ([\
 LOSS_RTOL = 1e-3
 
 
-def run(cmd, cwd, timeout=300, env=None):
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env or subprocess_env(), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        raise AssertionError(f"{cmd} timed out after {timeout}s:\n{out[-4000:]}")
-    assert proc.returncode == 0, f"{cmd} exited {proc.returncode}:\n{out[-4000:]}"
-    return out
+def run(cmd, cwd, env=None):
+    return _run(cmd, cwd, timeout=300, env=env)
 
 
 def logged(out, rank=0):
@@ -78,7 +69,13 @@ def launch(module, script, out_dir, cwd, extra=(), nproc=2, shim=False):
     cmd = [sys.executable, "-m", module, f"--nproc_per_node={nproc}",
            f"--master_port={free_port()}"]
     cmd += [SHIM, script] if shim else [script]
-    return run(cmd + [out_dir] + ARGS + list(extra), cwd)
+    return run(cmd + [out_dir] + ARGS + list(extra), cwd, env=torch_env(cwd) if shim else None)
+
+
+def torch_env(cwd):
+    """torch's launcher leaves a torchelastic_* folder in $TMPDIR per run: keep it in the
+    test's own folder, which pytest removes."""
+    return subprocess_env(TMPDIR=str(cwd))
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +98,8 @@ def torch_runs(tmp_path_factory):
     first = launch("torch.distributed.run", script, "out", d, ["--num_epoch", "1"], shim=True)
     resumed = launch("torch.distributed.run", script, "out", d,
                      ["--num_epoch", "2", "--resume"], shim=True)
-    solo = run([sys.executable, SHIM, script, "solo", "--num_epoch", "1"] + ARGS, d)
+    solo = run([sys.executable, SHIM, script, "solo", "--num_epoch", "1"] + ARGS, d,
+               env=torch_env(d))
     return d, first, resumed, solo
 
 

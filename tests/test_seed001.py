@@ -19,7 +19,6 @@ half batch with its own statistics (the script does not convert to SyncBatchNorm
 two runs differ by design — in torch too.
 """
 import os
-import socket
 import subprocess
 import sys
 
@@ -27,6 +26,7 @@ import numpy as np
 import pytest
 
 from conftest import subprocess_env
+from ddp_util import free_port
 from test_seeds import EXAMPLES, SHARED
 
 SCRIPT = os.path.join(EXAMPLES, "seed001_resnet.py")
@@ -59,12 +59,6 @@ rank = g["dist"].get_rank() if g["dist"].is_initialized() else 0
 state = {k: v.detach().cpu().numpy() for k, v in g["net"].state_dict().items()}
 np.savez(os.path.join(out, f"rank{rank}.npz"), losses=np.array(losses), **state)
 '''
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def bounded(cmds, cwd, timeout, env):

@@ -18,8 +18,10 @@ SEEDS = ["seed000_insightface.py", "seed001_train.py", "seed002_dp.py", "seed002
          "seed002_torchrun.py", "seed003_launch.py", "seed004_spawn.py"]
 
 
-def run(cmd, cwd, timeout=180):
-    proc = subprocess.Popen(cmd, cwd=cwd, env=subprocess_env(), stdout=subprocess.PIPE,
+def run(cmd, cwd, timeout=180, env=None):
+    """cmd's combined output; fails the test when it exits non-zero or outlives `timeout`
+    (its whole process group is killed)."""
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env or subprocess_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         out, _ = proc.communicate(timeout=timeout)

@@ -56,20 +56,24 @@ def _conv_padding(padding, weight, stride, dilation, nd):
     return tuple(pads)
 
 
-def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd):  # noqa: A002
+def _conv_operands(input, weight, name, nd, weight_dims):  # noqa: A002
+    """Checks shared by the convolutions; returns (input with a batch dimension, whether the
+    caller passed an unbatched input)."""
     _check_tensor(input, "input")
     _check_tensor(weight, "weight")
-    name = f"conv{nd}d"
     if input.dim() not in (nd + 1, nd + 2):
         raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to "
                            f"{name}, but got input of size: {list(input.shape)}")
     if weight.dim() != nd + 2:
-        raise RuntimeError(f"{name}: expected a {nd + 2}D weight (out_channels, "
-                           f"in_channels/groups, kernel...), but got weight of size: "
-                           f"{list(weight.shape)}")
+        raise RuntimeError(f"{name}: expected a {nd + 2}D weight ({weight_dims}, "
+                           f"kernel...), but got weight of size: {list(weight.shape)}")
     unbatched = input.dim() == nd + 1
-    if unbatched:
-        input = input.unsqueeze(0)
+    return (input.unsqueeze(0) if unbatched else input), unbatched
+
+
+def _conv_nd(input, weight, bias, stride, padding, dilation, groups, nd):  # noqa: A002
+    input, unbatched = _conv_operands(input, weight, f"conv{nd}d", nd,
+                                      "out_channels, in_channels/groups")
     padding = _conv_padding(padding, weight, stride, dilation, nd)
     out = _C._conv(input, weight, bias, stride, padding, dilation, groups)
     return out.squeeze(0) if unbatched else out
@@ -87,21 +91,12 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 def _conv_transpose_nd(input, weight, bias, stride, padding, output_padding, groups,  # noqa: A002
                        dilation, nd):
-    _check_tensor(input, "input")
-    _check_tensor(weight, "weight")
     name = f"conv_transpose{nd}d"
     if isinstance(padding, str):
+        _check_tensor(input, "input")
+        _check_tensor(weight, "weight")
         raise TypeError(f"{name}(): argument 'padding' must be tuple of ints, not str")
-    if input.dim() not in (nd + 1, nd + 2):
-        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to "
-                           f"{name}, but got input of size: {list(input.shape)}")
-    if weight.dim() != nd + 2:
-        raise RuntimeError(f"{name}: expected a {nd + 2}D weight (in_channels, "
-                           f"out_channels/groups, kernel...), but got weight of size: "
-                           f"{list(weight.shape)}")
-    unbatched = input.dim() == nd + 1
-    if unbatched:
-        input = input.unsqueeze(0)
+    input, unbatched = _conv_operands(input, weight, name, nd, "in_channels, out_channels/groups")
     out = _C._conv_transpose(input, weight, bias, stride, padding, output_padding, groups,
                              dilation)
     return out.squeeze(0) if unbatched else out

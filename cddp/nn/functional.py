@@ -306,14 +306,11 @@ def _f32(t):
 
 def _autocast_lower(*ts):
     """torch's lower_precision_fp autocast rule for the ops written in Python here (prelu,
-    scaled_dot_product_attention; the C ops call amp/amp.h's gate): inside an autocast region
-    float32 tensors are cast to its dtype (the cuda region's when both are open, as the C gate
-    does); anything else passes unchanged."""
-    if _C.is_autocast_enabled("cuda"):
-        dt = _C.get_autocast_dtype("cuda")
-    elif _C.is_autocast_enabled("cpu"):
-        dt = _C.get_autocast_dtype("cpu")
-    else:
+    scaled_dot_product_attention; the C ops call amp/amp.h's gate, whose dtype rule this asks
+    for): inside an autocast region float32 tensors are cast to its dtype; anything else, and
+    everything outside a region, passes unchanged."""
+    dt = _C._autocast_lower_dtype()
+    if dt is None:
         return ts
     return tuple(t.to(dt) if isinstance(t, Tensor) and t.dtype == _C.float32 else t for t in ts)
 

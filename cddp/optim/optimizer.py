@@ -15,6 +15,20 @@ from ..utils.hooks import RemovableHandle
 Tensor = _C.Tensor
 
 
+def _check_adam_hyperparameters(lr, betas, eps, weight_decay):
+    """The checks (and torch's messages) Adam, AdamW, Adamax, NAdam and RAdam share."""
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
 class _RequiredParameter:
     def __repr__(self):
         return "<required parameter>"

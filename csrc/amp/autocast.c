@@ -234,8 +234,21 @@ static PyObject *py_clear_cache(PyObject *m, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* _autocast_lower_dtype() -> the dtype the lower_precision_fp ops run in now, or None outside
+ * every autocast region: the gate's own rule (fast_dtype), for the ops written in Python. */
+static PyObject *py_lower_dtype(PyObject *m, PyObject *unused)
+{
+    PyObject *d;
+    if (!CDDP_AUTOCAST_ON())
+        Py_RETURN_NONE;
+    d = cddp_dtype_to_py(fast_dtype());
+    Py_XINCREF(d);
+    return d;
+}
+
 #define FAST (PyCFunction)(void (*)(void))
 PyMethodDef cddp_autocast_module_methods[] = {
+    {"_autocast_lower_dtype", py_lower_dtype, METH_NOARGS, NULL},
     {"is_autocast_enabled", FAST py_is_enabled, METH_FASTCALL,
      "is_autocast_enabled(device_type=None): autocast state of 'cpu' or 'cuda' (None: cuda)"},
     {"set_autocast_enabled", FAST py_set_enabled, METH_FASTCALL,

@@ -1,10 +1,8 @@
 """Group normalization (torch.nn.GroupNorm; torch.nn.modules.normalization in torch) over the
 fused C kernel of csrc/nn/norm/group_norm.c, and LocalResponseNorm (a composite of C ops)."""
-from ... import _C
 from .. import functional as F
-from .. import init
-from ..parameter import Parameter
 from .module import Module
+from .normalization import _affine_parameters, _reset_affine
 
 
 class GroupNorm(Module):
@@ -16,29 +14,16 @@ class GroupNorm(Module):
         if num_channels % num_groups != 0:
             raise ValueError(f"num_channels ({num_channels}) must be divisible by "
                              f"num_groups ({num_groups})")
-        dtype = dtype if dtype is not None else _C.get_default_dtype()
         self.num_groups = num_groups
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if self.affine:
-            self.weight = Parameter(_C.empty(num_channels, dtype=dtype))
-            if bias:
-                self.bias = Parameter(_C.empty(num_channels, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_parameters(self, affine, num_channels, dtype, bias)
         if device is not None:
             self.to(device)
 
     def reset_parameters(self):
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):  # noqa: A002
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)

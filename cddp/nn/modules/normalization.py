@@ -8,6 +8,29 @@ from ..parameter import Parameter
 from .module import Module
 
 
+def _affine_parameters(module, affine, shape, dtype, bias):
+    """weight (ones) and bias (zeros; None when bias=False) of `shape`, or both None when not
+    affine: LayerNorm's and GroupNorm's parameters, registered as torch registers them."""
+    dtype = dtype if dtype is not None else _C.get_default_dtype()
+    if affine:
+        module.weight = Parameter(_C.empty(shape, dtype=dtype))
+        if bias:
+            module.bias = Parameter(_C.empty(shape, dtype=dtype))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+    module.reset_parameters()
+
+
+def _reset_affine(module):
+    if module.weight is not None:
+        init.ones_(module.weight)
+    if module.bias is not None:
+        init.zeros_(module.bias)
+
+
 class LayerNorm(Module):
     """y = (x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape."""
 
@@ -19,25 +42,12 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        dtype = dtype if dtype is not None else _C.get_default_dtype()
-        if self.elementwise_affine:
-            self.weight = Parameter(_C.empty(self.normalized_shape, dtype=dtype))
-            if bias:
-                self.bias = Parameter(_C.empty(self.normalized_shape, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        _affine_parameters(self, elementwise_affine, self.normalized_shape, dtype, bias)
         if device is not None:
             self.to(device)
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input):  # noqa: A002
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)

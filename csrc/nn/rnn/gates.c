@@ -10,8 +10,8 @@
  * rows with the gates side by side, H columns each. Contracts in rnn.h. Pure C, no GIL.
  */
 #include "nn/rnn/rnn.h"
+#include "common/fastmath.h"
 #include <math.h>
-#include <string.h>
 
 /* Kernels are compiled for AVX2 and the baseline, the loader picks one (the convention of
  * ops/elementwise/elementwise.h's EW_CLONES; off under sanitizers, whose runtime is not up
@@ -23,57 +23,8 @@
 #define RNN_CLONES
 #endif
 
-/* ---- float32 exp / tanh without libm calls ------------------------------------------------
- * glibc's tanhf/expf are a call per element (tanhf through expm1f: a third of an LSTM
- * forward's time), which keeps the gate loops scalar. These are ops/elementwise/unary.c's
- * branch-free Cephes versions (within 2 ulp; selects through bit masks), so the loops
- * vectorize. float64 keeps libm, which agrees with torch's float64 to an ulp. */
-
-static inline float sel_f32(int c, float a, float b)
-{
-    uint32_t ua, ub, m = 0u - (uint32_t)c, r;
-    float f;
-    memcpy(&ua, &a, 4);
-    memcpy(&ub, &b, 4);
-    r = (ua & m) | (ub & ~m);
-    memcpy(&f, &r, 4);
-    return f;
-}
-
-static inline float pow2i_f32(int32_t n)      /* 2^n, n in [-126, 127] */
-{
-    uint32_t bits = (uint32_t)(n + 127) << 23;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline float rnn_expf(float x)
-{
-    float xc = sel_f32(x > 88.8f, 88.8f, x);     /* clamp; NaN to 0, restored at the end */
-    xc = sel_f32(xc < -104.0f, -104.0f, xc);
-    xc = sel_f32(x != x, 0.0f, xc);
-    float fx = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  /* round(x/ln2) */
-    int32_t n = (int32_t)fx, h = n >> 1;
-    float r = xc - fx * 0.693359375f;
-    r = r - fx * -2.12194440e-4f;
-    float y = ((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +
-                4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f;
-    y = y * (r * r) + r + 1.0f;
-    y = y * pow2i_f32(h) * pow2i_f32(n - h);    /* two halves reach the denormals and inf */
-    return sel_f32(x != x, x, y);
-}
-
-static inline float rnn_tanhf(float x)
-{
-    float ax = sel_f32(x < 0, -x, x);
-    float z = x * x;                              /* |x| < 0.625: odd polynomial */
-    float p = ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z - 5.37397155531E-2f) * z +
-                1.33314422036E-1f) * z - 3.33332819422E-1f) * z * x + x;
-    float q = 1.0f - 2.0f / (rnn_expf(2.0f * ax) + 1.0f);
-    q = sel_f32(x < 0, -q, q);
-    return sel_f32(ax < 0.625f, p, q);
-}
+/* float32 exp / tanh: common/fastmath.h's branch-free Cephes versions, so the gate loops
+ * vectorize (glibc's tanhf was a third of an LSTM forward's time); float64 keeps libm. */
 
 /* One definition per element type: T the C type, S the suffix, EXP/TANH the exp and tanh.
  * Each kernel is a loop over rows calling a row function whose pointers are `restrict` (the
@@ -186,7 +137,7 @@ RNN_CLONES static void act_bwd_##S(int64_t n, int relu, const T *R h, const T *R
             dp[k] = dh[k] * ((T)1 - h[k] * h[k]);                                            \
 }
 
-DEFINE_GATES(float, f32, rnn_expf, rnn_tanhf)
+DEFINE_GATES(float, f32, cddp_fast_expf, cddp_fast_tanhf)
 DEFINE_GATES(double, f64, exp, tanh)
 
 /* ---- dtype dispatch (contracts in rnn.h) ------------------------------------------------ */

@@ -12,6 +12,7 @@
  * loop over (grad, saved) — sigmoid's reads its saved output, relu's its output's sign.
  */
 #include "ops/elementwise/elementwise.h"
+#include "common/fastmath.h"
 #include <tgmath.h>
 
 enum { U_FLOAT, U_SAME, U_BOOL };
@@ -28,62 +29,9 @@ typedef struct {
 } unop;
 
 
-/* ---- float32 exp / tanh without libm calls ---------------------------------------------------
- * glibc's expf is a call per element, which keeps the loop scalar; these are branch-free
- * (selects through bit masks, so no FP compare becomes control flow), so exp, sigmoid and tanh
- * loops vectorize. Cephes' range reduction and polynomials: within 2 ulp of the exact values
- * (tests check against float64), NaN and infinities as libm. float64 keeps libm. */
-
-static inline float sel_f32(int c, float a, float b)
-{
-    uint32_t ua, ub, m = 0u - (uint32_t)c, r;
-    float f;
-    memcpy(&ua, &a, 4);
-    memcpy(&ub, &b, 4);
-    r = (ua & m) | (ub & ~m);
-    memcpy(&f, &r, 4);
-    return f;
-}
-
-static inline float pow2i_f32(int32_t n)      /* 2^n, n in [-126, 127] */
-{
-    uint32_t bits = (uint32_t)(n + 127) << 23;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-}
-
-static inline float ew_expf(float x)
-{
-    /* clamp (NaN to 0: it is restored at the end) so the integer conversion is defined */
-    float xc = sel_f32(x > 88.8f, 88.8f, x);
-    xc = sel_f32(xc < -104.0f, -104.0f, xc);
-    xc = sel_f32(x != x, 0.0f, xc);
-    float fx = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  /* round(x/ln2) */
-    int32_t n = (int32_t)fx, h = n >> 1;
-    float r = xc - fx * 0.693359375f;
-    r = r - fx * -2.12194440e-4f;
-    float y = ((((1.9875691500E-4f * r + 1.3981999507E-3f) * r + 8.3334519073E-3f) * r +
-                4.1665795894E-2f) * r + 1.6666665459E-1f) * r + 5.0000001201E-1f;
-    y = y * (r * r) + r + 1.0f;
-    y = y * pow2i_f32(h) * pow2i_f32(n - h);    /* two halves reach the denormals and inf */
-    return sel_f32(x != x, x, y);
-}
-
-static inline float ew_tanhf(float x)
-{
-    float ax = sel_f32(x < 0, -x, x);
-    float z = x * x;                              /* |x| < 0.625: odd polynomial */
-    float p = ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z - 5.37397155531E-2f) * z +
-                1.33314422036E-1f) * z - 3.33332819422E-1f) * z * x + x;
-    float q = 1.0f - 2.0f / (ew_expf(2.0f * ax) + 1.0f);
-    q = sel_f32(x < 0, -q, q);
-    p = sel_f32(x == 0, x, p);                    /* tanh(-0) = -0 */
-    return sel_f32(ax < 0.625f, p, q);
-}
-
-#define EXP_EXPR(x) _Generic((x), float: ew_expf, default: exp)(x)
-#define TANH_EXPR(x) _Generic((x), float: ew_tanhf, default: tanh)(x)
+/* float32 exp / tanh without libm calls (common/fastmath.h), so exp, sigmoid, tanh vectorize */
+#define EXP_EXPR(x) _Generic((x), float: cddp_fast_expf, default: exp)(x)
+#define TANH_EXPR(x) _Generic((x), float: cddp_fast_tanhf, default: tanh)(x)
 
 /* forward kernels: float expression, integer expression, bool expression */
 #define SAME_LOOPS(op, EF, EI, EB)                                                         \
