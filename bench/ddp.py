@@ -129,7 +129,6 @@ def _setup(lib_name):
 
 
 def _model(lib, model_name, rng):
-    import numpy as np
     lib.manual_seed(0)
     if model_name == "mlp":
         net = lib.nn.Sequential(lib.nn.Linear(784, 1024), lib.nn.ReLU(), lib.nn.Linear(1024, 1024),
@@ -142,7 +141,7 @@ def worker(lib_name, model_name, windows, min_time):
     import numpy as np
     lib, dist, DDP = _setup(lib_name)
     dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     rng = np.random.default_rng(rank)
     if model_name == "mlp":
         x = lib.tensor(rng.standard_normal((64, 784)).astype(np.float32))

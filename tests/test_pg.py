@@ -3,7 +3,6 @@ ops, a stuck peer, shutdown with work in flight), Work handles, subgroups, init 
 smoke run of bench/collectives.py. Real processes on one host; every launch has a timeout.
 """
 import datetime
-import json
 import os
 import signal
 import subprocess
