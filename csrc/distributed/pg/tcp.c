@@ -12,10 +12,11 @@
  *
  * Failures: EOF / reset on a connection we need fails the op naming that rank (and "exited"
  * when its pidfd says so, its host when it runs on another one); a connection whose peer
- * stopped answering fails with ETIMEDOUT after the heartbeat (tcp_mesh.c), on any connection
- * of the poll set, not only the ones the op waits on. The rank that notices sends every peer
- * one out-of-band byte naming the failed rank, then shuts its sockets for writing, so ranks
- * blocked on OTHER peers learn it within a poll round instead of at their timeout.
+ * stopped answering fails with ETIMEDOUT (or the no-route error that preceded it) after the
+ * heartbeat (tcp_mesh.c), on any connection of the poll set, not only the ones the op waits
+ * on. The rank that notices sends every peer one out-of-band byte naming the failed rank, then
+ * shuts its sockets for writing, so ranks blocked on OTHER peers learn it within a poll round
+ * instead of at their timeout.
  *
  * Called by the engine through cddp_pg_tcp_ops (distributed/pg/engine.c) and by hier.c, which
  * layers a host level on this mesh; the mesh itself (setup, teardown, the listener rendezvous
@@ -86,6 +87,15 @@ void cddp_tcp_break(tcp_t *t, int who)
     }
 }
 
+/* Whether socket error e means the heartbeat's TCP_USER_TIMEOUT gave up on the peer. The
+ * kernel reports the connection's last soft error in place of ETIMEDOUT when there is one:
+ * a host whose own link went down has had its sends fail with no route, and says so. */
+static int heartbeat_lost(int e)
+{
+    return e == ETIMEDOUT || e == EHOSTUNREACH || e == ENETUNREACH || e == EHOSTDOWN ||
+           e == ENETDOWN;
+}
+
 /* What happened to rank j's connection (error e, 0: end of stream), as a sentence. */
 static void describe_loss(cddp_pg *pg, tcp_t *t, int j, int e, char *msg, size_t len)
 {
@@ -94,10 +104,11 @@ static void describe_loss(cddp_pg *pg, tcp_t *t, int j, int e, char *msg, size_t
     else if (pg->local[j])
         snprintf(msg, len, "rank %d closed its connection (%s)", j,
                  e ? strerror(e) : "end of stream");
-    else if (e == ETIMEDOUT)
+    else if (heartbeat_lost(e))
         snprintf(msg, len, "rank %d on host %s stopped answering: no reply to TCP heartbeats "
-                 "for %.0f s (CDDP_HEARTBEAT_S); the network link to that host is down or the "
-                 "host is frozen", j, cddp_tcp_peer(t, j), t->hb_s);
+                 "for %.0f s (CDDP_HEARTBEAT_S%s%s); the network link to that host is down or "
+                 "the host is frozen", j, cddp_tcp_peer(t, j), t->hb_s,
+                 e == ETIMEDOUT ? "" : "; ", e == ETIMEDOUT ? "" : strerror(e));
     else
         snprintf(msg, len, "rank %d on host %s closed its connection (%s)", j,
                  cddp_tcp_peer(t, j), e ? strerror(e) : "end of stream");
@@ -472,7 +483,7 @@ static int p2p_fail(cddp_pg *pg, tcp_t *t, cddp_work *w, int e)
     char pre[96], msg[CDDP_PG_ERRLEN - 128];
     cddp_pg_op_prefix(w, pre, sizeof pre);
     t->p2p_dead[j] = 1;
-    if (confirm_dead(pg, j) || (!pg->local[j] && e == ETIMEDOUT)) {
+    if (confirm_dead(pg, j) || (!pg->local[j] && heartbeat_lost(e))) {
         describe_loss(pg, t, j, e, msg, sizeof msg);
         cddp_pg_seterr(w->err, "%s: %s while rank %d was waiting for it", pre, msg, t->r);
         cddp_pg_mark_broken(pg, msg);
