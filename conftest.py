@@ -13,7 +13,13 @@ tests/conftest.py; the header then says which package is under test and where it
 """
 import os
 
-import cddp
+# Large single-threaded float32 products run cddp's own AVX-512 kernel when NumPy's OpenBLAS
+# runs older kernels (ops/linalg/blas.c); which it runs depends on the machine and on
+# OPENBLAS_CORETYPE. The suite pins the choice so the kernel is tested on every AVX-512 CPU;
+# test_linalg checks the automatic choice and CDDP_GEMM=blas in child processes.
+os.environ.setdefault("CDDP_GEMM", "own")
+
+import cddp  # noqa: E402
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 HERE = os.path.dirname(os.path.abspath(cddp.__file__))

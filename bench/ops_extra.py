@@ -1,6 +1,7 @@
 #!/usr/bin/env python
-"""bench/ops_extra.py — the model-code ops (einsum, the addmm family, cumprod, unique, repeat,
-roll, tril, scatter_reduce, K-dim cross_entropy) in cddp beside torch (1 thread) and NumPy.
+"""bench/ops_extra.py — the model-code ops (the GEMMs of ResNet-18's convolutions, einsum, the
+addmm family, cumprod, unique, repeat, roll, tril, K-dim cross_entropy) in cddp beside torch
+(1 thread) and NumPy.
 
     python bench/ops_extra.py            # full sizes
     python bench/ops_extra.py --quick    # smoke sizes, few repeats
@@ -9,7 +10,11 @@ roll, tril, scatter_reduce, K-dim cross_entropy) in cddp beside torch (1 thread)
 Same rules as bench/ops.py (whose timing, checking and table code this reuses): one thread
 per library, median per-call time, every library's result checked against NumPy's first.
 The einsum rows are the point of the file: cddp plans einsum in C and runs each contraction
-as one bmm (a BLAS GEMM per batch), so its GFLOP/s should sit near torch's.
+as one bmm (a BLAS GEMM per batch), so its GFLOP/s should sit near torch's. The "matmul
+(conv ...)" rows are the weight @ columns products cddp's conv engine runs for ResNet-18 at
+batch 64 (M = output channels, K = input channels x 9, N = a block of output pixels): on an
+AVX-512 CPU they take cddp's own float32 kernel (ops/linalg/sgemm_avx512.c), NumPy's column
+is OpenBLAS with whatever kernel OPENBLAS_CORETYPE lets it pick.
 """
 import os
 import sys
@@ -49,7 +54,17 @@ def rows(quick):
     b, s = (4, 64) if quick else (16, 128)
     n = 256 if quick else 1024
     big = (1 << 16) if quick else (1 << 20)
+    conv = [(64, 576, 1024, "layer1 3x3"), (128, 1152, 256, "layer2 3x3"),
+            (256, 2304, 256, "layer3 3x3"), (512, 4608, 64, "layer4 3x3")]
+    if quick:
+        conv = conv[:1]
     return [
+        row(f"matmul  (conv {name})", f"({m},{k})@({k},{nn})", "throughput",
+            lambda r, m=m, k=k, nn=nn: ([_f32(r, m, k), _f32(r, k, nn)], lambda x, y: x @ y,
+                                        lambda T, x, y: x @ y),
+            work=(2 * m * k * nn, "GFLOP/s"))
+        for m, k, nn, name in conv
+    ] + [
         row("einsum  bij,bjk->bik", f"({b},{s},64)x({b},64,{s})", "throughput",
             lambda r: ([_f32(r, b, s, 64), _f32(r, b, 64, s)],
                        lambda x, y: np.matmul(x, y),

@@ -206,6 +206,31 @@ TORCH_CASES = [
 ]
 
 
+def test_conv_float32_through_the_own_avx512_gemm():
+    """One GEMM thread (a DDP rank's setting): on AVX-512 CPUs the float32 im2col GEMMs of the
+    forward and both backward products run ops/linalg/sgemm_avx512.c. Values and gradients
+    against the float64 convolution of the same numbers."""
+    if not cddp._C._blas_info()["sgemm_kernel"].startswith("cddp avx512"):
+        pytest.skip("CPU without AVX-512 (or CDDP_GEMM=blas)")
+    old = cddp.get_num_threads()
+    cddp.set_num_threads(1)
+    try:
+        x, w, b = rnd(4, 64, 8, 8), rnd(64, 64, 3, 3) * 0.05, rnd(64)
+        g = rnd(4, 64, 8, 8)
+        outs = {}
+        calls = cddp._C._blas_info()["own_sgemm_calls"]
+        for dt in (np.float32, np.float64):
+            cx, cw, cb = (t(a.astype(dt)).requires_grad_(True) for a in (x, w, b))
+            y = F.conv2d(cx, cw, cb, padding=1)
+            y.backward(t(g.astype(dt)))
+            outs[dt] = [n(v).astype(np.float64) for v in (y, cx.grad, cw.grad, cb.grad)]
+        assert cddp._C._blas_info()["own_sgemm_calls"] >= calls + 3   # y, dx, dw
+        for got, ref in zip(outs[np.float32], outs[np.float64]):
+            assert np.abs(got - ref).max() <= 2e-5 * np.abs(ref).max()
+    finally:
+        cddp.set_num_threads(old)
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("nd,xs,ws,kw,permuted", TORCH_CASES)
 def test_conv_vs_torch(torch, dtype, nd, xs, ws, kw, permuted):

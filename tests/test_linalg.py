@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import cddp
-from conftest import ROOT, gradcheck, n, t
+from conftest import gradcheck, n, t
 
 RNG = np.random.default_rng(1234)
 
@@ -477,3 +477,118 @@ def test_portable_gemm_without_blas():
     r = subprocess.run([sys.executable, "-c", FALLBACK_SCRIPT], cwd=tempfile.gettempdir(), env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "fallback ok" in r.stdout, r.stderr
+
+
+# ---- cddp's own AVX-512 float32 GEMM (ops/linalg/sgemm_avx512.c) ------------------------
+
+OWN_SGEMM = cddp._C._blas_info()["sgemm_kernel"].startswith("cddp avx512")
+needs_own_sgemm = pytest.mark.skipif(not OWN_SGEMM, reason="CPU without AVX-512 (or CDDP_GEMM=blas)")
+
+
+@pytest.fixture
+def one_gemm_thread():
+    old = cddp.get_num_threads()
+    cddp.set_num_threads(1)          # the kernel is single-threaded: blas.c uses it only then
+    yield
+    cddp.set_num_threads(old)
+
+
+def _f64_rel_err(got, ref):
+    return np.abs(got.astype(np.float64) - ref).max() / np.abs(ref).max()
+
+
+@needs_own_sgemm
+@pytest.mark.parametrize("M,K,N", [(16, 32, 48), (17, 33, 49), (24, 256, 64), (25, 257, 65),
+                                   (64, 576, 192), (200, 700, 1000), (193, 513, 4100)])
+@pytest.mark.parametrize("ta,tb", [(False, False), (True, False), (False, True), (True, True)])
+def test_own_sgemm_matches_float64(one_gemm_thread, M, K, N, ta, tb):
+    """Every edge of the blocking (MR=12 rows, NR=32 columns, KC=256, MC=192, NC=4096) and both
+    operand orientations (packing reads along the unit stride) against a float64 product."""
+    a = RNG.standard_normal((K, M) if ta else (M, K)).astype(np.float32)
+    b = RNG.standard_normal((N, K) if tb else (K, N)).astype(np.float32)
+    a, b = (a.T if ta else a), (b.T if tb else b)
+    calls = cddp._C._blas_info()["own_sgemm_calls"]
+    ca = cddp.from_numpy(np.ascontiguousarray(a.T)).t() if ta else cddp.from_numpy(a.copy())
+    cb = cddp.from_numpy(np.ascontiguousarray(b.T)).t() if tb else cddp.from_numpy(b.copy())
+    got = (ca @ cb).numpy()
+    assert cddp._C._blas_info()["own_sgemm_calls"] == calls + 1
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    # float32 accumulation over K terms: a few ulps of the row norms
+    assert _f64_rel_err(got, ref) < 2e-6 * np.sqrt(K), _f64_rel_err(got, ref)
+
+
+@needs_own_sgemm
+def test_own_sgemm_alpha_beta_and_nan_in_c(one_gemm_thread):
+    """addmm's alpha and beta go through the kernel; beta=0 ignores C (NaN does not leak), and
+    beta=1 accumulates onto it across K slices (K > 256)."""
+    a, b = rand((40, 600)).astype(np.float32), rand((600, 70)).astype(np.float32)
+    c = rand((40, 70)).astype(np.float32)
+    ref = 0.5 * (a.astype(np.float64) @ b) + 2.0 * c
+    calls = cddp._C._blas_info()["own_sgemm_calls"]
+    got = cddp.addmm(t(c), t(a), t(b), beta=2.0, alpha=0.5).numpy()
+    assert _f64_rel_err(got, ref) < 1e-5
+    nan_c = np.full((40, 70), np.nan, np.float32)
+    got0 = cddp.addmm(t(nan_c), t(a), t(b), beta=0.0).numpy()
+    assert np.isfinite(got0).all()
+    assert _f64_rel_err(got0, a.astype(np.float64) @ b) < 1e-5
+    assert cddp._C._blas_info()["own_sgemm_calls"] == calls + 2
+
+
+@needs_own_sgemm
+def test_own_sgemm_leaves_small_and_threaded_products_to_blas():
+    old = cddp.get_num_threads()
+    try:
+        cddp.set_num_threads(1)
+        calls = cddp._C._blas_info()["own_sgemm_calls"]
+        a = rand((64, 64)).astype(np.float32)
+        np.testing.assert_allclose(n(t(a)[:, :40] @ t(a)[:40, :40]), a[:, :40] @ a[:40, :40],
+                                   rtol=1e-4, atol=1e-4)           # N = 40 < 48
+        d = rand((64, 64))
+        np.testing.assert_allclose(n(t(d) @ t(d)), d @ d, rtol=1e-12)   # float64: BLAS
+        assert cddp._C._blas_info()["own_sgemm_calls"] == calls
+        cddp.set_num_threads(2)
+        if cddp.get_num_threads() == 2:
+            b = rand((128, 128)).astype(np.float32)
+            np.testing.assert_allclose(n(t(b) @ t(b)), b @ b, rtol=1e-4, atol=1e-3)
+            assert cddp._C._blas_info()["own_sgemm_calls"] == calls
+    finally:
+        cddp.set_num_threads(old)
+
+
+GEMM_CHOICE_SCRIPT = """
+import numpy as np, cddp
+cddp.set_num_threads(1)
+a = np.ones((100, 100), np.float32)
+assert ((cddp.from_numpy(a) @ cddp.from_numpy(a)).numpy() == 100).all()
+info = cddp._C._blas_info()
+print(info["core"], info["own_sgemm_calls"], info["sgemm_kernel"])
+"""
+
+
+def _gemm_choice(**env):
+    from conftest import subprocess_env
+    e = subprocess_env(**env)
+    for k, v in env.items():
+        if v is None:
+            del e[k]
+    r = subprocess.run([sys.executable, "-c", GEMM_CHOICE_SCRIPT], cwd=tempfile.gettempdir(),
+                       env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    core, calls, kernel = r.stdout.split(" ", 2)
+    return core, int(calls), kernel.strip()
+
+
+def test_cddp_gemm_blas_turns_the_own_kernel_off():
+    core, calls, kernel = _gemm_choice(CDDP_GEMM="blas")
+    assert (calls, kernel) == (0, "the library")
+
+
+@needs_own_sgemm
+@pytest.mark.parametrize("openblas_core,own", [("Haswell", True), ("SkylakeX", False)])
+def test_own_sgemm_chosen_only_when_openblas_runs_older_kernels(openblas_core, own):
+    """Without CDDP_GEMM the kernel runs only when OpenBLAS's kernel family predates AVX-512:
+    its SkylakeX kernels are as fast, its Haswell (AVX2) ones half as fast."""
+    core, calls, kernel = _gemm_choice(CDDP_GEMM=None, OPENBLAS_CORETYPE=openblas_core)
+    if core != openblas_core:
+        pytest.skip(f"the BLAS is not an OpenBLAS that reports its kernel family ({core})")
+    assert (calls == 1) == own and kernel.startswith("cddp avx512") == own, (calls, kernel)

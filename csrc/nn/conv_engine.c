@@ -29,10 +29,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Elements of the column buffer a chunk aims at (512 KiB of float32: it stays in L2
- * between im2col and the GEMM; measured best of 64K..1M on ResNet-18). A variable so tests can
- * shrink it and reach the multi-chunk paths with small tensors (cddp._C._conv_cols_budget). */
-static int64_t g_cols_budget = 1 << 17;
+/* Elements of the column buffer a chunk aims at (4 MiB of float32). Wider chunks mean fewer,
+ * longer GEMMs: ResNet-18's training step at batch 64 was fastest at 1M of 128K..4M with
+ * ops/linalg/sgemm_avx512.c (115 against 128 ms at 128K, whose buffer stayed in L2), and flat
+ * (149-152 ms) on OpenBLAS. A variable so tests can shrink it and reach the multi-chunk paths
+ * with small tensors (cddp._C._conv_cols_budget). */
+static int64_t g_cols_budget = 1 << 20;
 #define DIRECT_MIN_P 256        /* 1x1 convs with planes this large skip im2col sample by sample */
 
 int64_t cddp_conv_cols_budget(int64_t elems)

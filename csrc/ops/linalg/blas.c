@@ -13,6 +13,10 @@
  *                                                says USE64BITINT
  * CDDP_BLAS=<path> forces a library, CDDP_BLAS=none the portable kernel (tests use it).
  *
+ * Large single-threaded float32 products on AVX-512 CPUs run cddp's own kernel
+ * (sgemm_avx512.c) when the library's kernels are older than the CPU (own_sgemm_wanted);
+ * CDDP_GEMM=blas or =own overrides the choice.
+ *
  * The library is process-global (one OpenBLAS, shared with NumPy), so its handles live in a
  * static, not in module state; cddp._C loads once per process anyway.
  *
@@ -27,6 +31,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #ifdef __linux__
 #include <link.h>
 #endif
@@ -67,9 +72,12 @@ static struct {
     int threads;                      /* last set_num_threads value (used without the calls) */
     char path[1024];
     char sgemm_name[64], dgemm_name[64];
+    char core[32];                    /* OpenBLAS's kernel family ("Haswell", "SkylakeX"), or "" */
+    int own_sgemm;                    /* cddp_sgemm_avx512 may run: see own_sgemm_wanted */
 } g_blas = {.threads = 1};
 
 int64_t cddp_blas_operand_copies;
+int64_t cddp_sgemm_avx512_calls;
 
 /* ---- portable kernel ------------------------------------------------------------------ */
 
@@ -293,12 +301,30 @@ static int try_blas(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha
     return 1;
 }
 
+static int current_threads(void);
+
+/* float32 products with a BLAS loaded (CDDP_BLAS=none keeps the portable kernel under test),
+ * one GEMM thread (the kernel is single-threaded; OpenBLAS keeps multithreaded products), and
+ * every side long enough to fill micro-tiles and pay for the packing: below these the BLAS
+ * call is as fast (N < 48 wastes over a third of the 32-wide tiles). */
+static int use_own_sgemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha)
+{
+    return dt == CDDP_FLOAT32 && g_blas.own_sgemm && g_blas.sgemm && alpha != 0.0 &&
+           M >= 16 && N >= 48 && K >= 32 && current_threads() == 1;
+}
+
 void cddp_gemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
                const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
                double beta, void *C, int64_t ldc)
 {
     if (M <= 0 || N <= 0)
         return;
+    if (use_own_sgemm(dt, M, N, K, alpha) &&
+        cddp_sgemm_avx512(M, N, K, (float)alpha, A, ars, acs, B, brs, bcs, (float)beta, C,
+                          ldc) == 0) {
+        cddp_sgemm_avx512_calls++;
+        return;
+    }
     if (try_blas(dt, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc))
         return;
     switch (dt) {
@@ -348,7 +374,10 @@ static int try_handle(void *h, const char *path)
             continue;
         get_config_fn cfg = (get_config_fn)sym(h, pre, "openblas_get_config", suf, name,
                                                sizeof name);
+        get_config_fn core = (get_config_fn)sym(h, pre, "openblas_get_corename", suf, name,
+                                                sizeof name);
         const char *conf = cfg ? cfg() : NULL;
+        snprintf(g_blas.core, sizeof g_blas.core, "%s", core && core() ? core() : "");
         g_blas.ilp64 = schemes[s].ilp64 || (conf && strstr(conf, "USE64BITINT"));
         g_blas.set_threads = (set_threads_fn)sym(h, pre, "openblas_set_num_threads", suf, name,
                                                  sizeof name);
@@ -364,7 +393,7 @@ static int try_handle(void *h, const char *path)
             snprintf(g_blas.path, sizeof g_blas.path, "%s", path);
         return 1;
     }
-    g_blas.sgemm_name[0] = g_blas.dgemm_name[0] = 0;
+    g_blas.sgemm_name[0] = g_blas.dgemm_name[0] = g_blas.core[0] = 0;
     return 0;
 }
 
@@ -510,19 +539,26 @@ static PyObject *py_get_num_threads(PyObject *m, PyObject *unused)
     return PyLong_FromLong(current_threads());
 }
 
-/* {"library", "sgemm", "dgemm", "ilp64", "threads", "backend", "operand_copies"}: what
- * blas_find settled on, and how many operands matmul had to copy so far. */
+/* {"library", "sgemm", "dgemm", "ilp64", "threads", "backend", "operand_copies", "core",
+ * "sgemm_kernel", "own_sgemm_calls"}: what blas_find settled on, how many operands matmul had
+ * to copy so far, the library's kernel family (OpenBLAS only, else None), and whether (and how
+ * often) float32 products ran cddp's AVX-512 kernel. */
 static PyObject *py_blas_info(PyObject *m, PyObject *unused)
 {
     int have = g_blas.sgemm != NULL;
-    return Py_BuildValue("{s:z,s:z,s:z,s:O,s:i,s:s,s:L}",
+    return Py_BuildValue("{s:z,s:z,s:z,s:O,s:i,s:s,s:L,s:z,s:s,s:L}",
                          "library", have ? g_blas.path : NULL,
                          "sgemm", have ? g_blas.sgemm_name : NULL,
                          "dgemm", have ? g_blas.dgemm_name : NULL,
                          "ilp64", have && g_blas.ilp64 ? Py_True : Py_False,
                          "threads", current_threads(),
                          "backend", have ? "blas" : "fallback (portable blocked C GEMM)",
-                         "operand_copies", (long long)cddp_blas_operand_copies);
+                         "operand_copies", (long long)cddp_blas_operand_copies,
+                         "core", have && g_blas.core[0] ? g_blas.core : NULL,
+                         "sgemm_kernel", have && g_blas.own_sgemm ?
+                             "cddp avx512 (one GEMM thread, large products), else the library" :
+                             have ? "the library" : "portable",
+                         "own_sgemm_calls", (long long)cddp_sgemm_avx512_calls);
 }
 
 static PyMethodDef blas_methods[] = {
@@ -535,8 +571,27 @@ static PyMethodDef blas_methods[] = {
     {NULL},
 };
 
+/* CDDP_GEMM=blas: the library only; =own: the own kernel on every AVX-512 CPU; unset (auto):
+ * the own kernel unless the library runs AVX-512 kernels itself. OpenBLAS fixes its kernel
+ * family when it loads (cpuid, or OPENBLAS_CORETYPE where set); its AVX-512 families are as
+ * fast as the own kernel on these shapes (docs/benchmarks.md), its AVX2 ones half as fast. */
+static int own_sgemm_wanted(void)
+{
+    static const char *avx512_cores[] = {"SkylakeX", "Cooperlake", "SapphireRapids"};
+    const char *gemm = getenv("CDDP_GEMM");
+    if (!cddp_sgemm_avx512_supported() || (gemm && !strcmp(gemm, "blas")))
+        return 0;
+    if (gemm && !strcmp(gemm, "own"))
+        return 1;
+    for (size_t i = 0; i < sizeof avx512_cores / sizeof avx512_cores[0]; i++)
+        if (!strcasecmp(g_blas.core, avx512_cores[i]))
+            return 0;
+    return 1;
+}
+
 int cddp_blas_init(PyObject *m, cddp_state_t *st)
 {
     blas_find();
+    g_blas.own_sgemm = own_sgemm_wanted();
     return PyModule_AddFunctions(m, blas_methods);
 }

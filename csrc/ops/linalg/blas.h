@@ -39,6 +39,25 @@ void cddp_gemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
                const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
                double beta, void *C, int64_t ldc);
 
+/* ---- cddp's own float32 GEMM for AVX-512 CPUs (ops/linalg/sgemm_avx512.c) ------------------- */
+
+/* Whether this CPU runs the kernel below (cpuid: AVX-512F). */
+int cddp_sgemm_avx512_supported(void);
+
+/* C = alpha * A @ B + beta * C in float32, with cddp_gemm's operand conventions (any element
+ * strides for A and B; C row-major, ldc >= N, not overlapping A or B; beta == 0 does not read
+ * C); M, N, K >= 1 and alpha != 0. Single-threaded; call only when
+ * cddp_sgemm_avx512_supported(). 0 done; -1 when the packing buffers could not be allocated
+ * (C untouched). cddp_gemm calls it for float32 products big enough to pay for the packing
+ * (see blas.c) when the loaded library runs pre-AVX-512 kernels, or under CDDP_GEMM=own. */
+int cddp_sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t ars,
+                      int64_t acs, const float *B, int64_t brs, int64_t bcs, float beta,
+                      float *C, int64_t ldc);
+
+/* Products cddp_gemm handed to cddp_sgemm_avx512 so far (reported by _blas_info(); tests use
+ * it to prove the kernel runs). */
+extern int64_t cddp_sgemm_avx512_calls;
+
 /* ---- the batched-product engine (ops/linalg/linalg_engine.c) -------------------------------- */
 
 /* How two operands become matrices: as torch.matmul does (1-D a -> (1,K), 1-D b -> (K,1)),
