@@ -26,6 +26,7 @@ run); every rank reports JSON; ratios come from one run. The machine is shared: 
 ratios, and the load average printed at the top.
 """
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -212,16 +213,16 @@ def profile(lib, dist, model, plain, opt, opt_plain, crit, x, y, reps, slowest):
     """Per-phase medians (ms per step) of DDP and plain steps, the reducer's own split of
     backward, the collectives alone, and the share of them backward hides."""
     def phased(m, o, nosync=False):
-        t0 = time.perf_counter()
-        o.zero_grad()
-        out = crit(m(x), y)
-        t1 = time.perf_counter()
-        if nosync:
-            with model.no_sync():
-                out.backward()
-        else:
+        # no_sync must cover the forward too: DDP decides at forward time whether the backward
+        # that follows reduces (torch's require_backward_grad_sync), so a no_sync() around the
+        # backward alone still communicates
+        with model.no_sync() if nosync else contextlib.nullcontext():
+            t0 = time.perf_counter()
+            o.zero_grad()
+            out = crit(m(x), y)
+            t1 = time.perf_counter()
             out.backward()
-        t2 = time.perf_counter()
+            t2 = time.perf_counter()
         o.step()
         t3 = time.perf_counter()
         return t1 - t0, t2 - t1, t3 - t2
