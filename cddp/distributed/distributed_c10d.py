@@ -916,7 +916,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
         return None
     _check_tensor(tensor)
     root = _group_rank(pg, src, group_src, "src", "scatter", default=0)
-    n, m = pg.size(), tensor.numel()
+    n = pg.size()
     out, back = _contig(tensor)
     flat = None
     if pg.rank() == root:
@@ -939,7 +939,7 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
         return None
     _check_tensor(output, "output")
     _check_list(input_list, "input_list")
-    n, m = pg.size(), output.numel()
+    n = pg.size()
     if len(input_list) != n:
         raise ValueError(f"reduce_scatter: input_list must have world_size ({n}) tensors, got "
                          f"{len(input_list)}")

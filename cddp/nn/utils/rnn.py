@@ -148,7 +148,6 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
     data = sequence.data
     N, R = (int(bs[0]) if bs.size else 0), data.size(0)
     off = np.concatenate([[0], np.cumsum(bs)[:-1]]) if bs.size else np.zeros(0, np.int64)
-    t = np.arange(max_seq_length)[:, None]
     b = np.arange(N)[None, :]
     bs_t = np.concatenate([bs, np.zeros(max_seq_length - bs.size, np.int64)])[:, None]
     off_t = np.concatenate([off, np.zeros(max_seq_length - bs.size, np.int64)])[:, None]
@@ -189,7 +188,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
                                f"({first.shape[d] if d < first.dim() else 1}) at non-singleton "
                                f"dimension {d}")
     lens = np.array([s.size(0) for s in sequences], dtype=np.int64)
-    B, L, total = lens.size, int(lens.max()), int(lens.sum())
+    L, total = int(lens.max()), int(lens.sum())
     start = np.concatenate([[0], np.cumsum(lens)[:-1]])[:, None]
     t = np.arange(L)[None, :]
     shift = (L - lens)[:, None] if padding_side == "left" else 0
