@@ -53,6 +53,9 @@ def logged(out, rank=0):
 def ported(tmp_path_factory):
     if not os.path.isdir(SHARED):
         pytest.skip("../shared/seed_scripts not present")
+    # the script imports SummaryWriter at its top: the optional extra is needed to run it at all
+    pytest.importorskip("tensorboard", reason="seed000_arcface.py logs through SummaryWriter, "
+                        "which needs pip install 'cddp[tensorboard]'")
     d = tmp_path_factory.mktemp("seed000")
     text = subprocess.run([sys.executable, os.path.join(SHARED, "port.py"),
                            os.path.join(SHARED, SCRIPT)], capture_output=True, text=True,

@@ -320,6 +320,8 @@ static void accept_clients(cddp_store_server *s, int64_t now)
         c->deadline = now + HELLO_DEADLINE_MS;
         if (conn_read(c) < 0)                /* its HELLO is usually here already */
             c->dead = 1;
+        /* counted before its HELLO is answered: a client that is told it is in is in stats */
+        __atomic_store_n(&s->n_clients, (int64_t)s->nconns + 1, __ATOMIC_RELAXED);
         conn_service(s, c, now);
         if (!c->dead && !c->authed && !c->closing)
             evict_unauthed(s);
