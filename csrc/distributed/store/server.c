@@ -263,8 +263,8 @@ static void rerun_parked(cddp_store_server *s, int64_t now)
 
 /* ---- the loop ------------------------------------------------------------------------- */
 
-/* Room for one more connection without HELLO: close the oldest such one when max_unauthed
- * are waiting (conns are kept in accept order). */
+/* At most max_unauthed connections wait for their HELLO, the one just accepted included:
+ * close the oldest such one beyond that (conns are kept in accept order). */
 static void evict_unauthed(cddp_store_server *s)
 {
     size_t waiting = 0;
@@ -277,7 +277,7 @@ static void evict_unauthed(cddp_store_server *s)
             oldest = c;
         waiting++;
     }
-    if (oldest && waiting >= s->max_unauthed) {
+    if (oldest && waiting > s->max_unauthed) {
         oldest->dead = 1;
         close(oldest->fd);                   /* now: the descriptor is what is scarce */
         oldest->fd = -1;
@@ -320,12 +320,13 @@ static void accept_clients(cddp_store_server *s, int64_t now)
         c->deadline = now + HELLO_DEADLINE_MS;
         if (conn_read(c) < 0)                /* its HELLO is usually here already */
             c->dead = 1;
-        /* counted before its HELLO is answered: a client that is told it is in is in stats */
-        __atomic_store_n(&s->n_clients, (int64_t)s->nconns + 1, __ATOMIC_RELAXED);
+        /* in the table (and in stats) before its HELLO is answered: a client told it is in
+         * is counted */
+        s->conns[s->nconns++] = c;
+        __atomic_store_n(&s->n_clients, (int64_t)s->nconns, __ATOMIC_RELAXED);
         conn_service(s, c, now);
         if (!c->dead && !c->authed && !c->closing)
             evict_unauthed(s);
-        s->conns[s->nconns++] = c;
     }
 }
 
