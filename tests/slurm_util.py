@@ -1,14 +1,18 @@
-"""A real one-node SLURM cluster for tests: munged, slurmctld and slurmd from Debian's packages
-(munge, slurmctld, slurmd, slurm-client; .ci/run installs them), run as root in the
-foreground on free ports, with every file under one directory.
+"""A real SLURM cluster for tests: munged, slurmctld and slurmd from Debian's packages (munge,
+slurmctld, slurmd, slurm-client; .ci/run installs them), run as root in the foreground on free
+ports, with every file under one directory. One node on this machine, or two: one slurmd in
+each network namespace of a tests/netns_util.Hosts (the controller and srun on hostA).
 
-    c = Cluster(tmp_path); c.start()
+    c = Cluster(tmp_path); c.start()              # or Cluster(tmp_path, hosts)
     c.srun(["-n2", "python", "job.py"])          # -> CompletedProcess, bounded by a timeout
     c.stop()                                      # the daemons and every task they started
 
-The node is named `localhost` (slurmd -N), so SLURM_JOB_NODELIST names a host that resolves
-the way a cluster's node names do. Every process of the cluster, tasks included, carries
-CDDP_SLURM_TEST=<directory> in its environment; stop() kills whatever still has it.
+Node names resolve as a cluster's do: the one node is `localhost` (slurmd -N); on two hosts,
+each daemon runs in its host's network namespace (nsenter) and a mount namespace of its own
+where a hosts file naming hostA and hostB is bound over /etc/hosts (not `ip netns exec`: it
+remounts /sys, and slurmd needs the machine's cgroup mounts). Every process of the cluster,
+tasks included, carries CDDP_SLURM_TEST=<directory> in its environment; stop() kills whatever
+still has it. One munged serves both namespaces (its socket is a file).
 """
 import os
 import secrets
@@ -40,16 +44,16 @@ def _free_port():
 
 CONF = """\
 ClusterName=cddptest
-SlurmctldHost={host}(127.0.0.1)
+SlurmctldHost={host}({host_addr})
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket={d}/munge.sock
 CredType=cred/munge
 StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool
+SlurmdSpoolDir={d}/spool/%n
 SlurmctldPidFile={d}/slurmctld.pid
-SlurmdPidFile={d}/slurmd.pid
+SlurmdPidFile={d}/slurmd-%n.pid
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
 ProctrackType=proctrack/pgid
@@ -60,20 +64,31 @@ MpiDefault=none
 ReturnToService=2
 KillWait=2
 SlurmctldLogFile={d}/ctld.log
-SlurmdLogFile={d}/slurmd.log
+SlurmdLogFile={d}/slurmd-%n.log
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
-NodeName=localhost NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
+{nodes}PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 """
 
 
 class Cluster:
-    """One node with this machine's CPUs; srun overcommits them (more tasks than CPUs)."""
+    """One node with this machine's CPUs, or one per host of `hosts`; srun overcommits them
+    (more tasks than CPUs)."""
 
-    def __init__(self, root):
+    def __init__(self, root, hosts=None):
         self.d = str(root)
         self.cpus = os.cpu_count() or 1
+        self.hosts = hosts
+        if hosts is None:       # (node name, address, argv prefix that runs a command there)
+            self.nodes = [("localhost", "127.0.0.1", [])]
+            self.controller = (socket.gethostname(), "127.0.0.1", [])
+        else:
+            names = os.path.join(self.d, "hosts")
+            self.nodes = [(f"host{h}", hosts.addr[h], [
+                "nsenter", f"--net=/run/netns/{hosts.ns[h]}", "unshare", "--mount", "--uts",
+                "sh", "-c", 'mount --bind "$1" /etc/hosts && hostname "$2" && shift 2 && '
+                'exec "$@"', "sh", names, f"host{h}"]) for h in "AB"]
+            self.controller = self.nodes[0]
         self.conf = os.path.join(self.d, "slurm.conf")
         self.daemons = []
         self.env = dict(os.environ, SLURM_CONF=self.conf, CDDP_SLURM_TEST=self.d)
@@ -81,27 +96,35 @@ class Cluster:
             del self.env[k]
 
     def start(self, timeout=60):
-        for sub in ("state", "spool"):
+        for sub in ["state"] + [f"spool/{n}" for n, _, _ in self.nodes]:
             os.makedirs(os.path.join(self.d, sub), exist_ok=True)
+        if self.hosts is not None:
+            with open(os.path.join(self.d, "hosts"), "w") as f:
+                f.write("127.0.0.1 localhost\n" +
+                        "".join(f"{a} {n}\n" for n, a, _ in self.nodes))
         key = os.path.join(self.d, "munge.key")
         with open(os.open(key, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
             f.write(secrets.token_bytes(1024))
         with open(self.conf, "w") as f:
-            f.write(CONF.format(host=socket.gethostname(), d=self.d, cpus=self.cpus,
-                                ctld_port=_free_port(), slurmd_port=_free_port()))
+            f.write(CONF.format(
+                host=self.controller[0], host_addr=self.controller[1], d=self.d,
+                ctld_port=_free_port(), slurmd_port=_free_port(),
+                nodes="".join(f"NodeName={n} NodeAddr={a} CPUs={self.cpus} RealMemory=1000 "
+                              f"State=UNKNOWN\n" for n, a, _ in self.nodes)))
         self._daemon(["munged", "-F", "--force", f"--socket={self.d}/munge.sock",
                       f"--key-file={key}", f"--pid-file={self.d}/munged.pid",
                       f"--log-file={self.d}/munged.log", f"--seed-file={self.d}/munge.seed"])
         self._until(lambda: os.path.exists(f"{self.d}/munge.sock"), timeout, "munged")
-        self._daemon(["slurmctld", "-D", "-f", self.conf])
-        self._daemon(["slurmd", "-D", "-f", self.conf, "-N", "localhost"])
-        self._until(self._idle, timeout, "the node to register")
+        self._daemon([*self.controller[2], "slurmctld", "-D", "-f", self.conf])
+        for name, _, prefix in self.nodes:
+            self._daemon([*prefix, "slurmd", "-D", "-f", self.conf, "-N", name])
+        self._until(self._idle, timeout, "the nodes to register")
 
     def srun(self, args, timeout=120, cwd=None, env=None):
         """srun ARGS, bounded: on timeout the cluster's tasks are killed and it raises."""
         e = dict(self.env, **(env or {}))
         try:
-            return subprocess.run(["srun", "--overcommit", f"--time={max(1, timeout // 60 + 1)}",
+            return subprocess.run([*self.controller[2], "srun", "--overcommit", f"--time={max(1, timeout // 60 + 1)}",
                                    *args],
                                   env=e, cwd=cwd, capture_output=True, text=True,
                                   timeout=timeout)
@@ -161,7 +184,7 @@ class Cluster:
 
     def log(self):
         out = []
-        for name in ("ctld.log", "slurmd.log", "munged.log"):
+        for name in ["ctld.log", "munged.log"] + [f"slurmd-{n}.log" for n, _, _ in self.nodes]:
             try:
                 with open(os.path.join(self.d, name)) as f:
                     out.append(f"--- {name}\n" + f.read()[-2000:])
@@ -178,9 +201,9 @@ class Cluster:
                                              start_new_session=True))
 
     def _idle(self):
-        r = subprocess.run(["sinfo", "-h", "-o", "%T"], env=self.env, capture_output=True,
-                           text=True, timeout=30)
-        return r.returncode == 0 and r.stdout.strip() == "idle"
+        r = subprocess.run([*self.controller[2], "sinfo", "-h", "-o", "%T"], env=self.env,
+                           capture_output=True, text=True, timeout=30)
+        return r.returncode == 0 and r.stdout.split() == ["idle"]
 
     def _until(self, ready, timeout, what):
         end = time.monotonic() + timeout

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import subprocess_env
+from netns_util import Hosts, netns_unavailable
 from slurm_util import Cluster, slurm_unavailable
 
 PY = sys.executable
@@ -106,7 +107,7 @@ def test_srun_mpi_backend(cluster, tmp_path):
 
 # DDP over SLURM's ranks: 2 ranks x 8 samples, 5 SGD steps, weights saved per rank.
 DDP_JOB = """
-import os, sys
+import json, os, socket, sys
 import numpy as np
 import cddp, cddp.distributed as dist, cddp.nn as nn
 dist.init_process_group()
@@ -127,24 +128,38 @@ for step in range(5):
     loss.backward()
     opt.step()
 np.save(os.path.join(os.environ["OUT"], f"w{r}.npy"), flat())
+with open(os.path.join(os.environ["OUT"], f"where{r}.json"), "w") as f:
+    json.dump([socket.gethostname(), dist.group.WORLD.transport], f)
 dist.destroy_process_group()
 """
 
 
-def test_srun_ddp_matches_one_process(cluster, tmp_path):
+def one_process_weights(tmp_path):
+    """The DDP job as one process over the whole batch of 16: the weights to reach."""
     script = write(tmp_path, "ddp.py", DDP_JOB)
     one = subprocess.run([PY, script], env=env(tmp_path, RANK="0", WORLD_SIZE="1",
                                                MASTER_ADDR="127.0.0.1", MASTER_PORT="0"),
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert one.returncode == 0, one.stderr
     ref = np.load(tmp_path / "w0.npy")
+    assert not np.allclose(ref, np.load(tmp_path / "init0.npy"), atol=1e-3)   # it trained
     os.remove(tmp_path / "w0.npy")
+    return script, ref
+
+
+def ddp_weights(tmp_path, n):
+    ws = [np.load(tmp_path / f"w{r}.npy") for r in range(n)]
+    assert all(np.array_equal(w, ws[0]) for w in ws)                # DDP: ranks agree exactly
+    return ws[0], [json.loads((tmp_path / f"where{r}.json").read_text()) for r in range(n)]
+
+
+def test_srun_ddp_matches_one_process(cluster, tmp_path):
+    script, ref = one_process_weights(tmp_path)
     r = cluster.srun(["-n2", PY, script], env=env(tmp_path), cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr + cluster.log()
-    w0, w1 = np.load(tmp_path / "w0.npy"), np.load(tmp_path / "w1.npy")
-    assert np.array_equal(w0, w1)                                   # DDP: ranks agree exactly
-    assert not np.allclose(ref, np.load(tmp_path / "init0.npy"), atol=1e-3)   # it trained
-    np.testing.assert_allclose(w0, ref, rtol=1e-10, atol=1e-12)     # = one process, batch 16
+    w, where = ddp_weights(tmp_path, 2)
+    assert {t for _, t in where} == {"shm"}
+    np.testing.assert_allclose(w, ref, rtol=1e-10, atol=1e-12)      # = one process, batch 16
 
 
 def test_launcher_inside_an_srun_step(cluster, tmp_path):
@@ -191,3 +206,35 @@ def test_killed_task_makes_the_other_raise(cluster, tmp_path):
     assert float(when) - killed < 10, f"rank 0 raised {float(when) - killed:.1f}s after the kill"
     assert re.search(r"\brank 1\b", what), what                      # names the dead rank
     assert not cluster.tasks(), "tasks left behind"
+
+
+# ---- two nodes: a slurmd in each of two network namespaces ---------------------------------
+
+_NO_NETNS = None if _NO_SLURM else netns_unavailable()
+
+
+@pytest.mark.skipif(_NO_NETNS is not None, reason=str(_NO_NETNS))
+def test_srun_ddp_across_two_nodes(tmp_path, tmp_path_factory):
+    # `srun -N2 -n4`: SLURM_JOB_NODELIST names hostA and hostB; every task puts the store on
+    # hostA (resolved through the nodes' hosts file) and the group runs hierarchical:
+    # shared memory inside a node, TCP over the veth between them
+    script, ref = one_process_weights(tmp_path)
+    hosts = Hosts()
+    c = Cluster(tmp_path_factory.mktemp("slurm2"), hosts)
+    try:
+        hosts.create()
+        c.start()
+        tx0 = hosts.tx_bytes("A") + hosts.tx_bytes("B")
+        r = c.srun(["-N2", "-n4", "--ntasks-per-node=2", PY, script], env=env(tmp_path),
+                   cwd=tmp_path)
+        assert r.returncode == 0, r.stdout + r.stderr + c.log()
+        w, where = ddp_weights(tmp_path, 4)
+        assert [h for h, _ in where] == ["hostA", "hostA", "hostB", "hostB"]
+        assert {t for _, t in where} == {"hier"}
+        assert hosts.tx_bytes("A") + hosts.tx_bytes("B") - tx0 > 2 * 5 * 8 * w.size
+        # per node, then between nodes: another summation order than one process's
+        np.testing.assert_allclose(w, ref, rtol=1e-10, atol=1e-12)
+    finally:
+        c.stop()
+        hosts.destroy()
+    assert not c.tasks(), "processes of the SLURM test cluster left behind"
