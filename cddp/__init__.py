@@ -75,6 +75,8 @@ else:
     from ._ops import (cummax, cummin, take_along_dim, meshgrid, cartesian_prod,  # noqa: F401
                        atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
                        vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron)
+    from ._compat import (compile, set_float32_matmul_precision,  # noqa: F401
+                          get_float32_matmul_precision, is_autocast_cpu_enabled)
     from . import cuda, backends, version  # noqa: F401
     _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
     _amp_update_scale_ = _C._amp_update_scale_

@@ -708,15 +708,24 @@ def _refuse_pickle(src):
                     "(then cddp.load(out)), or re-save the object with cddp.save")
 
 
+def _is_safetensors(first):
+    # an 8-byte little-endian header length, then the JSON header. The length alone can look
+    # like a pickle's or a zip's magic (a 640-byte header starts 80 02: 0x0280), the "{" after
+    # it cannot: a legacy torch file has its magic number there, a zip its local header.
+    return first[8:9] == b"{"
+
+
 def _is_pickle(first):
     return first[:4] == _MAGIC_ZIP or first[:2] in _MAGIC_PICKLE
 
 
-# The formats load() reads: (test on the file's first 8 bytes, reader). The first row whose
-# test passes reads the file; the last row takes the rest: safetensors files, whose
-# __metadata__ "format" says which of cddp's layouts it is (_load_safetensors: "cddp", the JSON
-# structure; "cddp-pickle", whole objects — cddp/_checkpoint_pickle.py).
+# The formats load() reads: (test on the file's first 9 bytes, reader). The first row whose
+# test passes reads the file: safetensors files, whose __metadata__ "format" says which of
+# cddp's layouts it is (_load_safetensors: "cddp", the JSON structure; "cddp-pickle", whole
+# objects — cddp/_checkpoint_pickle.py), then torch's own files, refused; the last row takes
+# the rest (to say why it is not a readable file).
 _FORMATS = [
+    (_is_safetensors, _load_safetensors),
     (_is_pickle, _refuse_pickle),
     (lambda first: True, _load_safetensors),
 ]
@@ -777,8 +786,18 @@ def _relocator(map_location):
     if map_location is None:
         return lambda t, loc: t
     if isinstance(map_location, dict):
-        table = {str(k): _device_of(v) for k, v in map_location.items()}
-        return lambda t, loc: t.to(table[loc]) if loc in table else t
+        # a target is resolved (and passes the device policy) when a tensor saved at its key
+        # is read, as torch applies the table: {"cuda:0": "cuda:1"} over a CPU checkpoint
+        # does nothing and says nothing
+        table, targets = {str(k): v for k, v in map_location.items()}, {}
+
+        def by_table(t, loc):
+            if loc not in table:
+                return t
+            if loc not in targets:
+                targets[loc] = _device_of(table[loc])
+            return t.to(targets[loc])
+        return by_table
     if callable(map_location) and not isinstance(map_location, str):
         def call(t, loc):
             r = map_location(t, loc)
@@ -834,7 +853,7 @@ def _read(src):
     provoke in a reader is reported as a CheckpointError too, with its type and text: a bad
     file has one way to fail."""
     try:
-        first = src.peek(8)
+        first = src.peek(9)
         reader = next(read for test, read in _FORMATS if test(first))
         return reader(src)
     except CheckpointError:

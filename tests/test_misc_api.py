@@ -119,3 +119,78 @@ def test_adamw_decoupled_decay_by_hand():
         mhat, vhat = m / (1 - 0.9 ** step), v / (1 - 0.99 ** step)
         w = w - 0.1 * mhat / (np.sqrt(vhat) + 1e-8)
     np.testing.assert_allclose(n(p), w, rtol=1e-5)
+
+
+# ---- settings scripts make for accelerators and compilers (cddp/_compat.py, backends/) ------
+
+def test_compile_hands_back_the_model_in_every_form():
+    net = nn.Linear(3, 2)
+    x = cddp.ones(4, 3)
+    assert cddp.compile(net) is net
+    assert cddp.compile(net, mode="max-autotune", fullgraph=True, dynamic=False) is net
+
+    @cddp.compile
+    def f(a):
+        return a * 2
+
+    @cddp.compile(mode="reduce-overhead")
+    def g(a):
+        return a + 1
+    np.testing.assert_array_equal(n(f(x)), 2 * np.ones((4, 3)))
+    np.testing.assert_array_equal(n(g(x)), 2 * np.ones((4, 3)))
+    with pytest.raises(RuntimeError, match="mode or options"):
+        cddp.compile(net, mode="default", options={})
+
+
+def test_float32_matmul_precision_and_cpu_autocast_flag():
+    assert cddp.get_float32_matmul_precision() == "highest"
+    try:
+        cddp.set_float32_matmul_precision("high")
+        assert cddp.get_float32_matmul_precision() == "high"
+        with pytest.raises(RuntimeError, match="Invalid precision"):
+            cddp.set_float32_matmul_precision("low")
+    finally:
+        cddp.set_float32_matmul_precision("highest")
+    assert cddp.is_autocast_cpu_enabled() is False
+    with cddp.autocast("cpu", dtype=cddp.bfloat16):
+        assert cddp.is_autocast_cpu_enabled() is True
+    assert cddp.is_autocast_cpu_enabled() is False
+
+
+def test_backends_flags_exist_with_torchs_cpu_defaults():
+    b = cddp.backends
+    flags = {"cuda.matmul.allow_tf32": b.cuda.matmul.allow_tf32,
+             "cuda.matmul.allow_fp16_reduced_precision_reduction":
+                 b.cuda.matmul.allow_fp16_reduced_precision_reduction,
+             "mps.is_available": b.mps.is_available(), "mps.is_built": b.mps.is_built(),
+             "cuda.flash_sdp_enabled": b.cuda.flash_sdp_enabled(),
+             "cuda.math_sdp_enabled": b.cuda.math_sdp_enabled()}
+    assert flags == {"cuda.matmul.allow_tf32": False,
+                     "cuda.matmul.allow_fp16_reduced_precision_reduction": True,
+                     "mps.is_available": False, "mps.is_built": False,
+                     "cuda.flash_sdp_enabled": True, "cuda.math_sdp_enabled": True}
+    with b.cuda.sdp_kernel(enable_flash=False, enable_math=True, enable_mem_efficient=False):
+        assert not b.cuda.flash_sdp_enabled() and not b.cuda.mem_efficient_sdp_enabled()
+    assert b.cuda.flash_sdp_enabled() and b.cuda.mem_efficient_sdp_enabled()
+    b.cuda.enable_flash_sdp(False)
+    assert not b.cuda.flash_sdp_enabled()
+    b.cuda.enable_flash_sdp(True)
+
+
+def test_backends_flags_match_torch():
+    torch = pytest.importorskip("torch")
+    assert cddp.backends.cuda.matmul.allow_tf32 == torch.backends.cuda.matmul.allow_tf32
+    assert (cddp.backends.cuda.matmul.allow_fp16_reduced_precision_reduction ==
+            torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction)
+    assert cddp.backends.mps.is_available() == torch.backends.mps.is_available()
+    assert cddp.get_float32_matmul_precision() == torch.get_float32_matmul_precision()
+    for name in ("flash_sdp_enabled", "mem_efficient_sdp_enabled", "math_sdp_enabled"):
+        assert getattr(cddp.backends.cuda, name)() == getattr(torch.backends.cuda, name)()
+
+
+def test_pin_memory_is_the_tensor_itself_on_the_cpu():
+    x = cddp.arange(6.0).reshape(2, 3)
+    assert x.pin_memory() is x and x.is_pinned() is False
+    # nanoGPT's batch path: pin, then a non-blocking copy to the (CPU) device
+    y = x.pin_memory().to("cpu", non_blocking=True)
+    np.testing.assert_array_equal(n(y), np.arange(6.0).reshape(2, 3))

@@ -897,3 +897,41 @@ def test_whole_object_checkpoint_keeps_every_dtype(tmp_path):
     assert back["model"].weight.dtype == cddp.bfloat16
     np.testing.assert_array_equal(back["model"].weight.float().detach().numpy(),
                                   model.weight.float().detach().numpy())
+
+
+def test_header_lengths_that_look_like_torch_magic_still_load(tmp_path):
+    # the 8-byte header length comes first: a 640-byte header starts 80 02, a pickle's magic
+    # (the DDP tutorial's state dict with its "module." keys has exactly that length). Every
+    # length from 300 to 1600 bytes must read back, the ones that collide included.
+    collided = 0
+    for k in range(280, 1580, 3):
+        p = tmp_path / f"k{k}.pt"
+        cddp.save({"w" * k: cddp.full((2,), float(k))}, p)
+        with open(p, "rb") as f:
+            collided += f.read(2) in (b"\x80\x02", b"\x80\x03", b"\x80\x04", b"\x80\x05")
+        back = cddp.load(p)
+        assert list(back) == ["w" * k] and n(back["w" * k]).tolist() == [k, k]
+        os.remove(p)
+    assert collided >= 4                    # the collisions were exercised
+
+
+def test_map_location_table_applies_only_to_the_locations_it_names(tmp_path):
+    # torch maps a saved location through the table only when a tensor was saved there: a
+    # {"cuda:0": "cuda:1"} table over a CPU checkpoint does nothing, and so resolves no CUDA
+    # device (under CDDP_STRICT_DEVICE=1 resolving one raises)
+    p = tmp_path / "m.pt"
+    cddp.save({"w": cddp.arange(3.0)}, p)
+    code = textwrap.dedent(f"""
+        import cddp
+        back = cddp.load({str(p)!r}, map_location={{"cuda:0": "cuda:1"}})
+        print(back["w"].tolist())
+        try:
+            cddp.load({str(p)!r}, map_location={{"cpu": "cuda:0"}})
+        except Exception as e:
+            print("raised", type(e).__name__)
+    """)
+    r = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True,
+                       text=True, timeout=60, env=subprocess_env(CDDP_STRICT_DEVICE="1"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "[0.0, 1.0, 2.0]" and lines[1].startswith("raised"), r.stdout

@@ -1,2 +1,3 @@
-"""cddp.backends — torch.backends flags that scripts set (cudnn.benchmark, ...)."""
-from . import cudnn  # noqa: F401
+"""cddp.backends — torch.backends flags that scripts set (cudnn.benchmark,
+cuda.matmul.allow_tf32, ...) and availability checks (mps)."""
+from . import cuda, cudnn, mps  # noqa: F401

@@ -246,8 +246,13 @@ class SpawnContext(ProcessContext):
 def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn"):
     """Start nprocs processes running fn(i, *args) with the given multiprocessing start
     method ('spawn', 'fork', 'forkserver'); see spawn()."""
+    # torch returns at once for nprocs=0, having run nothing: a script whose world size is
+    # cuda.device_count() on a machine without GPUs would "finish" without training
     if not isinstance(nprocs, int) or nprocs < 1:
-        raise ValueError(f"nprocs must be a positive integer, got {nprocs!r}")
+        raise ValueError(f"nprocs must be a positive integer, got {nprocs!r}" +
+                         (" (nothing would run; torch returns silently here — is it "
+                          "cuda.device_count() on a machine without GPUs?)"
+                          if nprocs == 0 else ""))
     mp = multiprocessing.get_context(start_method)
     processes, error_files = [], []
     ctx = ProcessContext(processes, error_files)
