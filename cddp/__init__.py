@@ -76,7 +76,9 @@ else:
                        atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
                        vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron)
     from ._compat import (compile, set_float32_matmul_precision,  # noqa: F401
-                          get_float32_matmul_precision, is_autocast_cpu_enabled)
+                          get_float32_matmul_precision, is_autocast_cpu_enabled, layout,
+                          strided, spmm, LEGACY_TYPES as _LEGACY_TYPES)
+    globals().update(_LEGACY_TYPES)
     from . import cuda, backends, version  # noqa: F401
     _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
     _amp_update_scale_ = _C._amp_update_scale_
@@ -91,7 +93,8 @@ _LAZY = {"nn": ("nn", None), "optim": ("optim", None), "utils": ("utils", None),
          "accelerator": ("accelerator", None), "distributed": ("distributed", None),
          "multiprocessing": ("multiprocessing", None), "serialization": ("serialization", None),
          "save": ("serialization", "save"), "load": ("serialization", "load"),
-         "amp": ("amp", None), "cpu": ("cpu", None), "autocast": ("amp", "autocast")}
+         "amp": ("amp", None), "cpu": ("cpu", None), "autocast": ("amp", "autocast"),
+         "onnx": ("onnx", None)}
 # torch.conv2d, torch.max_pool2d, ...: the functional forms, loaded with cddp.nn
 _LAZY.update({name: ("nn._functional_spatial", name) for name in (
     "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "avg_pool1d",

@@ -9,6 +9,15 @@ how cddp computes.
     is_autocast_cpu_enabled()              is_autocast_enabled("cpu")
     Tensor.pin_memory(device=None)         the tensor itself: there is no device to copy to
     Tensor.is_pinned(device=None)          False
+
+and the legacy spellings older scripts still use:
+
+    FloatTensor, DoubleTensor, HalfTensor, BFloat16Tensor, LongTensor, IntTensor, ShortTensor,
+    CharTensor, ByteTensor, BoolTensor      constructors (sizes -> zeros, data -> a copy in the
+                                           class's dtype) and isinstance checks by dtype;
+                                           Tensor.type(cls) converts to the class's dtype
+    strided, Tensor.layout, Tensor.is_sparse   the one layout cddp has
+    spmm(a, b)                              mm: cddp's tensors are dense
 """
 from . import _C
 
@@ -58,3 +67,86 @@ def _is_pinned(self, device=None):
 
 Tensor.pin_memory = _pin_memory
 Tensor.is_pinned = _is_pinned
+
+
+# ---- legacy tensor types --------------------------------------------------------------------
+
+class _LegacyTensorType(type):
+    """isinstance(x, cddp.FloatTensor): a cddp tensor of that dtype, as torch answers."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype == cls.dtype
+
+    def __repr__(cls):
+        return f"<class 'cddp.{cls.__name__}'>"
+
+
+def _legacy_new(cls, args, device):
+    t = _legacy_data(cls, args)
+    return t if device is None else t.to(device)     # CUDA: the device policy, as .to()
+
+
+def _legacy_data(cls, args):
+    if not args:
+        return _C.zeros(0, dtype=cls.dtype)
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype != cls.dtype:
+            raise TypeError(f"expected {cls.dtype} (got {args[0].dtype})")
+        return args[0]
+    sizes = args[0] if len(args) == 1 and type(args[0]).__name__ == "Size" else args
+    if all(isinstance(a, int) and not isinstance(a, bool) for a in sizes):
+        return _C.zeros(*sizes, dtype=cls.dtype)
+    if len(args) > 1:
+        raise TypeError(f"{cls.__name__}(): expected sizes (ints) or one sequence of data")
+    return _C.tensor(args[0], dtype=cls.dtype)
+
+
+def _legacy_type(name, dtype):
+    def __new__(cls, *args, device=None):
+        return _legacy_new(cls, args, device)
+    return _LegacyTensorType(name, (), {"__new__": __new__, "dtype": dtype,
+                                        "__doc__": f"torch.{name}: {dtype} tensors"})
+
+
+LEGACY_TYPES = {name: _legacy_type(name, getattr(_C, dt)) for name, dt in (
+    ("FloatTensor", "float32"), ("DoubleTensor", "float64"), ("HalfTensor", "float16"),
+    ("BFloat16Tensor", "bfloat16"), ("LongTensor", "int64"), ("IntTensor", "int32"),
+    ("ShortTensor", "int16"), ("CharTensor", "int8"), ("ByteTensor", "uint8"),
+    ("BoolTensor", "bool"))}
+
+_c_type = Tensor.type
+
+
+def _type(self, dtype=None, *args, **kwargs):
+    if isinstance(dtype, _LegacyTensorType):
+        dtype = f"torch.{dtype.__name__}"
+    return _c_type(self) if dtype is None else _c_type(self, dtype, *args, **kwargs)
+
+
+Tensor.type = _type
+
+
+# ---- layout ---------------------------------------------------------------------------------
+
+class layout:
+    """torch.layout: cddp's tensors are all strided."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"cddp.{self.name}"
+
+    def __reduce__(self):
+        return (layout, (self.name,))
+
+
+strided = layout("strided")
+Tensor.layout = property(lambda self: strided, doc="torch.strided: cddp's only layout")
+Tensor.is_sparse = property(lambda self: False, doc="False: cddp's tensors are dense")
+
+
+def spmm(input, mat2):  # noqa: A002
+    """torch.spmm: the matrix product (cddp's tensors are dense)."""
+    return _C.mm(input, mat2)

@@ -194,3 +194,42 @@ def test_pin_memory_is_the_tensor_itself_on_the_cpu():
     # nanoGPT's batch path: pin, then a non-blocking copy to the (CPU) device
     y = x.pin_memory().to("cpu", non_blocking=True)
     np.testing.assert_array_equal(n(y), np.arange(6.0).reshape(2, 3))
+
+
+def test_legacy_tensor_types_construct_and_check_like_torch():
+    x = cddp.FloatTensor(2, 3)
+    assert tuple(x.shape) == (2, 3) and x.dtype == cddp.float32 and n(x).sum() == 0
+    assert tuple(cddp.LongTensor(cddp.Size([4])).shape) == (4,)
+    assert tuple(cddp.FloatTensor().shape) == (0,)
+    np.testing.assert_array_equal(n(cddp.FloatTensor((2, 3))), [2.0, 3.0])    # data, not sizes
+    a = cddp.FloatTensor(np.array([[1, 0], [2, 3]], dtype=np.int32))
+    assert a.dtype == cddp.float32 and n(a).tolist() == [[1, 0], [2, 3]]
+    assert cddp.LongTensor([1, 2]).dtype == cddp.int64 and cddp.BoolTensor([1, 0]).dtype == cddp.bool
+    assert isinstance(cddp.zeros(2), cddp.FloatTensor)
+    assert not isinstance(cddp.zeros(2, dtype=cddp.int64), cddp.FloatTensor)
+    assert isinstance(cddp.zeros(2, dtype=cddp.int64), cddp.LongTensor)
+    assert cddp.zeros(2).type(cddp.LongTensor).dtype == cddp.int64
+    assert cddp.zeros(2).type() == "torch.FloatTensor"
+    with pytest.raises(TypeError):
+        cddp.FloatTensor(cddp.zeros(2, dtype=cddp.int64))
+
+
+def test_legacy_tensor_types_match_torch():
+    torch = pytest.importorskip("torch")
+    for name in ("FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
+                 "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"):
+        c, tt = getattr(cddp, name)([1, 0, 2]), getattr(torch, name)([1, 0, 2])
+        assert str(c.dtype).split(".")[1] == str(tt.dtype).split(".")[1], name
+        assert c.double().tolist() == tt.double().tolist(), name
+        assert tuple(getattr(cddp, name)(2, 5).shape) == tuple(getattr(torch, name)(2, 5).shape)
+
+
+def test_layout_spmm_and_onnx_entry_points():
+    x = cddp.ones(2)
+    assert x.layout is cddp.strided and x.is_sparse is False and repr(cddp.strided) == "cddp.strided"
+    a = np.arange(6.0).reshape(2, 3)
+    np.testing.assert_array_equal(n(cddp.spmm(t(a), t(a.T))), a @ a.T)
+    from cddp import onnx
+    assert onnx.is_in_onnx_export() is False
+    with pytest.raises(RuntimeError, match="no ONNX exporter"):
+        onnx.export(nn.Linear(2, 2), (cddp.ones(1, 2),), "m.onnx")
