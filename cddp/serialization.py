@@ -34,8 +34,9 @@ wrong raises CheckpointError with the reason (or, under weights_only, Unpickling
 the unpickler refuses); nothing else escapes from a bad file.
 
 Formats: load() sniffs the first bytes and hands the file to the reader registered for what it
-sees (_FORMATS); torch's own files (zip or legacy pickle) are refused by name with how to
-convert them; safetensors files go to the reader their "format" names (_load_safetensors).
+sees (_FORMATS): safetensors files go to the reader their "format" names (_load_safetensors);
+torch.save's zip files to cddp/_torch_zip.py (weights_only rules, torch's names mapped to
+cddp's); torch's legacy pickle format is refused by name with how to re-save it.
 
 Writes to a path are atomic: the bytes go to an unnamed file (O_TMPFILE) in the target's
 directory, fsync, then it is linked under a temporary name and renamed over the target, and
@@ -440,6 +441,12 @@ class _Source:
             buf += chunk
         return buf
 
+    def read_all(self):
+        """Every remaining byte (bytes); a stream is read to its end."""
+        if self.size is not None:
+            return bytes(self.read(self.size, "the file"))
+        return bytes(self._pending) + bytes(self._read_upto(1 << 62))
+
     def at_end(self):
         return not self._pending and not self._fh.read(1)
 
@@ -702,10 +709,20 @@ def _load_safetensors(src):
 
 
 def _refuse_pickle(src):
-    _fail(src.name, "it is a torch.save file (torch's zip or legacy pickle format), which cddp "
-                    "does not read. Convert it where torch is installed: "
-                    "`safetensors.torch.save_file(torch.load(path), out)` for a state dict "
-                    "(then cddp.load(out)), or re-save the object with cddp.save")
+    _fail(src.name, "it is a torch.save file in torch's legacy pickle format (torch < 1.6, or "
+                    "_use_new_zipfile_serialization=False), which cddp does not read. Re-save "
+                    "it where torch is installed with torch.save's default (zip) format, which "
+                    "cddp.load reads, or convert a state dict: "
+                    "`safetensors.torch.save_file(torch.load(path), out)`")
+
+
+def _load_torch_zip(src):
+    from . import _torch_zip
+    return _torch_zip.read(src, src.options)        # map_location: storage by storage
+
+
+def _is_zip(first):
+    return first[:4] == _MAGIC_ZIP
 
 
 def _is_safetensors(first):
@@ -716,16 +733,18 @@ def _is_safetensors(first):
 
 
 def _is_pickle(first):
-    return first[:4] == _MAGIC_ZIP or first[:2] in _MAGIC_PICKLE
+    return first[:2] in _MAGIC_PICKLE
 
 
 # The formats load() reads: (test on the file's first 9 bytes, reader). The first row whose
 # test passes reads the file: safetensors files, whose __metadata__ "format" says which of
 # cddp's layouts it is (_load_safetensors: "cddp", the JSON structure; "cddp-pickle", whole
-# objects — cddp/_checkpoint_pickle.py), then torch's own files, refused; the last row takes
-# the rest (to say why it is not a readable file).
+# objects — cddp/_checkpoint_pickle.py), then torch's zip files (cddp/_torch_zip.py, under
+# the weights_only rules), torch's legacy pickles, refused; the last row takes the rest (to
+# say why it is not a readable file).
 _FORMATS = [
     (_is_safetensors, _load_safetensors),
+    (_is_zip, _load_torch_zip),
     (_is_pickle, _refuse_pickle),
     (lambda first: True, _load_safetensors),
 ]

@@ -36,9 +36,10 @@ def main():
     with atheris.instrument_imports():
         import cddp.serialization          # noqa: F401 — instrumented: coverage feedback
     import cddp._checkpoint_pickle as ckp
+    import cddp._torch_zip as tz
     import cddp._weights_only_unpickler as wo
     import cddp.serialization as ser
-    for mod in (ser, ckp, wo):             # maybe imported before: instrument them
+    for mod in (ser, ckp, wo, tz):         # maybe imported before: instrument them
         for name in dir(mod):
             f = getattr(mod, name)
             if callable(f) and getattr(f, "__module__", None) == mod.__name__ and \

@@ -116,6 +116,9 @@ def checkpoint_seeds():
         pfile(b"\x80\x02c__builtin__\ngetattr\nq\x00."),
         pfile(b"\x80\x02ccollections\nOrderedDict\n}X\x03\x00\x00\x00abcK\x01sb."),
     ]
+    # a zip torch 2.13 wrote (cddp/_torch_zip.py reads it): tests/data's fixture
+    with open(os.path.join(os.path.dirname(HERE), "data", "torch_2_13_checkpoint.pt"), "rb") as f:
+        blobs.append(f.read())
     return blobs
 
 

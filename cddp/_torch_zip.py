@@ -1,0 +1,209 @@
+"""cddp.load of torch.save's own files (the zip format torch writes since 1.6), under the
+weights_only rules: pretrained weights and checkpoints made with torch load into cddp without
+torch and without running anything the file names.
+
+    <prefix>/data.pkl          the pickle; tensors are persistent ids
+                               ("storage", torch.<Type>Storage, key, location, numel)
+    <prefix>/data/<key>        each storage's raw bytes (stored, not compressed)
+    <prefix>/byteorder         "little" | "big" (absent: little)
+    <prefix>/version, .format_version, .storage_alignment, .data/serialization_id
+
+The pickle runs through cddp's weights_only unpickler (_weights_only_unpickler.py) with torch's
+names mapped to cddp's: torch._utils._rebuild_tensor_v2 / _rebuild_parameter (a view of the
+storage, bounds checked in C by _C._storage_view), torch.<Type>Storage (the storage's dtype),
+torch.Size, torch.<dtype>, torch.device. Anything else a file names is refused as in cddp's own
+whole-object files, weights_only=False included: the objects a torch pickle builds beyond
+these are torch's classes, which cddp cannot build. Storages are read once and shared, so views
+and tied weights stay shared; map_location applies to each storage's saved location.
+
+Every way a file can be wrong (not a zip, a compressed or missing entry, a storage whose bytes
+do not match its element count, a view outside its storage, a refused global) raises
+CheckpointError or UnpicklingError with the reason.
+"""
+import io
+import zipfile
+from collections import OrderedDict
+
+import numpy as np
+
+from . import _C
+from ._C import Tensor
+
+# torch.<Type>Storage -> (cddp dtype name, NumPy dtype of the raw elements)
+_STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
+             "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
+             "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
+             "BoolStorage": "bool"}
+_MAX_HOOKS = 0                  # backward hooks are not saved by torch; a file naming some lies
+
+
+class _StorageType:
+    """What torch.<Type>Storage resolves to inside a persistent id: only its dtype matters."""
+
+    def __init__(self, name, dtype):
+        self.name, self.dtype = name, dtype
+
+    def __repr__(self):
+        return f"torch.{self.name}"
+
+
+def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks,
+                       metadata=None):
+    from ._checkpoint_pickle import _rebuild_tensor
+    if not isinstance(backward_hooks, (dict, OrderedDict)) or len(backward_hooks) > _MAX_HOOKS:
+        raise TypeError("_rebuild_tensor_v2: backward_hooks must be an empty dict")
+    if type(size) is not tuple or type(stride) is not tuple:
+        raise TypeError("_rebuild_tensor_v2: size and stride must be tuples")
+    return _rebuild_tensor(storage, storage_offset, size, stride, requires_grad)
+
+
+def _rebuild_parameter(data, requires_grad, backward_hooks):
+    from ._checkpoint_pickle import _rebuild_parameter as rebuild
+    if not isinstance(backward_hooks, (dict, OrderedDict)) or len(backward_hooks) > _MAX_HOOKS:
+        raise TypeError("_rebuild_parameter: backward_hooks must be an empty dict")
+    return rebuild(data, requires_grad)
+
+
+def _torch_names():
+    """{"torch.x": cddp object} for the unpickler, {callable: argument check} for REDUCE."""
+    from . import serialization as ser
+    import cddp
+    names = {"torch._utils._rebuild_tensor_v2": _rebuild_tensor_v2,
+             "torch._utils._rebuild_parameter": _rebuild_parameter,
+             "torch.Size": cddp.Size, "torch.device": cddp.device}
+    names.update({f"torch.{s}": _StorageType(s, dt) for s, dt in _STORAGES.items()})
+    names.update({f"torch.{dt}": getattr(cddp, dt) for dt in ser._DTYPES})
+    # REDUCE may call these (each checks its own arguments)
+    return names, (_rebuild_tensor_v2, _rebuild_parameter, cddp.device)
+
+
+class _Storages:
+    """persistent_load: ("storage", storage type, key, location, numel) -> a 1-D tensor over
+    the entry's bytes, built once per key."""
+
+    def __init__(self, name, zf, prefix, big_endian, relocate):
+        self.name, self.zf, self.prefix, self.big = name, zf, prefix, big_endian
+        self.relocate, self.built = relocate, {}
+
+    def fail(self, why):
+        from .serialization import CheckpointError
+        raise CheckpointError(self.name, f"data.pkl: {why}")
+
+    def __call__(self, pid):
+        if not (type(pid) is tuple and len(pid) == 5 and pid[0] == "storage" and
+                isinstance(pid[1], _StorageType) and type(pid[2]) is str and
+                type(pid[3]) is str and type(pid[4]) is int):
+            self.fail(f"unexpected persistent id {str(pid)[:80]}")
+        _, stype, key, location, numel = pid
+        if key in self.built:
+            if self.built[key][0] != stype.dtype:
+                self.fail(f"storage {key!r} is referred to as {self.built[key][0]} and "
+                          f"{stype.dtype}")
+            return self.built[key][1]
+        raw = _entry(self.zf, f"{self.prefix}data/{key}", self.fail)
+        from .serialization import _DTYPES
+        np_dtype = np.dtype(_DTYPES[stype.dtype][1])
+        if numel < 0 or numel * np_dtype.itemsize != len(raw):
+            self.fail(f"storage {key!r}: {numel} elements of {stype.dtype} do not fill its "
+                      f"{len(raw)} bytes")
+        arr = np.frombuffer(raw, np_dtype.newbyteorder(">") if self.big else np_dtype).copy()
+        arr = arr.astype(np_dtype, copy=False)           # native order, own aligned memory
+        if arr.dtype == np.bool_ and arr.size and int(arr.view(np.uint8).max()) > 1:
+            self.fail(f"bool storage {key!r} holds byte values other than 0 and 1")
+        if stype.dtype == "bfloat16":
+            t = _C.from_numpy(arr.view(np.int16)).view(_C.bfloat16)
+        else:
+            t = _C.from_numpy(arr)
+        t = self.relocate(t, location)
+        self.built[key] = (stype.dtype, t)
+        return t
+
+
+def _entry(zf, path, fail):
+    try:
+        info = zf.getinfo(path)
+    except KeyError:
+        fail(f"the archive has no entry {path[:80]!r}")
+    if info.compress_type != zipfile.ZIP_STORED:
+        fail(f"entry {path[:80]!r} is compressed (torch stores its entries uncompressed)")
+    return zf.read(info)
+
+
+def _prefix(zf, name):
+    from .serialization import _fail
+    pkls = [n for n in zf.namelist() if n.endswith("/data.pkl") and n.count("/") == 1]
+    if len(pkls) != 1:
+        _fail(name, f"a torch zip archive holds one <prefix>/data.pkl; this one has "
+                    f"{len(pkls)}")
+    return pkls[0][:-len("data.pkl")]
+
+
+def read(src, opts):
+    """The object of a torch.save zip file (src: serialization._Source at its first byte)."""
+    from .serialization import _fail
+    name = src.name
+    try:
+        return _read_archive(src, opts)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError,
+            OSError) as e:
+        _fail(name, f"it starts like a torch.save zip file but is not a readable zip: "
+                    f"{type(e).__name__}: {str(e)[:200]}")
+
+
+def _read_archive(src, opts):
+    from . import _weights_only_unpickler as wo
+    from .serialization import CheckpointError, MAX_DEPTH, _fail
+    name = src.name
+    with zipfile.ZipFile(io.BytesIO(src.read_all())) as zf:
+        prefix = _prefix(zf, name)
+
+        def fail(why):
+            _fail(name, why)
+        order = b"little"
+        if f"{prefix}byteorder" in zf.namelist():
+            order = _entry(zf, f"{prefix}byteorder", fail).strip()
+            if order not in (b"little", b"big"):
+                _fail(name, f"byteorder {order[:20]!r} is neither little nor big")
+        pkl = io.BytesIO(_entry(zf, f"{prefix}data.pkl", fail))
+        storages = _Storages(name, zf, prefix, order == b"big", opts.relocate)
+        unpickler = _unpickler(pkl, storages, **opts.pickle_load_args)
+        try:
+            obj = unpickler.load()
+        except wo.UnpicklingError as e:
+            raise wo.UnpicklingError(wo.weights_only_message(str(e), name)) from None
+        except CheckpointError:
+            raise
+        except MemoryError:
+            raise
+        except Exception as e:  # noqa: BLE001 — a forged pickle has exactly one way to fail
+            raise CheckpointError(name, f"data.pkl: {type(e).__name__}: {str(e)[:300]}") from e
+    if wo.nesting_height(obj, MAX_DEPTH) > MAX_DEPTH:
+        raise wo.UnpicklingError(wo.weights_only_message(
+            f"the loaded object nests containers deeper than {MAX_DEPTH} levels", name))
+    return obj
+
+
+_UNPICKLER = None
+
+
+def _unpickler(file, persistent_load, **kwargs):
+    """cddp's weights_only unpickler that also knows torch's names (module docstring); the
+    class is made on first use, when the weights_only module is imported."""
+    global _UNPICKLER
+    if _UNPICKLER is None:
+        from . import _weights_only_unpickler as wo
+
+        class TorchUnpickler(wo.WeightsUnpickler):
+            def __init__(self, file, persistent_load, **kwargs):
+                super().__init__(file, persistent_load, **kwargs)
+                self._torch, checks = _torch_names()
+                self._checks = dict(self._checks)
+                self._checks.update({f: (lambda func, args: None) for f in checks})
+
+            def find_class(self, module, name):
+                full = f"{module}.{name}"
+                if full in self._torch:
+                    return self._torch[full]
+                return super().find_class(module, name)
+        _UNPICKLER = TorchUnpickler
+    return _UNPICKLER(file, persistent_load, **kwargs)
