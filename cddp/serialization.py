@@ -9,9 +9,11 @@ of either, and weights move to torch through it):
    OrderedDict, Counter, list, tuple (not namedtuples), nested at most MAX_DEPTH deep, without
    cycles; leaves Tensor, Parameter, None, bool, int, float (incl. inf/nan), str, cddp.dtype,
    cddp.device (exact types: subclasses, and tensors with attributes, go to layout 2). The
-   header maps "t0", "t1", ... to {"dtype", "shape", "data_offsets"}; its "__metadata__" holds
-   {"format": "cddp", "cddp_structure": JSON of the saved object} where tensors appear as
-   {"__tensor__": "t3", ...}. Loading runs no code and looks up nothing a file names: it
+   header maps each tensor's name — its dotted path of keys ("fc.weight", "model.fc.weight",
+   "t3" where a key is not a string or an int; _Tensors) — to {"dtype", "shape",
+   "data_offsets"}, so safetensors readers (torch's included) see a state dict's own keys; its
+   "__metadata__" holds {"format": "cddp", "cddp_structure": JSON of the saved object} where
+   tensors appear as {"__tensor__": "fc.weight", ...}. Loading runs no code and looks up nothing a file names: it
    parses JSON and copies bytes. Each tensor is stored on its own (views and
    tied weights are stored twice and load unshared, as before).
 2. Whole objects — anything else picklable (torch.save(model), an ndarray, a Namespace, a set,
@@ -103,11 +105,39 @@ class _NotJSON(TypeError):
 
 # ---- encoding --------------------------------------------------------------------------------
 
-def _encode(obj, tensors, where, path):
-    """JSON-able structure for obj; tensors are appended to `tensors` and referenced by name.
-    `path` holds the ids of the containers above obj (cycles, depth). Scalars and tensors by
-    exact type: a subclass (an IntEnum, np.float64, a Tensor subclass) or a tensor carrying
-    attributes is _NotJSON, so the object is pickled and keeps its type."""
+class _Tensors:
+    """The tensors of a state-dict file and their entry names: the dotted path of string keys
+    and indices that leads to each ("layer1.0.weight", "model.fc.bias", "opt.state.0.exp_avg"),
+    so the safetensors library and torch's safetensors.torch.load_file see a state dict's own
+    names; "t<i>" where a path has a non-string key or its name is taken."""
+
+    def __init__(self):
+        self.items, self.names = [], set()
+
+    def add(self, t, wanted):
+        name = wanted
+        if not name or name in self.names or name == "__metadata__":
+            name = f"t{len(self.items)}"
+            while name in self.names:
+                name += "_"
+        self.names.add(name)
+        self.items.append((name, t))
+        return name
+
+
+def _child(name, key):
+    """The dotted name below `name` for a dict key or list index (None: no usable name)."""
+    if name is None or isinstance(key, bool) or not isinstance(key, (str, int)):
+        return None
+    return f"{name}.{key}" if name else str(key)
+
+
+def _encode(obj, tensors, where, path, name=""):
+    """JSON-able structure for obj; tensors are added to `tensors` (_Tensors) and referenced by
+    entry name (`name`: obj's dotted path). `path` holds the ids of the containers above obj
+    (cycles, depth). Scalars and tensors by exact type: a subclass (an IntEnum, np.float64, a
+    Tensor subclass) or a tensor carrying attributes is _NotJSON, so the object is pickled and
+    keeps its type."""
     if obj is None or type(obj) in (bool, str, int):
         return obj
     if type(obj) is float:
@@ -119,9 +149,8 @@ def _encode(obj, tensors, where, path):
         if type(obj) not in (Tensor, Parameter) or obj.__dict__:
             raise _NotJSON(f"cddp.save: a {type(obj).__name__} with attributes at "
                            f"{where or 'the top level'}")
-        name = f"t{len(tensors)}"
-        tensors.append(obj.detach())
-        enc = {"__tensor__": name, "requires_grad": bool(obj.requires_grad)}
+        enc = {"__tensor__": tensors.add(obj.detach(), name),
+               "requires_grad": bool(obj.requires_grad)}
         if type(obj) is Parameter:
             enc["parameter"] = True
         return enc
@@ -130,13 +159,13 @@ def _encode(obj, tensors, where, path):
     if type(obj).__name__ == "device" and hasattr(obj, "type") and hasattr(obj, "index"):
         return {"__device__": str(obj)}
     if isinstance(obj, (dict, list)) or (isinstance(obj, tuple) and not hasattr(obj, "_fields")):
-        return _encode_container(obj, tensors, where, path)
+        return _encode_container(obj, tensors, where, path, name)
     raise _NotJSON(f"cddp.save: an object of type {type(obj).__name__} at "
                    f"{where or 'the top level'} is not a tensor, number, string, bool, None, "
                    "dtype, device or dict/list/tuple of them")
 
 
-def _encode_container(obj, tensors, where, path):
+def _encode_container(obj, tensors, where, path, name):
     if id(obj) in path:
         raise _NotJSON(f"cddp.save: the object at {where or 'the top level'} contains itself")
     if len(path) >= MAX_DEPTH:
@@ -145,12 +174,14 @@ def _encode_container(obj, tensors, where, path):
     path.add(id(obj))
     try:
         if isinstance(obj, dict):
-            items = [[_encode_key(k, where), _encode(v, tensors, f"{where}[{k!r}]", path)]
+            items = [[_encode_key(k, where),
+                      _encode(v, tensors, f"{where}[{k!r}]", path, _child(name, k))]
                      for k, v in obj.items()]
             kind = "__counter__" if isinstance(obj, Counter) else \
                 "__odict__" if isinstance(obj, OrderedDict) else "__dict__"
             return {kind: items}
-        enc = [_encode(v, tensors, f"{where}[{i}]", path) for i, v in enumerate(obj)]
+        enc = [_encode(v, tensors, f"{where}[{i}]", path, _child(name, i))
+               for i, v in enumerate(obj)]
         return enc if isinstance(obj, list) else {"__tuple__": enc}
     finally:
         path.discard(id(obj))
@@ -158,7 +189,7 @@ def _encode_container(obj, tensors, where, path):
 
 def _encode_key(k, where):
     if k is None or isinstance(k, (bool, int, float, str)):
-        return _encode(k, [], where, set())
+        return _encode(k, _Tensors(), where, set())
     raise _NotJSON(f"cddp.save: dict key {k!r} at {where or 'the top level'} is not a "
                    "string, number, bool or None")
 
@@ -171,10 +202,10 @@ def _dtype_name(dt, where):
 
 
 def _serialize(obj):
-    tensors = []
+    tensors = _Tensors()
     structure = _encode(obj, tensors, "", set())
     header, chunks, offset = {}, [], 0
-    for i, t in enumerate(tensors):
+    for key, t in tensors.items:
         if t.dtype == _C.bfloat16:          # its raw 16-bit words: NumPy has no bfloat16
             arr = t.reshape(-1).view(_C.int16).numpy().reshape(tuple(t.shape))
         else:
@@ -183,7 +214,7 @@ def _serialize(obj):
             arr = arr.copy(order="C")
         name, _np = _DTYPES[str(t.dtype).split(".")[-1]]
         raw = arr.tobytes()
-        header[f"t{i}"] = {"dtype": name, "shape": list(arr.shape),
+        header[key] = {"dtype": name, "shape": list(arr.shape),
                            "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
