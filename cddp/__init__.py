@@ -57,7 +57,9 @@ else:
     from ._size import Size
     from ._device import device
     from . import autograd
-    from .autograd.grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+    from .autograd.grad_mode import (no_grad, enable_grad, set_grad_enabled,  # noqa: F401
+                                     is_grad_enabled, inference_mode,
+                                     is_inference_mode_enabled)
 
     _C._set_size_type(Size)
     _C._set_device_objects(device("cpu"), device)
@@ -94,7 +96,7 @@ _LAZY = {"nn": ("nn", None), "optim": ("optim", None), "utils": ("utils", None),
          "multiprocessing": ("multiprocessing", None), "serialization": ("serialization", None),
          "save": ("serialization", "save"), "load": ("serialization", "load"),
          "amp": ("amp", None), "cpu": ("cpu", None), "autocast": ("amp", "autocast"),
-         "onnx": ("onnx", None)}
+         "onnx": ("onnx", None), "jit": ("jit", None)}
 # torch.conv2d, torch.max_pool2d, ...: the functional forms, loaded with cddp.nn
 _LAZY.update({name: ("nn._functional_spatial", name) for name in (
     "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "avg_pool1d",

@@ -65,8 +65,13 @@ def _is_pinned(self, device=None):
     return False
 
 
+def _is_inference(self):
+    return False                # (autograd/grad_mode.py: no inference tensors)
+
+
 Tensor.pin_memory = _pin_memory
 Tensor.is_pinned = _is_pinned
+Tensor.is_inference = _is_inference
 
 
 # ---- legacy tensor types --------------------------------------------------------------------

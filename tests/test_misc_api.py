@@ -233,3 +233,73 @@ def test_layout_spmm_and_onnx_entry_points():
     assert onnx.is_in_onnx_export() is False
     with pytest.raises(RuntimeError, match="no ONNX exporter"):
         onnx.export(nn.Linear(2, 2), (cddp.ones(1, 2),), "m.onnx")
+
+
+def test_inference_mode_is_no_grad_with_its_own_flag():
+    x = cddp.ones(2, requires_grad=True)
+    with cddp.inference_mode():
+        y = x * 2
+        assert cddp.is_inference_mode_enabled() and not cddp.is_grad_enabled()
+        with cddp.inference_mode(False):            # leaves grad mode alone, flag off
+            assert not cddp.is_inference_mode_enabled() and not cddp.is_grad_enabled()
+        assert cddp.is_inference_mode_enabled()
+    assert not y.requires_grad and y.is_inference() is False
+    assert cddp.is_grad_enabled() and not cddp.is_inference_mode_enabled()
+
+    @cddp.inference_mode()
+    def f(a):
+        return a * 3, cddp.is_inference_mode_enabled()
+
+    @cddp.inference_mode
+    def g(a):
+        return a * 3, cddp.is_inference_mode_enabled()
+    for fn in (f, g):
+        out, flag = fn(x)
+        assert flag and not out.requires_grad and out.tolist() == [3.0, 3.0]
+    assert cddp.is_grad_enabled() and not cddp.is_inference_mode_enabled()
+    with pytest.raises(ZeroDivisionError):             # the flags come back after an error
+        with cddp.inference_mode():
+            1 / 0
+    assert cddp.is_grad_enabled() and not cddp.is_inference_mode_enabled()
+
+
+def test_inference_mode_matches_torch_flags():
+    torch = pytest.importorskip("torch")
+    for lib in (torch, cddp):
+        with lib.inference_mode():
+            inside = (lib.is_inference_mode_enabled(), lib.is_grad_enabled())
+        with lib.inference_mode(False):
+            off = (lib.is_inference_mode_enabled(), lib.is_grad_enabled())
+        if lib is torch:
+            want = (inside, off)
+    assert (inside, off) == want
+
+
+def test_jit_names_leave_code_as_python():
+    net = nn.Linear(2, 2)
+    assert cddp.jit.script(net) is net and cddp.jit.trace(net, cddp.ones(1, 2)) is net
+    assert cddp.jit.is_scripting() is False and cddp.jit.is_tracing() is False
+    assert not isinstance(net, cddp.jit.ScriptModule)
+
+    class Block(nn.Module):
+        fused: cddp.jit.Final[bool]
+
+        def __init__(self):
+            super().__init__()
+            self.fused = True
+
+        @cddp.jit.ignore
+        def helper(self, a):
+            return a + 1
+
+        @cddp.jit.unused
+        def other(self, a):
+            return a - 1
+
+        def forward(self, a):
+            return self.helper(a) if not cddp.jit.is_scripting() else a
+    b = Block()
+    assert b(cddp.zeros(1)).tolist() == [1.0] and b.other(cddp.zeros(1)).tolist() == [-1.0]
+    assert cddp.jit.annotate(list, [1]) == [1]
+    with pytest.raises(RuntimeError, match="no TorchScript"):
+        cddp.jit.save(net, "m.pt")

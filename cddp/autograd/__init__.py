@@ -1,7 +1,8 @@
 """cddp.autograd — torch.autograd: backward(), grad modes, graph nodes (all in C), custom
 Functions (function.py)."""
 from .. import _C
-from .grad_mode import no_grad, enable_grad, set_grad_enabled, is_grad_enabled
+from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled,  # noqa: F401
+                        inference_mode, is_inference_mode_enabled)
 from . import function, graph
 from .function import Function, FunctionCtx, once_differentiable
 

@@ -3,6 +3,7 @@
 The flag itself is a thread-local int in C (csrc/autograd/node.c), as torch's is thread-local.
 """
 import functools
+import threading
 
 from .. import _C
 
@@ -59,5 +60,49 @@ class set_grad_enabled(_GradMode):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with set_grad_enabled(mode):
+                return fn(*args, **kwargs)
+        return wrapper
+
+
+_inference = threading.local()      # depth of inference_mode(True) blocks on this thread
+
+
+def is_inference_mode_enabled():
+    return getattr(_inference, "depth", 0) > 0
+
+
+class inference_mode(_GradMode):
+    """inference_mode(mode=True): no_grad, and is_inference_mode_enabled() is True inside
+    (thread-local, as torch's). Tensors made inside are ordinary tensors: torch marks them as
+    inference tensors and refuses them in a later backward, cddp lets them be used.
+    inference_mode(False) leaves grad mode as it is. Usable as @inference_mode,
+    @inference_mode() and @inference_mode(False) too."""
+
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):      # @inference_mode, no call
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode=True):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        self._prev_depth = getattr(_inference, "depth", 0)
+        self._prev = _C._set_grad_enabled(False) if self.mode else None
+        _inference.depth = self._prev_depth + 1 if self.mode else 0
+        return None
+
+    def __exit__(self, *exc):
+        if self.mode:
+            _C._set_grad_enabled(self._prev)
+        _inference.depth = self._prev_depth
+        return False
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(mode):
                 return fn(*args, **kwargs)
         return wrapper
