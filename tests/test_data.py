@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import cddp
-from cddp.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, RandomSampler,
-                             SequentialSampler, Subset, TensorDataset, default_collate,
-                             random_split)
+from cddp.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, IterableDataset,
+                             RandomSampler, SequentialSampler, Subset, TensorDataset,
+                             default_collate, random_split)
 from conftest import CDDP_PATH, ROOT, n, subprocess_env
 
 
@@ -210,3 +210,62 @@ def test_seed002_dp_runs_ported(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "Outside: input size cddp.Size([30, 5]) output_size cddp.Size([30, 2])" in r.stdout
     assert r.stdout.count("In Model") == 4
+
+
+# ---- IterableDataset with workers: each worker iterates its own copy, round-robin ------------
+
+class _Shards(IterableDataset):
+    """Worker w yields per[w] numbers from its own share of range(n) (all of it in-process)."""
+
+    def __init__(self, n, per, fail_at=None):
+        self.n, self.per, self.fail_at = n, per, fail_at
+
+    def __iter__(self):
+        from cddp.utils.data import get_worker_info
+        w = get_worker_info()
+        if w is None:
+            return iter(range(self.n))
+        lo = w.id * self.n // w.num_workers
+        return self._gen(lo, lo + self.per[w.id])
+
+    def _gen(self, lo, hi):
+        for i in range(lo, hi):
+            if i == self.fail_at:
+                raise ValueError(f"bad sample {i}")
+            yield i
+
+
+@pytest.mark.parametrize("nw,per,bs,drop,want", [
+    # torch 2.13 gives these same lists (tests/test_data.py::test_iterable_workers_match_torch)
+    (2, (5, 5), 2, False, [[0, 1], [10, 11], [2, 3], [12, 13], [4], [14]]),
+    (3, (2, 7, 4), 2, False, [[0, 1], [7, 8], [14, 15], [9, 10], [16, 17], [11, 12], [13]]),
+    (2, (5, 3), 2, True, [[0, 1], [10, 11], [2, 3]]),
+    (2, (3, 1), None, False, [0, 10, 1, 2]),
+])
+def test_iterable_dataset_workers_take_turns(nw, per, bs, drop, want):
+    out = [b.tolist() if bs else b for b in DataLoader(_Shards(21, per), batch_size=bs,
+                                                       num_workers=nw, drop_last=drop)]
+    assert out == want
+
+
+def test_iterable_workers_match_torch():
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader as TDL, IterableDataset as TIDS, get_worker_info
+
+    class T(TIDS):
+        def __iter__(self):
+            w = get_worker_info()
+            return iter(range(w.id * 10, w.id * 10 + (3, 6)[w.id]))
+
+    class C(IterableDataset):
+        def __iter__(self):
+            from cddp.utils.data import get_worker_info as gwi
+            w = gwi()
+            return iter(range(w.id * 10, w.id * 10 + (3, 6)[w.id]))
+    want = [b.tolist() for b in TDL(T(), batch_size=2, num_workers=2)]
+    assert [b.tolist() for b in DataLoader(C(), batch_size=2, num_workers=2)] == want
+
+
+def test_iterable_worker_error_is_raised_with_its_type():
+    with pytest.raises(ValueError, match="bad sample 12"):
+        list(DataLoader(_Shards(20, (5, 5), fail_at=12), batch_size=2, num_workers=2))

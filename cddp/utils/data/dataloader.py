@@ -6,6 +6,11 @@ run with workers yields exactly the batches of a run without them. Collation of 
 one C stack (one copy into one buffer); a TensorDataset batch is gathered with one index op
 per tensor instead of N single-sample views.
 
+An IterableDataset with num_workers > 0 runs as torch runs it: every worker iterates its own
+copy of the dataset (get_worker_info() tells it which share to produce), batches what it
+yields, and the main process takes one batch from each worker that still has some in turn
+(round-robin), skipping a worker once its iterator is exhausted.
+
 Worker failures, as torch has them: an exception in a worker is raised in the main process
 with its own type and the worker's traceback in the message; a worker that dies (SIGKILL, the
 OOM killer) fails the loop when it dies — the main process waits on the result queue and on
@@ -134,8 +139,29 @@ class _ExceptionWrapper:
         raise exception
 
 
+class _Exhausted:
+    """A worker's answer once its IterableDataset iterator has ended."""
+
+
+def _iterable_batches(dataset, batch_size, drop_last, collate_fn):
+    """The batches of an IterableDataset's iterator (batch_size None: each sample converted)."""
+    it = iter(dataset)
+    if batch_size is None:
+        for sample in it:
+            yield collate_fn(sample)
+        return
+    while True:
+        batch = list(itertools.islice(it, batch_size))
+        if not batch or (drop_last and len(batch) < batch_size):
+            return
+        yield collate_fn(batch)
+
+
 def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_init_fn,
-                 worker_id, num_workers, seed):
+                 worker_id, num_workers, seed, iterable=None):
+    """A worker: answers each task from index_q with (task, data, error). Map-style tasks
+    carry indices; with `iterable` = (batch_size, drop_last) each task takes the next batch
+    of this worker's own iterator (_Exhausted once it has ended)."""
     global _worker_info
     _C.manual_seed(seed)
     np.random.seed(seed % (2 ** 32))
@@ -146,6 +172,7 @@ def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_
     except Exception:  # noqa: BLE001 (re-raised in the main process)
         result_q.put((-1, None, _ExceptionWrapper(f"in DataLoader worker process {worker_id}")))
         return
+    batches = None if iterable is None else _iterable_batches(dataset, *iterable, collate_fn)
     while True:
         try:
             task = index_q.get(timeout=5.0)
@@ -157,7 +184,11 @@ def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_
             return
         batch_idx, indices = task
         try:
-            result_q.put((batch_idx, _fetch(dataset, indices, collate_fn, auto_collation), None))
+            if batches is None:
+                data = _fetch(dataset, indices, collate_fn, auto_collation)
+            else:
+                data = next(batches, _Exhausted)
+            result_q.put((batch_idx, data, None))
         except Exception:  # noqa: BLE001 (re-raised in the main process)
             result_q.put((batch_idx, None,
                           _ExceptionWrapper(f"in DataLoader worker process {worker_id}")))
@@ -174,7 +205,8 @@ def _exit_status(w):
 
 
 class _MultiProcessIter:
-    """Feeds index batches to workers round-robin, returns results in sampler order. Waits
+    """Feeds index batches to workers round-robin, returns results in sampler order (an
+    IterableDataset: "next batch" tasks to the workers not yet exhausted, in turn). Waits
     on the result queue and on every worker's sentinel at once, so a worker that dies is
     noticed when it dies, not at the next poll."""
 
@@ -191,16 +223,21 @@ class _MultiProcessIter:
         self._index_qs = [ctx.Queue() for _ in range(self._nw)]
         self._result_q = ctx.Queue()
         self._workers = []
+        iterable = (loader.batch_size, loader.drop_last) if batches is None else None
         for wid in range(self._nw):
             p = ctx.Process(target=_worker_loop, daemon=True,
                             args=(loader.dataset, self._index_qs[wid], self._result_q,
                                   loader.collate_fn, loader._auto_collation,
-                                  loader.worker_init_fn, wid, self._nw, base_seed + wid))
+                                  loader.worker_init_fn, wid, self._nw, base_seed + wid,
+                                  iterable))
             p.start()
             self._workers.append(p)
         self._send_idx = 0
         self._rcv_idx = 0
         self._cache = {}
+        self._owner = {}                    # task -> the worker it went to
+        self._active = list(range(self._nw)) if iterable else None   # not yet exhausted
+        self._turn = 0
         self._exhausted = False
         for _ in range(loader.prefetch_factor * self._nw):
             self._put()
@@ -208,31 +245,50 @@ class _MultiProcessIter:
     def _put(self):
         if self._exhausted:
             return
-        try:
-            indices = next(self._batches)
-        except StopIteration:
-            self._exhausted = True
-            return
-        self._index_qs[self._send_idx % self._nw].put((self._send_idx, indices))
+        if self._active is not None:        # IterableDataset: the next live worker's turn
+            if not self._active:
+                self._exhausted = True
+                return
+            wid, indices = self._active[self._turn % len(self._active)], None
+            self._turn += 1
+        else:
+            try:
+                indices = next(self._batches)
+            except StopIteration:
+                self._exhausted = True
+                return
+            wid = self._send_idx % self._nw
+        self._index_qs[wid].put((self._send_idx, indices))
+        self._owner[self._send_idx] = wid
         self._send_idx += 1
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        if self._rcv_idx >= self._send_idx:
-            self.shutdown()
-            raise StopIteration
-        while self._rcv_idx not in self._cache:
-            idx, data, err = self._get_result()
-            if err is not None:
+        while True:
+            if self._rcv_idx >= self._send_idx:
                 self.shutdown()
-                err.reraise()
-            self._cache[idx] = data
-        data = self._cache.pop(self._rcv_idx)
-        self._rcv_idx += 1
-        self._put()
-        return data
+                raise StopIteration
+            while self._rcv_idx not in self._cache:
+                idx, data, err = self._get_result()
+                if err is not None:
+                    self.shutdown()
+                    err.reraise()
+                if data is _Exhausted:      # no more tasks for that worker from now on
+                    wid = self._owner.get(idx)
+                    if wid in self._active:
+                        pos = self._active.index(wid)
+                        self._active.remove(wid)
+                        if pos < self._turn % (len(self._active) + 1):
+                            self._turn -= 1     # keep the others' order
+                self._cache[idx] = data
+            data = self._cache.pop(self._rcv_idx)
+            self._owner.pop(self._rcv_idx, None)
+            self._rcv_idx += 1
+            self._put()
+            if data is not _Exhausted:
+                return data
 
     def _get_result(self):
         """The next (batch index, data, error) from any worker: RuntimeError when a worker
@@ -265,7 +321,7 @@ class _MultiProcessIter:
     def _busy(self):
         """Worker ids that still owe a batch (their results would be thrown away)."""
         owed = (i for i in range(self._rcv_idx, self._send_idx) if i not in self._cache)
-        return {i % self._nw for i in owed}
+        return {self._owner[i] for i in owed}
 
     def shutdown(self):
         """Stop every worker: idle ones read their stop message and exit; busy ones (a batch
@@ -371,23 +427,14 @@ class DataLoader:
     def _index_sampler(self):
         return self.batch_sampler if self.batch_sampler is not None else self.sampler
 
-    def _iter_iterable(self):
-        it = iter(self.dataset)
-        if self.batch_size is None:
-            for sample in it:
-                yield self.collate_fn(sample)
-            return
-        while True:
-            batch = list(itertools.islice(it, self.batch_size))
-            if not batch or (self.drop_last and len(batch) < self.batch_size):
-                return
-            yield self.collate_fn(batch)
-
     def __iter__(self):
         # torch draws a base seed from the global generator for every iterator
         base_seed = int(_C.empty((), dtype=_C.int64).random_(generator=self.generator).item())
         if self._is_iterable:
-            return self._iter_iterable()
+            if self.num_workers == 0:
+                return _iterable_batches(self.dataset, self.batch_size, self.drop_last,
+                                         self.collate_fn)
+            return _MultiProcessIter(self, None, base_seed)
         batches = iter(self._index_sampler)
         if self.num_workers == 0:
             return (_fetch(self.dataset, b, self.collate_fn, self._auto_collation)
