@@ -76,7 +76,8 @@ else:
     from ._extras import allclose, isclose, equal, sort, argsort, topk  # noqa: F401
     from ._ops import (cummax, cummin, take_along_dim, meshgrid, cartesian_prod,  # noqa: F401
                        atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
-                       vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron)
+                       vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron,
+                       count_nonzero, isposinf, isneginf, signbit)
     from ._compat import (compile, set_float32_matmul_precision,  # noqa: F401
                           get_float32_matmul_precision, is_autocast_cpu_enabled, layout,
                           strided, spmm, LEGACY_TYPES as _LEGACY_TYPES)

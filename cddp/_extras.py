@@ -9,7 +9,10 @@ Tensor = _C.Tensor
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):  # noqa: A002
-    close = (input - other).abs() <= atol + rtol * other.abs()
+    # torch's rule: equal, or a finite difference within atol + rtol * |other| (an infinite
+    # `other` would make any finite input "close" through rtol * inf)
+    err = (input - other).abs()
+    close = (err <= atol + rtol * other.abs()) & err.isfinite()
     if equal_nan:
         close = close | (input.isnan() & other.isnan())
     return close | (input == other)

@@ -1,7 +1,7 @@
 """torch functions that only wire cddp's C ops together (no per-element work in Python):
 cummax/cummin's named result, take_along_dim, meshgrid / cartesian_prod, atleast_1d/2d/3d,
 block_diag, tensor_split / hsplit / vsplit / dsplit, hstack / vstack / dstack / column_stack,
-and kron. Every value comes from a C kernel (gather, expand, narrow, cat, mul, reshape), so
+kron, and count_nonzero / isposinf / isneginf / signbit. Every value comes from a C kernel (gather, expand, narrow, cat, mul, reshape), so
 autograd comes from those ops' nodes. Signatures, defaults and messages are torch's."""
 import warnings
 
@@ -300,7 +300,39 @@ def kron(input, other):  # noqa: A002
 
 row_stack = vstack
 
+
+# ---- element tests ---------------------------------------------------------------------------
+
+def count_nonzero(input, dim=None):  # noqa: A002
+    """The number of non-zero elements (int64), over `dim` (an int or a tuple) or all."""
+    nz = (input != 0).to(_C.int64)
+    if dim is None:
+        return nz.sum()
+    return nz.sum(dim=tuple(dim) if isinstance(dim, (tuple, list)) else dim)
+
+
+def isposinf(input):  # noqa: A002
+    return input == float("inf") if input.is_floating_point() else _C.zeros_like(input, dtype=_C.bool)
+
+
+def isneginf(input):  # noqa: A002
+    return input == float("-inf") if input.is_floating_point() else _C.zeros_like(input, dtype=_C.bool)
+
+
+_SIGN_WORDS = {"float32": "int32", "float64": "int64", "float16": "int16", "bfloat16": "int16"}
+
+
+def signbit(input):  # noqa: A002
+    """The sign bit (-0.0 and -nan included): a float's bits read as a signed int are < 0."""
+    name = str(input.dtype).split(".")[-1]
+    if name in _SIGN_WORDS:
+        return input.contiguous().view(getattr(_C, _SIGN_WORDS[name])) < 0
+    if input.dtype == _C.bool:
+        return _C.zeros_like(input, dtype=_C.bool)
+    return input < 0
+
+
 for _name in ("cummax", "cummin", "take_along_dim", "tensor_split", "hsplit", "vsplit",
-              "dsplit", "kron"):
+              "dsplit", "kron", "count_nonzero", "isposinf", "isneginf", "signbit"):
     setattr(Tensor, _name, globals()[_name])
 del _name

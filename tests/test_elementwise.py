@@ -901,3 +901,48 @@ def test_trig_float16_against_torch():
             c = getattr(cddp, name)(cddp.tensor(a).to(getattr(cddp, dt)))
             r = getattr(torch, name)(torch.tensor(a).to(getattr(torch, dt)))
             np.testing.assert_array_equal(n(c.float()), r.float().numpy(), err_msg=name + dt)
+
+
+# ---- element tests: bool bytes, isclose with infinities, sign bits ---------------------------
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_isinf_isfinite_store_true_as_one(dtype):
+    # glibc's isinf() is -1 for -inf: a stored 255 made sum() 510 and `m == True` False
+    a = np.array([-np.inf, 1.0, -np.inf, np.inf, np.nan], dtype=np.float64)
+    x = cddp.from_numpy(a).to(getattr(cddp, dtype))
+    for fn in ("isinf", "isfinite", "isnan"):
+        m = getattr(cddp, fn)(x)
+        want = getattr(np, fn)(a)
+        assert m.tolist() == want.tolist(), fn
+        assert m.sum().item() == int(want.sum()), fn
+        assert m.int().tolist() == want.astype(int).tolist(), fn
+        assert (m == True).tolist() == want.tolist(), fn          # noqa: E712
+
+
+def test_isclose_with_infinities_is_numpys():
+    a = np.array([2.5, -3.0, np.inf, 1.0, np.nan, -np.inf, 5.0], dtype=np.float32)
+    b = np.array([np.inf, -np.inf, np.inf, 1.0 + 1e-6, np.nan, -np.inf, -np.inf],
+                 dtype=np.float32)
+    for equal_nan in (False, True):
+        got = cddp.isclose(t(a), t(b), equal_nan=equal_nan).tolist()
+        assert got == np.isclose(a, b, equal_nan=equal_nan).tolist()
+        got = cddp.isclose(t(b), t(a), equal_nan=equal_nan).tolist()
+        assert got == np.isclose(b, a, equal_nan=equal_nan).tolist()
+    assert not cddp.allclose(t(np.float32([1.0])), t(np.float32([np.inf])))
+
+
+def test_count_nonzero_signbit_and_infinity_tests_are_numpys():
+    a = np.array([[1, 0, 2], [0, 0, 3]], dtype=np.int64)
+    assert cddp.count_nonzero(t(a)).item() == np.count_nonzero(a)
+    for dim in (0, 1, (0, 1)):
+        assert cddp.count_nonzero(t(a), dim=dim).tolist() == \
+            np.count_nonzero(a, axis=dim).tolist()
+    assert t(a).count_nonzero(dim=1).dtype == cddp.int64
+    f = np.array([-0.0, 0.0, -1.0, np.nan, -np.nan, -np.inf, np.inf, 3.0], dtype=np.float32)
+    for dt, npdt in (("float32", np.float32), ("float64", np.float64), ("float16", np.float16)):
+        x = t(f.astype(npdt))
+        assert cddp.signbit(x).tolist() == np.signbit(f.astype(npdt)).tolist(), dt
+        assert cddp.isneginf(x).tolist() == np.isneginf(f).tolist(), dt
+        assert x.isposinf().tolist() == np.isposinf(f).tolist(), dt
+    assert cddp.signbit(t(np.array([-2, 0, 5]))).tolist() == [True, False, False]
+    assert cddp.isneginf(t(np.array([-2, 0]))).tolist() == [False, False]

@@ -115,9 +115,11 @@ BOOL_LOOPS(logical_not, !x, !x)
 EW_LOOP1(bitwise_not_i64, int64_t, int64_t, ~x)
 EW_LOOP1(bitwise_not_i32, int32_t, int32_t, ~x)
 EW_LOOP1(bitwise_not_b8, uint8_t, uint8_t, !x)
+/* a bool byte must be 0 or 1: glibc's isinf() is -1 for -inf (stored as 255, which sums,
+ * compares and casts as 255) */
 BOOL_LOOPS(isnan, x != x, 0)
-BOOL_LOOPS(isinf, isinf(x), 0)
-BOOL_LOOPS(isfinite, isfinite(x), 1)
+BOOL_LOOPS(isinf, isinf(x) != 0, 0)
+BOOL_LOOPS(isfinite, isfinite(x) != 0, 1)
 
 #define UENUM(op) U_##op,
 enum { EW_UNARY_LIST(UENUM) U_COUNT };
