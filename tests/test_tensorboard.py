@@ -117,3 +117,54 @@ def test_missing_tensorboard_names_the_package():
                          text=True, timeout=120)
     assert "IMPORTERROR" in out.stdout, out.stderr
     assert "pip install 'cddp[tensorboard]'" in out.stdout
+
+
+def _hparams_plugin(run_dir):
+    """{tag: HParamsPluginData} and the scalars of one add_hparams run, read back by
+    TensorBoard's own reader."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+    ea = read(run_dir)
+    plugin = {tag: plugin_data_pb2.HParamsPluginData.FromString(content)
+              for tag, content in ea.PluginTagToContent("hparams").items()}
+    scalars = {t: [(e.step, e.value) for e in ea.Scalars(t)] for t in ea.Tags()["scalars"]}
+    return plugin, scalars
+
+
+HP = {"lr": 0.01, "bsize": 64, "opt": "adam", "nesterov": True, "skip": None}
+DOMAINS = {"opt": ["adam", "sgd"], "bsize": [32, 64]}
+
+
+def test_add_hparams_run_reads_back(tmp_path):
+    with SummaryWriter(log_dir=tmp_path) as w:
+        w.add_hparams(dict(HP, t=cddp.tensor([0.5])), {"hparam/acc": 0.75, "hparam/loss": 0.25},
+                      hparam_domain_discrete=DOMAINS, run_name="r1", global_step=3)
+    plugin, scalars = _hparams_plugin(tmp_path / "r1")
+    start = plugin["_hparams_/session_start_info"].session_start_info.hparams
+    assert (start["lr"].number_value, start["bsize"].number_value, start["opt"].string_value,
+            start["nesterov"].number_value, start["t"].number_value) == (0.01, 64, "adam", 1.0,
+                                                                        0.5)
+    assert "skip" not in start
+    exp = plugin["_hparams_/experiment"].experiment
+    assert [h.name for h in exp.hparam_infos] == ["lr", "bsize", "opt", "nesterov", "t"]
+    opt = next(h for h in exp.hparam_infos if h.name == "opt")
+    assert [v.string_value for v in opt.domain_discrete.values] == ["adam", "sgd"]
+    assert [m.name.tag for m in exp.metric_infos] == ["hparam/acc", "hparam/loss"]
+    assert plugin["_hparams_/session_end_info"].session_end_info.status == 1   # SUCCESS
+    assert scalars == {"hparam/acc": [(3, 0.75)], "hparam/loss": [(3, 0.25)]}
+    with pytest.raises(TypeError, match="dictionary"):
+        SummaryWriter(tmp_path / "x").add_hparams([("lr", 1)], {})
+    with pytest.raises(TypeError, match="same type"):
+        SummaryWriter(tmp_path / "y").add_hparams({"lr": 0.1}, {}, {"lr": ["a"]})
+
+
+def test_add_hparams_same_as_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.utils.tensorboard import SummaryWriter as TorchWriter
+    metrics = {"hparam/acc": 0.75}
+    with SummaryWriter(log_dir=tmp_path / "cddp") as w:
+        w.add_hparams(dict(HP), metrics, hparam_domain_discrete=DOMAINS, run_name="r",
+                      global_step=2)
+    with TorchWriter(log_dir=str(tmp_path / "torch")) as tw:
+        tw.add_hparams(dict(HP), metrics, hparam_domain_discrete=DOMAINS, run_name="r",
+                       global_step=2)
+    assert _hparams_plugin(tmp_path / "cddp" / "r") == _hparams_plugin(tmp_path / "torch" / "r")

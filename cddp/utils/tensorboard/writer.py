@@ -1,5 +1,5 @@
-"""SummaryWriter (torch.utils.tensorboard.writer): scalars, scalar groups, histograms, text and
-images as TensorBoard summaries, written through tensorboard's EventFileWriter (a background
+"""SummaryWriter (torch.utils.tensorboard.writer): scalars, scalar groups, histograms, text,
+images and hyperparameter runs (the hparams plugin) as TensorBoard summaries, written through tensorboard's EventFileWriter (a background
 thread, a bounded queue, CRC-framed records, flush every flush_secs).
 
 Values may be cddp tensors, NumPy arrays or Python numbers; tensors are read through .numpy()
@@ -99,6 +99,59 @@ def _png(img):
         return struct.pack(">I", len(data)) + t + data + struct.pack(">I", zlib.crc32(t + data))
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, kind, 0, 0, 0))
             + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+
+
+def _hparams(hparam_dict, metric_dict, domains):
+    """The three summaries of the hparams plugin (experiment, session start, session end) for
+    one run: each hyperparameter's value and type (number, string, bool; a 1-element tensor is
+    a number; None is skipped), its discrete domain when given, the metric tags."""
+    from google.protobuf import struct_pb2
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+    if not isinstance(hparam_dict, dict) or not isinstance(metric_dict, dict):
+        raise TypeError("hparam_dict and metric_dict should be dictionary.")
+    domains = domains or {}
+    if not isinstance(domains, dict):
+        raise TypeError("parameter: hparam_domain_discrete should be a dictionary, nothing "
+                        "logged.")
+    for k, values in domains.items():
+        if k not in hparam_dict or not isinstance(values, list) or \
+                not all(isinstance(d, type(hparam_dict[k])) for d in values):
+            raise TypeError(f"parameter: hparam_domain_discrete[{k}] should be a list of same "
+                            f"type as hparam_dict[{k}].")
+    start, infos = plugin_data_pb2.SessionStartInfo(), []
+    for k, v in hparam_dict.items():
+        if v is None:
+            continue
+        tensor = hasattr(v, "numpy") and not isinstance(v, (int, float, str))
+        if tensor:
+            v = float(_np(v).reshape(-1)[0])        # its first element, a number (no domain)
+            kind, field = "DATA_TYPE_FLOAT64", "number_value"
+        elif isinstance(v, (int, float)):           # bool included, as torch files it
+            kind, field = "DATA_TYPE_FLOAT64", "number_value"
+        elif isinstance(v, str):
+            kind, field = "DATA_TYPE_STRING", "string_value"
+        else:
+            raise ValueError("value should be one of int, float, str, bool, or torch.Tensor")
+        setattr(start.hparams[k], field, v)
+        domain = None
+        if k in domains and not tensor:
+            domain = struct_pb2.ListValue(values=[struct_pb2.Value(**{field: d})
+                                                  for d in domains[k]])
+        infos.append(api_pb2.HParamInfo(name=k, type=api_pb2.DataType.Value(kind),
+                                        domain_discrete=domain))
+    experiment = api_pb2.Experiment(
+        hparam_infos=infos,
+        metric_infos=[api_pb2.MetricInfo(name=api_pb2.MetricName(tag=k)) for k in metric_dict])
+    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.Status.Value("STATUS_SUCCESS"))
+
+    def summary(tag, **content):
+        data = plugin_data_pb2.HParamsPluginData(version=metadata.PLUGIN_DATA_VERSION, **content)
+        meta = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
+            plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString()))
+        return Summary(value=[Summary.Value(tag=tag, metadata=meta)])
+    return (summary(metadata.EXPERIMENT_TAG, experiment=experiment),
+            summary(metadata.SESSION_START_INFO_TAG, session_start_info=start),
+            summary(metadata.SESSION_END_INFO_TAG, session_end_info=end))
 
 
 def _image(tag, img, dataformats):
@@ -206,6 +259,20 @@ class SummaryWriter:
     def add_image(self, tag, img_tensor, global_step=None, walltime=None, dataformats="CHW"):
         self._get_file_writer().add_summary(_image(tag, img_tensor, dataformats),
                                             global_step, walltime)
+
+    def add_hparams(self, hparam_dict, metric_dict, hparam_domain_discrete=None, run_name=None,
+                    global_step=None):
+        """One run of the hparams dashboard: log_dir/<run_name or the time> gets the
+        hyperparameters and the metrics' values as scalars."""
+        if type(hparam_dict) is not dict or type(metric_dict) is not dict:
+            raise TypeError("hparam_dict and metric_dict should be dictionary.")
+        summaries = _hparams(hparam_dict, metric_dict, hparam_domain_discrete)
+        logdir = os.path.join(self._get_file_writer().get_logdir(), run_name or str(time.time()))
+        with SummaryWriter(log_dir=logdir) as run:
+            for summ in summaries:
+                run.file_writer.add_summary(summ, global_step)
+            for k, v in metric_dict.items():
+                run.add_scalar(k, v, global_step)
 
     def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
         raise NotImplementedError("cddp's SummaryWriter has no add_graph: cddp has no tracer "
