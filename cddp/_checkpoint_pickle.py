@@ -261,7 +261,7 @@ class _TrustedUnpickler(pickle.Unpickler):
 def read(src, meta, arrays, opts):
     """The object of a cddp-pickle file whose safetensors layout _read_safetensors checked."""
     from . import _weights_only_unpickler as wo
-    from .serialization import CheckpointError, MAX_DEPTH, _DTYPES, _fail
+    from .serialization import CheckpointError, _DTYPES, _fail
     name = src.name
     if meta.get("cddp_version") != VERSION:
         _fail(name, f"cddp-pickle version {str(meta.get('cddp_version'))[:20]!r} is not "
@@ -280,8 +280,17 @@ def read(src, meta, arrays, opts):
             return _TrustedUnpickler(pkl, loader, **opts.pickle_load_args).load()
         except (EOFError, pickle.UnpicklingError) as e:
             raise CheckpointError(name, f"data.pkl: {type(e).__name__}: {e}") from e
+    return load_weights_only(wo.WeightsUnpickler(pkl, loader, **opts.pickle_load_args), name)
+
+
+def load_weights_only(unpickler, name):
+    """unpickler.load() for file `name` under weights_only: a refusal is UnpicklingError with
+    torch's message around it, anything else a forged pickle provokes is CheckpointError, and
+    the object may nest containers at most MAX_DEPTH deep. (cddp-pickle and torch zip files.)"""
+    from . import _weights_only_unpickler as wo
+    from .serialization import CheckpointError, MAX_DEPTH
     try:
-        obj = wo.WeightsUnpickler(pkl, loader, **opts.pickle_load_args).load()
+        obj = unpickler.load()
     except wo.UnpicklingError as e:
         raise wo.UnpicklingError(wo.weights_only_message(str(e), name)) from None
     except CheckpointError:

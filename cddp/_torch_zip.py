@@ -27,7 +27,6 @@ from collections import OrderedDict
 import numpy as np
 
 from . import _C
-from ._C import Tensor
 
 # torch.<Type>Storage -> (cddp dtype name, NumPy dtype of the raw elements)
 _STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
@@ -151,8 +150,8 @@ def read(src, opts):
 
 
 def _read_archive(src, opts):
-    from . import _weights_only_unpickler as wo
-    from .serialization import CheckpointError, MAX_DEPTH, _fail
+    from ._checkpoint_pickle import load_weights_only
+    from .serialization import _fail
     name = src.name
     with zipfile.ZipFile(io.BytesIO(src.read_all())) as zf:
         prefix = _prefix(zf, name)
@@ -166,21 +165,7 @@ def _read_archive(src, opts):
                 _fail(name, f"byteorder {order[:20]!r} is neither little nor big")
         pkl = io.BytesIO(_entry(zf, f"{prefix}data.pkl", fail))
         storages = _Storages(name, zf, prefix, order == b"big", opts.relocate)
-        unpickler = _unpickler(pkl, storages, **opts.pickle_load_args)
-        try:
-            obj = unpickler.load()
-        except wo.UnpicklingError as e:
-            raise wo.UnpicklingError(wo.weights_only_message(str(e), name)) from None
-        except CheckpointError:
-            raise
-        except MemoryError:
-            raise
-        except Exception as e:  # noqa: BLE001 — a forged pickle has exactly one way to fail
-            raise CheckpointError(name, f"data.pkl: {type(e).__name__}: {str(e)[:300]}") from e
-    if wo.nesting_height(obj, MAX_DEPTH) > MAX_DEPTH:
-        raise wo.UnpicklingError(wo.weights_only_message(
-            f"the loaded object nests containers deeper than {MAX_DEPTH} levels", name))
-    return obj
+        return load_weights_only(_unpickler(pkl, storages, **opts.pickle_load_args), name)
 
 
 _UNPICKLER = None
