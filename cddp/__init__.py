@@ -80,6 +80,7 @@ else:
                        count_nonzero, isposinf, isneginf, signbit)
     from ._compat import (compile, set_float32_matmul_precision,  # noqa: F401
                           get_float32_matmul_precision, is_autocast_cpu_enabled, layout,
+                          set_default_device, get_default_device,
                           strided, spmm, LEGACY_TYPES as _LEGACY_TYPES)
     globals().update(_LEGACY_TYPES)
     from . import cuda, backends, version  # noqa: F401

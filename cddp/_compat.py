@@ -7,6 +7,7 @@ how cddp computes.
     set_float32_matmul_precision(p)        "highest" | "high" | "medium", remembered for
     get_float32_matmul_precision()         get_...; float32 GEMMs stay float32 ("highest")
     is_autocast_cpu_enabled()              is_autocast_enabled("cpu")
+    set_default_device(d) / get_default_device()   the CPU (CUDA: the device policy)
     Tensor.pin_memory(device=None)         the tensor itself: there is no device to copy to
     Tensor.is_pinned(device=None)          False
 
@@ -51,6 +52,18 @@ def set_float32_matmul_precision(precision):
 
 def get_float32_matmul_precision():
     return _matmul_precision
+
+
+def set_default_device(device):
+    """torch.set_default_device: cddp makes every tensor on the CPU; a CUDA device goes
+    through the device policy (one warning, or an error under CDDP_STRICT_DEVICE=1)."""
+    if device is not None:
+        _C.zeros(0).to(device)
+
+
+def get_default_device():
+    from ._device import device
+    return device("cpu")
 
 
 def is_autocast_cpu_enabled():

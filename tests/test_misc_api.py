@@ -303,3 +303,34 @@ def test_jit_names_leave_code_as_python():
     assert cddp.jit.annotate(list, [1]) == [1]
     with pytest.raises(RuntimeError, match="no TorchScript"):
         cddp.jit.save(net, "m.pt")
+
+
+def test_regression_losses_take_an_integer_target_as_torch_does():
+    # the blitz tutorial: MSELoss(output, torch.arange(1, 11).view(1, -1))
+    x = cddp.ones(1, 10, requires_grad=True)
+    target = cddp.arange(1, 11).view(1, -1)
+    loss = F.mse_loss(x, target)
+    assert loss.item() == 28.5                     # mean((1 - k)^2), k = 1..10
+    loss.backward()
+    np.testing.assert_allclose(n(x.grad), (2 * (1 - np.arange(1, 11)) / 10)[None], rtol=1e-6)
+    assert nn.L1Loss()(x.detach(), target).item() == 4.5
+    assert F.mse_loss(x.double(), target).dtype == cddp.float64
+
+
+def test_parameter_repr_shows_requires_grad_as_torch():
+    assert repr(nn.Parameter(cddp.ones(2))) == \
+        "Parameter containing:\ntensor([1., 1.], requires_grad=True)"
+    assert repr(nn.Parameter(cddp.ones(2), requires_grad=False)) == \
+        "Parameter containing:\ntensor([1., 1.])"
+
+
+def test_variable_and_default_device():
+    from cddp.autograd import Variable
+    t_ = cddp.ones(2)
+    v = Variable(t_, requires_grad=True)
+    assert v.requires_grad and not t_.requires_grad and isinstance(t_, Variable)
+    v.data[0] = 5.0                                  # shares t's data, as torch's does
+    assert t_.tolist() == [5.0, 1.0]
+    assert str(cddp.get_default_device()) == "cpu"
+    cddp.set_default_device("cpu")
+    assert cddp.zeros(1).device.type == "cpu"

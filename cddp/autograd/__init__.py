@@ -25,3 +25,16 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
         grad_tensors = (grad_tensors,)
     _C._backward(tuple(tensors), None if grad_tensors is None else tuple(grad_tensors),
                  bool(retain_graph))
+
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, other):
+        return isinstance(other, _C.Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """torch.autograd.Variable, kept by torch for old scripts: Variable(t, requires_grad=False)
+    is a tensor sharing t's data (detached, the flag set); any tensor is an instance."""
+
+    def __new__(cls, data, requires_grad=False, volatile=False):
+        return data.detach().requires_grad_(requires_grad)

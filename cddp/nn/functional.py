@@ -137,18 +137,29 @@ def _warn_broadcast(input, target):  # noqa: A002
                       stacklevel=3)
 
 
+def _float_target(input, target):  # noqa: A002
+    """An integer target of a regression loss, as torch promotes it: the input's dtype (the
+    blitz tutorial's MSELoss over torch.arange)."""
+    if input.is_floating_point() and not target.is_floating_point() and \
+            target.dtype != _C.bool:
+        return target.to(input.dtype)
+    return target
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):  # noqa: A002
     _check_tensor(input, "input")
     _check_tensor(target, "target")
     _warn_broadcast(input, target)
-    return _C._mse_loss(input, target, _reduction(reduction, size_average, reduce))
+    return _C._mse_loss(input, _float_target(input, target),
+                        _reduction(reduction, size_average, reduce))
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     _check_tensor(input, "input")
     _check_tensor(target, "target")
     _warn_broadcast(input, target)
-    return _C._l1_loss(input, target, _reduction(reduction, size_average, reduce))
+    return _C._l1_loss(input, _float_target(input, target),
+                       _reduction(reduction, size_average, reduce))
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,  # noqa: A002

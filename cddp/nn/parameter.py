@@ -15,7 +15,10 @@ class Parameter(Tensor):
         pass
 
     def __repr__(self):
-        return "Parameter containing:\n" + Tensor.__repr__(self.detach())
+        body = Tensor.__repr__(self.detach())
+        if self.requires_grad:      # as torch prints it: the flag inside the tensor's parens
+            body = body[:-1] + ", requires_grad=True)"
+        return "Parameter containing:\n" + body
 
     def __deepcopy__(self, memo):
         if id(self) in memo:
