@@ -10,6 +10,7 @@ how cddp computes.
     set_default_device(d) / get_default_device()   the CPU (CUDA: the device policy)
     Tensor.pin_memory(device=None)         the tensor itself: there is no device to copy to
     Tensor.is_pinned(device=None)          False
+    Tensor.unsqueeze_/squeeze_/t_/transpose_   in place: the view's geometry (no autograd)
 
 and the legacy spellings older scripts still use:
 
@@ -82,6 +83,27 @@ def _is_inference(self):
     return False                # (autograd/grad_mode.py: no inference tensors)
 
 
+# in-place shape ops: the tensor takes the geometry of the out-of-place view (same storage)
+def _unsqueeze_(self, dim):
+    return _C._adopt_view(self, self.unsqueeze(dim))
+
+
+def _squeeze_(self, dim=None):
+    return _C._adopt_view(self, self.squeeze() if dim is None else self.squeeze(dim))
+
+
+def _t_(self):
+    return _C._adopt_view(self, self.t())
+
+
+def _transpose_(self, dim0, dim1):
+    return _C._adopt_view(self, self.transpose(dim0, dim1))
+
+
+Tensor.unsqueeze_ = _unsqueeze_
+Tensor.squeeze_ = _squeeze_
+Tensor.t_ = _t_
+Tensor.transpose_ = Tensor.swapdims_ = Tensor.swapaxes_ = _transpose_
 Tensor.pin_memory = _pin_memory
 Tensor.is_pinned = _is_pinned
 Tensor.is_inference = _is_inference

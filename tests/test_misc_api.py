@@ -334,3 +334,34 @@ def test_variable_and_default_device():
     assert str(cddp.get_default_device()) == "cpu"
     cddp.set_default_device("cpu")
     assert cddp.zeros(1).device.type == "cpu"
+
+
+def test_in_place_shape_ops_change_the_tensor_itself():
+    x = cddp.LongTensor([1, 2])                     # char_rnn_generation: target.unsqueeze_(-1)
+    assert x.unsqueeze_(-1) is x and tuple(x.shape) == (2, 1) and x.tolist() == [[1], [2]]
+    x.squeeze_()
+    assert tuple(x.shape) == (2,)
+    a = np.arange(6.0).reshape(2, 3)
+    m = t(a)
+    m.t_()
+    np.testing.assert_array_equal(n(m), a.T)
+    m.transpose_(0, 1)
+    np.testing.assert_array_equal(n(m), a)
+    m.swapdims_(0, 1)
+    m[0, 1] = -1.0                                  # still a view of the same storage
+    assert n(m)[0, 1] == -1.0 and m.is_contiguous() is False
+    with pytest.raises(RuntimeError, match="requires grad"):
+        cddp.ones(2, requires_grad=True).unsqueeze_(0)
+
+
+def test_deprecated_add_alpha_first_overload_warns_and_computes():
+    # char_rnn_generation: p.data.add_(-learning_rate, p.grad.data)
+    a = cddp.ones(2)
+    with pytest.warns(UserWarning, match="overload of add_ is deprecated"):
+        a.add_(-0.5, cddp.full((2,), 2.0))
+    assert a.tolist() == [0.0, 0.0]
+    with pytest.warns(UserWarning, match="overload of sub is deprecated"):
+        assert cddp.ones(2).sub(2, cddp.ones(2)).tolist() == [-1.0, -1.0]
+    with pytest.raises(TypeError):                  # alpha stays keyword-only otherwise
+        cddp.ones(2).add(cddp.ones(2), 3)
+    assert cddp.ones(2).add(cddp.ones(2), alpha=3).tolist() == [4.0, 4.0]

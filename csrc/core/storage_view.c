@@ -7,6 +7,8 @@
  *
  *     _storage_info(t) -> (key, nbytes)      key: the storage's identity while t is alive
  *     _storage_view(t, offset, size, stride) -> a view of t's whole storage, history-free
+ *     _adopt_view(t, view) -> t, now with view's shape, strides and offset (the in-place shape
+ *                             ops: unsqueeze_, squeeze_, t_, transpose_ in cddp/_compat.py)
  *
  * Dimension legend: size/stride (ndim,) in elements of t's dtype, offset in elements; the
  * storage holds nbytes bytes. _storage_view is reached by files a forger wrote (through the
@@ -132,7 +134,41 @@ static PyObject *py_storage_view(PyObject *m, PyObject *args)
     return (PyObject *)cddp_tensor_alias(b, n, size, stride, offset);
 }
 
+/* t takes view's geometry. Contract: view is a view of t's storage made from t (in bounds
+ * by construction; checked again: same storage, same dtype); t records no autograd history
+ * (in-place geometry changes would bypass it). Returns t (new reference). */
+static PyObject *py_adopt_view(PyObject *m, PyObject *args)
+{
+    PyObject *a, *b;
+    TensorObject *t, *v;
+    if (!PyArg_ParseTuple(args, "OO:_adopt_view", &a, &b))
+        return NULL;
+    if (!cddp_tensor_check(a) || !cddp_tensor_check(b)) {
+        PyErr_SetString(PyExc_TypeError, "_adopt_view: expected two Tensors");
+        return NULL;
+    }
+    t = (TensorObject *)a;
+    v = (TensorObject *)b;
+    if (v->storage != t->storage || v->dtype != t->dtype) {
+        PyErr_SetString(PyExc_ValueError, "_adopt_view: the view is not of this tensor's storage");
+        return NULL;
+    }
+    if (t->requires_grad || t->grad_fn) {
+        PyErr_SetString(PyExc_RuntimeError, "in-place shape operations (unsqueeze_, squeeze_, "
+                        "t_, transpose_) are not supported on a tensor that requires grad in "
+                        "cddp; use the out-of-place form (x = x.unsqueeze(d))");
+        return NULL;
+    }
+    t->ndim = v->ndim;
+    t->offset = v->offset;
+    memcpy(t->shape, v->shape, sizeof(int64_t) * (size_t)v->ndim);
+    memcpy(t->strides, v->strides, sizeof(int64_t) * (size_t)v->ndim);
+    return Py_NewRef(a);
+}
+
 PyMethodDef cddp_storage_view_module_methods[] = {
+    {"_adopt_view", py_adopt_view, METH_VARARGS,
+     "_adopt_view(t, view) -> t with view's shape, strides and offset (in-place shape ops)"},
     {"_storage_info", py_storage_info, METH_O,
      "_storage_info(t) -> (key, nbytes) of t's storage (key: its identity while t lives)"},
     {"_storage_view", py_storage_view, METH_VARARGS,

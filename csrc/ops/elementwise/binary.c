@@ -438,6 +438,40 @@ EW_DEFINE_PY(sub, "sub", sub_impl, 1, 1, "other", "alpha")
 EW_DEFINE_PY(add_, "add_", add__impl, 1, 1, "other", "alpha")
 EW_DEFINE_PY(sub_, "sub_", sub__impl, 1, 1, "other", "alpha")
 
+/* torch's deprecated overloads x.add_(Number alpha, Tensor other) (and add, sub, sub_),
+ * still in old tutorials (p.data.add_(-lr, p.grad.data)): two positionals, a number then a
+ * tensor, become (other, alpha=) with torch's warning; anything else parses as above. */
+static PyObject *deprecated_alpha(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames, const char *fname,
+                                  PyObject *(*impl)(PyObject *, PyObject **),
+                                  PyObject *(*parsed)(PyObject *, PyObject *const *, Py_ssize_t,
+                                                      PyObject *))
+{
+    if (nargs == 2 && !kwnames && !cddp_tensor_check(args[0]) && cddp_tensor_check(args[1]) &&
+        PyNumber_Check(args[0])) {
+        PyObject *argv[2] = {args[1], args[0]};
+        if (PyErr_WarnFormat(PyExc_UserWarning, 1, "This overload of %s is deprecated:\n\t"
+                             "%s(Number alpha, Tensor other)\nConsider using one of the "
+                             "following signatures instead:\n\t%s(Tensor other, *, Number "
+                             "alpha = 1)", fname, fname, fname) < 0)
+            return NULL;
+        return impl(self, argv);
+    }
+    return parsed(self, args, nargs, kwnames);
+}
+
+#define DEPRECATED_ALPHA(op, fname)                                                        \
+    PyObject *cddp_ew_m_##op##_compat(PyObject *self, PyObject *const *args,                \
+                                      Py_ssize_t nargs, PyObject *kwnames)                 \
+    {                                                                                      \
+        return deprecated_alpha(self, args, nargs, kwnames, fname, op##_impl,             \
+                                cddp_ew_m_##op);                                           \
+    }
+DEPRECATED_ALPHA(add, "add")
+DEPRECATED_ALPHA(sub, "sub")
+DEPRECATED_ALPHA(add_, "add_")
+DEPRECATED_ALPHA(sub_, "sub_")
+
 static const ew_bparams plain_params = {NULL, 0, 0};
 
 static PyObject *mul_impl(PyObject *s, PyObject **argv)

@@ -666,7 +666,7 @@ PyObject *cddp_ew_where_function(PyObject *mod, PyObject *const *args, Py_ssize_
 
 /* torch names: each op under its torch spelling(s); in-place variants with a trailing _. */
 #define EW_BIN_NAMES(X)                                                                    \
-    X("add", add) X("sub", sub) X("subtract", sub) X("mul", mul) X("multiply", mul)      \
+    X("mul", mul) X("multiply", mul)                                                     \
     X("div", div) X("divide", div) X("true_divide", true_divide)                         \
     X("floor_divide", floor_divide) X("remainder", remainder) X("fmod", fmod)            \
     X("pow", pow) X("maximum", maximum)                                                  \
@@ -699,11 +699,19 @@ PyObject *cddp_ew_where_function(PyObject *mod, PyObject *const *args, Py_ssize_
     X("round", round) X("trunc", trunc) X("logical_not", logical_not)                    \
     X("bitwise_not", bitwise_not)
 
+/* add / sub as methods also take torch's deprecated (Number alpha, Tensor other) (binary.c) */
+PyObject *cddp_ew_m_add_compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+PyObject *cddp_ew_m_sub_compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+PyObject *cddp_ew_m_add__compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+PyObject *cddp_ew_m_sub__compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+
 PyMethodDef cddp_elementwise_tensor_methods[] = {
     EW_BIN_NAMES(M)
     EW_UN_NAMES(UM)
     EW_UN_INPLACE_NAMES(UMI)
-    M("add_", add_) M("sub_", sub_) M("subtract_", sub_) M("mul_", mul_) M("multiply_", mul_)
+    M("add", add_compat) M("sub", sub_compat) M("subtract", sub_compat)
+    M("add_", add__compat) M("sub_", sub__compat) M("subtract_", sub__compat)
+    M("mul_", mul_) M("multiply_", mul_)
     M("div_", div_) M("divide_", div_) M("true_divide_", div_) M("pow_", pow_)
     M("clamp_", clamp_) M("clip_", clamp_)
     M("clamp_min", clamp_min) M("clamp_max", clamp_max) M("clamp_min_", clamp_min_)
@@ -736,6 +744,7 @@ PyMethodDef cddp_elementwise_module_methods[] = {
     {"result_type", (PyCFunction)(void (*)(void))py_result_type, FC,
      "result_type(tensor1, tensor2) -> dtype (torch's promotion with wrapped numbers)"},
     EW_BIN_NAMES(F)
+    F("add", add) F("sub", sub) F("subtract", sub)
     EW_UN_NAMES(UF)
     EW_UN_INPLACE_NAMES(UFI)
     F("clamp_", clamp_) F("clip_", clamp_)
