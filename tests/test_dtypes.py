@@ -359,14 +359,14 @@ def test_save_load_round_trip_and_safetensors_names(tmp_path):
     import struct
     raw = path.read_bytes()
     header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
-    names = {header[f"t{i}"]["dtype"] for i in range(len(d))}
+    names = {header[k]["dtype"] for k in d}          # entries are named by their keys
     assert {"F16", "BF16", "U8", "I8", "I16"} <= names
     st = pytest.importorskip("safetensors.numpy")
     nobf = {k: v for k, v in d.items() if v.dtype is not cddp.bfloat16}  # NumPy lacks bfloat16
     cddp.save(nobf, tmp_path / "nobf.pt")
     arrays = st.load_file(str(tmp_path / "nobf.pt"))
-    for i, k in enumerate(nobf):              # a foreign reader sees the same values
-        assert np.array_equal(arrays[f"t{i}"], nobf[k].detach().numpy()), k
+    for k in nobf:                            # a foreign reader sees the same values, by key
+        assert np.array_equal(arrays[k], nobf[k].detach().numpy()), k
 
 
 def test_bfloat16_checkpoint_read_by_torch(torch, tmp_path):
@@ -374,8 +374,8 @@ def test_bfloat16_checkpoint_read_by_torch(torch, tmp_path):
     d = saved_dict()
     cddp.save(d, tmp_path / "ck.pt")
     loaded = st.load_file(str(tmp_path / "ck.pt"))
-    for i, k in enumerate(d):
-        assert same_bits(d[k], loaded[f"t{i}"]), k
+    for k in d:
+        assert same_bits(d[k], loaded[k]), k
 
 
 def test_pickle_and_deepcopy_keep_dtypes():
