@@ -229,22 +229,32 @@ class _Loader:
             self.dtypes.get(dtype, (None, None))[1]
         if np_dtype is None:
             self.fail(f"storage {key!r} has unknown dtype {dtype[:40]!r}")
-        if numel < 0 or numel * np.dtype(np_dtype).itemsize != raw.nbytes:
-            self.fail(f"storage {key!r}: {numel} elements of {dtype} do not fill its "
-                      f"{raw.nbytes} bytes")
-        arr = raw.view(np_dtype)
-        if not arr.flags.aligned:
-            arr = arr.copy()
-        if arr.dtype == np.bool_ and arr.size and int(raw.max()) > 1:
-            self.fail(f"bool storage {key!r} holds byte values other than 0 and 1")
-        if dtype.startswith("numpy:"):
-            obj = arr
-        elif dtype == "bfloat16":           # stored as its uint16 words (serialization._DTYPES)
-            obj = self.relocate(_C.from_numpy(arr.view(np.int16)).view(_C.bfloat16), location)
-        else:
-            obj = self.relocate(_C.from_numpy(arr), location)
+        arr = checked_storage(raw, np.dtype(np_dtype), numel, key, dtype, self.fail)
+        obj = arr if dtype.startswith("numpy:") else \
+            self.relocate(storage_tensor(arr, dtype), location)
         self.built[key] = (dtype, obj)
         return obj
+
+
+def checked_storage(raw, np_dtype, numel, key, dtype, fail):
+    """The elements of a storage's bytes `raw` (uint8 array) as np_dtype, element-aligned,
+    after checking they are numel elements and, for bool, bytes 0 or 1; else fail(why).
+    (cddp-pickle files and torch zip files.)"""
+    if numel < 0 or numel * np_dtype.itemsize != raw.nbytes:
+        fail(f"storage {key!r}: {numel} elements of {dtype} do not fill its {raw.nbytes} bytes")
+    arr = raw.view(np_dtype)
+    if not arr.flags.aligned:
+        arr = arr.copy()
+    if arr.dtype == np.bool_ and arr.size and int(raw.max()) > 1:
+        fail(f"bool storage {key!r} holds byte values other than 0 and 1")
+    return arr
+
+
+def storage_tensor(arr, dtype):
+    """A tensor over a checked storage array; bfloat16 arrives as its uint16 words."""
+    if dtype == "bfloat16":
+        return _C.from_numpy(arr.view(np.int16)).view(_C.bfloat16)
+    return _C.from_numpy(arr)
 
 
 class _TrustedUnpickler(pickle.Unpickler):

@@ -22,6 +22,7 @@ and the legacy spellings older scripts still use:
     spmm(a, b)                              mm: cddp's tensors are dense
 """
 from . import _C
+from ._size import Size
 
 Tensor = _C.Tensor
 
@@ -133,7 +134,7 @@ def _legacy_data(cls, args):
         if args[0].dtype != cls.dtype:
             raise TypeError(f"expected {cls.dtype} (got {args[0].dtype})")
         return args[0]
-    sizes = args[0] if len(args) == 1 and type(args[0]).__name__ == "Size" else args
+    sizes = args[0] if len(args) == 1 and isinstance(args[0], Size) else args
     if all(isinstance(a, int) and not isinstance(a, bool) for a in sizes):
         return _C.zeros(*sizes, dtype=cls.dtype)
     if len(args) > 1:

@@ -26,14 +26,12 @@ from collections import OrderedDict
 
 import numpy as np
 
-from . import _C
 
-# torch.<Type>Storage -> (cddp dtype name, NumPy dtype of the raw elements)
+# torch.<Type>Storage -> the cddp dtype name of its elements
 _STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
              "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
              "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
              "BoolStorage": "bool"}
-_MAX_HOOKS = 0                  # backward hooks are not saved by torch; a file naming some lies
 
 
 class _StorageType:
@@ -46,11 +44,16 @@ class _StorageType:
         return f"torch.{self.name}"
 
 
+def _no_hooks(backward_hooks, fname):
+    # torch never saves backward hooks: a file naming some was not written by torch.save
+    if not isinstance(backward_hooks, (dict, OrderedDict)) or backward_hooks:
+        raise TypeError(f"{fname}: backward_hooks must be an empty dict")
+
+
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks,
                        metadata=None):
     from ._checkpoint_pickle import _rebuild_tensor
-    if not isinstance(backward_hooks, (dict, OrderedDict)) or len(backward_hooks) > _MAX_HOOKS:
-        raise TypeError("_rebuild_tensor_v2: backward_hooks must be an empty dict")
+    _no_hooks(backward_hooks, "_rebuild_tensor_v2")
     if type(size) is not tuple or type(stride) is not tuple:
         raise TypeError("_rebuild_tensor_v2: size and stride must be tuples")
     return _rebuild_tensor(storage, storage_offset, size, stride, requires_grad)
@@ -58,8 +61,7 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, bac
 
 def _rebuild_parameter(data, requires_grad, backward_hooks):
     from ._checkpoint_pickle import _rebuild_parameter as rebuild
-    if not isinstance(backward_hooks, (dict, OrderedDict)) or len(backward_hooks) > _MAX_HOOKS:
-        raise TypeError("_rebuild_parameter: backward_hooks must be an empty dict")
+    _no_hooks(backward_hooks, "_rebuild_parameter")
     return rebuild(data, requires_grad)
 
 
@@ -99,21 +101,16 @@ class _Storages:
                 self.fail(f"storage {key!r} is referred to as {self.built[key][0]} and "
                           f"{stype.dtype}")
             return self.built[key][1]
-        raw = _entry(self.zf, f"{self.prefix}data/{key}", self.fail)
+        from ._checkpoint_pickle import checked_storage, storage_tensor
         from .serialization import _DTYPES
         np_dtype = np.dtype(_DTYPES[stype.dtype][1])
-        if numel < 0 or numel * np_dtype.itemsize != len(raw):
-            self.fail(f"storage {key!r}: {numel} elements of {stype.dtype} do not fill its "
-                      f"{len(raw)} bytes")
-        arr = np.frombuffer(raw, np_dtype.newbyteorder(">") if self.big else np_dtype).copy()
-        arr = arr.astype(np_dtype, copy=False)           # native order, own aligned memory
-        if arr.dtype == np.bool_ and arr.size and int(arr.view(np.uint8).max()) > 1:
-            self.fail(f"bool storage {key!r} holds byte values other than 0 and 1")
-        if stype.dtype == "bfloat16":
-            t = _C.from_numpy(arr.view(np.int16)).view(_C.bfloat16)
-        else:
-            t = _C.from_numpy(arr)
-        t = self.relocate(t, location)
+        # a writable copy of the entry: the tensor owns its memory, as torch's does
+        raw = np.frombuffer(_entry(self.zf, f"{self.prefix}data/{key}", self.fail),
+                            np.uint8).copy()
+        arr = checked_storage(raw, np_dtype.newbyteorder(">") if self.big else np_dtype, numel,
+                              key, stype.dtype, self.fail)
+        t = self.relocate(storage_tensor(arr.astype(np_dtype, copy=False), stype.dtype),
+                          location)
         self.built[key] = (stype.dtype, t)
         return t
 

@@ -21,10 +21,15 @@ class _GradMode:
         _C._set_grad_enabled(self._prev)
         return False
 
+    def _fresh(self):
+        """A new manager with this one's settings: each call of a decorated function
+        enters its own (they may nest or run on several threads)."""
+        return self.__class__()
+
     def __call__(self, fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self.__class__():
+            with self._fresh():
                 return fn(*args, **kwargs)
         return wrapper
 
@@ -98,11 +103,5 @@ class inference_mode(_GradMode):
         _inference.depth = self._prev_depth
         return False
 
-    def __call__(self, fn):
-        mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with inference_mode(mode):
-                return fn(*args, **kwargs)
-        return wrapper
+    def _fresh(self):
+        return inference_mode(self.mode)

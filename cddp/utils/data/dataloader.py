@@ -17,6 +17,7 @@ OOM killer) fails the loop when it dies — the main process waits on the result
 every worker's sentinel at once; leaving the loop early terminates the workers that still owe
 a batch instead of waiting for them.
 """
+import collections
 import collections.abc
 import itertools
 import multiprocessing
@@ -236,8 +237,8 @@ class _MultiProcessIter:
         self._rcv_idx = 0
         self._cache = {}
         self._owner = {}                    # task -> the worker it went to
-        self._active = list(range(self._nw)) if iterable else None   # not yet exhausted
-        self._turn = 0
+        # IterableDataset: the workers not yet exhausted, the next one's turn first
+        self._active = collections.deque(range(self._nw)) if iterable else None
         self._exhausted = False
         for _ in range(loader.prefetch_factor * self._nw):
             self._put()
@@ -249,8 +250,8 @@ class _MultiProcessIter:
             if not self._active:
                 self._exhausted = True
                 return
-            wid, indices = self._active[self._turn % len(self._active)], None
-            self._turn += 1
+            wid, indices = self._active[0], None
+            self._active.rotate(-1)
         else:
             try:
                 indices = next(self._batches)
@@ -275,13 +276,8 @@ class _MultiProcessIter:
                 if err is not None:
                     self.shutdown()
                     err.reraise()
-                if data is _Exhausted:      # no more tasks for that worker from now on
-                    wid = self._owner.get(idx)
-                    if wid in self._active:
-                        pos = self._active.index(wid)
-                        self._active.remove(wid)
-                        if pos < self._turn % (len(self._active) + 1):
-                            self._turn -= 1     # keep the others' order
+                if data is _Exhausted and self._owner.get(idx) in self._active:
+                    self._active.remove(self._owner[idx])   # no more tasks for it
                 self._cache[idx] = data
             data = self._cache.pop(self._rcv_idx)
             self._owner.pop(self._rcv_idx, None)
