@@ -98,7 +98,9 @@ _LAZY = {"nn": ("nn", None), "optim": ("optim", None), "utils": ("utils", None),
          "multiprocessing": ("multiprocessing", None), "serialization": ("serialization", None),
          "save": ("serialization", "save"), "load": ("serialization", "load"),
          "amp": ("amp", None), "cpu": ("cpu", None), "autocast": ("amp", "autocast"),
-         "onnx": ("onnx", None), "jit": ("jit", None)}
+         "onnx": ("onnx", None), "jit": ("jit", None), "func": ("func", None),
+         "_weight_norm": ("nn.utils.weight_norm", "_weight_norm"),
+         "norm_except_dim": ("nn.utils.weight_norm", "norm_except_dim")}
 # torch.conv2d, torch.max_pool2d, ...: the functional forms, loaded with cddp.nn
 _LAZY.update({name: ("nn._functional_spatial", name) for name in (
     "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "avg_pool1d",

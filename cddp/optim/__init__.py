@@ -1,5 +1,5 @@
 """cddp.optim — torch.optim: Optimizer, SGD, Adam, AdamW, Adadelta, Adagrad, RMSprop,
-Adamax, NAdam, RAdam, ASGD, LBFGS, lr_scheduler."""
+Adamax, NAdam, RAdam, ASGD, Rprop, LBFGS, lr_scheduler, swa_utils."""
 from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
@@ -10,8 +10,9 @@ from .adamax import Adamax
 from .nadam import NAdam
 from .radam import RAdam
 from .asgd import ASGD
+from .rprop import Rprop
 from .lbfgs import LBFGS
-from . import lr_scheduler
+from . import lr_scheduler, swa_utils
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "Adamax",
-           "NAdam", "RAdam", "ASGD", "LBFGS", "lr_scheduler"]
+           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "lr_scheduler", "swa_utils"]

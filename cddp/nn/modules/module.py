@@ -548,6 +548,16 @@ class Module:
         self._state_dict_pre_hooks[handle.id] = hook
         return handle
 
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """hook(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs) before this module's keys are read (it may rename keys in place);
+        with_module=True passes the module first. weight_norm's and spectral_norm's
+        checkpoint compatibility hooks use it, as in torch."""
+        handle = RemovableHandle(self._load_state_dict_pre_hooks)
+        self._load_state_dict_pre_hooks[handle.id] = \
+            (lambda *a: hook(self, *a)) if with_module else hook
+        return handle
+
     def _call_impl(self, *args, **kwargs):
         forward = self.forward
         if forward is None:

@@ -1,7 +1,16 @@
 """cddp.nn.utils — clip_grad_norm_ / clip_grad_value_ (one C pass over all gradients),
-parameters_to_vector / vector_to_parameters, and rnn (PackedSequence and padding helpers)."""
+get_total_norm / clip_grads_with_norm_ (torch 2.6's two halves of clip_grad_norm_),
+parameters_to_vector / vector_to_parameters, and the submodules: rnn (PackedSequence and
+padding helpers), parametrize / parametrizations, weight_norm and spectral_norm (hook-based),
+fusion (conv/linear + BatchNorm folding), stateless (functional_call), skip_init."""
 from ... import _C
 from . import rnn  # noqa: F401
+from . import parametrize, parametrizations, stateless  # noqa: F401
+from .weight_norm import weight_norm, remove_weight_norm  # noqa: F401
+from .spectral_norm import spectral_norm, remove_spectral_norm  # noqa: F401
+from .fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights,  # noqa: F401
+                     fuse_linear_bn_eval, fuse_linear_bn_weights)
+from .init import skip_init  # noqa: F401
 
 Tensor = _C.Tensor
 
@@ -29,6 +38,42 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         norm_type = float("inf")
     return _C._clip_grad_norm(_grads(parameters), float(max_norm), float(norm_type),
                               bool(error_if_nonfinite))
+
+
+def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+    """The norm of the tensors taken together, as if concatenated into one vector (the norm
+    of their norms), as a 0-dim tensor; an empty list gives tensor(0.)."""
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    else:
+        tensors = list(tensors)
+    norm_type = float(norm_type)
+    if len(tensors) == 0:
+        return _C.tensor(0.0)
+    norms = [t.norm(norm_type) for t in tensors]
+    dtype = norms[0].dtype
+    total_norm = _C.stack([n.to(dtype) for n in norms]).norm(norm_type)
+    if error_if_nonfinite and not bool(total_norm.isfinite()):
+        raise RuntimeError(
+            f"The total norm of order {norm_type} for gradients from "
+            "`parameters` is non-finite, so it cannot be clipped. To disable "
+            "this error and scale the gradients by the non-finite norm anyway, "
+            "set `error_if_nonfinite=False`")
+    return total_norm
+
+
+def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
+    """Scale every gradient by min(max_norm / (total_norm + 1e-6), 1), in place."""
+    from ...autograd.grad_mode import no_grad
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if len(grads) == 0:
+        return
+    clip_coef_clamped = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
+    with no_grad():
+        for g in grads:
+            g.mul_(clip_coef_clamped.to(g.dtype))
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
