@@ -57,8 +57,10 @@ def get_swa_multi_avg_fn():
                 for p_avg, p_model in zip(averaged_param_list, current_param_list):
                     _lerp_(p_avg, p_model, 1 / (n + 1))
             else:
+                # integer buffers (num_batches_tracked): the quotient truncated, as torch's
+                # integer addcdiv_ leaves it
                 for p_avg, p_model in zip(averaged_param_list, current_param_list):
-                    p_avg.add_((p_model - p_avg) / (n + 1))
+                    p_avg.add_(((p_model - p_avg) / (n + 1)).to(p_avg.dtype))
     return swa_update
 
 

@@ -10,7 +10,6 @@ over the whole tensor with a 0-dim g.
 """
 import warnings
 
-from ..modules.module import Module  # noqa: F401  (the hooks' owner type)
 from ..parameter import Parameter
 
 __all__ = ["WeightNorm", "weight_norm", "remove_weight_norm"]
