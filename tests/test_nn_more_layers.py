@@ -289,6 +289,11 @@ def test_channel_shuffle_unflatten_vs_torch(torch):
     both(torch, lambda z: F.channel_shuffle(z, 2), lambda z:
          torch.nn.functional.channel_shuffle(z, 2), [R(2, 4, 3, 2)])
     assert repr(nn.ChannelShuffle(2)) == repr(torch.nn.ChannelShuffle(2))
+    for shape, g in (((2, 6), 2), ((2, 6, 2), 0), ((2, 6, 2), 4)):
+        with pytest.raises(RuntimeError) as e:
+            torch.nn.functional.channel_shuffle(torch.zeros(shape), g)
+        with pytest.raises(RuntimeError, match=re.escape(str(e.value))):
+            F.channel_shuffle(t(np.zeros(shape)), g)
     both(torch, nn.Unflatten(-1, [2, 2]), torch.nn.Unflatten(-1, [2, 2]), [R(3, 4)])
     assert repr(nn.Unflatten(-1, [2, 2])) == repr(torch.nn.Unflatten(-1, [2, 2]))
 

@@ -88,8 +88,8 @@ def bilinear(input1, input2, weight, bias=None):
 def channel_shuffle(input, groups):  # noqa: A002
     """(N, g * k, *) -> (N, k * g, *): channel c = i * k + j moves to j * g + i."""
     if input.dim() <= 2:
-        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but "
-                           f"got input with sizes {list(input.shape)}")
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with "
+                           f"sizes {list(input.shape)}")
     if groups <= 0:
         raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of "
                            f"groups:{groups}")

@@ -1,5 +1,6 @@
 """Dropout and Flatten (torch.nn.Dropout, Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout,
-Flatten, Unflatten). Masks are drawn as torch draws them (F._dropout_impl), so a seeded run matches."""
+Flatten, Unflatten). Masks are drawn as torch draws them (F._dropout_impl), so a seeded run
+matches."""
 from .. import functional as F
 from .module import Module
 
