@@ -25,5 +25,10 @@ from .modules import (Softmax2d, LeakyReLU, PReLU, GELU, SiLU, ELU, SELU, CELU, 
                       Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout,
                       BatchNorm1d, BatchNorm2d, BatchNorm3d, SyncBatchNorm, InstanceNorm1d,
                       InstanceNorm2d, InstanceNorm3d, GroupNorm, LocalResponseNorm)
+from .modules import (GLU, LogSigmoid, Softmin, Softshrink, Hardshrink, Threshold,  # noqa: F401
+                      RReLU, RMSNorm, Unflatten, PairwiseDistance, CosineSimilarity, Bilinear,
+                      LazyLinear, ChannelShuffle, MultiMarginLoss, MultiLabelMarginLoss,
+                      TripletMarginWithDistanceLoss, MaxUnpool1d, MaxUnpool2d, EmbeddingBag)
+from .parameter import UninitializedParameter  # noqa: F401
 from . import functional, init, utils, parallel  # noqa: F401
 from .parallel import DataParallel

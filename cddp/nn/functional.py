@@ -721,3 +721,13 @@ from ._functional_spatial import (  # noqa: E402,F401
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, pad,
     interpolate, upsample, upsample_nearest, upsample_bilinear, pixel_shuffle, pixel_unshuffle,
     unfold, fold)
+
+# activations, layers and losses composed from tensor ops (one file each)
+from ._functional_activation import (  # noqa: E402,F401
+    glu, logsigmoid, softmin, softshrink, hardshrink, threshold, threshold_, rrelu, rrelu_,
+    gumbel_softmax)
+from ._functional_layers import (  # noqa: E402,F401
+    rms_norm, pairwise_distance, pdist, bilinear, channel_shuffle, max_unpool1d, max_unpool2d,
+    embedding_bag)
+from ._functional_losses import (  # noqa: E402,F401
+    multi_margin_loss, multilabel_margin_loss, triplet_margin_with_distance_loss)

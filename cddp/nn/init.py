@@ -1,10 +1,15 @@
 """cddp.nn.init — torch.nn.init's initialisers (in place, under no_grad, return the tensor).
 
 Gains and fans follow torch: calculate_gain, fan_in = size(1) * receptive field,
-fan_out = size(0) * receptive field.
+fan_out = size(0) * receptive field. Every initialiser draws what torch's draws, in its order,
+so a seeded run gives torch's values: trunc_normal_ (torch 2.13's rejection sampling),
+orthogonal_ (normal_ then QR, by numpy.linalg.qr: cddp has no linalg; the result agrees with
+torch's to rounding), sparse_ (normal_, then one randperm per column).
 """
 import math
 import warnings
+
+import numpy as np
 
 from ..autograd.grad_mode import no_grad
 
@@ -117,3 +122,116 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
     gain = calculate_gain(nonlinearity, a)
     std = gain / math.sqrt(fan)
     return normal_(tensor, 0, std, generator)
+
+
+def dirac_(tensor, groups=1):
+    """Zeros with a 1 at the centre of the kernel of each (out, in) pair of a group's
+    diagonal: a convolution with it keeps its input's channels (3, 4 or 5 dims)."""
+    dimensions = tensor.dim()
+    if dimensions not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    sizes = tensor.shape
+    if sizes[0] % groups != 0:
+        raise ValueError("dim 0 must be divisible by groups")
+    from .. import arange
+    out_chans_per_grp = sizes[0] // groups
+    min_dim = min(out_chans_per_grp, sizes[1])
+    d = arange(min_dim).unsqueeze(0)                               # (1, min_dim)
+    outs = (arange(groups).unsqueeze(1) * out_chans_per_grp + d).reshape(-1)
+    ins = d.expand(groups, min_dim).reshape(-1)
+    centre = tuple(s // 2 for s in sizes[2:])
+    with no_grad():
+        tensor.zero_()
+        if outs.numel():
+            tensor[(outs, ins) + centre] = 1
+    return tensor
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """N(mean, std^2) truncated to [a, b] by rejection, as torch 2.13 draws it (it replaced
+    the older uniform_ + erfinv_ inverse-CDF recipe): when [a, b] holds more than 0.3 of the
+    mass, normal_ draws with each out-of-range value redrawn (a full-size normal_ per round);
+    otherwise uniform_(a, b) proposals accepted when log(uniform_()) <= the log density
+    relative to its peak, pending values redrawn the same way."""
+    def norm_cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    if (mean < a - 2 * std) or (mean > b + 2 * std):
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. "
+                      "The distribution of values may be incorrect.", stacklevel=2)
+    from .. import empty_like, tensor as as_tensor, where
+    with no_grad():
+        p = norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std)
+        if p > 0.3:
+            # the bounds rounded to the tensor's dtype, so the test matches what is stored
+            lo = as_tensor(a, dtype=tensor.dtype).item()
+            hi = as_tensor(b, dtype=tensor.dtype).item()
+            result = tensor.normal_(mean, std, generator=generator)
+            while True:
+                mask = (result < lo).logical_or(result > hi)
+                if not bool(mask.any()):
+                    break
+                result = where(mask, empty_like(result).normal_(mean, std, generator=generator),
+                               result)
+            if tensor is not result:
+                tensor.copy_(result)
+            return tensor
+        mode = max(a, min(mean, b))
+        log_peak = -0.5 * ((mode - mean) / std) ** 2
+        candidates = empty_like(tensor)
+        accept_buf = empty_like(tensor)
+        tensor.uniform_(a, b, generator=generator)
+        candidates.copy_(tensor)
+        candidates.sub_(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)   # log pdf / peak
+        pending = accept_buf.uniform_(0.0, 1.0, generator=generator).log_().gt(candidates)
+        if bool(pending.any()):
+            result = tensor
+            while True:
+                candidates.uniform_(a, b, generator=generator)
+                result = where(pending, candidates, result)
+                candidates.sub_(mean).div_(std).pow_(2).mul_(-0.5).sub_(log_peak)
+                pending = where(pending, accept_buf.uniform_(0.0, 1.0, generator=generator)
+                                .log_().gt(candidates), pending)
+                if not bool(pending.any()):
+                    break
+            tensor.copy_(result)
+        return tensor
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """A (semi-)orthogonal matrix of tensor viewed (size(0), -1), scaled by gain: Q of the QR
+    of an N(0, 1) draw, each column signed by diag(R) as torch's."""
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    from .. import empty, from_numpy
+    rows = tensor.size(0)
+    cols = tensor.numel() // rows
+    flattened = empty((rows, cols), dtype=tensor.dtype).normal_(0, 1, generator=generator)
+    if rows < cols:
+        flattened = flattened.t()
+    q, r = np.linalg.qr(flattened.numpy())
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    with no_grad():
+        tensor.view(rows, cols).copy_(from_numpy(np.ascontiguousarray(q)))
+        tensor.mul_(gain)
+    return tensor
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """N(0, std^2) with ceil(sparsity * rows) random entries of each column zeroed (one
+    randperm of the rows per column, from the default generator, as torch's)."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    from .. import arange, randperm, stack
+    rows, cols = tensor.shape
+    num_zeros = int(math.ceil(sparsity * rows))
+    with no_grad():
+        tensor.normal_(0, std, generator=generator)
+        if cols and num_zeros:
+            zero_rows = stack([randperm(rows)[:num_zeros] for _ in range(cols)], 1)  # (nz, cols)
+            tensor[zero_rows, arange(cols)] = 0
+    return tensor

@@ -47,3 +47,40 @@ class Buffer:
     def __init__(self, data, persistent=True):
         self.data = data
         self.persistent = persistent
+
+
+class UninitializedParameter(Parameter):
+    """torch.nn.UninitializedParameter: a lazy module's parameter before its shape is known.
+    materialize(shape) gives it storage of that shape (uninitialized values, as torch.empty)
+    and turns it into a plain Parameter in place, so references to it stay valid."""
+
+    cls_to_become = Parameter
+
+    def __new__(cls, requires_grad=True, device=None, dtype=None):
+        from .. import empty, get_default_dtype
+        return Tensor._make_subclass(cls, empty(0, dtype=dtype or get_default_dtype()),
+                                     requires_grad)
+
+    def __init__(self, requires_grad=True, device=None, dtype=None):
+        pass
+
+    def materialize(self, shape, device=None, dtype=None):
+        from .. import empty
+        self.data = empty(tuple(shape), dtype=dtype if dtype is not None else self.dtype)
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self):
+        return "<UninitializedParameter>"
+
+    def __deepcopy__(self, memo):
+        if id(self) not in memo:
+            memo[id(self)] = type(self)(self.requires_grad, None, self.dtype)
+        return memo[id(self)]
+
+    def __reduce_ex__(self, proto):
+        return (UninitializedParameter, (self.requires_grad, None, self.dtype))
+
+
+def is_lazy(param):
+    """True for a parameter a lazy module has not materialized yet."""
+    return isinstance(param, UninitializedParameter)

@@ -29,3 +29,13 @@ from .normalization import LayerNorm
 from .sparse import Embedding
 from .transformer import (Transformer, TransformerEncoder, TransformerDecoder,
                           TransformerEncoderLayer, TransformerDecoderLayer)
+from .activation import GLU, LogSigmoid, Softmin, Softshrink, Hardshrink, Threshold, RReLU
+from .normalization import RMSNorm
+from .dropout import Unflatten
+from .distance import PairwiseDistance, CosineSimilarity
+from .linear import Bilinear, LazyLinear
+from .lazy import LazyModuleMixin
+from .channelshuffle import ChannelShuffle
+from .loss import MultiMarginLoss, MultiLabelMarginLoss, TripletMarginWithDistanceLoss
+from .pooling import MaxUnpool1d, MaxUnpool2d
+from .sparse import EmbeddingBag

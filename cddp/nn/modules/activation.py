@@ -1,6 +1,7 @@
 """Activation modules (torch.nn.ReLU, Tanh, Sigmoid, Softmax, LogSoftmax, Softmax2d, LeakyReLU,
 PReLU, GELU, SiLU, ELU, SELU, CELU, Softplus, Hardtanh, ReLU6, Mish, Hardswish, Hardsigmoid,
-Softsign, Tanhshrink; the parametrised ones run csrc/nn/activation.c's kernels through F) and
+Softsign, Tanhshrink; the parametrised ones run csrc/nn/activation.c's kernels through F; GLU,
+LogSigmoid, Softmin, Softshrink, Hardshrink, Threshold, RReLU over F's composites) and
 torch.nn.MultiheadAttention (over F.multi_head_attention_forward, csrc/nn/sdpa.c)."""
 import warnings
 
@@ -56,6 +57,92 @@ class LogSoftmax(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class GLU(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):  # noqa: A002
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSigmoid(Module):
+    def forward(self, input):  # noqa: A002
+        return F.logsigmoid(input)
+
+
+class Softmin(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):  # noqa: A002
+        return F.softmin(input, self.dim, _stacklevel=5)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class Softshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):  # noqa: A002
+        return F.softshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return str(self.lambd)
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):  # noqa: A002
+        return F.hardshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return f"{self.lambd}"
+
+
+class Threshold(Module):
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold = threshold
+        self.value = value
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        inplace_str = ", inplace=True" if self.inplace else ""
+        return f"threshold={self.threshold}, value={self.value}{inplace_str}"
+
+
+class RReLU(Module):
+    """Leaky ReLU with a slope drawn per element from uniform(lower, upper) in training and
+    (lower + upper) / 2 in eval."""
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower = lower
+        self.upper = upper
+        self.inplace = inplace
+
+    def forward(self, input):  # noqa: A002
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        inplace_str = ", inplace=True" if self.inplace else ""
+        return f"lower={self.lower}, upper={self.upper}{inplace_str}"
 
 
 class MultiheadAttention(Module):

@@ -1,5 +1,6 @@
 """Dropout and Flatten (torch.nn.Dropout, Dropout1d/2d/3d, AlphaDropout, FeatureAlphaDropout,
-Flatten). Masks are drawn as torch draws them (F._dropout_impl), so a seeded run matches."""
+Flatten, Unflatten). Masks are drawn as torch draws them (F._dropout_impl), so a seeded run
+matches."""
 from .. import functional as F
 from .module import Module
 
@@ -65,3 +66,37 @@ class Flatten(Module):
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """input.unflatten(dim, unflattened_size). torch also takes a str dim with (name, size)
+    pairs for named tensors; cddp has no named tensors, so dim must be an int."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim = dim
+        self.unflattened_size = unflattened_size
+        if isinstance(dim, int):
+            self._require_tuple_int(unflattened_size)
+        elif isinstance(dim, str):
+            raise TypeError("Unflatten with a str dim needs named tensors, which cddp does "
+                            "not have")
+        else:
+            raise TypeError("invalid argument type for dim parameter")
+
+    @staticmethod
+    def _require_tuple_int(size):
+        if isinstance(size, (tuple, list)):
+            for idx, elem in enumerate(size):
+                if not isinstance(elem, int):
+                    raise TypeError("unflattened_size must be tuple of ints, but found element "
+                                    f"of type {type(elem).__name__} at pos {idx}")
+            return
+        raise TypeError(f"unflattened_size must be a tuple of ints, but found type "
+                        f"{type(size).__name__}")
+
+    def forward(self, input):  # noqa: A002
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -1,10 +1,14 @@
 """Linear and Identity (torch.nn.Linear / Identity). Linear's forward and backward are C
-(csrc/nn_linear.c): one GEMM with the bias fused; dX, dW by two GEMMs, db by one reduction."""
+(csrc/nn_linear.c): one GEMM with the bias fused; dX, dW by two GEMMs, db by one reduction.
+Bilinear (over F.bilinear) and LazyLinear (in_features from the first input; parameters
+initialised then, drawing as Linear's reset_parameters, and the module becomes a Linear)."""
 import math
 
 from ... import _C
+from ...autograd.grad_mode import no_grad
 from .. import init
-from ..parameter import Parameter
+from ..parameter import Parameter, UninitializedParameter
+from .lazy import LazyModuleMixin
 from .module import Module
 
 
@@ -52,3 +56,73 @@ class Linear(Module):
 class NonDynamicallyQuantizableLinear(Linear):
     """torch's class for MultiheadAttention.out_proj (a Linear; the name is kept so module
     trees print alike)."""
+
+
+class Bilinear(Module):
+    """y = x1^T W x2 + b, W (out_features, in1_features, in2_features), b (out_features);
+    torch's init: both U(+-1/sqrt(in1_features))."""
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features = in1_features
+        self.in2_features = in2_features
+        self.out_features = out_features
+        dtype = dtype if dtype is not None else _C.get_default_dtype()
+        self.weight = Parameter(_C.empty((out_features, in1_features, in2_features),
+                                         dtype=dtype))
+        if bias:
+            self.bias = Parameter(_C.empty(out_features, dtype=dtype))
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.in1_features <= 0:
+            raise ValueError(f"in1_features must be > 0, but got "
+                             f"(in1_features={self.in1_features})")
+        bound = 1 / math.sqrt(self.weight.size(1))
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        from .. import functional as F
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class LazyLinear(LazyModuleMixin, Linear):
+    """Linear whose in_features is the last dim of its first input."""
+
+    cls_to_become = Linear
+
+    def __init__(self, out_features, bias=True, device=None, dtype=None):
+        # bias=False here: no tensor is made only to be replaced below (torch's comment)
+        super().__init__(0, 0, False)
+        self.weight = UninitializedParameter(dtype=dtype)
+        self.out_features = out_features
+        if bias:
+            self.bias = UninitializedParameter(dtype=dtype)
+
+    def reset_parameters(self):
+        if not self.has_uninitialized_params() and self.in_features != 0:
+            super().reset_parameters()
+
+    def initialize_parameters(self, input):  # noqa: A002
+        if self.has_uninitialized_params():
+            with no_grad():
+                self.in_features = input.shape[-1]
+                self.weight.materialize((self.out_features, self.in_features))
+                if self.bias is not None:
+                    self.bias.materialize((self.out_features,))
+                self.reset_parameters()
+        if self.in_features == 0:
+            if input.shape[-1] != self.weight.shape[-1]:
+                raise AssertionError(f"The in_features inferred from input: {input.shape[-1]} "
+                                     f"is not equal to in_features from self.weight: "
+                                     f"{self.weight.shape[-1]}")
+            self.in_features = input.shape[-1]

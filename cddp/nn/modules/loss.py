@@ -1,5 +1,6 @@
 """Loss modules (torch.nn.CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
-BCEWithLogitsLoss) over cddp.nn.functional's fused C losses."""
+BCEWithLogitsLoss and the rest) over cddp.nn.functional's fused C losses; MultiMarginLoss,
+MultiLabelMarginLoss, TripletMarginWithDistanceLoss over F's composites."""
 from .. import functional as F
 from .module import Module
 
@@ -170,3 +171,46 @@ class TripletMarginLoss(_Loss):
     def forward(self, anchor, positive, negative):
         return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p,
                                      eps=self.eps, swap=self.swap, reduction=self.reduction)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                 reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        if p != 1 and p != 2:
+            raise ValueError("only p == 1 and p == 2 supported")
+        if weight is not None and weight.dim() != 1:
+            raise ValueError(f"MultiMarginLoss: expected weight to be None or 1D tensor, got "
+                             f"{weight.dim()}D instead")
+        self.p = p
+        self.margin = margin
+
+    def forward(self, input, target):  # noqa: A002
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin,
+                                   weight=self.weight, reduction=self.reduction)
+
+
+class MultiLabelMarginLoss(_Loss):
+    def forward(self, input, target):  # noqa: A002
+        return F.multilabel_margin_loss(input, target, reduction=self.reduction)
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """max(0, margin + d(a, p) - d(a, n)); d defaults to PairwiseDistance()."""
+
+    def __init__(self, *, distance_function=None, margin=1.0, swap=False, reduction="mean"):
+        super().__init__(size_average=None, reduce=None, reduction=reduction)
+        if margin <= 0:
+            raise ValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
+                             f"than 0, got {margin} instead")
+        from .distance import PairwiseDistance
+        self.distance_function = distance_function if distance_function is not None \
+            else PairwiseDistance()
+        self.margin = margin
+        self.swap = swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(anchor, positive, negative,
+                                                   distance_function=self.distance_function,
+                                                   margin=self.margin, swap=self.swap,
+                                                   reduction=self.reduction)

@@ -1,4 +1,5 @@
-"""LayerNorm (torch.nn.LayerNorm): the fused C kernel of csrc/nn/layer_norm.c."""
+"""LayerNorm (torch.nn.LayerNorm): the fused C kernel of csrc/nn/layer_norm.c; RMSNorm
+(torch.nn.RMSNorm) over F.rms_norm's composite."""
 import numbers
 
 from ... import _C
@@ -55,3 +56,34 @@ class LayerNorm(Module):
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
                 f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+
+
+class RMSNorm(Module):
+    """y = x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape; eps=None is
+    finfo(input.dtype).eps at each call, weight starts at ones."""
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        if isinstance(normalized_shape, numbers.Integral):
+            normalized_shape = (normalized_shape,)
+        self.normalized_shape = tuple(normalized_shape)
+        self.eps = eps
+        self.elementwise_affine = elementwise_affine
+        if elementwise_affine:
+            dtype = dtype if dtype is not None else _C.get_default_dtype()
+            self.weight = Parameter(_C.empty(self.normalized_shape, dtype=dtype))
+        else:
+            self.register_parameter("weight", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.elementwise_affine:
+            init.ones_(self.weight)
+
+    def forward(self, x):
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")

@@ -1,5 +1,6 @@
 """Pooling modules (torch.nn.MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d,
-AdaptiveMaxPool1d/2d) over cddp.nn.functional's pooling (csrc/nn/pool.c)."""
+AdaptiveMaxPool1d/2d) over cddp.nn.functional's pooling (csrc/nn/pool.c); MaxUnpool1d/2d over
+F.max_unpool1d/2d (a scatter into zeros)."""
 from .. import functional as F
 from .module import Module
 
@@ -118,3 +119,32 @@ class AdaptiveMaxPool2d(_AdaptivePoolNd):
 
     def forward(self, input):  # noqa: A002
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class _MaxUnpoolNd(Module):
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = F._ntuple(kernel_size, 1, "kernel_size")
+        self.stride = F._ntuple(stride if stride is not None else kernel_size, 1, "stride")
+        self.padding = F._ntuple(padding, 1, "padding")
+
+    def forward(self, input, indices, output_size=None):  # noqa: A002
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = F._ntuple(kernel_size, 2, "kernel_size")
+        self.stride = F._ntuple(stride if stride is not None else kernel_size, 2, "stride")
+        self.padding = F._ntuple(padding, 2, "padding")
+
+    def forward(self, input, indices, output_size=None):  # noqa: A002
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
