@@ -46,6 +46,32 @@ def _use_installed_package():
     spec.loader.exec_module(package)
 
 
+# The functions that take torch's out= (cat handles it in C itself); creation functions
+# compute in out's dtype.
+_OUT_FUNCTIONS = (
+    "abs", "absolute", "acos", "arccos", "acosh", "arccosh", "add", "addbmm", "addcdiv",
+    "addcmul", "addmm", "addmv", "addr", "all", "amax", "amin", "any", "argmax", "argmin",
+    "asin", "arcsin", "asinh", "arcsinh", "atan", "arctan", "atanh", "arctanh", "atan2",
+    "arctan2", "baddbmm", "bernoulli", "bitwise_and", "bitwise_not", "bitwise_or",
+    "bitwise_xor", "bmm", "bucketize", "ceil", "clamp", "clamp_max", "clamp_min", "clip",
+    "column_stack", "copysign", "cos", "cosh", "cross", "cummax", "cummin", "cumprod", "cumsum",
+    "deg2rad", "diag", "diff", "digamma", "div", "divide", "dot", "dstack", "eq", "erf", "erfc",
+    "erfinv", "exp", "exp2", "expm1", "fix", "float_power", "floor", "floor_divide", "fmax",
+    "fmin", "fmod", "frac", "gather", "ge", "greater", "greater_equal", "gt", "heaviside",
+    "histc", "hstack", "hypot", "index_select", "inner", "isneginf", "isposinf", "kron",
+    "kthvalue", "le", "lerp", "less", "less_equal", "lgamma", "log", "log10", "log1p", "log2",
+    "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not", "logical_or",
+    "logical_xor", "logit", "logsumexp", "lt", "masked_select", "matmul", "max", "maximum",
+    "mean", "median", "min", "minimum", "mm", "msort", "mul", "multinomial", "multiply", "mv",
+    "nan_to_num", "nanmean", "nanmedian", "nanquantile", "nansum", "narrow_copy", "ne", "neg",
+    "negative", "nonzero", "norm", "normal", "not_equal", "outer", "pow", "prod", "quantile",
+    "rad2deg", "reciprocal", "remainder", "round", "row_stack", "rsqrt", "searchsorted", "sgn",
+    "sigmoid", "sign", "signbit", "sin", "sinc", "sinh", "sort", "sqrt", "square", "stack", "std",
+    "sub", "subtract", "sum", "take_along_dim", "tan", "tanh", "tensordot", "topk", "tril",
+    "triu", "true_divide", "trunc", "var", "vstack", "where", "xlogy")
+_OUT_CREATION = ("arange", "empty", "eye", "full", "linspace", "logspace", "ones", "rand",
+                 "randint", "randn", "randperm", "range", "zeros")
+
 if _PathFinder.find_spec(f"{__name__}._C", __path__) is None:    # a source tree, not built
     _use_installed_package()
 else:
@@ -78,11 +104,21 @@ else:
                        atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
                        vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron,
                        count_nonzero, isposinf, isneginf, signbit)
+    from . import _pointwise, _stats, _shape_ops
+    for _mod in (_pointwise, _stats, _shape_ops):
+        globals().update((_n, getattr(_mod, _n)) for _n in _mod.__all__)
+    globals()["range"] = _shape_ops.range_      # torch.range (Python's range stays builtin)
+    del _mod
     from ._compat import (compile, set_float32_matmul_precision,  # noqa: F401
                           get_float32_matmul_precision, is_autocast_cpu_enabled, layout,
                           set_default_device, get_default_device,
                           strided, spmm, LEGACY_TYPES as _LEGACY_TYPES)
     globals().update(_LEGACY_TYPES)
+    # torch's out= keyword (ops/out_arg.c): the function computes, the wrapper writes into out
+    for _n in _OUT_FUNCTIONS + _OUT_CREATION:
+        if _n in globals():
+            globals()[_n] = _C._OutFunction(globals()[_n], _n, _n in _OUT_CREATION)
+    del _n
     from . import cuda, backends, version  # noqa: F401
     _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
     _amp_update_scale_ = _C._amp_update_scale_

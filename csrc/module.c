@@ -14,7 +14,7 @@ static PyMethodDef *tensor_tables[] = {
     cddp_tri_tensor_methods, cddp_repeat_tensor_methods, cddp_cumprod_tensor_methods,
     cddp_nonzero_tensor_methods, cddp_index_ops_tensor_methods,
     cddp_addmm_family_tensor_methods, cddp_unique_tensor_methods, cddp_search_tensor_methods,
-    cddp_share_tensor_methods, NULL,
+    cddp_share_tensor_methods, cddp_resize_tensor_methods, NULL,
 };
 static PyMethodDef *module_tables[] = {
     cddp_core_module_methods, cddp_autograd_module_methods, cddp_function_module_methods,
@@ -138,7 +138,7 @@ static int cddp_exec(PyObject *m)
         cddp_tensor_type_init(m, st, tmeth) < 0 || cddp_random_init(m, st) < 0 ||
         cddp_blas_init(m, st) < 0 || cddp_return_types_init(m, st) < 0 ||
         cddp_store_types_init(m, st) < 0 || cddp_pg_types_init(m, st) < 0 ||
-        cddp_reducer_init(m, st) < 0)
+        cddp_reducer_init(m, st) < 0 || cddp_out_arg_init(m, st) < 0)
         goto fail;
     return 0;
 fail:
@@ -154,6 +154,7 @@ fail:
     X((st)->device_factory); X((st)->return_types[0]); X((st)->return_types[1]);            \
     X((st)->pg_type); X((st)->work_type); X((st)->reducer_type);                             \
     X((st)->store_server_type); X((st)->store_client_type); X((st)->dist_backend_error);     \
+    X((st)->out_function_type);                                                              \
     X((st)->dist_timeout_error);                                                             \
     for (int k_ = 0; k_ < 3; k_++)                                                            \
         X((st)->store_exc[k_]);                                                              \

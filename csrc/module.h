@@ -23,6 +23,7 @@ int cddp_return_types_init(PyObject *m, cddp_state_t *st);     /* ops/reduce/min
 int cddp_store_types_init(PyObject *m, cddp_state_t *st);      /* distributed/python/py_store.c */
 int cddp_pg_types_init(PyObject *m, cddp_state_t *st);         /* distributed/python/py_pg.c */
 int cddp_reducer_init(PyObject *m, cddp_state_t *st);          /* distributed/ddp/reducer.c */
+int cddp_out_arg_init(PyObject *m, cddp_state_t *st);          /* ops/out_arg.c */
 
 /* ---- method tables: Tensor methods and module functions -------------------------------- */
 extern PyMethodDef cddp_tensor_core_methods[];
@@ -34,6 +35,7 @@ extern PyMethodDef cddp_autograd_tensor_methods[];
 extern PyMethodDef cddp_autograd_module_methods[];
 extern PyMethodDef cddp_function_module_methods[];  /* autograd/function.c */
 extern PyMethodDef cddp_share_tensor_methods[];     /* core/share.c */
+extern PyMethodDef cddp_resize_tensor_methods[];    /* core/resize.c */
 extern PyMethodDef cddp_share_module_methods[];
 extern PyMethodDef cddp_elementwise_tensor_methods[];
 extern PyMethodDef cddp_elementwise_module_methods[];

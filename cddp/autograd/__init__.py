@@ -5,6 +5,7 @@ from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled,
                         inference_mode, is_inference_mode_enabled)
 from . import function, graph
 from .function import Function, FunctionCtx, once_differentiable
+from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401
 
 Node = _C.Node
 

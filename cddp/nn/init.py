@@ -235,3 +235,27 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
             zero_rows = stack([randperm(rows)[:num_zeros] for _ in range(cols)], 1)  # (nz, cols)
             tensor[zero_rows, arange(cols)] = 0
     return tensor
+
+
+def _deprecated(fn):
+    """torch's pre-0.4 names without the trailing underscore: the same function, warned."""
+    old = fn.__name__[:-1]
+
+    def alias(*args, **kwargs):
+        warnings.warn(f"`nn.init.{old}` is now deprecated in favor of `nn.init.{fn.__name__}`.",
+                      FutureWarning, stacklevel=2)
+        return fn(*args, **kwargs)
+    alias.__name__ = alias.__qualname__ = old
+    alias.__doc__ = fn.__doc__
+    return alias
+
+
+uniform = _deprecated(uniform_)
+normal = _deprecated(normal_)
+constant = _deprecated(constant_)
+xavier_uniform = _deprecated(xavier_uniform_)
+xavier_normal = _deprecated(xavier_normal_)
+kaiming_uniform = _deprecated(kaiming_uniform_)
+kaiming_normal = _deprecated(kaiming_normal_)
+orthogonal = _deprecated(orthogonal_)
+sparse = _deprecated(sparse_)

@@ -290,6 +290,32 @@ static int discover(run_t *run, int n, NodeObject **rn)
     return 0;
 }
 
+/* torch.autograd.set_detect_anomaly: every node's gradients are checked for NaN as they are
+ * made (read through cddp_get_double: a debugging mode, slow as torch's). */
+int cddp_detect_anomaly = 0;
+
+/* Contract: 0 when no gradient the node produced holds NaN, else -1 with torch's
+ * RuntimeError naming the node and the output. */
+static int check_anomaly(const NodeObject *node, TensorObject **gin)
+{
+    for (int e = 0; e < node->n_next; e++) {
+        TensorObject *g = gin[e];
+        int64_t n;
+        if (!g || !cddp_is_floating(g->dtype))
+            continue;
+        n = cddp_numel(g);
+        for (int64_t i = 0; i < n; i++) {
+            double v = cddp_get_double(g, i);
+            if (v != v) {
+                PyErr_Format(PyExc_RuntimeError, "Function '%s' returned nan values in its %dth "
+                             "output.", node->name, e);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Run one ready node and hand its input gradients on. 0, or -1 with an exception. */
 static int run_node(run_t *run, NodeObject *node, int retain_graph)
 {
@@ -312,7 +338,8 @@ static int run_node(run_t *run, NodeObject *node, int retain_graph)
             PyErr_NoMemory();
     }
     if (any && !err)
-        err = run_pre_hooks(node, gout) < 0 || node->backward(node, gout, gin) < 0;
+        err = run_pre_hooks(node, gout) < 0 || node->backward(node, gout, gin) < 0 ||
+              (cddp_detect_anomaly && gin && check_anomaly(node, gin) < 0);
     for (int k = 0; k < nb; k++)
         Py_XDECREF(gout[k]);
     if (gout != gsmall)

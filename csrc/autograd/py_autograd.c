@@ -262,6 +262,21 @@ static PyObject *py_is_grad_enabled(PyObject *m, PyObject *unused)
     return PyBool_FromLong(cddp_grad_enabled);
 }
 
+/* anomaly mode (engine.c checks each node's gradients for NaN while it is on) */
+static PyObject *py_set_detect_anomaly(PyObject *m, PyObject *arg)
+{
+    int prev = cddp_detect_anomaly, v = PyObject_IsTrue(arg);
+    if (v < 0)
+        return NULL;
+    cddp_detect_anomaly = v;
+    return PyBool_FromLong(prev);
+}
+
+static PyObject *py_is_anomaly_enabled(PyObject *m, PyObject *unused)
+{
+    return PyBool_FromLong(cddp_detect_anomaly);
+}
+
 static PyObject *py_backward(PyObject *m, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"tensors", "grad_tensors", "retain_graph", NULL};
@@ -363,6 +378,9 @@ PyMethodDef cddp_autograd_module_methods[] = {
     {"_reachable_leaves", py_reachable_leaves, METH_O, NULL},
     {"_set_grad_enabled", py_set_grad_enabled, METH_O, "set grad mode; returns the previous"},
     {"is_grad_enabled", py_is_grad_enabled, METH_NOARGS, NULL},
+    {"_set_detect_anomaly", py_set_detect_anomaly, METH_O,
+     "set anomaly mode (NaN checks on every backward node's output); returns the previous"},
+    {"_is_anomaly_enabled", py_is_anomaly_enabled, METH_NOARGS, NULL},
     {"_backward", (PyCFunction)py_backward, METH_VARARGS | METH_KEYWORDS, NULL},
     {NULL},
 };

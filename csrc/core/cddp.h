@@ -242,6 +242,7 @@ typedef struct {
     PyTypeObject *reducer_type;          /* Reducer */
     PyTypeObject *store_server_type;     /* _StoreServer */
     PyTypeObject *store_client_type;     /* _StoreClient */
+    PyTypeObject *out_function_type;     /* _OutFunction: torch's out= (ops/out_arg.c) */
     PyObject *dist_backend_error;        /* created by _pg_types(base): base is Python's */
     PyObject *dist_timeout_error;
     PyObject *store_exc[3];              /* timeout, network, store errors (_store_set_errors) */
@@ -284,6 +285,10 @@ TensorObject *cddp_tensor_cast_raw(TensorObject *t, cddp_dtype dt);
 TensorObject *cddp_tensor_cast_steal(TensorObject *t, cddp_dtype dt);
 /* dst[...] = src broadcast to dst's shape, with dtype conversion. Bumps dst's version. */
 int cddp_copy_into(TensorObject *dst, TensorObject *src);
+/* t takes `shape` (ndim dims) with contiguous strides at its offset, its storage grown (a
+ * copy, zero-filled beyond the old bytes) when too small (core/resize.c). 0, or -1 with
+ * RuntimeError: negative size, t requires grad, or a storage cddp may not replace. */
+int cddp_tensor_resize(TensorObject *t, int ndim, const int64_t *shape);
 /* 0-dim tensor holding v. */
 TensorObject *cddp_scalar_tensor(double v, cddp_dtype dt);
 /* Read element i (C-order over the shape) of any tensor as double / int64. */
@@ -406,6 +411,8 @@ NodeObject *cddp_maybe_node(const char *name, cddp_backward_fn fn, int k,
 /* Engine (autograd/engine.c): run backward from roots with seed grads (NULL -> ones,
  * scalar roots only). The node-building functions above are in autograd/node.c. */
 int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int retain_graph);
+/* anomaly mode: 1 makes the engine raise on the first node whose gradient holds NaN */
+extern int cddp_detect_anomaly;
 
 /* Type slots implemented by the op files (core/tensor_type.c wires them into the Tensor type). */
 PyObject *cddp_nb_add(PyObject *a, PyObject *b);          /* ops/elementwise/binary.c */

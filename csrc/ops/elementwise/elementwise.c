@@ -699,6 +699,13 @@ PyObject *cddp_ew_where_function(PyObject *mod, PyObject *const *args, Py_ssize_
     X("round", round) X("trunc", trunc) X("logical_not", logical_not)                    \
     X("bitwise_not", bitwise_not)
 
+/* the special and hyperbolic functions, with aliases; each has an in-place form too */
+#define EW_UN_MATH_NAMES(X)                                                                \
+    X("asinh", asinh) X("arcsinh", asinh) X("acosh", acosh) X("arccosh", acosh)           \
+    X("atanh", atanh) X("arctanh", atanh) X("erfc", erfc) X("erfinv", erfinv)             \
+    X("exp2", exp2) X("lgamma", lgamma) X("digamma", digamma) X("frac", frac)             \
+    X("deg2rad", deg2rad) X("rad2deg", rad2deg) X("sgn", sign) X("fix", trunc)
+
 /* add / sub as methods also take torch's deprecated (Number alpha, Tensor other) (binary.c) */
 PyObject *cddp_ew_m_add_compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_ew_m_sub_compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
@@ -709,6 +716,8 @@ PyMethodDef cddp_elementwise_tensor_methods[] = {
     EW_BIN_NAMES(M)
     EW_UN_NAMES(UM)
     EW_UN_INPLACE_NAMES(UMI)
+    EW_UN_MATH_NAMES(UM)
+    EW_UN_MATH_NAMES(UMI)
     M("add", add_compat) M("sub", sub_compat) M("subtract", sub_compat)
     M("add_", add__compat) M("sub_", sub__compat) M("subtract_", sub__compat)
     M("mul_", mul_) M("multiply_", mul_)
@@ -747,6 +756,8 @@ PyMethodDef cddp_elementwise_module_methods[] = {
     F("add", add) F("sub", sub) F("subtract", sub)
     EW_UN_NAMES(UF)
     EW_UN_INPLACE_NAMES(UFI)
+    EW_UN_MATH_NAMES(UF)
+    EW_UN_MATH_NAMES(UFI)
     F("clamp_", clamp_) F("clip_", clamp_)
     F("clamp_min", clamp_min) F("clamp_max", clamp_max) F("clamp_min_", clamp_min_)
     F("clamp_max_", clamp_max_)

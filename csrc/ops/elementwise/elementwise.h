@@ -314,7 +314,8 @@ PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const e
     X(neg) X(abs) X(exp) X(log) X(log2) X(log10) X(log1p) X(expm1) X(sqrt) X(rsqrt) X(sin) \
     X(cos) X(tan) X(asin) X(acos) X(atan) X(sinh) X(cosh) X(tanh) X(sigmoid) X(erf) X(reciprocal) X(relu) X(sign) X(square)        \
     X(floor) X(ceil) X(round) X(trunc) X(logical_not) X(bitwise_not) X(isnan) X(isinf)     \
-    X(isfinite)
+    X(isfinite) X(asinh) X(acosh) X(atanh) X(erfc) X(erfinv) X(exp2) X(lgamma) X(digamma)  \
+    X(frac) X(deg2rad) X(rad2deg)
 
 /* `//` and `%` (ops/elementwise/binary.c), for tp slots not wired in core/tensor_type.c yet */
 

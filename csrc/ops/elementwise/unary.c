@@ -3,7 +3,9 @@
  *
  * Mirrors: torch.neg / abs / exp / log / log2 / log10 / log1p / expm1 / sqrt / rsqrt / sin / cos
  * / asin / acos / atan / sinh / cosh (and the arc* aliases) / tan / tanh / sigmoid / erf / reciprocal / relu / sign / square / floor / ceil / round / trunc
- * / logical_not / bitwise_not / isnan / isinf / isfinite, their Tensor methods and in-place
+ * / logical_not / bitwise_not / isnan / isinf / isfinite / asinh / acosh / atanh / erfc / erfinv /
+ * exp2 / lgamma / digamma / frac / deg2rad / rad2deg (and sgn, fix, arcsinh... as aliases),
+ * their Tensor methods and in-place
  * forms (exp_, relu_, ...), the unary -x, abs(x), ~x slots, and torch's nodes (ExpBackward0,
  * SigmoidBackward0, ReluBackward0, ...).
  *
@@ -13,6 +15,7 @@
  */
 #include "ops/elementwise/elementwise.h"
 #include "common/fastmath.h"
+#include "common/special.h"
 #include <tgmath.h>
 
 enum { U_FLOAT, U_SAME, U_BOOL };
@@ -120,6 +123,28 @@ EW_LOOP1(bitwise_not_b8, uint8_t, uint8_t, !x)
 BOOL_LOOPS(isnan, x != x, 0)
 BOOL_LOOPS(isinf, isinf(x) != 0, 0)
 BOOL_LOOPS(isfinite, isfinite(x) != 0, 1)
+EW_FLOAT_LOOPS1(asinh, asinh(x))
+BW2(asinh, x / sqrt(y * y + 1))
+EW_FLOAT_LOOPS1(acosh, acosh(x))
+BW2(acosh, x / sqrt(y * y - 1))
+EW_FLOAT_LOOPS1(atanh, atanh(x))
+BW2(atanh, x / (1 - y * y))
+EW_FLOAT_LOOPS1(erfc, erfc(x))
+BW2(erfc, (scalar_t)-1.1283791670955126 * exp(-(y * y)) * x)
+EW_FLOAT_LOOPS1(erfinv, (scalar_t)cddp_erfinv((double)x))
+BW2(erfinv, (scalar_t)0.886226925452758 * exp(y * y) * x)
+EW_FLOAT_LOOPS1(exp2, exp2(x))
+BW2(exp2, x * y * (scalar_t)0.6931471805599453)
+EW_FLOAT_LOOPS1(lgamma, (scalar_t)cddp_lgamma((double)x))
+BW2(lgamma, x * (scalar_t)cddp_digamma((double)y))
+EW_FLOAT_LOOPS1(digamma, (scalar_t)cddp_digamma((double)x))
+BW2(digamma, x * (scalar_t)cddp_trigamma((double)y))
+EW_FLOAT_LOOPS1(frac, x - trunc(x))
+BW1(frac, x)
+EW_FLOAT_LOOPS1(deg2rad, x * (scalar_t)0.017453292519943295)
+BW1(deg2rad, x * (scalar_t)0.017453292519943295)
+EW_FLOAT_LOOPS1(rad2deg, x * (scalar_t)57.29577951308232)
+BW1(rad2deg, x * (scalar_t)57.29577951308232)
 
 #define UENUM(op) U_##op,
 enum { EW_UNARY_LIST(UENUM) U_COUNT };
@@ -166,6 +191,20 @@ static const unop unops[U_COUNT] = {
     [U_isnan] = {"isnan", NULL, U_BOOL, S_NONE, ALL5(isnan), NOGRAD},
     [U_isinf] = {"isinf", NULL, U_BOOL, S_NONE, ALL5(isinf), NOGRAD},
     [U_isfinite] = {"isfinite", NULL, U_BOOL, S_NONE, ALL5(isfinite), NOGRAD},
+    [U_asinh] = {"asinh", "AsinhBackward0", U_FLOAT, S_IN, FLT2(asinh), BWT(asinh)},
+    [U_acosh] = {"acosh", "AcoshBackward0", U_FLOAT, S_IN, FLT2(acosh), BWT(acosh)},
+    [U_atanh] = {"atanh", "AtanhBackward0", U_FLOAT, S_IN, FLT2(atanh), BWT(atanh)},
+    [U_erfc] = {"erfc", "ErfcBackward0", U_FLOAT, S_IN, FLT2(erfc), BWT(erfc)},
+    [U_erfinv] = {"erfinv", "ErfinvBackward0", U_FLOAT, S_OUT, FLT2(erfinv), BWT(erfinv)},
+    [U_exp2] = {"exp2", "Exp2Backward0", U_FLOAT, S_OUT, FLT2(exp2), BWT(exp2)},
+    [U_lgamma] = {"lgamma", "LgammaBackward0", U_FLOAT, S_IN, FLT2(lgamma), BWT(lgamma)},
+    [U_digamma] = {"digamma", "DigammaBackward0", U_FLOAT, S_IN, FLT2(digamma), BWT(digamma)},
+    /* frac keeps the dtype and refuses integers and bools, as torch's "frac_cpu" */
+    [U_frac] = {"frac", "FracBackward0", U_SAME, S_NONE, FLT2(frac), BWT(frac)},
+    [U_deg2rad] = {"deg2rad", "Deg2RadBackward0", U_FLOAT, S_NONE, FLT2(deg2rad),
+                   BWT(deg2rad)},
+    [U_rad2deg] = {"rad2deg", "Rad2DegBackward0", U_FLOAT, S_NONE, FLT2(rad2deg),
+                   BWT(rad2deg)},
 };
 
 /* ---- backward --------------------------------------------------------------------------- */

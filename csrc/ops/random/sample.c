@@ -16,7 +16,7 @@
 
 /* ---- normal --------------------------------------------------------------------------- */
 
-/* out = out * std + mean, std/mean broadcast (tensors cast to out's dtype) */
+/* out = out * std + mean, std/mean broadcast (tensors cast to out's dtype; a NULL std: 1) */
 static int scale_shift(TensorObject *out, PyObject *mean, PyObject *std)
 {
     TensorObject *ops[2] = {NULL, NULL};
@@ -25,6 +25,8 @@ static int scale_shift(TensorObject *out, PyObject *mean, PyObject *std)
     int64_t st[2][CDDP_MAX_DIMS], n = cddp_numel(out), idx[CDDP_MAX_DIMS] = {0};
     int rc = -1;
     for (int k = 0; k < 2; k++) {
+        if (!src[k])                    /* an omitted std: 1 */
+            continue;
         if (cddp_tensor_check(src[k])) {
             ops[k] = cddp_tensor_cast_raw((TensorObject *)src[k], CDDP_FLOAT64);
             if (!ops[k] || cddp_broadcast_strides(ops[k], out->ndim, out->shape, st[k]) < 0)
@@ -128,7 +130,7 @@ PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         }
         return cddp_factory_finish(out, rg);
     }
-    if (!v[0] || !v[1]) {
+    if (!v[0] || (!v[1] && !mt)) {      /* normal(mean_tensor) draws with std 1, as torch */
         PyErr_SetString(PyExc_TypeError, "normal() missing 'mean' or 'std'");
         return NULL;
     }
@@ -150,7 +152,7 @@ PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         }
         if (b && check_std_tensor(b) < 0)
             return NULL;
-        if (!b) {
+        if (!b && v[1]) {
             double s = PyFloat_AsDouble(v[1]);
             if (s == -1.0 && PyErr_Occurred())
                 return NULL;

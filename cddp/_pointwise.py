@@ -1,0 +1,253 @@
+"""torch's pointwise functions that are compositions of cddp's C kernels: lerp, addcmul,
+addcdiv, atan2 / arctan2, hypot, logaddexp / logaddexp2, xlogy, copysign, fmax / fmin,
+float_power, logit, nan_to_num, sinc, heaviside, rsub, positive — the functions, their Tensor
+methods and in-place forms. Each is a handful of C calls (no per-element Python), and autograd
+comes from the composed ops' nodes; where a composition would put 0 * inf in a gradient (atan2
+at the origin, xlogy at x = 0, sinc at 0) the inputs are first replaced by safe values under a
+`where`, so the gradients are torch's.
+
+In-place forms compute the result and copy it back (one extra pass); lerp_ / addcmul_ /
+addcdiv_, the ones optimizers and EMA updates call per step, work in place on the tensor."""
+import math
+
+from . import _C
+from ._ops import signbit
+
+Tensor = _C.Tensor
+
+
+def _t(x, like):
+    """x as a tensor (Python numbers become 0-dim tensors of like's dtype when it is floating,
+    as torch's wrapped numbers)."""
+    if isinstance(x, Tensor):
+        return x
+    dt = like.dtype if like.is_floating_point() else None
+    return _C.tensor(x, dtype=dt) if dt is not None else _C.tensor(x)
+
+
+def _floatify(x):
+    return x if x.is_floating_point() else x.to(_C.get_default_dtype())
+
+
+def lerp(input, end, weight):  # noqa: A002
+    """input + weight * (end - input), from the nearer end as torch's kernel (|w| >= 0.5 uses
+    end - (end - input) * (1 - w)), so a weight of 1 gives end exactly."""
+    diff = end - input
+    if isinstance(weight, Tensor):
+        return _C.where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
+    if abs(weight) < 0.5:
+        return input + diff * weight
+    return end - diff * (1 - weight)
+
+
+def _lerp_(self, end, weight):
+    if isinstance(weight, Tensor):
+        return self.copy_(lerp(self, end, weight))
+    diff = end - self
+    if abs(weight) < 0.5:
+        return self.add_(diff, alpha=weight)
+    return self.copy_(end).sub_(diff, alpha=1 - weight)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """input + value * tensor1 * tensor2."""
+    return input.add(tensor1 * tensor2, alpha=value) if value != 1 else input + tensor1 * tensor2
+
+
+def _addcmul_(self, tensor1, tensor2, *, value=1):
+    return self.add_(tensor1 * tensor2, alpha=value)
+
+
+def _check_addcdiv(tensor1, tensor2):
+    if not tensor1.is_floating_point() and not tensor2.is_floating_point():
+        raise RuntimeError("Integer division with addcdiv is no longer supported, and in a "
+                           "future release addcdiv will perform a true division of tensor1 and "
+                           "tensor2. The historic addcdiv behavior can be implemented as "
+                           "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) "
+                           "for integer inputs and as (input + value * tensor1 / tensor2) for "
+                           "float inputs. The future addcdiv behavior is just the latter "
+                           "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
+    """input + value * tensor1 / tensor2 (integer tensor1 and tensor2 refused, as torch)."""
+    _check_addcdiv(tensor1, tensor2)
+    return input.add(tensor1 / tensor2, alpha=value) if value != 1 else input + tensor1 / tensor2
+
+
+def _addcdiv_(self, tensor1, tensor2, *, value=1):
+    _check_addcdiv(tensor1, tensor2)
+    return self.add_(tensor1 / tensor2, alpha=value)
+
+
+def atan2(input, other):  # noqa: A002
+    """The angle of the point (other, input) in [-pi, pi], IEEE's signed zeros included.
+    atan is taken of the smaller magnitude over the larger, so no quotient divides by zero and
+    the gradient, (other, -input) / (input^2 + other^2), is finite away from the origin (0
+    there, where torch's is NaN)."""
+    y, x = _floatify(input), _floatify(other)
+    swap = y.abs() > x.abs()
+    num, den = _C.where(swap, x, y), _C.where(swap, y, x)
+    origin = den == 0                                   # the larger magnitude is 0: both are
+    a = _C.atan(num / _C.where(origin, _C.ones_like(den), den))
+    pi = _C.where(signbit(y), _C.full_like(y, -math.pi), _C.full_like(y, math.pi))  # y's sign
+    res = _C.where(swap, pi * 0.5 - a, a + _C.where(x < 0, pi, pi * 0))
+    return _C.where(origin, _C.where(signbit(x), pi, pi * 0), res)
+
+
+arctan2 = atan2
+
+
+def hypot(input, other):  # noqa: A002
+    """sqrt(input^2 + other^2), scaled by the larger magnitude so large inputs don't overflow."""
+    a, b = input.abs(), other.abs()
+    m = _C.maximum(a, b)
+    ms = _C.where(m == 0, _C.ones_like(m), m)
+    r = ms * ((a / ms) ** 2 + (b / ms) ** 2).sqrt()
+    return _C.where(m == 0, m * 0, _C.where(_C.isinf(m), m, r))
+
+
+def logaddexp(input, other):  # noqa: A002
+    """log(exp(input) + exp(other)) without overflow: max + log1p(exp(-|input - other|))."""
+    m = _C.maximum(input, other)
+    d = (input - other).abs()
+    same_inf = _C.isinf(m) & (input == other)          # -inf + -inf, inf + inf: m itself
+    d = _C.where(same_inf, _C.zeros_like(d), d)
+    return _C.where(same_inf, m, m + _C.log1p(_C.exp(-d)))
+
+
+def logaddexp2(input, other):  # noqa: A002
+    """log2(2^input + 2^other) without overflow."""
+    m = _C.maximum(input, other)
+    d = (input - other).abs()
+    same_inf = _C.isinf(m) & (input == other)
+    d = _C.where(same_inf, _C.zeros_like(d), d)
+    return _C.where(same_inf, m, m + _C.log1p(_C.exp2(-d)) / math.log(2))
+
+
+def xlogy(input, other):  # noqa: A002
+    """input * log(other), 0 where input is 0 (unless other is NaN); either may be a number."""
+    if not isinstance(input, Tensor):
+        input = _t(input, other)  # noqa: A001
+    if not isinstance(other, Tensor):
+        other = _t(other, input)
+    x, y = _floatify(input), _floatify(other)
+    zero = (x == 0) & ~_C.isnan(y)
+    ys = _C.where(zero, _C.ones_like(y), y)
+    return _C.where(zero, _C.zeros_like(x * ys), x * _C.log(ys))
+
+
+def _xlogy_(self, other):
+    return self.copy_(xlogy(self, other))
+
+
+def copysign(input, other):  # noqa: A002
+    """|input| with other's sign bit (other may be a number); always floating."""
+    x = _floatify(input)
+    neg = signbit(other) if isinstance(other, Tensor) else math.copysign(1.0, other) < 0
+    if isinstance(neg, bool):
+        return -x.abs() if neg else x.abs()
+    return _C.where(neg, -x.abs(), x.abs())
+
+
+def fmax(input, other):  # noqa: A002
+    """maximum that ignores a NaN operand (NaN only where both are); a tie takes input's side,
+    so the gradient goes to input there, as torch's."""
+    return _C.where(_C.isnan(other) | (input >= other), input, other)
+
+
+def fmin(input, other):  # noqa: A002
+    """minimum that ignores a NaN operand (NaN only where both are); a tie takes input's."""
+    return _C.where(_C.isnan(other) | (input <= other), input, other)
+
+
+def float_power(input, exponent):  # noqa: A002
+    """pow in float64 whatever the operands' dtypes."""
+    base = input.to(_C.float64) if isinstance(input, Tensor) else float(input)
+    exp = exponent.to(_C.float64) if isinstance(exponent, Tensor) else float(exponent)
+    if not isinstance(base, Tensor):
+        return _C.pow(base, exp)
+    return base.pow(exp)
+
+
+def _float_power_(self, exponent):
+    if self.dtype != _C.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {_name(self.dtype)} but "
+                           "the operation's result requires dtype Double")
+    return self.copy_(float_power(self, exponent))
+
+
+def _name(dtype):
+    return {_C.float32: "Float", _C.float64: "Double", _C.int64: "Long", _C.int32: "Int",
+            _C.bool: "Bool"}.get(dtype, str(dtype))
+
+
+def logit(input, eps=None):  # noqa: A002
+    """log(p / (1 - p)), p clamped to [eps, 1 - eps] first when eps is given."""
+    x = _floatify(input)
+    if eps is not None:
+        x = x.clamp(eps, 1 - eps)
+    return _C.log(x / (1 - x))
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
+    """NaN, +inf, -inf replaced by nan, posinf (default: the dtype's largest finite value) and
+    neginf (its lowest); integer and bool tensors come back unchanged (a copy)."""
+    if not input.is_floating_point():
+        return input.clone()
+    from ._finfo import finfo
+    fi = finfo(input.dtype)
+    posinf = fi.max if posinf is None else posinf
+    neginf = fi.min if neginf is None else neginf
+    x = _C.where(_C.isnan(input), _C.full_like(input, nan), input)
+    x = _C.where(x == math.inf, _C.full_like(input, posinf), x)
+    return _C.where(x == -math.inf, _C.full_like(input, neginf), x)
+
+
+def sinc(input):  # noqa: A002
+    """sin(pi x) / (pi x), 1 at 0."""
+    x = _floatify(input)
+    zero = x == 0
+    xs = _C.where(zero, _C.ones_like(x), x) * math.pi
+    return _C.where(zero, _C.ones_like(x), _C.sin(xs) / xs)
+
+
+def heaviside(input, values):  # noqa: A002
+    """0 where input < 0, values where input == 0, 1 where input > 0 (same dtypes, as torch)."""
+    if input.dtype != values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes")
+    return _C.where(input == 0, values, (input > 0).to(input.dtype))
+
+
+def rsub(input, other, alpha=1):  # noqa: A002
+    """other - alpha * input."""
+    return (other - input) if alpha == 1 else (other - input * alpha)
+
+
+def positive(input):  # noqa: A002
+    if input.dtype == _C.bool:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def _inplace(fn):
+    def method(self, *args, **kwargs):
+        return self.copy_(fn(self, *args, **kwargs))
+    method.__name__ = fn.__name__ + "_"
+    return method
+
+
+_FUNCS = ("lerp", "addcmul", "addcdiv", "atan2", "arctan2", "hypot", "logaddexp", "logaddexp2",
+          "xlogy", "copysign", "fmax", "fmin", "float_power", "logit", "nan_to_num", "sinc",
+          "heaviside", "positive")
+for _n in _FUNCS:
+    setattr(Tensor, _n, globals()[_n])
+Tensor.lerp_ = _lerp_
+Tensor.addcmul_ = _addcmul_
+Tensor.addcdiv_ = _addcdiv_
+Tensor.xlogy_ = _xlogy_
+Tensor.float_power_ = _float_power_
+for _n in ("atan2", "arctan2", "hypot", "copysign", "logit", "nan_to_num", "sinc", "heaviside"):
+    setattr(Tensor, _n + "_", _inplace(globals()[_n]))
+del _n
+__all__ = list(_FUNCS) + ["rsub"]
