@@ -238,7 +238,8 @@ _c_is_contiguous = Tensor.is_contiguous
 
 def _is_contiguous(self, memory_format=contiguous_format):
     if memory_format is contiguous_format or memory_format is preserve_format:
-        return _c_is_contiguous(self)
+        # torch: a tensor with no elements is contiguous whatever its strides
+        return _c_is_contiguous(self) or self.numel() == 0
     plan = _CHANNELS_LAST_ORDER.get(memory_format)
     if plan is None:
         raise TypeError("is_contiguous(): argument 'memory_format' must be "

@@ -121,14 +121,18 @@ class _Range:
         dur = end - self.start
         if self.parent is not None:
             self.parent.child_us += dur
+        # torch lists every ProfilerStep#N as "ProfilerStep*" (one row in key_averages);
+        # the trace keeps the numbered name
+        name = "ProfilerStep*" if self.name.startswith("ProfilerStep#") else self.name
         for c in self.collectors:
             if c.enabled:
-                c.events.append(FunctionEvent(
-                    self.id, self.name, threading.get_ident(), self.start, end,
-                    dur - self.child_us, self.cat,
-                    input_shapes=self.shapes if c.record_shapes else None,
-                    stack=self.stack if c.with_stack else None,
-                    cpu_parent=self.parent))
+                evt = FunctionEvent(self.id, name, threading.get_ident(), self.start, end,
+                                    dur - self.child_us, self.cat,
+                                    input_shapes=self.shapes if c.record_shapes else None,
+                                    stack=self.stack if c.with_stack else None,
+                                    cpu_parent=self.parent)
+                evt.trace_name = self.name
+                c.events.append(evt)
 
 
 def _shapes(args):

@@ -121,7 +121,8 @@ class FunctionEvent(_TimeStrings):
                 f"device_type={self.device_type} node_id={self.node_id} "
                 f"cpu_time={self.cpu_time_str} start_us={self.time_range.start} "
                 f"end_us={self.time_range.end} "
-                f"cpu_children={[c.id for c in self.cpu_children]} None_time={self.device_time_str} "
+                f"cpu_children={[c.id for c in self.cpu_children]} "
+                f"None_time={self.device_time_str} "
                 f"name={self.name} thread={self.thread} input_shapes={self.input_shapes} "
                 f"cpu_memory_usage=0 None_memory_usage=0 is_async=False is_remote=False "
                 f"seq_nr={self.sequence_nr} is_legacy=False>")
@@ -242,7 +243,8 @@ def _write_chrome_trace(events, path, metadata=None):
     for evt in events:
         if not isinstance(evt, FunctionEvent):
             raise AssertionError("export_chrome_trace needs the unaggregated events")
-        e = {"ph": "X", "cat": evt.cat, "name": evt.name, "pid": pid, "tid": evt.thread,
+        e = {"ph": "X", "cat": evt.cat, "name": getattr(evt, "trace_name", evt.name),
+             "pid": pid, "tid": evt.thread,
              "ts": evt.time_range.start, "dur": evt.cpu_time_total,
              "args": {"External id": evt.id}}
         if evt.input_shapes:

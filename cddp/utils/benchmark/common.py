@@ -1,6 +1,8 @@
 """torch.utils.benchmark.utils.common: TaskSpec (what a Timer runs) and Measurement (its
 times, their median / mean / IQR and torch's repr). Quantiles are NumPy's linear
-interpolation, which is what torch.quantile computes."""
+interpolation, which is what torch.quantile computes. Where torch does its display
+arithmetic on default (float32) tensors — significant figures, units, trimming — it is
+done in float32 here too, so tables round as torch's do."""
 import collections
 import dataclasses
 import math
@@ -95,9 +97,11 @@ class Measurement:
         self._lazy_init()
         n = len(self._sorted_times)
         points = self._sorted_times[n // 4:int(math.ceil(3 * n / 4))]
-        std = float(np.std(points)) if points else 0.0
-        ci = max(1.645 * std / math.sqrt(len(points)), _MIN_CONFIDENCE_INTERVAL)
-        figures = int(math.floor(math.log10(self._median / ci)))
+        std = float(np.std(np.array(points, dtype=np.float32)))
+        sqrt_n = float(np.sqrt(np.float32(len(points))))
+        ci = max(1.645 * std / sqrt_n, _MIN_CONFIDENCE_INTERVAL)
+        relative_ci = float(np.log10(np.float32(self._median / ci)))
+        figures = int(np.floor(np.float32(relative_ci)))
         return min(max(figures, 1), _MAX_SIGNIFICANT_FIGURES)
 
     @property
@@ -169,7 +173,8 @@ class Measurement:
 
 def select_unit(t):
     """The unit (ns, us, ms, s) that puts t (seconds) in [1, 1000)."""
-    time_unit = {-3: "ns", -2: "us", -1: "ms"}.get(int(math.log10(t) // 3), "s")
+    time_unit = {-3: "ns", -2: "us", -1: "ms"}.get(int(float(np.log10(np.float32(t))) // 3),
+                                                   "s")
     return time_unit, {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1}[time_unit]
 
 
@@ -181,9 +186,9 @@ def trim_sigfig(x, n):
     """x rounded to n significant figures (3.14159, 2 -> 3.1)."""
     if n != int(n):
         raise AssertionError("Number of significant figures must be an integer")
-    magnitude = int(math.ceil(math.log10(abs(x))))
+    magnitude = int(np.ceil(np.log10(np.abs(np.float32(x)))))
     scale = 10 ** (magnitude - n)
-    return float(np.round(x / scale) * scale)
+    return float(np.round(np.float32(x / scale)) * scale)
 
 
 def ordered_unique(elements):

@@ -5,7 +5,8 @@ colouring and variance warnings."""
 import collections
 import enum
 import itertools as it
-import math
+
+import numpy as np
 
 from . import common
 
@@ -37,8 +38,8 @@ class _Column:
         self._trim_significant_figures = trim_significant_figures
         self._highlight_warnings = (highlight_warnings and
                                     any(r.has_warnings for r in self._flat_results if r))
-        leading_digits = [int(math.ceil(math.log10(r.median / self._time_scale))) if r else None
-                          for r in self._flat_results]
+        leading_digits = [int(np.ceil(np.log10(np.float32(r.median / self._time_scale))))
+                          if r else None for r in self._flat_results]
         unit_digits = max(d for d in leading_digits if d is not None)
         decimal_digits = min(
             max(m.significant_figures - digits, 0)

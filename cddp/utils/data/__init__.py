@@ -9,4 +9,5 @@ from .distributed import DistributedSampler
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "Subset",
            "ConcatDataset", "ChainDataset", "random_split", "Sampler", "SequentialSampler",
            "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler",
-           "DataLoader", "default_collate", "default_convert", "get_worker_info", "DistributedSampler"]
+           "DataLoader", "default_collate", "default_convert", "get_worker_info",
+           "DistributedSampler"]

@@ -11,6 +11,11 @@ copy of the dataset (get_worker_info() tells it which share to produce), batches
 yields, and the main process takes one batch from each worker that still has some in turn
 (round-robin), skipping a worker once its iterator is exhausted.
 
+persistent_workers=True keeps the worker processes (and their dataset copies and RNG state)
+from one epoch to the next, as torch does: the loader holds its one iterator and starts each
+epoch on the same workers; they stop when the loader is garbage-collected or the interpreter
+exits, and on their own within _WATCHDOG_S of the main process dying.
+
 Worker failures, as torch has them: an exception in a worker is raised in the main process
 with its own type and the worker's traceback in the message; a worker that dies (SIGKILL, the
 OOM killer) fails the loop when it dies — the main process waits on the result queue and on
