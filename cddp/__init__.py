@@ -137,6 +137,7 @@ _LAZY = {"nn": ("nn", None), "optim": ("optim", None), "utils": ("utils", None),
          "onnx": ("onnx", None), "jit": ("jit", None), "func": ("func", None),
          "_weight_norm": ("nn.utils.weight_norm", "_weight_norm"),
          "norm_except_dim": ("nn.utils.weight_norm", "norm_except_dim")}
+_LAZY.update({"profiler": ("profiler", None), **{n: ("_compat", n) for n in ("memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format")}})  # noqa: E501
 # torch.conv2d, torch.max_pool2d, ...: the functional forms, loaded with cddp.nn
 _LAZY.update({name: ("nn._functional_spatial", name) for name in (
     "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "avg_pool1d",

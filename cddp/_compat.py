@@ -20,6 +20,19 @@ and the legacy spellings older scripts still use:
                                            Tensor.type(cls) converts to the class's dtype
     strided, Tensor.layout, Tensor.is_sparse   the one layout cddp has
     spmm(a, b)                              mm: cddp's tensors are dense
+
+and the memory formats, torch.memory_format objects:
+
+    contiguous_format, preserve_format,     accepted wherever torch takes memory_format=
+    channels_last, channels_last_3d         (Tensor.to / contiguous / clone / *_like in C,
+                                           Module.to here). cddp keeps one layout: the
+                                           values are unchanged and the strides stay
+                                           row-major, so x.to(memory_format=channels_last)
+                                           is not channels-last strided as torch's would be.
+    Tensor.is_contiguous(memory_format=)    answered from the tensor's actual strides by
+                                           torch's rule (channels_last: 4-D, strides
+                                           increasing over C, W, H, N, size-1 dims skipped;
+                                           channels_last_3d: 5-D over C, W, H, D, N)
 """
 from . import _C
 from ._size import Size
@@ -191,3 +204,57 @@ Tensor.is_sparse = property(lambda self: False, doc="False: cddp's tensors are d
 def spmm(input, mat2):  # noqa: A002
     """torch.spmm: the matrix product (cddp's tensors are dense)."""
     return _C.mm(input, mat2)
+
+
+# ---- memory formats -------------------------------------------------------------------------
+
+class memory_format:
+    """torch.memory_format: cddp.contiguous_format, preserve_format, channels_last,
+    channels_last_3d."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"cddp.{self.name}"
+
+    def __reduce__(self):
+        return self.name        # pickles by reference: the module-level object
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+
+# the order in which a channels-last tensor's strides grow: C, then the spatial dims
+# innermost first, then N (torch's _compute_channels_last_contiguous_2d / _3d)
+_CHANNELS_LAST_ORDER = {channels_last: (4, (1, 3, 2, 0)),
+                        channels_last_3d: (5, (1, 4, 3, 2, 0))}
+
+_c_is_contiguous = Tensor.is_contiguous
+
+
+def _is_contiguous(self, memory_format=contiguous_format):
+    if memory_format is contiguous_format or memory_format is preserve_format:
+        # torch: a tensor with no elements is contiguous whatever its strides
+        return _c_is_contiguous(self) or self.numel() == 0
+    plan = _CHANNELS_LAST_ORDER.get(memory_format)
+    if plan is None:
+        raise TypeError("is_contiguous(): argument 'memory_format' must be "
+                        f"torch.memory_format, not {type(memory_format).__name__}")
+    ndim, order = plan
+    if self.dim() != ndim:
+        return False
+    sizes, strides = self.shape, self.stride()
+    expected = 1
+    for d in order:                 # over dims, not elements
+        if sizes[d] != 1:
+            if strides[d] != expected:
+                return False
+            expected *= sizes[d]
+    return True
+
+
+Tensor.is_contiguous = _is_contiguous

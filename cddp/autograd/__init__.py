@@ -39,3 +39,11 @@ class Variable(metaclass=_VariableMeta):
 
     def __new__(cls, data, requires_grad=False, volatile=False):
         return data.detach().requires_grad_(requires_grad)
+
+
+def __getattr__(name):
+    # torch.autograd.profiler without the import: loaded on first use
+    if name in ("profiler", "profiler_util"):
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,9 @@
-"""cddp.utils — data loading (cddp.utils.data), hook handles, activation checkpointing. Submodules load on first use
+"""cddp.utils — data loading (cddp.utils.data), hook handles, activation checkpointing, benchmark timers. Submodules load on first use
 (`cddp.utils.data` pulls in multiprocessing, which `import cddp` should not pay for)."""
 import importlib
 
 
 def __getattr__(name):
-    if name in ("data", "hooks", "checkpoint"):
+    if name in ("data", "hooks", "checkpoint", "benchmark"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

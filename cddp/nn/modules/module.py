@@ -11,6 +11,7 @@ from collections import OrderedDict, namedtuple
 import itertools
 
 from ... import _C
+from ..._compat import memory_format as _memory_format
 from ...autograd.grad_mode import no_grad
 from ...utils.hooks import RemovableHandle
 from ..parameter import Parameter, Buffer
@@ -475,6 +476,11 @@ class Module:
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
+        # memory_format: accepted and checked; cddp keeps one layout (cddp/_compat.py)
+        memory_format = kwargs.pop("memory_format", None)
+        if memory_format is not None and not isinstance(memory_format, _memory_format):
+            raise TypeError("to() received an invalid combination of arguments - got "
+                            f"memory_format={type(memory_format).__name__}")
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {list(kwargs)}")
         for a in args:

@@ -11,14 +11,21 @@ copy of the dataset (get_worker_info() tells it which share to produce), batches
 yields, and the main process takes one batch from each worker that still has some in turn
 (round-robin), skipping a worker once its iterator is exhausted.
 
+persistent_workers=True keeps the worker processes (and their dataset copies and RNG state)
+from one epoch to the next, as torch does: the loader holds its one iterator and starts each
+epoch on the same workers; they stop when the loader is garbage-collected or the interpreter
+exits, and on their own within _WATCHDOG_S of the main process dying.
+
 Worker failures, as torch has them: an exception in a worker is raised in the main process
 with its own type and the worker's traceback in the message; a worker that dies (SIGKILL, the
 OOM killer) fails the loop when it dies — the main process waits on the result queue and on
 every worker's sentinel at once; leaving the loop early terminates the workers that still owe
 a batch instead of waiting for them.
 """
+import atexit
 import collections
 import collections.abc
+import copy
 import itertools
 import multiprocessing
 from multiprocessing import connection as mp_connection
@@ -29,6 +36,7 @@ import signal
 import sys
 import time
 import traceback
+import weakref
 
 import numpy as np
 
@@ -79,8 +87,39 @@ def default_collate(batch):
 
 
 def default_convert(data):
-    if isinstance(data, np.ndarray) and data.dtype.kind in _NUMPY_KINDS:
+    """torch's default_convert (the collate_fn of batch_size=None): NumPy arrays and scalars
+    become tensors, containers are converted element by element, and a plain tuple becomes a
+    list (torch keeps that for backwards compatibility)."""
+    if isinstance(data, Tensor):
+        return data
+    elem_type = type(data)
+    if elem_type.__module__ == "numpy" and elem_type.__name__ not in ("str_", "string_"):
+        if isinstance(data, np.ndarray) and data.dtype.kind in "SaUO":
+            return data
         return _C.as_tensor(data)
+    if isinstance(data, collections.abc.Mapping):
+        try:
+            if isinstance(data, collections.abc.MutableMapping):
+                clone = copy.copy(data)
+                clone.update({key: default_convert(data[key]) for key in data})
+                return clone
+            return elem_type({key: default_convert(data[key]) for key in data})
+        except TypeError:
+            return {key: default_convert(data[key]) for key in data}
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
+        return elem_type(*(default_convert(d) for d in data))
+    if isinstance(data, tuple):
+        return [default_convert(d) for d in data]
+    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
+        try:
+            if isinstance(data, collections.abc.MutableSequence):
+                clone = copy.copy(data)
+                for i, d in enumerate(data):
+                    clone[i] = default_convert(d)
+                return clone
+            return elem_type([default_convert(d) for d in data])
+        except TypeError:
+            return [default_convert(d) for d in data]
     return data
 
 
@@ -144,6 +183,10 @@ class _Exhausted:
     """A worker's answer once its IterableDataset iterator has ended."""
 
 
+_RESUME = -2            # task / answer id of a persistent worker's "new epoch" message
+_WATCHDOG_S = 2.0       # how often an idle worker checks that its parent is still alive
+
+
 def _iterable_batches(dataset, batch_size, drop_last, collate_fn):
     """The batches of an IterableDataset's iterator (batch_size None: each sample converted)."""
     it = iter(dataset)
@@ -164,6 +207,7 @@ def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_
     carry indices; with `iterable` = (batch_size, drop_last) each task takes the next batch
     of this worker's own iterator (_Exhausted once it has ended)."""
     global _worker_info
+    parent = os.getppid()
     _C.manual_seed(seed)
     np.random.seed(seed % (2 ** 32))
     _worker_info = _WorkerInfo(worker_id, num_workers, seed, dataset)
@@ -176,14 +220,19 @@ def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_
     batches = None if iterable is None else _iterable_batches(dataset, *iterable, collate_fn)
     while True:
         try:
-            task = index_q.get(timeout=5.0)
+            task = index_q.get(timeout=_WATCHDOG_S)
         except queue.Empty:
-            if os.getppid() == 1:       # the main process died: do not linger
+            if os.getppid() != parent:  # the main process died (we were re-parented)
                 return
             continue
         if task is None:
             return
         batch_idx, indices = task
+        if batch_idx == _RESUME:        # persistent workers: the next epoch starts
+            if iterable is not None:
+                batches = _iterable_batches(dataset, *iterable, collate_fn)
+            result_q.put((_RESUME, worker_id, None))
+            continue
         try:
             if batches is None:
                 data = _fetch(dataset, indices, collate_fn, auto_collation)
@@ -209,14 +258,22 @@ class _MultiProcessIter:
     """Feeds index batches to workers round-robin, returns results in sampler order (an
     IterableDataset: "next batch" tasks to the workers not yet exhausted, in turn). Waits
     on the result queue and on every worker's sentinel at once, so a worker that dies is
-    noticed when it dies, not at the next poll."""
+    noticed when it dies, not at the next poll.
+
+    persistent_workers=True: the loader keeps this iterator and calls _reset() for each new
+    epoch (torch's design): every worker gets a resume message, answers it once it has
+    finished what the previous epoch left it (those results are dropped), and keeps its
+    process, dataset copy and RNG state. It holds no reference to the loader, so when the
+    loader is garbage-collected this iterator goes with it and __del__ stops the workers; an
+    atexit hook stops those still alive when the interpreter exits."""
 
     SHUTDOWN_GRACE_S = 5.0       # idle workers: time to read their stop message and exit
     TERMINATE_GRACE_S = 1.0      # busy workers after SIGTERM, before SIGKILL
 
     def __init__(self, loader, batches, base_seed):
-        self._loader = loader
-        self._batches = batches
+        self._timeout = loader.timeout
+        self._prefetch = loader.prefetch_factor
+        self._persistent = loader.persistent_workers
         ctx = loader.multiprocessing_context or multiprocessing.get_context()
         if isinstance(ctx, str):
             ctx = multiprocessing.get_context(ctx)
@@ -233,15 +290,39 @@ class _MultiProcessIter:
                                   iterable))
             p.start()
             self._workers.append(p)
+        self._iterable = iterable is not None
+        if self._persistent:
+            _register_persistent(self)
+        self._start_epoch(batches)
+
+    def _start_epoch(self, batches):
+        self._batches = batches
         self._send_idx = 0
         self._rcv_idx = 0
         self._cache = {}
         self._owner = {}                    # task -> the worker it went to
         # IterableDataset: the workers not yet exhausted, the next one's turn first
-        self._active = collections.deque(range(self._nw)) if iterable else None
+        self._active = collections.deque(range(self._nw)) if self._iterable else None
         self._exhausted = False
-        for _ in range(loader.prefetch_factor * self._nw):
+        for _ in range(self._prefetch * self._nw):
             self._put()
+
+    def _reset(self, batches):
+        """A new epoch on the same workers (persistent_workers): each worker acknowledges a
+        resume message after its last task of the previous epoch; results until then are
+        from that epoch (an early exit from its loop) and are dropped."""
+        for q in self._index_qs:
+            q.put((_RESUME, None))
+        pending = self._nw
+        while pending:
+            idx, _, _ = self._get_result()
+            if idx == _RESUME:
+                pending -= 1
+        self._start_epoch(batches)
+
+    @property
+    def _alive(self):
+        return bool(self._workers)
 
     def _put(self):
         if self._exhausted:
@@ -269,7 +350,8 @@ class _MultiProcessIter:
     def __next__(self):
         while True:
             if self._rcv_idx >= self._send_idx:
-                self.shutdown()
+                if not self._persistent:
+                    self.shutdown()
                 raise StopIteration
             while self._rcv_idx not in self._cache:
                 idx, data, err = self._get_result()
@@ -289,7 +371,7 @@ class _MultiProcessIter:
     def _get_result(self):
         """The next (batch index, data, error) from any worker: RuntimeError when a worker
         died or the loader's timeout passed first."""
-        timeout = self._loader.timeout if self._loader.timeout > 0 else None
+        timeout = self._timeout if self._timeout > 0 else None
         end = None if timeout is None else time.monotonic() + timeout
         reader = getattr(self._result_q, "_reader", None)
         while True:
@@ -354,6 +436,26 @@ class _MultiProcessIter:
                 pass
 
 
+_persistent_iters = weakref.WeakSet()
+_atexit_registered = False
+
+
+def _register_persistent(it):
+    """Stop persistent workers still alive when the interpreter exits (before
+    multiprocessing's own exit handler, which atexit runs after ours: it was registered
+    first)."""
+    global _atexit_registered
+    _persistent_iters.add(it)
+    if not _atexit_registered:
+        atexit.register(_shutdown_persistent)
+        _atexit_registered = True
+
+
+def _shutdown_persistent():
+    for it in list(_persistent_iters):
+        it.shutdown()
+
+
 class DataLoader:
     """torch.utils.data.DataLoader: batching, shuffling, samplers, collation, workers."""
 
@@ -414,6 +516,7 @@ class DataLoader:
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
+        self._iterator = None       # persistent_workers: the iterator whose workers live on
 
     @property
     def _auto_collation(self):
@@ -424,6 +527,19 @@ class DataLoader:
         return self.batch_sampler if self.batch_sampler is not None else self.sampler
 
     def __iter__(self):
+        if self.persistent_workers and self.num_workers > 0:
+            # one iterator for the loader's life: workers (and their seeds) are reused, and
+            # no new base seed is drawn (as torch); a fresh one only after a failure
+            # stopped them
+            it = self._iterator
+            if it is not None and it._alive:
+                it._reset(None if self._is_iterable else iter(self._index_sampler))
+                return it
+            it = self._iterator = self._get_iterator()
+            return it
+        return self._get_iterator()
+
+    def _get_iterator(self):
         # torch draws a base seed from the global generator for every iterator
         base_seed = int(_C.empty((), dtype=_C.int64).random_(generator=self.generator).item())
         if self._is_iterable:

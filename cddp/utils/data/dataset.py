@@ -1,5 +1,5 @@
-"""Datasets (torch.utils.data.dataset): Dataset, IterableDataset, TensorDataset, Subset,
-ConcatDataset, random_split."""
+"""Datasets (torch.utils.data.dataset): Dataset, IterableDataset, TensorDataset, StackDataset,
+Subset, ConcatDataset, ChainDataset, random_split."""
 import bisect
 import math
 import warnings
@@ -24,7 +24,7 @@ class IterableDataset(Dataset):
         raise NotImplementedError("Subclasses of IterableDataset should implement __iter__.")
 
     def __add__(self, other):
-        raise NotImplementedError("ChainDataset is not supported by cddp")
+        return ChainDataset([self, other])
 
 
 class TensorDataset(Dataset):
@@ -43,6 +43,54 @@ class TensorDataset(Dataset):
 
     def __len__(self):
         return self.tensors[0].size(0)
+
+
+class StackDataset(Dataset):
+    """Datasets side by side: StackDataset(a, b)[i] == (a[i], b[i]); StackDataset(x=a, y=b)[i]
+    == {"x": a[i], "y": b[i]}."""
+
+    def __init__(self, *args, **kwargs):
+        if args:
+            if kwargs:
+                raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via "
+                                 "``kwargs``) like input/output, but both types are given.")
+            self._length = len(args[0])
+            if any(self._length != len(dataset) for dataset in args):
+                raise ValueError("Size mismatch between datasets")
+            self.datasets = args
+        elif kwargs:
+            tmp = list(kwargs.values())
+            self._length = len(tmp[0])
+            if any(self._length != len(dataset) for dataset in tmp):
+                raise ValueError("Size mismatch between datasets")
+            self.datasets = kwargs
+        else:
+            raise ValueError("At least one dataset should be passed")
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: dataset[index] for k, dataset in self.datasets.items()}
+        return tuple(dataset[index] for dataset in self.datasets)
+
+    def _column(self, dataset, indices):
+        """One dataset's samples for `indices`, batched when it can (__getitems__)."""
+        if callable(getattr(dataset, "__getitems__", None)):
+            items = dataset.__getitems__(indices)
+            if len(items) != len(indices):
+                raise ValueError("Nested dataset's output size mismatch."
+                                 f" Expected {len(indices)}, got {len(items)}")
+            return items
+        return [dataset[idx] for idx in indices]
+
+    def __getitems__(self, indices):
+        if isinstance(self.datasets, dict):
+            columns = {k: self._column(d, indices) for k, d in self.datasets.items()}
+            return [{k: col[i] for k, col in columns.items()} for i in range(len(indices))]
+        columns = [self._column(d, indices) for d in self.datasets]
+        return [tuple(col[i] for col in columns) for i in range(len(indices))]
+
+    def __len__(self):
+        return self._length
 
 
 class Subset(Dataset):
@@ -95,6 +143,28 @@ class ConcatDataset(Dataset):
         dataset_idx = bisect.bisect_right(self.cumulative_sizes, idx)
         sample_idx = idx if dataset_idx == 0 else idx - self.cumulative_sizes[dataset_idx - 1]
         return self.datasets[dataset_idx][sample_idx]
+
+
+class ChainDataset(IterableDataset):
+    """IterableDatasets one after the other, chained on the fly."""
+
+    def __init__(self, datasets):
+        super().__init__()
+        self.datasets = datasets
+
+    def __iter__(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            yield from d
+
+    def __len__(self):
+        total = 0
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise AssertionError("ChainDataset only supports IterableDataset")
+            total += len(d)
+        return total
 
 
 def random_split(dataset, lengths, generator=None):

@@ -1,6 +1,8 @@
 """Samplers (torch.utils.data.sampler): Sampler, SequentialSampler, RandomSampler,
-SubsetRandomSampler, BatchSampler. RandomSampler draws its permutation with torch's
-algorithm (cddp.randperm), so a seeded generator gives torch's order."""
+SubsetRandomSampler, WeightedRandomSampler, BatchSampler. RandomSampler draws its permutation
+with torch's algorithm (cddp.randperm), and WeightedRandomSampler with cddp.multinomial, whose
+draws equal torch.multinomial's for the same generator state, so a seeded generator gives
+torch's order."""
 from ... import _C
 
 
@@ -70,6 +72,36 @@ class SubsetRandomSampler(Sampler):
 
     def __len__(self):
         return len(self.indices)
+
+
+class WeightedRandomSampler(Sampler):
+    """Indices in [0, len(weights)) drawn with probabilities proportional to `weights`, with
+    or without replacement: torch.multinomial(weights, num_samples, replacement,
+    generator=generator), as torch draws them."""
+
+    def __init__(self, weights, num_samples, replacement=True, generator=None):
+        if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+            raise ValueError(f"num_samples should be a positive integer value, but got "
+                             f"num_samples={num_samples}")
+        if not isinstance(replacement, bool):
+            raise ValueError(f"replacement should be a boolean value, but got "
+                             f"replacement={replacement}")
+        weights_tensor = _C.as_tensor(weights, dtype=_C.float64)
+        if len(weights_tensor.shape) != 1:
+            raise ValueError("weights should be a 1d sequence but given weights have shape "
+                             f"{tuple(weights_tensor.shape)}")
+        self.weights = weights_tensor
+        self.num_samples = num_samples
+        self.replacement = replacement
+        self.generator = generator
+
+    def __iter__(self):
+        rand_tensor = _C.multinomial(self.weights, self.num_samples, self.replacement,
+                                     generator=self.generator)
+        yield from iter(rand_tensor.tolist())
+
+    def __len__(self):
+        return self.num_samples
 
 
 class BatchSampler(Sampler):
