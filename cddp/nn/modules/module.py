@@ -483,7 +483,16 @@ class Module:
                 missing_keys.append(extra_key)
 
     def _expected_keys(self):
-        return list(self.state_dict(keep_vars=True).keys())
+        """The keys state_dict() gives, without running its hooks (load_state_dict asks)."""
+        keys = OrderedDict()
+
+        def walk(module, prefix):
+            module._save_to_state_dict(keys, prefix, True)
+            for name, child in module._modules.items():
+                if child is not None:
+                    walk(child, prefix + name + ".")
+        walk(self, "")
+        return list(keys)
 
     def _adapt_module_prefix(self, state_dict):
         """The "module." fix: strip or add the prefix when that makes the keys match."""
@@ -788,7 +797,13 @@ class Module:
                 FutureWarning, stacklevel=3)
         else:
             inputs_grad_fn = {i.grad_fn for i in inputs if i.grad_fn is not None}
-            next_functions = {n[0] for n in grad_fn.next_functions}
+            next_functions = set()
+            for node, _ in grad_fn.next_functions:
+                # look through the input side's identity, which torch's graph lacks here
+                if node is not None and node.name() == "BackwardHookFunctionBackward":
+                    next_functions.update(n for n, _ in node.next_functions)
+                else:
+                    next_functions.add(node)
             if inputs_grad_fn != next_functions:
                 warnings.warn(
                     "Using a non-full backward hook when the forward contains multiple "
@@ -883,6 +898,7 @@ class Module:
                         args = res if isinstance(res, tuple) else (res,)
 
             bw_hook = None
+            raw_args = args
             if full_backward_hooks or backward_pre_hooks:
                 bw_hook = BackwardHook(self, full_backward_hooks, backward_pre_hooks)
                 args = bw_hook.setup_input_hook(args)
@@ -905,16 +921,20 @@ class Module:
                     warnings.warn("For backward hooks to be called, module output should be a "
                                   "Tensor or a tuple of Tensors but received "
                                   f"{type(result)}", stacklevel=2)
+                raw_result = result
                 result = bw_hook.setup_output_hook(result)
                 if non_full_backward_hooks:
-                    var = result
+                    # torch's warnings, judged on the graph forward made (before the output
+                    # side's identity)
+                    var = raw_result
                     while not isinstance(var, Tensor):
                         if isinstance(var, dict):
                             var = next(v for v in var.values() if isinstance(v, Tensor))
                         else:
                             var = var[0]
                     if var.grad_fn is not None:
-                        self._maybe_warn_non_full_backward_hook(args, result, var.grad_fn)
+                        self._maybe_warn_non_full_backward_hook(raw_args, raw_result,
+                                                                var.grad_fn)
             return result
         except Exception:
             # forward hooks registered with always_call=True run even when forward failed
