@@ -7,7 +7,8 @@ how cddp computes.
     set_float32_matmul_precision(p)        "highest" | "high" | "medium", remembered for
     get_float32_matmul_precision()         get_...; float32 GEMMs stay float32 ("highest")
     is_autocast_cpu_enabled()              is_autocast_enabled("cpu")
-    set_default_device(d) / get_default_device()   the CPU (CUDA: the device policy)
+    set_default_device(d) / get_default_device()   the CPU (CUDA: the device policy); also what
+                                           `with cddp.device(d):` calls (_device.py)
     Tensor.pin_memory(device=None)         the tensor itself: there is no device to copy to
     Tensor.is_pinned(device=None)          False
     Tensor.unsqueeze_/squeeze_/t_/transpose_   in place: the view's geometry (no autograd)

@@ -1,4 +1,9 @@
-"""cddp.device — torch.device: ("cpu" | "cuda", index)."""
+"""cddp.device — torch.device: ("cpu" | "cuda", index); `with cddp.device(d):` sets the
+default device for the factory calls inside it, as torch's (through set_default_device, so a
+CUDA device meets the device policy there: cddp's factories make CPU tensors)."""
+
+# the devices of the `with device(...)` blocks being run, innermost last
+_context_stack = []
 
 
 class device:
@@ -37,6 +42,16 @@ class device:
 
     def __hash__(self):
         return hash((self.type, self.index))
+
+    def __enter__(self):
+        from ._compat import set_default_device
+        set_default_device(self)
+        _context_stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _context_stack.pop()
+        return False
 
     def __reduce__(self):
         return (device, (self.type, self.index))

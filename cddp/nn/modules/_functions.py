@@ -73,3 +73,25 @@ class SyncBatchNorm(Function):
             combined = _C.zeros(2 * num_channels, dtype=saved_input.dtype)
             dist.all_reduce(combined, dist.ReduceOp.SUM, self.process_group, async_op=False)
         return grad_input, grad_weight, grad_bias, None, None, None, None, None, None
+
+
+class BackwardHookFunction(Function):
+    """The identity that brackets a module with backward hooks (torch.nn.modules._functions.
+    BackwardHookFunction; utils/hooks.py BackwardHook says how it is used).
+
+    apply(callback, materialize, *tensors) returns the tensors (new aliases; those that do
+    not require grad stay out of the graph); in backward, callback(grads) -> the gradients to
+    pass on. materialize=False hands the callback None for outputs that got no gradient, as
+    torch's node hook sees them; True gives zeros for those (also for a tensor that needs no
+    grad, when another one does: torch's hooks see that zero too)."""
+
+    @staticmethod
+    def forward(ctx, callback, materialize, *args):
+        ctx.mark_non_differentiable(*[arg for arg in args if not arg.requires_grad])
+        ctx.set_materialize_grads(materialize)
+        ctx.callback = callback
+        return args
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, None) + tuple(ctx.callback(grads))

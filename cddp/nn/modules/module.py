@@ -1,6 +1,14 @@
 """cddp.nn.Module — torch.nn.Module's behaviour: registration through attribute assignment,
 recursive parameter/buffer/module traversal, state_dict/load_state_dict with torch's key names
-and messages, train/eval, device/dtype moves, forward hooks, torch's repr.
+and messages, train/eval, device/dtype moves, torch's repr, and torch's hooks: forward
+(pre-)hooks, full backward (pre-)hooks (utils/hooks.py BackwardHook), the global
+register_module_* hooks of this module, state_dict and load_state_dict pre/post hooks.
+
+register_backward_hook (deprecated in torch) gives its hooks the full hooks' arguments:
+torch's hand them the gradients of the last autograd node of forward, which are the module's
+own only when forward is one op whose differentiable inputs are the module's inputs (an
+activation); cddp's C nodes take no Python hooks to reproduce the rest. torch's warnings
+about it are given where torch gives them.
 
 One addition over torch: load_state_dict accepts a state dict whose keys all carry a leading
 "module." (saved from a DistributedDataParallel/DataParallel wrapper) into a bare module, and
@@ -8,12 +16,15 @@ the reverse, when the other form matches the module's keys exactly (seed 001 §4
 hand-writing that fix).
 """
 from collections import OrderedDict, namedtuple
+import functools
 import itertools
+import warnings
+import weakref
 
 from ... import _C
 from ..._compat import memory_format as _memory_format
 from ...autograd.grad_mode import no_grad
-from ...utils.hooks import RemovableHandle
+from ...utils.hooks import RemovableHandle, BackwardHook
 from ..parameter import Parameter, Buffer
 
 Tensor = _C.Tensor
@@ -37,6 +48,104 @@ def _addindent(s, n):
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
 
 
+class _WrappedHook:
+    """A hook that is called with the module first (held weakly, as torch)."""
+
+    def __init__(self, hook, module=None):
+        self.hook = hook
+        functools.update_wrapper(self, hook)
+        self.with_module = False
+        if module is not None:
+            self.module = weakref.ref(module)
+            self.with_module = True
+
+    def __call__(self, *args, **kwargs):
+        if self.with_module:
+            module = self.module()
+            if module is None:
+                raise RuntimeError("You are trying to call the hook of a dead Module!")
+            return self.hook(module, *args, **kwargs)
+        return self.hook(*args, **kwargs)
+
+    def __getstate__(self):
+        result = {"hook": self.hook, "with_module": self.with_module}
+        if self.with_module:
+            result["module"] = self.module()
+        return result
+
+    def __setstate__(self, state):
+        self.hook = state["hook"]
+        self.with_module = state["with_module"]
+        if self.with_module:
+            if state["module"] is None:
+                raise RuntimeError("You are trying to revive the hook of a dead Module!")
+            self.module = weakref.ref(state["module"])
+
+
+# Hooks common to all modules (torch.nn.modules.module's globals: for debugging/profiling);
+# they run before each module's own.
+_global_backward_pre_hooks = OrderedDict()
+_global_backward_hooks = OrderedDict()
+_global_is_full_backward_hook = None
+_global_forward_pre_hooks = OrderedDict()
+_global_forward_hooks = OrderedDict()
+_global_forward_hooks_always_called = OrderedDict()
+_global_forward_hooks_with_kwargs = OrderedDict()
+
+
+def register_module_forward_pre_hook(hook):
+    """hook(module, input) -> None or modified input, before every module's forward."""
+    handle = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """hook(module, input, output) -> None or modified output, after every module's forward
+    (hook(module, args, kwargs, output) with with_kwargs=True)."""
+    handle = RemovableHandle(_global_forward_hooks,
+                             extra_dict=[_global_forward_hooks_always_called,
+                                         _global_forward_hooks_with_kwargs])
+    _global_forward_hooks[handle.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
+
+
+def register_module_backward_hook(hook):
+    """Deprecated in torch for register_module_full_backward_hook (see Module's
+    register_backward_hook for what cddp passes these hooks)."""
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is True:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    _global_is_full_backward_hook = False
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_pre_hook(hook):
+    """hook(module, grad_output) -> None or new grad_output, for every module."""
+    handle = RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_full_backward_hook(hook):
+    """hook(module, grad_input, grad_output) -> None or new grad_input, for every module."""
+    global _global_is_full_backward_hook
+    if _global_is_full_backward_hook is False:
+        raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
+                           "global Module hook. Please use only one of them.")
+    _global_is_full_backward_hook = True
+    handle = RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[handle.id] = hook
+    return handle
+
+
 class Module:
     """Base class for all neural network modules (torch.nn.Module)."""
 
@@ -56,9 +165,15 @@ class Module:
         sa(self, "_forward_pre_hooks", OrderedDict())
         sa(self, "_forward_hooks", OrderedDict())
         sa(self, "_forward_hooks_with_kwargs", set())
+        sa(self, "_forward_hooks_always_called", set())
         sa(self, "_forward_pre_hooks_with_kwargs", set())
+        sa(self, "_backward_pre_hooks", OrderedDict())
+        sa(self, "_backward_hooks", OrderedDict())
+        sa(self, "_is_full_backward_hook", None)
+        sa(self, "_state_dict_hooks", OrderedDict())
         sa(self, "_state_dict_pre_hooks", OrderedDict())
         sa(self, "_load_state_dict_pre_hooks", OrderedDict())
+        sa(self, "_load_state_dict_post_hooks", OrderedDict())
 
     forward = None  # subclasses define it
 
@@ -301,6 +416,10 @@ class Module:
                 keep_vars = args[2]
         if destination is None:
             destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        local_metadata = dict(version=self._version)
+        if hasattr(destination, "_metadata"):
+            destination._metadata[prefix[:-1]] = local_metadata
         for hook in self._state_dict_pre_hooks.values():
             hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
@@ -308,6 +427,15 @@ class Module:
             if module is not None:
                 module.state_dict(destination=destination, prefix=prefix + name + ".",
                                   keep_vars=keep_vars)
+        for hook in self._state_dict_hooks.values():
+            hook_result = hook(self, destination, prefix, local_metadata)
+            # the private API's hooks may hand back a new dict (kept from the root call
+            # only, as torch); register_state_dict_post_hook's must work in place
+            if not getattr(hook, "_from_public_api", False):
+                if hook_result is not None:
+                    destination = hook_result
+            elif hook_result is not None:
+                raise RuntimeError("state_dict post-hook must return None")
         return destination
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
@@ -356,7 +484,16 @@ class Module:
                 missing_keys.append(extra_key)
 
     def _expected_keys(self):
-        return list(self.state_dict(keep_vars=True).keys())
+        """The keys state_dict() gives, without running its hooks (load_state_dict asks)."""
+        keys = OrderedDict()
+
+        def walk(module, prefix):
+            module._save_to_state_dict(keys, prefix, True)
+            for name, child in module._modules.items():
+                if child is not None:
+                    walk(child, prefix + name + ".")
+        walk(self, "")
+        return list(keys)
 
     def _adapt_module_prefix(self, state_dict):
         """The "module." fix: strip or add the prefix when that makes the keys match."""
@@ -384,21 +521,40 @@ class Module:
         if not isinstance(state_dict, dict):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         missing_keys, unexpected_keys, error_msgs = [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
         state_dict = OrderedDict(self._adapt_module_prefix(state_dict))
+        if metadata is not None:
+            state_dict._metadata = metadata
+        loaded = []      # the modules in torch's post-hook order: each after its children
 
         def load(module, prefix=""):
+            local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+            if assign:
+                local_metadata["assign_to_params_buffers"] = assign
             for hook in module._load_state_dict_pre_hooks.values():
-                hook(state_dict, prefix, {}, True, missing_keys, unexpected_keys, error_msgs)
-            module._load_from_state_dict(state_dict, prefix, {}, True, missing_keys,
-                                         unexpected_keys, error_msgs, assign)
+                hook(state_dict, prefix, local_metadata, True, missing_keys, unexpected_keys,
+                     error_msgs)
+            module._load_from_state_dict(state_dict, prefix, local_metadata, True,
+                                         missing_keys, unexpected_keys, error_msgs, assign)
             for name, child in module._modules.items():
                 if child is not None:
                     load(child, prefix + name + ".")
+            loaded.append(module)
 
         load(self)
-        # unexpected keys: everything the model does not have (computed once, globally)
+        # unexpected keys: everything the model does not have (computed once, globally, so
+        # before the post-hooks, which see the full lists and may change them)
         expected = set(self._expected_keys())
         unexpected_keys[:] = [k for k in state_dict if k not in expected]
+        incompatible_keys = _IncompatibleKeys(missing_keys, unexpected_keys)
+        for module in loaded:
+            for hook in module._load_state_dict_post_hooks.values():
+                out = hook(module, incompatible_keys)
+                if out is not None:
+                    raise AssertionError(
+                        "Hooks registered with ``register_load_state_dict_post_hook`` are not"
+                        "expected to return new values, if incompatible_keys need to be "
+                        "modified,it should be done inplace.")
         if strict:
             if unexpected_keys:
                 error_msgs.insert(0, "Unexpected key(s) in state_dict: {}. ".format(
@@ -531,7 +687,8 @@ class Module:
     # ---- calling -------------------------------------------------------------------------
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
-        handle = RemovableHandle(self._forward_pre_hooks)
+        handle = RemovableHandle(self._forward_pre_hooks,
+                                 extra_dict=self._forward_pre_hooks_with_kwargs)
         self._forward_pre_hooks[handle.id] = hook
         if with_kwargs:
             self._forward_pre_hooks_with_kwargs.add(handle.id)
@@ -541,17 +698,149 @@ class Module:
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
                               always_call=False):
-        handle = RemovableHandle(self._forward_hooks)
+        handle = RemovableHandle(self._forward_hooks,
+                                 extra_dict=[self._forward_hooks_with_kwargs,
+                                             self._forward_hooks_always_called])
         self._forward_hooks[handle.id] = hook
         if with_kwargs:
             self._forward_hooks_with_kwargs.add(handle.id)
+        if always_call:
+            self._forward_hooks_always_called.add(handle.id)
         if prepend:
             self._forward_hooks.move_to_end(handle.id, last=False)
         return handle
 
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> None or a new grad_output, run when the gradients
+        w.r.t. the module's outputs are known (None for outputs that are not Tensors or got
+        no gradient); forward then sees aliases of its input tensors, the caller aliases of
+        its output tensors."""
+        handle = RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[handle.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_backward_hook(self, hook):
+        """Deprecated in torch for register_full_backward_hook; see the module docstring
+        for the grad_input these hooks get in cddp."""
+        if self._is_full_backward_hook is True:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        self._is_full_backward_hook = False
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        return handle
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) -> None or a new grad_input, run once the
+        gradients w.r.t. the module's positional inputs are computed (None for inputs that
+        are not Tensors or do not require grad). When no input requires grad it fires with
+        the output gradients, grad_input all None; when no output requires grad, never."""
+        if self._is_full_backward_hook is False:
+            raise RuntimeError("Cannot use both regular backward hooks and full backward hooks "
+                               "on a single Module. Please use only one of them.")
+        self._is_full_backward_hook = True
+        handle = RemovableHandle(self._backward_hooks)
+        self._backward_hooks[handle.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def _get_backward_hooks(self):
+        """(full hooks, non-full hooks): the global ones first."""
+        full_backward_hooks, non_full_backward_hooks = [], []
+        if _global_is_full_backward_hook is True:
+            full_backward_hooks += _global_backward_hooks.values()
+        if self._is_full_backward_hook is True:
+            full_backward_hooks += self._backward_hooks.values()
+        if _global_is_full_backward_hook is False:
+            non_full_backward_hooks += _global_backward_hooks.values()
+        if self._is_full_backward_hook is False:
+            non_full_backward_hooks += self._backward_hooks.values()
+        return full_backward_hooks, non_full_backward_hooks
+
+    def _get_backward_pre_hooks(self):
+        return [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
+
+    def _maybe_warn_non_full_backward_hook(self, inputs, result, grad_fn):
+        """torch's FutureWarnings for register_backward_hook on a module where its (old)
+        semantics would miss gradients."""
+        if not isinstance(result, Tensor):
+            if not (isinstance(result, tuple) and all(isinstance(r, Tensor) for r in result)):
+                warnings.warn(
+                    "Using non-full backward hooks on a Module that does not return a single "
+                    "Tensor or a tuple of Tensors is deprecated and will be removed in future "
+                    "versions. This hook will be missing some of the grad_output. Please use "
+                    "register_full_backward_hook to get the documented behavior.",
+                    FutureWarning, stacklevel=3)
+                return
+        else:
+            result = (result,)
+        if not isinstance(inputs, Tensor):
+            if not (isinstance(inputs, tuple) and all(isinstance(i, Tensor) for i in inputs)):
+                warnings.warn(
+                    "Using non-full backward hooks on a Module that does not take as input a "
+                    "single Tensor or a tuple of Tensors is deprecated and will be removed in "
+                    "future versions. This hook will be missing some of the grad_input. Please "
+                    "use register_full_backward_hook to get the documented behavior.",
+                    FutureWarning, stacklevel=3)
+                return
+        else:
+            inputs = (inputs,)
+        out_grad_fn = {r.grad_fn for r in result if r.grad_fn is not None}
+        if len(out_grad_fn) == 0 or (len(out_grad_fn) == 1 and grad_fn not in out_grad_fn):
+            warnings.warn(
+                "Using a non-full backward hook when outputs are nested in python data "
+                "structure is deprecated and will be removed in future versions. This hook "
+                "will be missing some grad_output.", FutureWarning, stacklevel=3)
+        elif len(out_grad_fn) > 1:
+            warnings.warn(
+                "Using a non-full backward hook when outputs are generated by different "
+                "autograd Nodes is deprecated and will be removed in future versions. This "
+                "hook will be missing some grad_output. Please use "
+                "register_full_backward_hook to get the documented behavior.",
+                FutureWarning, stacklevel=3)
+        else:
+            inputs_grad_fn = {i.grad_fn for i in inputs if i.grad_fn is not None}
+            next_functions = set()
+            for node, _ in grad_fn.next_functions:
+                # look through the input side's identity, which torch's graph lacks here
+                if node is not None and node.name() == "BackwardHookFunctionBackward":
+                    next_functions.update(n for n, _ in node.next_functions)
+                else:
+                    next_functions.add(node)
+            if inputs_grad_fn != next_functions:
+                warnings.warn(
+                    "Using a non-full backward hook when the forward contains multiple "
+                    "autograd Nodes is deprecated and will be removed in future versions. "
+                    "This hook will be missing some grad_input. Please use "
+                    "register_full_backward_hook to get the documented behavior.",
+                    FutureWarning, stacklevel=3)
+
     def register_state_dict_pre_hook(self, hook):
+        """hook(module, prefix, keep_vars) -> None, before state_dict saves this module."""
         handle = RemovableHandle(self._state_dict_pre_hooks)
         self._state_dict_pre_hooks[handle.id] = hook
+        return handle
+
+    def _register_state_dict_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata) -> None or a state_dict (the
+        returned one is kept only on the module state_dict() was called on, as torch)."""
+        if getattr(hook, "_from_public_api", False):
+            raise RuntimeError("Cannot register the same function as the state dict post hook "
+                               "that was previously registered via "
+                               "register_state_dict_post_hook")
+        handle = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[handle.id] = hook
+        return handle
+
+    def register_state_dict_post_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata) -> None, after state_dict saved
+        this module and its children; it may change state_dict in place."""
+        hook._from_public_api = True
+        handle = RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[handle.id] = hook
         return handle
 
     def _register_load_state_dict_pre_hook(self, hook, with_module=False):
@@ -561,7 +850,20 @@ class Module:
         checkpoint compatibility hooks use it, as in torch."""
         handle = RemovableHandle(self._load_state_dict_pre_hooks)
         self._load_state_dict_pre_hooks[handle.id] = \
-            (lambda *a: hook(self, *a)) if with_module else hook
+            _WrappedHook(hook, self if with_module else None)
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs) -> None, before load_state_dict reads this module."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """hook(module, incompatible_keys) -> None after load_state_dict loaded this module
+        and its children; it may change incompatible_keys.missing_keys / unexpected_keys in
+        place, which strict=True then checks."""
+        handle = RemovableHandle(self._load_state_dict_post_hooks)
+        self._load_state_dict_post_hooks[handle.id] = hook
         return handle
 
     def _call_impl(self, *args, **kwargs):
@@ -569,26 +871,105 @@ class Module:
         if forward is None:
             raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                       '"forward" function')
-        if not self._forward_pre_hooks and not self._forward_hooks:
+        if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
+                or self._backward_pre_hooks or _global_forward_pre_hooks
+                or _global_forward_hooks or _global_backward_hooks
+                or _global_backward_pre_hooks):
             return forward(*args, **kwargs)
-        for hid, hook in list(self._forward_pre_hooks.items()):
-            if hid in self._forward_pre_hooks_with_kwargs:
-                res = hook(self, args, kwargs)
+        result = None
+        called_always_called_hooks = set()
+        try:
+            full_backward_hooks, non_full_backward_hooks = [], []
+            backward_pre_hooks = []
+            if self._backward_pre_hooks or _global_backward_pre_hooks:
+                backward_pre_hooks = self._get_backward_pre_hooks()
+            if self._backward_hooks or _global_backward_hooks:
+                full_backward_hooks, non_full_backward_hooks = self._get_backward_hooks()
+            # the old-style hooks get the full hooks' arguments (module docstring)
+            full_backward_hooks = full_backward_hooks + non_full_backward_hooks
+
+            for hid, hook in (*_global_forward_pre_hooks.items(),
+                              *self._forward_pre_hooks.items()):
+                if hid in self._forward_pre_hooks_with_kwargs:
+                    res = hook(self, args, kwargs)
+                    if res is not None:
+                        if isinstance(res, tuple) and len(res) == 2:
+                            args, kwargs = res
+                        else:
+                            raise RuntimeError("forward pre-hook must return None or a tuple "
+                                               f"of (new_args, new_kwargs), but got {res}.")
+                else:
+                    res = hook(self, args)
+                    if res is not None:
+                        args = res if isinstance(res, tuple) else (res,)
+
+            bw_hook = None
+            raw_args = args
+            if full_backward_hooks or backward_pre_hooks:
+                bw_hook = BackwardHook(self, full_backward_hooks, backward_pre_hooks)
+                args = bw_hook.setup_input_hook(args)
+
+            result = forward(*args, **kwargs)
+            for hid, hook in (*_global_forward_hooks.items(), *self._forward_hooks.items()):
+                if hid in self._forward_hooks_always_called or \
+                        hid in _global_forward_hooks_always_called:
+                    called_always_called_hooks.add(hid)
+                if hid in self._forward_hooks_with_kwargs or \
+                        hid in _global_forward_hooks_with_kwargs:
+                    res = hook(self, args, kwargs, result)
+                else:
+                    res = hook(self, args, result)
                 if res is not None:
-                    args, kwargs = res
-            else:
-                res = hook(self, args)
-                if res is not None:
-                    args = res if isinstance(res, tuple) else (res,)
-        result = forward(*args, **kwargs)
-        for hid, hook in list(self._forward_hooks.items()):
-            if hid in self._forward_hooks_with_kwargs:
-                res = hook(self, args, kwargs, result)
-            else:
-                res = hook(self, args, result)
-            if res is not None:
-                result = res
-        return result
+                    result = res
+
+            if bw_hook:
+                if not isinstance(result, (Tensor, tuple)):
+                    warnings.warn("For backward hooks to be called, module output should be a "
+                                  "Tensor or a tuple of Tensors but received "
+                                  f"{type(result)}", stacklevel=2)
+                raw_result = result
+                result = bw_hook.setup_output_hook(result)
+                if non_full_backward_hooks:
+                    # torch's warnings, judged on the graph forward made (before the output
+                    # side's identity)
+                    var = raw_result
+                    while not isinstance(var, Tensor):
+                        if isinstance(var, dict):
+                            var = next(v for v in var.values() if isinstance(v, Tensor))
+                        else:
+                            var = var[0]
+                    if var.grad_fn is not None:
+                        self._maybe_warn_non_full_backward_hook(raw_args, raw_result,
+                                                                var.grad_fn)
+            return result
+        except Exception:
+            # forward hooks registered with always_call=True run even when forward failed
+            for hid, hook in _global_forward_hooks.items():
+                if hid in _global_forward_hooks_always_called and \
+                        hid not in called_always_called_hooks:
+                    try:
+                        res = hook(self, args, result)
+                        if res is not None:
+                            result = res
+                    except Exception as e:  # noqa: BLE001 (torch silences it with a warning)
+                        warnings.warn("global module forward hook with ``always_call=True`` "
+                                      "raised an exception that was silenced as another error "
+                                      f"was raised in forward: {str(e)}", stacklevel=2)
+            for hid, hook in self._forward_hooks.items():
+                if hid in self._forward_hooks_always_called and \
+                        hid not in called_always_called_hooks:
+                    try:
+                        if hid in self._forward_hooks_with_kwargs:
+                            res = hook(self, args, kwargs, result)
+                        else:
+                            res = hook(self, args, result)
+                        if res is not None:
+                            result = res
+                    except Exception as e:  # noqa: BLE001
+                        warnings.warn("module forward hook with ``always_call=True`` raised an "
+                                      "exception that was silenced as another error was raised "
+                                      f"in forward: {str(e)}", stacklevel=2)
+            raise
 
     __call__ = _call_impl
 
@@ -623,3 +1004,13 @@ class Module:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        # modules pickled before these attributes existed
+        for name, make in (("_forward_hooks_always_called", set),
+                           ("_backward_pre_hooks", OrderedDict),
+                           ("_backward_hooks", OrderedDict),
+                           ("_state_dict_hooks", OrderedDict),
+                           ("_load_state_dict_post_hooks", OrderedDict)):
+            if name not in self.__dict__:
+                object.__setattr__(self, name, make())
+        if "_is_full_backward_hook" not in self.__dict__:
+            object.__setattr__(self, "_is_full_backward_hook", None)

@@ -2,10 +2,10 @@
 get_total_norm / clip_grads_with_norm_ (torch 2.6's two halves of clip_grad_norm_),
 parameters_to_vector / vector_to_parameters, and the submodules: rnn (PackedSequence and
 padding helpers), parametrize / parametrizations, weight_norm and spectral_norm (hook-based),
-fusion (conv/linear + BatchNorm folding), stateless (functional_call), skip_init."""
+fusion (conv/linear + BatchNorm folding), stateless (functional_call), skip_init, prune."""
 from ... import _C
 from . import rnn  # noqa: F401
-from . import parametrize, parametrizations, stateless  # noqa: F401
+from . import parametrize, parametrizations, stateless, prune  # noqa: F401
 from .weight_norm import weight_norm, remove_weight_norm  # noqa: F401
 from .spectral_norm import spectral_norm, remove_spectral_norm  # noqa: F401
 from .fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights,  # noqa: F401

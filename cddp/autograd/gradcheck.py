@@ -1,0 +1,214 @@
+"""torch.autograd.gradcheck / gradgradcheck: check autograd's gradients against central
+finite differences (torch's slow mode).
+
+For each input that requires grad, the numerical Jacobian perturbs one element at a time by
+±eps (in place, restored exactly afterwards) and takes (f(x + eps) - f(x - eps)) / (2 eps);
+the analytical one runs one backward per output element with a one-hot grad_output. Both
+are (input numel, output numel) matrices compared with allclose(analytical, numerical,
+rtol, atol); a mismatch raises GradcheckError with torch's message (or gives False with
+raise_exception=False). Backward is run twice to check it is reentrant (nondet_tol).
+
+What cddp leaves out: forward-mode and batched checks (check_forward_ad /
+check_batched_grad / check_batched_forward_grad raise NotImplementedError: cddp has
+neither forward AD nor vmap), check_undefined_grad (accepted, not run), fast_mode (accepted;
+the full Jacobians are compared, which is what fast mode approximates). gradgradcheck needs
+autograd.grad(..., create_graph=True), which cddp does not have: it raises
+NotImplementedError.
+
+The loops run over input and output elements as torch's do: each step is one call of func
+or one backward, with the arithmetic in tensor ops.
+"""
+import warnings
+
+from .. import _C
+from .._extras import allclose
+from .grad_mode import no_grad
+
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
+
+Tensor = _C.Tensor
+
+
+class GradcheckError(RuntimeError):
+    """Error raised by gradcheck and gradgradcheck."""
+
+
+def _as_tuple(x):
+    if isinstance(x, tuple):
+        return x
+    if isinstance(x, list):
+        return tuple(x)
+    return (x,)
+
+
+def _differentiable_outputs(x):
+    return tuple(o for o in _as_tuple(x) if isinstance(o, Tensor) and o.requires_grad)
+
+
+def _check_inputs(tupled_inputs):
+    any_input_requiring_grad = False
+    for idx, inp in enumerate(tupled_inputs):
+        if isinstance(inp, Tensor) and inp.requires_grad:
+            if inp.dtype != _C.float64:
+                warnings.warn(f"Input #{idx} requires gradient and is not a double precision "
+                              "floating point or complex. This check will likely fail if all "
+                              "the inputs are not of double precision floating point or "
+                              "complex. ", stacklevel=3)
+            if not all(st > 0 or sz <= 1 for st, sz in zip(inp.stride(), inp.shape)):
+                raise RuntimeError(
+                    f"The {idx}th input has a dimension with stride 0. gradcheck only supports "
+                    "inputs that are non-overlapping to be able to compute the numerical "
+                    "gradients correctly. You should call .contiguous on the input before "
+                    "passing it to gradcheck.")
+            any_input_requiring_grad = True
+    if not any_input_requiring_grad:
+        raise ValueError("gradcheck expects at least one input tensor to require gradient, "
+                         "but none of them have requires_grad=True.")
+
+
+def _unravel(k, shape):
+    idx = []
+    for n in reversed(shape):
+        idx.append(k % n)
+        k //= n
+    return tuple(reversed(idx))
+
+
+def _flat_outputs(func, inputs):
+    """func's tensor outputs, detached and flattened (copies: the inputs move after)."""
+    return [o.detach().reshape(-1).clone() for o in _as_tuple(func(*inputs))
+            if isinstance(o, Tensor)]
+
+
+def _numerical_jacobian(func, inputs, eps):
+    """{input index: [J for each tensor output]}, J of shape (input numel, output numel)."""
+    jacobians = {}
+    for i, x in enumerate(inputs):
+        if not (isinstance(x, Tensor) and x.requires_grad):
+            continue
+        xd = x.detach()         # same storage: func sees the perturbed values
+        shape = tuple(x.shape)
+        rows = []
+        for k in range(x.numel()):
+            idx = _unravel(k, shape)
+            with no_grad():
+                orig = xd[idx].clone()
+                xd[idx] = orig - eps
+                before = _flat_outputs(func, inputs)
+                xd[idx] = orig + eps
+                after = _flat_outputs(func, inputs)
+                xd[idx] = orig
+            rows.append([(b - a) / (2 * eps) for a, b in zip(before, after)])
+        n_out = len(rows[0]) if rows else len(_flat_outputs(func, inputs))
+        jacobians[i] = [_C.stack([r[o] for r in rows]) if rows else None
+                        for o in range(n_out)]
+    return jacobians
+
+
+def _analytical_jacobian(outputs, diff_inputs, check_grad_dtypes):
+    """[[J for each diff input] for each output], J of shape (input numel, output numel)."""
+    from . import grad as autograd_grad
+    jacobians = []
+    for o in outputs:
+        columns = [[] for _ in diff_inputs]
+        for k in range(o.numel()):
+            g = _C.zeros(o.numel(), dtype=o.dtype)
+            g[k] = 1
+            grads = autograd_grad(o, diff_inputs, g.reshape(tuple(o.shape)),
+                                  retain_graph=True, allow_unused=True)
+            for j, (x, gx) in enumerate(zip(diff_inputs, grads)):
+                if gx is None:
+                    gx = _C.zeros(x.numel(), dtype=x.dtype)
+                else:
+                    if check_grad_dtypes and gx.dtype != x.dtype:
+                        raise GradcheckError("Gradient has dtype mismatch")
+                    if tuple(gx.shape) != tuple(x.shape):
+                        raise GradcheckError("Analytical gradient has incorrect size")
+                columns[j].append(gx.detach().reshape(-1).clone())
+        jacobians.append([_C.stack(c, 1) if c else _C.zeros(x.numel(), 0, dtype=o.dtype)
+                          for c, x in zip(columns, diff_inputs)])
+    return jacobians
+
+
+def _notallclose_msg(analytical, numerical, output_idx, input_idx):
+    return (f"Jacobian mismatch for output {output_idx:d} with respect to input "
+            f"{input_idx:d},\nnumerical:{numerical}\nanalytical:{analytical}\n")
+
+
+def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes):
+    tupled_inputs = _as_tuple(inputs)
+    _check_inputs(tupled_inputs)
+    numerical = _numerical_jacobian(func, tupled_inputs, eps)
+    # called after the perturbations, which bump the inputs' version counters
+    func_out = func(*tupled_inputs)
+    outputs = _differentiable_outputs(func_out)
+    if not outputs:
+        # no output requires grad: the function must not depend on the inputs
+        for per_output in numerical.values():
+            for n in per_output:
+                if n is not None and not bool((n == 0).all()):
+                    raise GradcheckError("Numerical gradient for function expected to be zero")
+        return True
+    all_outputs = [o for o in _as_tuple(func_out) if isinstance(o, Tensor)]
+    diff_idx = [i for i, x in enumerate(tupled_inputs)
+                if isinstance(x, Tensor) and x.requires_grad]
+    diff_inputs = [tupled_inputs[i] for i in diff_idx]
+    analytical = _analytical_jacobian(outputs, diff_inputs, check_grad_dtypes)
+    again = _analytical_jacobian(outputs, diff_inputs, check_grad_dtypes)
+    # numerical Jacobians are indexed by all tensor outputs; keep the differentiable ones
+    keep = [k for k, o in enumerate(all_outputs) if o.requires_grad]
+    for out_pos, (a_row, a2_row) in enumerate(zip(analytical, again)):
+        for j, i in enumerate(diff_idx):
+            a = a_row[j]
+            n = numerical[i][keep[out_pos]]
+            if n is None:       # an input without elements
+                continue
+            n = n.to(a.dtype)
+            if not allclose(a, n, rtol, atol):
+                raise GradcheckError(_notallclose_msg(a, n, out_pos, i))
+            if not bool(((a - a2_row[j]).abs() <= nondet_tol).all()):
+                raise GradcheckError(
+                    "Backward is not reentrant, i.e., running backward with same input and "
+                    "grad_output multiple times gives different values, although analytical "
+                    "gradient matches numerical gradient.The tolerance for nondeterminism was "
+                    f"{nondet_tol}.")
+    return True
+
+
+def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
+              nondet_tol=0.0, check_undefined_grad=True, check_grad_dtypes=False,
+              check_batched_grad=False, check_batched_forward_grad=False,
+              check_forward_ad=False, check_backward_ad=True, fast_mode=False, masked=None):
+    """True when the analytical gradients of func at inputs (the tensors that require grad)
+    match finite differences; GradcheckError (or False) otherwise."""
+    if not (check_forward_ad or check_backward_ad):
+        raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad "
+                             "to be True")
+    if check_batched_grad and not check_backward_ad:
+        raise AssertionError("Setting check_batched_grad=True requires check_backward_ad to "
+                             "be True")
+    if check_batched_forward_grad and not check_forward_ad:
+        raise AssertionError("Setting check_batched_forward_grad=True requires "
+                             "check_forward_ad to be True")
+    if check_forward_ad or check_batched_grad or check_batched_forward_grad:
+        raise NotImplementedError("cddp: gradcheck's forward-mode and batched checks need "
+                                  "forward AD / vmap, which cddp does not have")
+    try:
+        return _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol,
+                                 check_grad_dtypes)
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
+
+
+def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
+                  gen_non_contig_grad_outputs=False, raise_exception=True, nondet_tol=0.0,
+                  check_undefined_grad=True, check_grad_dtypes=False,
+                  check_batched_grad=False, check_fwd_over_rev=False, check_rev_over_rev=True,
+                  fast_mode=False, masked=False):
+    """torch checks second derivatives through autograd.grad(..., create_graph=True); cddp
+    has no double backward, so this raises NotImplementedError."""
+    raise NotImplementedError("cddp: gradgradcheck needs double backward "
+                              "(autograd.grad(..., create_graph=True)), which cddp does not "
+                              "support")
