@@ -88,10 +88,13 @@ def atan2(input, other):  # noqa: A002
     y, x = _floatify(input), _floatify(other)
     swap = y.abs() > x.abs()
     num, den = _C.where(swap, x, y), _C.where(swap, y, x)
-    origin = den == 0                                   # the larger magnitude is 0: both are
-    a = _C.atan(num / _C.where(origin, _C.ones_like(den), den))
+    origin = (den == 0) & (num == 0)                    # NaN in either operand stays NaN
+    both_inf = _C.isinf(x) & _C.isinf(y)                # inf/inf: the diagonals, pi/4 or 3pi/4
+    safe = origin | both_inf
+    a = _C.atan(_C.where(safe, _C.zeros_like(num), num) / _C.where(safe, _C.ones_like(den), den))
     pi = _C.where(signbit(y), _C.full_like(y, -math.pi), _C.full_like(y, math.pi))  # y's sign
     res = _C.where(swap, pi * 0.5 - a, a + _C.where(x < 0, pi, pi * 0))
+    res = _C.where(both_inf, _C.where(x < 0, pi * 0.75, pi * 0.25), res)
     return _C.where(origin, _C.where(signbit(x), pi, pi * 0), res)
 
 
@@ -104,7 +107,8 @@ def hypot(input, other):  # noqa: A002
     m = _C.maximum(a, b)
     ms = _C.where(m == 0, _C.ones_like(m), m)
     r = ms * ((a / ms) ** 2 + (b / ms) ** 2).sqrt()
-    return _C.where(m == 0, m * 0, _C.where(_C.isinf(m), m, r))
+    inf = _C.isinf(a) | _C.isinf(b)                     # IEEE: hypot(inf, NaN) = inf
+    return _C.where(inf, _C.full_like(r, math.inf), _C.where(m == 0, m * 0, r))
 
 
 def logaddexp(input, other):  # noqa: A002
@@ -126,24 +130,32 @@ def logaddexp2(input, other):  # noqa: A002
 
 
 def xlogy(input, other):  # noqa: A002
-    """input * log(other), 0 where input is 0 (unless other is NaN); either may be a number."""
+    """input * log(other), 0 where input is 0 (unless other is NaN); either may be a number.
+    The gradient with respect to input at input = 0 is log(other) (0 where other <= 0)."""
     if not isinstance(input, Tensor):
         input = _t(input, other)  # noqa: A001
     if not isinstance(other, Tensor):
         other = _t(other, input)
     x, y = _floatify(input), _floatify(other)
-    zero = (x == 0) & ~_C.isnan(y)
-    ys = _C.where(zero, _C.ones_like(y), y)
-    return _C.where(zero, _C.zeros_like(x * ys), x * _C.log(ys))
+    # x = 0 makes the value 0 whatever y is (but NaN): y is replaced by 1 where log(y) would be
+    # -inf, NaN or inf, so x * log(y) is 0 there and d/dx is log(y) where y > 0 (torch's
+    # derivative) and 0 elsewhere; d/dy is x / y = 0 at x = 0
+    bad = (x == 0) & ((y <= 0) | _C.isinf(y))
+    r = x * _C.log(_C.where(bad, _C.ones_like(y), y))
+    # torch returns +0 at x = 0 where x * log(y) can be -0: add -r there (r + -r is +0), and
+    # -0 elsewhere (an identity, even for a -0 result); detached, so gradients are untouched
+    return r + _C.where(x == 0, -r.detach(), _C.full_like(r, -0.0))
 
 
 def _xlogy_(self, other):
-    return self.copy_(xlogy(self, other))
+    return self.copy_(xlogy(self.clone() if self.requires_grad else self, other))
 
 
 def copysign(input, other):  # noqa: A002
     """|input| with other's sign bit (other may be a number); always floating."""
     x = _floatify(input)
+    if isinstance(other, Tensor) and other.is_floating_point():
+        x = x.to(_C.result_type(x, other))              # float32 with float64 -> float64
     neg = signbit(other) if isinstance(other, Tensor) else math.copysign(1.0, other) < 0
     if isinstance(neg, bool):
         return -x.abs() if neg else x.abs()
@@ -174,7 +186,7 @@ def _float_power_(self, exponent):
     if self.dtype != _C.float64:
         raise RuntimeError(f"the base given to float_power_ has dtype {_name(self.dtype)} but "
                            "the operation's result requires dtype Double")
-    return self.copy_(float_power(self, exponent))
+    return self.copy_(float_power(self.clone() if self.requires_grad else self, exponent))
 
 
 def _name(dtype):
@@ -231,8 +243,11 @@ def positive(input):  # noqa: A002
 
 
 def _inplace(fn):
+    # the composition saves its input for backward; under autograd it reads a copy, so
+    # writing the result back does not invalidate what the graph saved
     def method(self, *args, **kwargs):
-        return self.copy_(fn(self, *args, **kwargs))
+        src = self.clone() if self.requires_grad else self
+        return self.copy_(fn(src, *args, **kwargs))
     method.__name__ = fn.__name__ + "_"
     return method
 
@@ -247,6 +262,7 @@ Tensor.addcmul_ = _addcmul_
 Tensor.addcdiv_ = _addcdiv_
 Tensor.xlogy_ = _xlogy_
 Tensor.float_power_ = _float_power_
+Tensor.__pos__ = positive
 for _n in ("atan2", "arctan2", "hypot", "copysign", "logit", "nan_to_num", "sinc", "heaviside"):
     setattr(Tensor, _n + "_", _inplace(globals()[_n]))
 del _n

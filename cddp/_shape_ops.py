@@ -59,6 +59,8 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):  # noqa: A002
     if input.dim() == 0:
         raise RuntimeError("diff expects input to be at least one-dimensional")
     d = _dim(dim, input.dim())
+    if n == 0:
+        return input
     parts = [t for t in (prepend, input, append) if t is not None]
     x = _C.cat(parts, d) if len(parts) > 1 else input
     for _ in range(n):
@@ -102,7 +104,8 @@ def broadcast_shapes(*shapes):
                 raise RuntimeError(f"Shape mismatch: objects cannot be broadcast to a single "
                                    f"shape.  Mismatch is between {tuple(out[::-1])} and "
                                    f"{shape}.")
-    return _C.Size(reversed(out)) if hasattr(_C, "Size") else tuple(reversed(out))
+    from ._size import Size
+    return Size(reversed(out))
 
 
 def broadcast_to(input, size):  # noqa: A002
@@ -192,8 +195,7 @@ def combinations(input, r=2, with_replacement=False):  # noqa: A002
     idx = np.array(list(gen(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
     if idx.shape[0] == 0:
         return _C.empty((0, r) if r > 1 else (0,), dtype=input.dtype)
-    out = input.index_select(0, _C.from_numpy(idx.reshape(-1))).reshape(-1, r)
-    return out.reshape(-1) if r == 1 else out
+    return input.index_select(0, _C.from_numpy(idx.reshape(-1))).reshape(-1, r)
 
 
 def _tri_indices(np_fn, row, col, offset, dtype):
@@ -354,6 +356,8 @@ def _new(self, *args, **kwargs):
     """Tensor.new: a tensor of self's dtype from data, or uninitialised of the given sizes."""
     dtype = kwargs.pop("dtype", self.dtype)
     kwargs.pop("device", None)
+    if not args:
+        return _C.empty((0,), dtype=dtype)
     if len(args) == 1 and not isinstance(args[0], int):
         a = args[0]
         if type(a).__name__ == "Size":                  # x.new(torch.Size([2, 3])): sizes
@@ -387,7 +391,7 @@ def _sum_to_size(self, *size):
     if len(size) == 1 and not isinstance(size[0], int):
         size = tuple(size[0])
     lead = self.dim() - len(size)
-    if lead < 0:
+    if lead < 0 or any(s not in (1, t) for s, t in zip(size, self.shape[lead:])):
         raise RuntimeError(f"size {{{list(size)}}} is not expandable to size "
                            f"{{{list(self.shape)}}}.")
     x = self.sum(dim=tuple(range(lead))) if lead else self
@@ -460,7 +464,7 @@ Tensor.conj = Tensor.resolve_conj = Tensor.resolve_neg = Tensor.conj_physical = 
 Tensor.is_conj = Tensor.is_neg = lambda self: False
 Tensor.is_signed = lambda self: self.dtype != _C.bool
 Tensor.adjoint = lambda self: self.transpose(-2, -1)
-Tensor.H = property(lambda self: self.t() if self.dim() <= 2 else _raise_H(self),
+Tensor.H = property(lambda self: self.t() if self.dim() == 2 else _raise_H(self),
                     doc="the conjugate transpose of a matrix (real tensors: the transpose)")
 Tensor.mH = property(lambda self: self.transpose(-2, -1), doc="the last two dims transposed")
 Tensor.real = property(lambda self: self, doc="a real tensor's real part: itself")
@@ -471,8 +475,9 @@ del _n
 
 
 def _raise_H(self):
+    hint = " For batches of matrices, consider using tensor.mH" if self.dim() > 2 else ""
     raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
-                       f"{self.dim()}-D tensor.")
+                       f"{self.dim()}-D tensor.{hint}")
 
 
 __all__ = ["cross", "diff", "rot90", "broadcast_shapes", "broadcast_to", "broadcast_tensors",

@@ -143,7 +143,7 @@ def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
 
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, fname):  # noqa: A002
     if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
-        raise ValueError(f"{fname}() interpolation must be one of linear, lower, higher, "
+        raise RuntimeError(f"{fname}() interpolation must be one of linear, lower, higher, "
                          f"midpoint or nearest. Got {interpolation}")
     if not input.is_floating_point():
         raise RuntimeError(f"{fname}() input tensor must be either float or double dtype")
@@ -293,15 +293,18 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         d2 = n1 - 2 * x1.matmul(x2.transpose(-2, -1)) + n2.transpose(-2, -1)
         return d2.clamp(min=1e-30).sqrt()
     diff = (x1.unsqueeze(-2) - x2.unsqueeze(-3)).abs()   # (..., P, R, M)
-    if p == 0:
-        return (diff != 0).to(x1.dtype).sum(-1)
+    if p == 0:                     # a count: zero gradient, but a graph as torch's has
+        return (diff != 0).to(x1.dtype).sum(-1) + diff.sum(-1) * 0
     if math.isinf(p):
         return diff.amax(-1)
     if p == 1:
         return diff.sum(-1)
-    if p == 2:
-        return (diff * diff).sum(-1).sqrt()
-    return (diff ** p).sum(-1) ** (1.0 / p)
+    s = (diff * diff).sum(-1) if p == 2 else (diff ** p).sum(-1)
+    # the root's derivative is infinite at a zero distance: take it of 1 there (gradient 0)
+    zero = s == 0
+    root = _C.where(zero, _C.ones_like(s), s)
+    root = root.sqrt() if p == 2 else root ** (1.0 / p)
+    return _C.where(zero, _C.zeros_like(s), root)
 
 
 def trapezoid(y, x=None, *, dx=None, dim=-1):

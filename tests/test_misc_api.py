@@ -365,3 +365,13 @@ def test_deprecated_add_alpha_first_overload_warns_and_computes():
     with pytest.raises(TypeError):                  # alpha stays keyword-only otherwise
         cddp.ones(2).add(cddp.ones(2), 3)
     assert cddp.ones(2).add(cddp.ones(2), alpha=3).tolist() == [4.0, 4.0]
+
+
+def test_jit_overload_and_mkldnn_names():
+    """torchvision's densenet decorates with torch.jit._overload_method; scripts switch
+    torch.backends.mkldnn off: both must import and behave as a no-op."""
+    def f(x):
+        return x + 1
+    assert cddp.jit._overload_method(f) is f and cddp.jit._overload(f) is f
+    assert cddp.backends.mkldnn.is_available() is False
+    cddp.backends.mkldnn.enabled = False

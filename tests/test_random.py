@@ -349,3 +349,17 @@ def test_bad_inputs():
         cddp.normal(0.0, 1.0)
     with pytest.raises(TypeError, match="unexpected keyword"):
         cddp.rand(2, seed=3)
+
+
+def test_randint_positional_low_high_with_size_keyword():
+    """randint(0, 10, size=(3,)) is (low, high) (torchvision's RandomCrop calls it so);
+    randint(10, (3,)) is (high, size); the same draws as the all-keyword form."""
+    cddp.manual_seed(5)
+    a = cddp.randint(2, 9, size=(50,))
+    cddp.manual_seed(5)
+    b = cddp.randint(low=2, high=9, size=(50,))
+    assert a.tolist() == b.tolist() and min(a.tolist()) >= 2 and max(a.tolist()) < 9
+    cddp.manual_seed(5)
+    c = cddp.randint(2, high=9, size=(50,))
+    assert c.tolist() == a.tolist()
+    assert max(cddp.randint(4, (100,)).tolist()) < 4

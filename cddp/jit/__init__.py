@@ -53,6 +53,15 @@ def annotate(the_type, the_value):
     return the_value
 
 
+def _overload(fn):
+    """torch.jit._overload / _overload_method: TorchScript overload declarations (torchvision's
+    densenet uses them); Python dispatch never reads them, so the function comes back."""
+    return fn
+
+
+_overload_method = _overload
+
+
 def _no_torchscript(*args, **kwargs):
     raise RuntimeError("cddp has no TorchScript: save the weights with "
                        "cddp.save(model.state_dict(), path) and rebuild the model in Python")

@@ -12,6 +12,18 @@ from .. import _C
 Tensor = _C.Tensor
 
 
+
+def _in_f32(cfn, x, *args):
+    """cfn(x, *args); a float16/bfloat16 x is pooled / resampled as a float32 copy and the
+    floating results rounded once back to its dtype (indices stay int64): the C kernels read
+    float32/float64 only, and torch's CPU kernels accumulate these dtypes in float32 too."""
+    if x.dtype != _C.float16 and x.dtype != _C.bfloat16:
+        return cfn(x, *args)
+    r = cfn(x.float(), *args)
+    if isinstance(r, tuple):
+        return tuple(t.to(x.dtype) if t.is_floating_point() else t for t in r)
+    return r.to(x.dtype)
+
 def _check_tensor(x, name):
     if not isinstance(x, Tensor):
         raise TypeError(f"{name} must be a cddp Tensor, not {type(x).__name__}")
@@ -150,7 +162,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: 
     """Max over windows of (N, C, H, W) or (C, H, W); indices are flat h*W + w per plane."""
     _check_tensor(input, "input")
     k, s, p, d = _pool_args("max_pool2d", kernel_size, stride, padding, dilation)
-    out, idx = _C._max_pool2d(input, k, s, p, d, bool(ceil_mode))
+    out, idx = _in_f32(_C._max_pool2d, input, k, s, p, d, bool(ceil_mode))
     return (out, idx) if return_indices else out
 
 
@@ -158,7 +170,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: 
                ceil_mode=False, return_indices=False):
     _check_pool1d_dims(input, "max_pool1d")
     k, s, p, d = _pool_args("max_pool1d", kernel_size, stride, padding, dilation, 1)
-    out, idx = _C._max_pool2d(input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, (1,) + d,
+    out, idx = _in_f32(_C._max_pool2d, input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, (1,) + d,
                               bool(ceil_mode))
     out, idx = out.squeeze(-2), idx.squeeze(-2)
     return (out, idx) if return_indices else out
@@ -178,7 +190,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # n
                count_include_pad=True, divisor_override=None):
     _check_tensor(input, "input")
     k, s, p, _ = _pool_args("avg_pool2d", kernel_size, stride, padding, 1)
-    return _C._avg_pool2d(input, k, s, p, bool(ceil_mode), bool(count_include_pad),
+    return _in_f32(_C._avg_pool2d, input, k, s, p, bool(ceil_mode), bool(count_include_pad),
                           divisor_override)
 
 
@@ -186,7 +198,7 @@ def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # n
                count_include_pad=True):
     _check_pool1d_dims(input, "avg_pool1d")
     k, s, p, _ = _pool_args("avg_pool1d", kernel_size, stride, padding, 1, 1)
-    return _C._avg_pool2d(input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, bool(ceil_mode),
+    return _in_f32(_C._avg_pool2d, input.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, bool(ceil_mode),
                           bool(count_include_pad), None).squeeze(-2)
 
 
@@ -209,7 +221,7 @@ def adaptive_avg_pool2d(input, output_size):  # noqa: A002
     _check_tensor(input, "input")
     if input.dim() < 3:
         raise ValueError("Input dimension should be at least 3")
-    return _C._adaptive_avg_pool2d(input, _adaptive_size(input, output_size, 2,
+    return _in_f32(_C._adaptive_avg_pool2d, input, _adaptive_size(input, output_size, 2,
                                                          "adaptive_avg_pool2d"))
 
 
@@ -217,7 +229,7 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):  # noqa: A002
     _check_tensor(input, "input")
     if input.dim() < 3:
         raise ValueError("Input dimension should be at least 3")
-    out, idx = _C._adaptive_max_pool2d(input, _adaptive_size(input, output_size, 2,
+    out, idx = _in_f32(_C._adaptive_max_pool2d, input, _adaptive_size(input, output_size, 2,
                                                              "adaptive_max_pool2d"))
     return (out, idx) if return_indices else out
 
@@ -232,13 +244,13 @@ def _check_adaptive1d(input, fn):  # noqa: A002
 def adaptive_avg_pool1d(input, output_size):  # noqa: A002
     _check_adaptive1d(input, "adaptive_avg_pool1d")
     o = _adaptive_size(input, output_size, 1, "adaptive_avg_pool1d")
-    return _C._adaptive_avg_pool2d(input.unsqueeze(-2), (1,) + o).squeeze(-2)
+    return _in_f32(_C._adaptive_avg_pool2d, input.unsqueeze(-2), (1,) + o).squeeze(-2)
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):  # noqa: A002
     _check_adaptive1d(input, "adaptive_max_pool1d")
     o = _adaptive_size(input, output_size, 1, "adaptive_max_pool1d")
-    out, idx = _C._adaptive_max_pool2d(input.unsqueeze(-2), (1,) + o)
+    out, idx = _in_f32(_C._adaptive_max_pool2d, input.unsqueeze(-2), (1,) + o)
     out, idx = out.squeeze(-2), idx.squeeze(-2)
     return (out, idx) if return_indices else out
 
@@ -344,7 +356,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A0
     sc = [0.0] * (2 - dim) + ([0.0] * dim if scales is None else scales)
     oh, ow = ([1] + out) if dim == 1 else out
     x = input.unsqueeze(2) if dim == 1 else input
-    y = _C._upsample(x, oh, ow, sc[0], sc[1], _UP_MODES[mode], bool(align_corners))
+    y = _in_f32(_C._upsample, x, oh, ow, sc[0], sc[1], _UP_MODES[mode], bool(align_corners))
     return y.squeeze(2) if dim == 1 else y
 
 
@@ -412,7 +424,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):  # noqa: A002
                            f"{input.dim()}D)")
     unbatched = input.dim() == 3
     x = input.unsqueeze(0) if unbatched else input
-    y = _C._unfold(x, kernel_size, dilation, padding, stride)
+    y = _in_f32(_C._unfold, x, kernel_size, dilation, padding, stride)
     return y.squeeze(0) if unbatched else y
 
 
@@ -424,7 +436,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):  # n
                            f"supported (got {input.dim()}D)")
     unbatched = input.dim() == 2
     x = input.unsqueeze(0) if unbatched else input
-    y = _C._fold(x, output_size, kernel_size, dilation, padding, stride)
+    y = _in_f32(_C._fold, x, output_size, kernel_size, dilation, padding, stride)
     return y.squeeze(0) if unbatched else y
 
 

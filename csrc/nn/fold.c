@@ -144,7 +144,8 @@ static PyObject *py_unfold(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "_unfold(input, kernel_size, dilation, padding, stride)");
         return NULL;
     }
-    if (!(x = cddp_tensor_arg(args, 0, "unfold", "input", 0)) || parse_window(args + 1, &f.g) < 0)
+    if (!(x = cddp_tensor_arg(args, 0, "unfold", "input", 0)) ||
+        cddp_refuse_narrow(x, "unfold") < 0 || parse_window(args + 1, &f.g) < 0)
         return NULL;
     if (x->ndim != 4 || x->shape[1] == 0 || x->shape[2] == 0 || x->shape[3] == 0) {
         PyErr_Format(PyExc_RuntimeError, "Expected 3D or 4D (batch mode) tensor with optional 0 "
@@ -192,6 +193,7 @@ static PyObject *py_fold(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     if (!(x = cddp_tensor_arg(args, 0, "fold", "input", 0)) ||
+        cddp_refuse_narrow(x, "fold") < 0 ||
         cddp_int_list(args[1], 2, "output_size", osz) < 0 || parse_window(args + 2, &f.g) < 0)
         return NULL;
     if (x->ndim != 3 || x->shape[1] == 0 || x->shape[2] == 0) {

@@ -227,7 +227,8 @@ static PyObject *py_upsample(PyObject *m, PyObject *const *args, Py_ssize_t narg
                         "align_corners)");
         return NULL;
     }
-    if (!(x = cddp_tensor_arg(args, 0, "interpolate", "input", 0)))
+    if (!(x = cddp_tensor_arg(args, 0, "interpolate", "input", 0)) ||
+        cddp_refuse_narrow(x, "interpolate") < 0)
         return NULL;
     u.OH = PyLong_AsLongLong(args[1]);
     u.OW = PyLong_AsLongLong(args[2]);

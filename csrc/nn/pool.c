@@ -48,6 +48,8 @@ static int pool_setup(TensorObject *x, PyObject *const *a, int has_dilation, int
 {
     int64_t k[2], s[2], pad[2], d[2] = {1, 1};
     char xs[160];
+    if (cddp_refuse_narrow(x, "pool2d") < 0)   /* float16/bfloat16 come as float32 (Python) */
+        return -1;
     if (cddp_int_list(a[0], 2, "kernel_size", k) < 0 || cddp_int_list(a[1], 2, "stride", s) < 0 ||
         cddp_int_list(a[2], 2, "padding", pad) < 0 ||
         (has_dilation && cddp_int_list(a[3], 2, "dilation", d) < 0))
@@ -525,7 +527,7 @@ static int adaptive_setup(TensorObject *x, PyObject *osize, const char *fn, pool
     int64_t o[2];
     char xs[160];
     int nd = x->ndim;
-    if (cddp_int_list(osize, 2, "output_size", o) < 0)
+    if (cddp_refuse_narrow(x, fn) < 0 || cddp_int_list(osize, 2, "output_size", o) < 0)
         return -1;
     if (nd != 3 && nd != 4) {
         PyErr_Format(PyExc_RuntimeError, "%s(): Expected 3D or 4D tensor, but got %s", fn,

@@ -75,12 +75,20 @@ PyObject *cddp_py_randint(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
                      nargs);
         return NULL;
     }
-    if (nargs == 3) {
-        v[0] = args[0]; v[1] = args[1]; v[2] = args[2];
+    /* positionals fill (low, high, size) from the right unless size (or high) comes as a
+     * keyword: randint(0, 10, size=(3,)) is (low, high), randint(10, (3,)) is (high, size) */
+    int size_kw = 0, high_kw = 0;
+    for (Py_ssize_t k = 0; kw && k < PyTuple_GET_SIZE(kw); k++) {
+        size_kw |= PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, k), "size") == 0;
+        high_kw |= PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kw, k), "high") == 0;
+    }
+    if (nargs == 3 || (nargs == 2 && size_kw)) {
+        for (Py_ssize_t k = 0; k < nargs; k++)
+            v[k] = args[k];
     } else if (nargs == 2) {
         v[1] = args[0]; v[2] = args[1];
     } else if (nargs == 1) {
-        v[1] = args[0];
+        v[high_kw ? 0 : 1] = args[0];
     }
     if (cddp_kw_parse("randint", args, nargs, kw, names, v) < 0)
         return NULL;
