@@ -46,29 +46,26 @@ def _use_installed_package():
     spec.loader.exec_module(package)
 
 
-# The functions that take torch's out= (cat handles it in C itself); creation functions
-# compute in out's dtype.
+# The functions that take torch's out= through the _OutFunction wrapper (cat and the
+# elementwise binary functions, add mul eq clamp ..., take it in their C parsers); creation
+# functions compute in out's dtype.
 _OUT_FUNCTIONS = (
-    "abs", "absolute", "acos", "arccos", "acosh", "arccosh", "add", "addbmm", "addcdiv",
-    "addcmul", "addmm", "addmv", "addr", "all", "amax", "amin", "any", "argmax", "argmin",
-    "asin", "arcsin", "asinh", "arcsinh", "atan", "arctan", "atanh", "arctanh", "atan2",
-    "arctan2", "baddbmm", "bernoulli", "bitwise_and", "bitwise_not", "bitwise_or",
-    "bitwise_xor", "bmm", "bucketize", "ceil", "clamp", "clamp_max", "clamp_min", "clip",
-    "column_stack", "copysign", "cos", "cosh", "cross", "cummax", "cummin", "cumprod", "cumsum",
-    "deg2rad", "diag", "diff", "digamma", "div", "divide", "dot", "dstack", "eq", "erf", "erfc",
-    "erfinv", "exp", "exp2", "expm1", "fix", "float_power", "floor", "floor_divide", "fmax",
-    "fmin", "fmod", "frac", "gather", "ge", "greater", "greater_equal", "gt", "heaviside",
+    "abs", "absolute", "acos", "arccos", "acosh", "arccosh", "addbmm", "addcdiv", "addcmul",
+    "addmm", "addmv", "addr", "all", "amax", "amin", "any", "argmax", "argmin", "asin",
+    "arcsin", "asinh", "arcsinh", "atan", "arctan", "atanh", "arctanh", "atan2", "arctan2",
+    "baddbmm", "bernoulli", "bitwise_not", "bmm", "bucketize", "ceil", "column_stack",
+    "copysign", "cos", "cosh", "cross", "cummax", "cummin", "cumprod", "cumsum", "deg2rad",
+    "diag", "diff", "digamma", "dot", "dstack", "erf", "erfc", "erfinv", "exp", "exp2",
+    "expm1", "fix", "float_power", "floor", "fmax", "fmin", "frac", "gather", "heaviside",
     "histc", "hstack", "hypot", "index_select", "inner", "isneginf", "isposinf", "kron",
-    "kthvalue", "le", "lerp", "less", "less_equal", "lgamma", "log", "log10", "log1p", "log2",
-    "logaddexp", "logaddexp2", "logcumsumexp", "logical_and", "logical_not", "logical_or",
-    "logical_xor", "logit", "logsumexp", "lt", "masked_select", "matmul", "max", "maximum",
-    "mean", "median", "min", "minimum", "mm", "msort", "mul", "multinomial", "multiply", "mv",
-    "nan_to_num", "nanmean", "nanmedian", "nanquantile", "nansum", "narrow_copy", "ne", "neg",
-    "negative", "nonzero", "norm", "normal", "not_equal", "outer", "pow", "prod", "quantile",
-    "rad2deg", "reciprocal", "remainder", "round", "row_stack", "rsqrt", "searchsorted", "sgn",
-    "sigmoid", "sign", "signbit", "sin", "sinc", "sinh", "sort", "sqrt", "square", "stack", "std",
-    "sub", "subtract", "sum", "take_along_dim", "tan", "tanh", "tensordot", "topk", "tril",
-    "triu", "true_divide", "trunc", "var", "vstack", "where", "xlogy")
+    "kthvalue", "lerp", "lgamma", "log", "log10", "log1p", "log2", "logaddexp", "logaddexp2",
+    "logcumsumexp", "logical_not", "logit", "logsumexp", "masked_select", "matmul", "max",
+    "mean", "median", "min", "mm", "msort", "multinomial", "mv", "nan_to_num", "nanmean",
+    "nanmedian", "nanquantile", "nansum", "narrow_copy", "neg", "negative", "nonzero", "norm",
+    "normal", "outer", "prod", "quantile", "rad2deg", "reciprocal", "round", "row_stack",
+    "rsqrt", "searchsorted", "sgn", "sigmoid", "sign", "signbit", "sin", "sinc", "sinh",
+    "sort", "sqrt", "square", "stack", "std", "sum", "take_along_dim", "tan", "tanh",
+    "tensordot", "topk", "tril", "triu", "trunc", "var", "vstack", "where", "xlogy")
 _OUT_CREATION = ("arange", "empty", "eye", "full", "linspace", "logspace", "ones", "rand",
                  "randint", "randn", "randperm", "range", "zeros")
 

@@ -130,10 +130,31 @@ def test_out_argument_must_be_a_tensor():
 
 
 def test_wrapped_functions_keep_their_identity_for_users():
-    assert cddp.add.__name__ == "add"
-    assert "cddp" in repr(cddp.add) or "add" in repr(cddp.add)
-    assert pickle.loads(pickle.dumps(cddp.add)) is cddp.add
-    assert cddp.add.__wrapped__ is cddp._C.add
+    assert cddp.exp.__name__ == "exp" and cddp.exp.__module__ == "cddp"
+    assert "exp" in repr(cddp.exp)
+    assert pickle.loads(pickle.dumps(cddp.exp)) is cddp.exp
+    assert cddp.exp.__wrapped__ is cddp._C.exp
+    # the elementwise binary functions take out= in C: no wrapper on the hottest calls
+    assert cddp.add is cddp._C.add and cddp.mul is cddp._C.mul
+
+
+def test_inplace_functions_refuse_out():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'out'"):
+        cddp._C.clamp_(cddp.ones(2), 0, 1, out=cddp.empty(2))
+
+
+@pytest.mark.parametrize("name", ["sub", "div", "eq", "maximum", "clamp_min", "pow",
+                                  "logical_and", "bitwise_xor", "remainder"])
+def test_elementwise_out_in_c(name):
+    fn = getattr(cddp, name)
+    a = cddp.tensor([3, 1, 4, 1, 5]) if name.startswith("bitwise") else \
+        cddp.tensor([3.0, -1.5, 4.0, 1.0, 5.5])
+    b = cddp.tensor([2, 7, 1, 8, 2]) if name.startswith("bitwise") else \
+        cddp.tensor([2.0, 0.5, -1.0, 1.0, 2.0])
+    want = fn(a, b)
+    out = cddp.empty(0, dtype=want.dtype)
+    assert fn(a, b, out=out) is out
+    np.testing.assert_array_equal(out.numpy(), want.numpy())
 
 
 def test_out_messages_match_torch():

@@ -289,6 +289,10 @@ int cddp_copy_into(TensorObject *dst, TensorObject *src);
  * copy, zero-filled beyond the old bytes) when too small (core/resize.c). 0, or -1 with
  * RuntimeError: negative size, t requires grad, or a storage cddp may not replace. */
 int cddp_tensor_resize(TensorObject *t, int ndim, const int64_t *shape);
+/* torch's out=: writes the result res (consumed; NULL passes the error through) into out, a
+ * Tensor or a tuple of them for a tuple result, with torch's checks (ops/out_arg.c); returns
+ * out (new reference), res itself when out is None, or NULL with an exception. */
+PyObject *cddp_out_finish(const char *name, PyObject *res, PyObject *out);
 /* 0-dim tensor holding v. */
 TensorObject *cddp_scalar_tensor(double v, cddp_dtype dt);
 /* Read element i (C-order over the shape) of any tensor as double / int64. */

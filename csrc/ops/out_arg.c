@@ -15,6 +15,9 @@
  * Creation functions (zeros, arange, randn, ...) instead compute in out's dtype: their wrapper
  * passes dtype=out.dtype, as torch's factory functions take the dtype from out.
  *
+ * The elementwise binary functions (add, mul, eq, clamp, ...) take out= in their own parser
+ * and call cddp_out_finish, so the hottest calls pay no wrapper; everything else is wrapped.
+ *
  * Decision: one extra pass (result, then copy) rather than a destination argument in every
  * kernel; out= is rare on hot paths, and this gives every function the same semantics.
  */
@@ -136,6 +139,28 @@ fail:
     return NULL;
 }
 
+/* Contract in core/cddp.h. */
+PyObject *cddp_out_finish(const char *name, PyObject *res, PyObject *outobj)
+{
+    PyObject *final = NULL;
+    size_t len;
+    if (!res || outobj == Py_None)
+        return res;
+    len = strlen(name);
+    if (len && name[len - 1] == '_') {      /* in-place forms have no out= (torch's error) */
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument 'out'", name);
+    } else if (cddp_tensor_check(res)) {
+        if (write_one(name, (TensorObject *)res, outobj) == 0)
+            final = Py_NewRef(outobj);
+    } else if (PyTuple_Check(res)) {
+        final = write_tuple(name, res, outobj);
+    } else {
+        PyErr_Format(PyExc_TypeError, "%s(): out= needs a tensor result", name);
+    }
+    Py_DECREF(res);
+    return final;
+}
+
 static PyObject *out_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                 PyObject *kwnames)
 {
@@ -188,20 +213,8 @@ static PyObject *out_vectorcall(PyObject *self, PyObject *const *args, size_t na
         }
         res = PyObject_Vectorcall(o->fn, argv2, (size_t)nargs, kw2);
     }
-    if (!res)
-        goto done;
-    if (outobj == Py_None) {
-        final = Py_NewRef(res);
-    } else if (cddp_tensor_check(res)) {
-        if (write_one(name, (TensorObject *)res, outobj) == 0)
-            final = Py_NewRef(outobj);
-    } else if (PyTuple_Check(res)) {
-        final = write_tuple(name, res, outobj);
-    } else {
-        PyErr_Format(PyExc_TypeError, "%s(): out= needs a tensor result", name);
-    }
+    final = cddp_out_finish(name, res, outobj);
 done:
-    Py_XDECREF(res);
     Py_XDECREF(kw2);
     PyMem_Free(argv2);
     return final;

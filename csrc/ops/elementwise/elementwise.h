@@ -334,12 +334,16 @@ PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const e
     PyObject *cddp_ew_f_##op(PyObject *mod, PyObject *const *args, Py_ssize_t nargs,       \
                              PyObject *kwnames)                                            \
     {                                                                                      \
-        static const char *const names[] = {"input", __VA_ARGS__};                         \
-        PyObject *argv[sizeof names / sizeof names[0]] = {NULL};                           \
-        if (cddp_ew_parse(fname, args, nargs, kwnames, names,                              \
-                          (int)(sizeof names / sizeof names[0]), (npos) + 1, (nreq) + 1,   \
+        /* the functions take torch's keyword-only out= (ops/out_arg.c writes it) */       \
+        static const char *const names[] = {"input", __VA_ARGS__, "out"};                  \
+        enum { n_ = sizeof names / sizeof names[0] };                                      \
+        PyObject *argv[n_] = {NULL};                                                       \
+        if (cddp_ew_parse(fname, args, nargs, kwnames, names, n_, (npos) + 1, (nreq) + 1,  \
                           argv) < 0)                                                       \
             return NULL;                                                                   \
+        if (argv[n_ - 1])                                                                  \
+            return cddp_out_finish(fname, (PyObject *)impl(argv[0], argv + 1),             \
+                                   argv[n_ - 1]);                                          \
         return impl(argv[0], argv + 1);                                                    \
     }
 
