@@ -79,9 +79,9 @@ class _TimeStrings:
     self_cuda_time_total = property(lambda self: self.self_device_time_total)
 
 
-class FunctionEvent(_TimeStrings):
-    """One recorded range (times in microseconds). `cat` is the Chrome-trace category:
-    user_annotation for record_function ranges, python_function for module calls."""
+class _NoDeviceFields(_TimeStrings):
+    """The fields torch's events carry for devices, memory and flops: constant on cddp, which
+    records CPU time only."""
 
     device_time_total = self_device_time_total = 0.0
     cpu_memory_usage = self_cpu_memory_usage = 0
@@ -92,6 +92,12 @@ class FunctionEvent(_TimeStrings):
     is_async = is_remote = is_legacy = False
     use_device = None
     device_type = "DeviceType.CPU"
+
+
+class FunctionEvent(_NoDeviceFields):
+    """One recorded range (times in microseconds). `cat` is the Chrome-trace category:
+    user_annotation for record_function ranges, python_function for module calls."""
+
     sequence_nr = -1
     count = 1
 
@@ -128,18 +134,9 @@ class FunctionEvent(_TimeStrings):
                 f"seq_nr={self.sequence_nr} is_legacy=False>")
 
 
-class FunctionEventAvg(_TimeStrings):
+class FunctionEventAvg(_NoDeviceFields):
     """The events of one key added together (torch's FunctionEventAvg)."""
 
-    device_time_total = self_device_time_total = 0.0
-    cpu_memory_usage = self_cpu_memory_usage = 0
-    device_memory_usage = self_device_memory_usage = 0
-    flops = 0
-    node_id = -1
-    overload_name = ""
-    is_async = is_remote = is_legacy = False
-    use_device = None
-    device_type = "DeviceType.CPU"
     cpu_parent = None
 
     def __init__(self):

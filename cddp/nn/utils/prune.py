@@ -216,6 +216,17 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
+def _unstructured_mask(amount, t, default_mask, chosen):
+    """default_mask with the entries chosen(k) (flat indices of the k to prune) zeroed."""
+    tensor_size = t.nelement()
+    nparams_toprune = _compute_nparams_toprune(amount, tensor_size)
+    _validate_pruning_amount(nparams_toprune, tensor_size)
+    mask = default_mask.clone().contiguous()
+    if nparams_toprune != 0:
+        mask.view(-1)[chosen(nparams_toprune)] = 0
+    return mask
+
+
 class RandomUnstructured(BasePruningMethod):
     """Prune `amount` entries (a fraction, or a count) chosen at random."""
     PRUNING_TYPE = "unstructured"
@@ -225,14 +236,9 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        tensor_size = t.nelement()
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        mask = default_mask.clone().contiguous()
-        if nparams_toprune != 0:
-            prob = _C.rand_like(t)
-            mask.view(-1)[topk(prob.reshape(-1), k=nparams_toprune).indices] = 0
-        return mask
+        # the largest of uniform draws: torch's choice, so the same seed prunes the same entries
+        return _unstructured_mask(self.amount, t, default_mask,
+                                  lambda k: topk(_C.rand_like(t).reshape(-1), k=k).indices)
 
     @classmethod
     def apply(cls, module, name, amount):
@@ -248,14 +254,8 @@ class L1Unstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
-        tensor_size = t.nelement()
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        mask = default_mask.clone().contiguous()
-        if nparams_toprune != 0:
-            smallest = topk(t.abs().reshape(-1), k=nparams_toprune, largest=False)
-            mask.view(-1)[smallest.indices] = 0
-        return mask
+        return _unstructured_mask(self.amount, t, default_mask, lambda k: topk(
+            t.abs().reshape(-1), k=k, largest=False).indices)
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
