@@ -202,24 +202,29 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # no
     if weight.dim() != 2:
         raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension "
                          f"{weight.dim()}")
-    if input.dim() == 2:
+    in_ndim = input.dim()
+    if in_ndim not in (1, 2):
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
+                         f"{in_ndim}")
+    if in_ndim == 1:
+        # flat indices: the bag boundaries must come from a 1-D offsets tensor
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        offsets_ndim = offsets.dim()
+        if offsets_ndim != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        # (B, L) indices: every row is one bag of equal length; flatten and synthesise offsets
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated "
                              "is a mini-batch of fixed length sequences. However, found offsets "
                              f"of type {type(offsets)}")
-        offsets = _C.arange(0, input.numel(), max(input.shape[1], 1), dtype=input.dtype)
+        bag_len = max(input.shape[1], 1)
+        offsets = _C.arange(0, input.numel(), bag_len, dtype=input.dtype)
         include_last_offset = False
-        input = input.reshape(-1)
-        if per_sample_weights is not None:
-            per_sample_weights = per_sample_weights.reshape(-1)
-    elif input.dim() == 1:
-        if offsets is None:
-            raise ValueError("offsets has to be a 1D Tensor but got None")
-        if offsets.dim() != 1:
-            raise ValueError("offsets has to be a 1D Tensor")
-    else:
-        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension "
-                         f"{input.dim()}")
+        input = input.flatten()
+        per_sample_weights = (None if per_sample_weights is None
+                              else per_sample_weights.flatten())
     if mode not in _BAG_MODES:
         raise ValueError("mode has to be one of sum, mean or max")
     if mode == "max":

@@ -11,29 +11,37 @@ from .optimizer import Optimizer
 
 __all__ = ["Rprop"]
 
+_FLAG_DEFAULTS = (("foreach", None), ("maximize", False), ("differentiable", False),
+                  ("capturable", False))
+
+
+def _validate(lr, etas):
+    if isinstance(lr, _C.Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
+    if lr < 0.0:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    eta_minus, eta_plus = etas[0], etas[1]
+    if not (0.0 < eta_minus < 1.0 and 1.0 < eta_plus):
+        raise ValueError(f"Invalid eta values: {eta_minus}, {eta_plus}")
+
 
 class Rprop(Optimizer):
     def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
                  capturable=False, foreach=None, maximize=False, differentiable=False):
-        if isinstance(lr, _C.Tensor) and lr.numel() != 1:
-            raise ValueError("Tensor lr must be 1-element")
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 < etas[0] < 1.0 < etas[1]:
-            raise ValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
+        _validate(lr, etas)
         if differentiable:
             raise NotImplementedError("cddp: differentiable=True is not supported")
-        defaults = dict(lr=lr, etas=etas, step_sizes=step_sizes, foreach=foreach,
-                        maximize=maximize, differentiable=differentiable, capturable=capturable)
+        defaults = {"lr": lr, "etas": etas, "step_sizes": step_sizes, "foreach": foreach,
+                    "maximize": maximize, "differentiable": differentiable,
+                    "capturable": capturable}
         super().__init__(params, defaults)
 
     def __setstate__(self, state):
         super().__setstate__(state)
+        # groups pickled by older versions may lack the newer flags
         for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
+            for key, fallback in _FLAG_DEFAULTS:
+                group.setdefault(key, fallback)
 
     def _update_group(self, group):
         etaminus, etaplus = group["etas"]

@@ -96,134 +96,141 @@ class AveragedModel(Module):
         if device is not None:
             self.module = self.module.to(device)
         self.register_buffer("n_averaged", _C.tensor(0, dtype=_C.int64))
-        self.avg_fn = avg_fn
-        self.multi_avg_fn = multi_avg_fn
+        self.avg_fn, self.multi_avg_fn = avg_fn, multi_avg_fn
         self.use_buffers = use_buffers
 
-    def forward(self, *args, **kwargs):
-        return self.module(*args, **kwargs)
+    @staticmethod
+    def _tracked(module, with_buffers):
+        """The tensors that get averaged: parameters, then (with_buffers) buffers."""
+        if not with_buffers:
+            return module.parameters()
+        return itertools.chain(module.parameters(), module.buffers())
 
     def update_parameters(self, model):
         """Fold model's current parameters into the average (the first call copies them)."""
-        self_param = itertools.chain(self.module.parameters(), self.module.buffers()) \
-            if self.use_buffers else self.parameters()
-        model_param = itertools.chain(model.parameters(), model.buffers()) \
-            if self.use_buffers else model.parameters()
-        self_param_detached, model_param_detached = [], []
-        copy_param = int(self.n_averaged.item()) == 0
+        # with use_buffers the walk is over the inner copy; without, over self, whose
+        # parameters are exactly the copy's (n_averaged is a buffer)
+        ours = self._tracked(self.module if self.use_buffers else self, self.use_buffers)
+        theirs = self._tracked(model, self.use_buffers)
+        first_call = int(self.n_averaged.item()) == 0
         with no_grad():
-            for p_averaged, p_model in zip(self_param, model_param):
-                p_model_ = p_model.detach()
-                self_param_detached.append(p_averaged.detach())
-                model_param_detached.append(p_model_)
-                if copy_param:
-                    p_averaged.detach().copy_(p_model_)
-            if int(self.n_averaged.item()) > 0:
-                if self.multi_avg_fn is not None or self.avg_fn is None:
-                    # torch groups by (device, dtype) for the foreach kernels: same result
-                    groups = {}
-                    for a, m in zip(self_param_detached, model_param_detached):
-                        groups.setdefault(a.dtype, ([], []))
-                        groups[a.dtype][0].append(a)
-                        groups[a.dtype][1].append(m)
-                    fn = self.multi_avg_fn or get_swa_multi_avg_fn()
-                    for averaged, current in groups.values():
-                        fn(averaged, current, self.n_averaged)
-                else:
-                    for p_averaged, p_model in zip(self_param_detached, model_param_detached):
-                        p_averaged.copy_(self.avg_fn(p_averaged, p_model, self.n_averaged))
+            pairs = [(dst.detach(), src.detach()) for dst, src in zip(ours, theirs)]
+            if first_call:
+                for dst, src in pairs:
+                    dst.copy_(src)
+            elif self.avg_fn is not None and self.multi_avg_fn is None:
+                for dst, src in pairs:
+                    dst.copy_(self.avg_fn(dst, src, self.n_averaged))
+            else:
+                # torch batches by (device, dtype) for its foreach kernels; one device here,
+                # so batching by dtype gives the same lists in the same order
+                by_dtype = {}
+                for dst, src in pairs:
+                    dsts, srcs = by_dtype.setdefault(dst.dtype, ([], []))
+                    dsts.append(dst)
+                    srcs.append(src)
+                update = self.multi_avg_fn or get_swa_multi_avg_fn()
+                for dsts, srcs in by_dtype.values():
+                    update(dsts, srcs, self.n_averaged)
             if not self.use_buffers:
                 # buffers are not averaged: the averaged model keeps the latest ones
-                for b_swa, b_model in zip(self.module.buffers(), model.buffers()):
-                    b_swa.detach().copy_(b_model.detach())
+                for mine, latest in zip(self.module.buffers(), model.buffers()):
+                    mine.detach().copy_(latest.detach())
             self.n_averaged += 1
+
+    def forward(self, *args, **kwargs):
+        """Runs the averaged copy."""
+        return self.module(*args, **kwargs)
 
 
 def update_bn(loader, model, device=None):
-    """One pass over loader in training mode with momentum=None (a cumulative average), so
-    every BatchNorm's running statistics are those of the averaged weights."""
+    """torch.optim.swa_utils.update_bn: one pass over loader in training mode with
+    momentum=None (a cumulative average), so every BatchNorm's running statistics are those
+    of the averaged weights. Does nothing when model has no BatchNorm."""
     from ..nn.modules.batchnorm import _BatchNorm
+    norms = [m for m in model.modules() if isinstance(m, _BatchNorm)]
+    if not norms:
+        return
     with no_grad():
-        momenta = {}
-        for module in model.modules():
-            if isinstance(module, _BatchNorm):
-                module.reset_running_stats()
-                momenta[module] = module.momentum
-        if not momenta:
-            return
-        was_training = model.training
+        saved_momenta = []
+        for bn in norms:
+            bn.reset_running_stats()
+            saved_momenta.append(bn.momentum)
+            bn.momentum = None
+        restore_training = model.training
         model.train()
-        for module in momenta:
-            module.momentum = None
-        for input in loader:  # noqa: A001  (torch's name)
-            if isinstance(input, (list, tuple)):
-                input = input[0]  # noqa: A001
-            if device is not None:
-                input = input.to(device)  # noqa: A001
-            model(input)
-        for bn_module in momenta:
-            bn_module.momentum = momenta[bn_module]
-        model.train(was_training)
+        for batch in loader:
+            # (input, target, ...) batches feed only their first element
+            x = batch[0] if isinstance(batch, (list, tuple)) else batch
+            model(x if device is None else x.to(device))
+        for bn, momentum in zip(norms, saved_momenta):
+            bn.momentum = momentum
+        model.train(restore_training)
 
 
 class SWALR(LRScheduler):
-    """Anneal each group's lr to swa_lr over anneal_epochs steps ("cos" or "linear"), then
-    hold it."""
+    """torch.optim.swa_utils.SWALR: anneal each group's lr to swa_lr over anneal_epochs steps
+    ("cos" or "linear"), then hold it."""
 
     def __init__(self, optimizer, swa_lr, anneal_epochs=10, anneal_strategy="cos",
                  last_epoch=-1):
-        swa_lrs = _format_param("swa_lr", optimizer, swa_lr)
-        for swa_lr, group in zip(swa_lrs, optimizer.param_groups):
-            group["swa_lr"] = swa_lr
-        if anneal_strategy not in ["cos", "linear"]:
+        # same order of side effects and checks as torch: groups get swa_lr first
+        for group, target in zip(optimizer.param_groups,
+                                 _format_param("swa_lr", optimizer, swa_lr)):
+            group["swa_lr"] = target
+        if anneal_strategy not in ("cos", "linear"):
             raise ValueError("anneal_strategy must be one of 'cos' or 'linear', "
                              f"instead got {anneal_strategy}")
         self._set_anneal_func(anneal_strategy)
-        if not isinstance(anneal_epochs, int) or anneal_epochs < 0:
+        valid_epochs = isinstance(anneal_epochs, int) and anneal_epochs >= 0
+        if not valid_epochs:
             raise ValueError(f"anneal_epochs must be equal or greater than 0, got {anneal_epochs}")
         self.anneal_epochs = anneal_epochs
         super().__init__(optimizer, last_epoch)
+
+    def _set_anneal_func(self, anneal_strategy):
+        self._anneal_strategy = anneal_strategy
+        self.anneal_func = {"cos": self._cosine_anneal}.get(anneal_strategy,
+                                                            self._linear_anneal)
+
+    @staticmethod
+    def _cosine_anneal(t):
+        # half a cosine period: 0 at t=0, 1 at t=1
+        return 0.5 * (1 - math.cos(t * math.pi))
 
     @staticmethod
     def _linear_anneal(t):
         return t
 
     @staticmethod
-    def _cosine_anneal(t):
-        return (1 - math.cos(math.pi * t)) / 2
-
-    @staticmethod
     def _get_initial_lr(lr, swa_lr, alpha):
-        if alpha == 1:
-            return swa_lr
-        return (lr - alpha * swa_lr) / (1 - alpha)
+        """Invert lr = alpha*swa_lr + (1-alpha)*start for start."""
+        return swa_lr if alpha == 1 else (lr - alpha * swa_lr) / (1 - alpha)
+
+    def _alpha(self, step):
+        """anneal_func at the fraction of the annealing done by `step`, clamped to [0, 1]."""
+        fraction = step / max(self.anneal_epochs, 1)
+        # clamped in torch's order, so the ends come out as the ints 0 and 1 as in torch
+        return self.anneal_func(min(1, max(0, fraction)))
 
     def get_lr(self):
         if not self._get_lr_called_within_step:
             warnings.warn("To get the last learning rate computed by the scheduler, "
                           "please use `get_last_lr()`.", UserWarning, stacklevel=2)
         # the lr the schedule started from is recovered from the current one, so SWALR can
-        # take over from any other scheduler mid-run
+        # take over from any other scheduler mid-run; with no annealing, step 0 counts as 1
         step = self._step_count - 1
-        if self.anneal_epochs == 0:
-            step = max(1, step)
-        prev_t = max(0, min(1, (step - 1) / max(1, self.anneal_epochs)))
-        prev_alpha = self.anneal_func(prev_t)
-        prev_lrs = [self._get_initial_lr(group["lr"], group["swa_lr"], prev_alpha)
-                    for group in self.optimizer.param_groups]
-        t = max(0, min(1, step / max(1, self.anneal_epochs)))
-        alpha = self.anneal_func(t)
-        return [group["swa_lr"] * alpha + lr * (1 - alpha)
-                for group, lr in zip(self.optimizer.param_groups, prev_lrs)]
-
-    def _set_anneal_func(self, anneal_strategy):
-        self._anneal_strategy = anneal_strategy
-        self.anneal_func = self._cosine_anneal if anneal_strategy == "cos" \
-            else self._linear_anneal
+        step = step if self.anneal_epochs else max(step, 1)
+        before, now = self._alpha(step - 1), self._alpha(step)
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start = self._get_initial_lr(group["lr"], group["swa_lr"], before)
+            lrs.append(group["swa_lr"] * now + start * (1 - now))
+        return lrs
 
     def state_dict(self):
-        return {key: value for key, value in self.__dict__.items()
-                if key not in ("optimizer", "anneal_func")}
+        # anneal_func is a bound function; it is rebuilt from _anneal_strategy on load
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer" and k != "anneal_func"}
 
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)

@@ -40,12 +40,9 @@ def supported_activities():
 
 
 class ProfilerAction(enum.Enum):
-    """Profiler actions that can be taken at the specified intervals."""
-    NONE = 0
-    WARMUP = 1
-    RECORD = 2
-    RECORD_AND_SAVE = 3
-    DEVICE_STOPPED = 4
+    """torch.profiler.ProfilerAction's members and values (DEVICE_STOPPED is the profiler's own,
+    never a schedule's)."""
+    NONE, WARMUP, RECORD, RECORD_AND_SAVE, DEVICE_STOPPED = range(5)
 
 
 def schedule(*, wait, warmup, active, repeat=0, skip_first=0, skip_first_wait=0):
@@ -53,24 +50,23 @@ def schedule(*, wait, warmup, active, repeat=0, skip_first=0, skip_first_wait=0)
     `warmup` steps and `active` recorded steps (the last RECORD_AND_SAVE), `repeat` times
     (0: until the profile ends)."""
 
+    cycle_len = wait + warmup + active
+    record_from = wait + warmup     # first recorded position within a cycle
+
     def schedule_fn(step):
         if step < 0:
             raise AssertionError(f"Step must be non-negative. Got {step}.")
         if step < skip_first:
             return ProfilerAction.NONE
-        step -= skip_first
-        if skip_first_wait != 0:
-            step += wait
-        num_steps = wait + warmup + active
-        if repeat > 0 and step / num_steps >= repeat:
-            return ProfilerAction.NONE
-        mod_step = step % num_steps
-        if mod_step < wait:
-            return ProfilerAction.NONE
-        if mod_step < wait + warmup:
-            return ProfilerAction.WARMUP
-        return (ProfilerAction.RECORD if mod_step < num_steps - 1
-                else ProfilerAction.RECORD_AND_SAVE)
+        # skip_first_wait: the first cycle starts as if its `wait` steps had already passed
+        offset = wait if skip_first_wait else 0
+        cycle, pos = divmod(step - skip_first + offset, cycle_len)
+        if repeat and cycle >= repeat:
+            return ProfilerAction.NONE      # every requested cycle is done
+        if pos >= record_from:
+            last = pos == cycle_len - 1
+            return ProfilerAction.RECORD_AND_SAVE if last else ProfilerAction.RECORD
+        return ProfilerAction.WARMUP if pos >= wait else ProfilerAction.NONE
 
     if wait < 0 or warmup < 0 or active <= 0 or repeat < 0 or skip_first < 0:
         raise AssertionError(
@@ -92,24 +88,25 @@ def tensorboard_trace_handler(dir_name, worker_name=None, use_gzip=False,
     """An on_trace_ready callback writing each cycle's Chrome trace to
     dir_name/<worker_name>.<time_ns>.pt.trace.json[.gz] (worker_name: "<host>_<pid>")."""
 
+    suffix = ".pt.trace.json.gz" if use_gzip else ".pt.trace.json"
+
     def handler_fn(prof_):
         nonlocal worker_name
-        if not os.path.isdir(dir_name):
-            try:
-                os.makedirs(dir_name, exist_ok=True)
-            except Exception as e:
-                raise RuntimeError("Can't create directory: " + dir_name) from e
-        if not worker_name:
-            worker_name = f"{socket.gethostname()}_{os.getpid()}"
-        file_name = f"{worker_name}.{time.time_ns()}.pt.trace.json"
-        if use_gzip:
-            file_name += ".gz"
-        prof_.export_chrome_trace(os.path.join(dir_name, file_name))
+        try:
+            # a no-op when it exists; fails (as torch's) when dir_name is a file
+            os.makedirs(dir_name, exist_ok=True)
+        except Exception as err:
+            raise RuntimeError(f"Can't create directory: {dir_name}") from err
+        # the default name is fixed at the first trace and reused by later cycles
+        worker_name = worker_name or f"{socket.gethostname()}_{os.getpid()}"
+        stamp = time.time_ns()
+        prof_.export_chrome_trace(os.path.join(dir_name, f"{worker_name}.{stamp}{suffix}"))
 
     return handler_fn
 
 
 _warned_clears = False
+_TRACE_OPTIONS = ("profile_memory", "with_stack", "record_shapes", "with_modules", "with_flops")
 
 
 class _KinetoProfile:
@@ -120,18 +117,17 @@ class _KinetoProfile:
                  experimental_config=None, execution_trace_observer=None, acc_events=False,
                  custom_trace_id_callback=None, post_processing_timeout_s=None):
         self.activities = set(activities) if activities else supported_activities()
-        self.record_shapes = record_shapes
-        self.with_flops = with_flops
-        self.profile_memory = profile_memory
-        self.with_stack = with_stack
-        self.with_modules = with_modules
+        # what each recording collects (handed to autograd.profiler.profile)
+        self.profile_memory, self.with_stack = profile_memory, with_stack
+        self.record_shapes, self.with_modules = record_shapes, with_modules
+        self.with_flops, self.acc_events = with_flops, acc_events
+        # accepted for torch's signature; cddp has nothing to drive with them
         self.experimental_config = experimental_config
         self.execution_trace_observer = execution_trace_observer
-        self.acc_events = acc_events
         self.custom_trace_id_callback = custom_trace_id_callback
-        self.profiler = None
         self.use_device = None
         self._trace_metadata = {}
+        self.profiler = None            # the autograd profiler of the current cycle
 
     def start(self):
         self.prepare_trace()
@@ -159,16 +155,10 @@ class _KinetoProfile:
         if self.profiler is None:
             raise AssertionError("Profiler must be initialized before starting trace")
         self.profiler._start_trace()
-        if self.profile_memory:
-            self.add_metadata_json("profile_memory", "1")
-        if self.with_stack:
-            self.add_metadata_json("with_stack", "1")
-        if self.record_shapes:
-            self.add_metadata_json("record_shapes", "1")
-        if self.with_modules:
-            self.add_metadata_json("with_modules", "1")
-        if self.with_flops:
-            self.add_metadata_json("with_flops", "1")
+        # each enabled option is noted in the trace's metadata, in torch's order
+        for option in _TRACE_OPTIONS:
+            if getattr(self, option):
+                self.add_metadata_json(option, "1")
 
     def stop_trace(self):
         if self.profiler is None:
@@ -214,44 +204,34 @@ class profile(_KinetoProfile):
                  with_flops=False, with_modules=False, experimental_config=None,
                  execution_trace_observer=None, acc_events=False, use_cuda=None,
                  custom_trace_id_callback=None, post_processing_timeout_s=None):
-        if activities is not None:
-            activities_set = set()
-            for item in activities:
-                if isinstance(item, ProfilerActivity):
-                    activities_set.add(item)
-                elif isinstance(item, dict):
-                    activities_set.update(item.keys())
-        else:
-            activities_set = supported_activities()
+        chosen = supported_activities() if activities is None else set()
+        for entry in activities or ():
+            # torch also takes {activity: options} dicts; their keys are the activities
+            if isinstance(entry, dict):
+                chosen.update(entry)
+            elif isinstance(entry, ProfilerActivity):
+                chosen.add(entry)
         if use_cuda is not None:
             warn("`use_cuda` is deprecated, use `activities` argument instead", FutureWarning,
                  stacklevel=2)
-            if use_cuda:
-                activities_set.add(ProfilerActivity.CUDA)
-            elif ProfilerActivity.CUDA in activities_set:
-                activities_set.remove(ProfilerActivity.CUDA)
-        if len(activities_set) == 0:
+            toggle = chosen.add if use_cuda else chosen.discard
+            toggle(ProfilerActivity.CUDA)
+        if not chosen:
             raise AssertionError("No valid profiler activities found")
-        super().__init__(activities=activities_set, record_shapes=record_shapes,
+        super().__init__(activities=chosen, record_shapes=record_shapes,
                          profile_memory=profile_memory, with_stack=with_stack,
                          with_flops=with_flops, with_modules=with_modules,
                          experimental_config=experimental_config,
                          execution_trace_observer=execution_trace_observer,
                          acc_events=acc_events,
                          custom_trace_id_callback=custom_trace_id_callback)
-        if schedule:
-            self.schedule = schedule
-            self.record_steps = True            # ProfilerStep#N ranges in trace and table
-        else:
-            self.schedule = _default_schedule_fn
-            self.record_steps = False
+        # only a user schedule brings the ProfilerStep#N ranges (in the trace and table)
+        self.record_steps = bool(schedule)
+        self.schedule = schedule if schedule else _default_schedule_fn
         self.on_trace_ready = on_trace_ready
-        self.step_num = 0
         self.step_rec_fn = None
-        action = self.schedule(self.step_num)
-        if action == ProfilerAction.DEVICE_STOPPED:
-            raise ValueError("ProfilerAction.DEVICE_STOPPED is set internally by the profiler "
-                             "and must not be returned by a user-provided schedule")
+        self.step_num = 0
+        action = self._scheduled_action(0)
         self.current_action = action
         self._prev_schedule_action = action
         A = ProfilerAction
@@ -283,46 +263,50 @@ class profile(_KinetoProfile):
             (A.RECORD_AND_SAVE, None): [self.stop_trace, self._trace_ready],
         }
 
+    def _scheduled_action(self, step_num):
+        """The schedule's action for step_num, refusing the profiler-internal one."""
+        action = self.schedule(step_num)
+        if action == ProfilerAction.DEVICE_STOPPED:
+            raise ValueError("ProfilerAction.DEVICE_STOPPED is set internally by the profiler "
+                             "and must not be returned by a user-provided schedule")
+        return action
+
+    def _open_step_range(self):
+        if self.record_steps:
+            self.step_rec_fn = prof.record_function(f"{PROFILER_STEP_NAME}#{self.step_num}")
+            self.step_rec_fn.__enter__()
+
+    def _close_step_range(self):
+        rec, self.step_rec_fn = self.step_rec_fn, None
+        if self.record_steps and rec:
+            rec.__exit__(None, None, None)
+
+    def start(self):
+        self._transit_action(ProfilerAction.NONE, self.current_action)
+        self._open_step_range()
+
     def __enter__(self):
         self.start()
         return self
 
-    def __exit__(self, exc_type, exc_val, exc_tb):
-        self.stop()
-
-    def start(self):
-        self._transit_action(ProfilerAction.NONE, self.current_action)
-        if self.record_steps:
-            self.step_rec_fn = prof.record_function(PROFILER_STEP_NAME + "#" +
-                                                    str(self.step_num))
-            self.step_rec_fn.__enter__()
-
     def stop(self):
-        if self.record_steps and self.step_rec_fn:
-            self.step_rec_fn.__exit__(None, None, None)
-            self.step_rec_fn = None
+        self._close_step_range()
         self._transit_action(self.current_action, None)
         self.current_action = self._prev_schedule_action
 
+    def __exit__(self, *exc_info):
+        self.stop()
+
     def step(self):
-        """Signals the profiler that the next profiling step has started."""
-        if self.record_steps and self.step_rec_fn:
-            self.step_rec_fn.__exit__(None, None, None)
-            self.step_rec_fn = None
-        prev_action = self.current_action
-        next_step = self.step_num + 1
-        action = self.schedule(next_step)
-        if action == ProfilerAction.DEVICE_STOPPED:
-            raise ValueError("ProfilerAction.DEVICE_STOPPED is set internally by the profiler "
-                             "and must not be returned by a user-provided schedule")
-        self.step_num = next_step
-        self.current_action = action
+        """torch.profiler.profile.step: the next profiling step has started."""
+        self._close_step_range()
+        action = self._scheduled_action(self.step_num + 1)
+        # the transition runs only once the new step number and action are in place
+        prev_action, self.current_action = self.current_action, action
+        self.step_num += 1
         self._prev_schedule_action = action
-        self._transit_action(prev_action, self.current_action)
-        if self.record_steps:
-            self.step_rec_fn = prof.record_function(PROFILER_STEP_NAME + "#" +
-                                                    str(self.step_num))
-            self.step_rec_fn.__enter__()
+        self._transit_action(prev_action, action)
+        self._open_step_range()
 
     def set_custom_trace_id_callback(self, callback):
         self.custom_trace_id_callback = callback

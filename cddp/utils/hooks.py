@@ -74,60 +74,59 @@ class BackwardHook:
     that one call (grad_outputs), and each hook fires once per backward through it."""
 
     def __init__(self, module, user_hooks, user_pre_hooks):
-        self.user_hooks = user_hooks
-        self.user_pre_hooks = user_pre_hooks
         self.module = module
+        self.user_hooks, self.user_pre_hooks = user_hooks, user_pre_hooks
+        # the call's layout, set by setup_*_hook: how many args / results, and the positions
+        # of the tensors among them (None: none of them requires grad)
+        self.n_inputs = self.n_outputs = -1
+        self.input_tensors_index = self.output_tensors_index = None
+        # grad_output of the backward in flight, from the output side to the input side
         self.grad_outputs = None
-        self.n_outputs = -1
-        self.output_tensors_index = None
-        self.n_inputs = -1
-        self.input_tensors_index = None
 
     @staticmethod
-    def _pack_with_none(indices, values, size):
-        res = [None] * size
-        for idx, val in zip(indices, values):
-            res[idx] = val
-        return tuple(res)
+    def _spread(positions, values, size):
+        """A size-long tuple with values at positions and None everywhere else."""
+        at = dict(zip(positions, values))
+        return tuple(at.get(i) for i in range(size))
 
     @staticmethod
-    def _unpack_none(indices, values):
-        return tuple(values[idx] for idx in indices)
+    def _gather(positions, values):
+        """The entries of values at positions (the tensors' slots only)."""
+        return tuple(map(values.__getitem__, positions))
 
     def _input_hook(self, grad_input):
         """The input-side node's gradients -> the hooks' grad_input -> what flows on."""
-        if self.grad_outputs is None:
+        grad_output = self.grad_outputs
+        if grad_output is None:
             # the gradient reached the inputs without passing through the outputs
             return grad_input
-        res = self._pack_with_none(self.input_tensors_index, grad_input, self.n_inputs)
+        current = self._spread(self.input_tensors_index, grad_input, self.n_inputs)
         for hook in self.user_hooks:
-            out = hook(self.module, res, self.grad_outputs)
-            if out is None:
-                continue
-            if len(out) != len(res):
-                raise RuntimeError("Backward hook returned an invalid number of grad_input, "
-                                   f"got {len(out)}, but expected {len(res)}")
-            res = out
-        self.grad_outputs = None
-        return self._unpack_none(self.input_tensors_index, res)
+            replaced = hook(self.module, current, grad_output)
+            if replaced is not None:
+                if len(replaced) != len(current):
+                    raise RuntimeError(
+                        "Backward hook returned an invalid number of grad_input, "
+                        f"got {len(replaced)}, but expected {len(current)}")
+                current = replaced
+        self.grad_outputs = None        # this call's backward is done with
+        return self._gather(self.input_tensors_index, current)
 
     def _output_hook(self, grad_output):
         """The output-side node's incoming gradients -> the pre-hooks -> what flows on."""
-        self.grad_outputs = self._pack_with_none(self.output_tensors_index, grad_output,
-                                                 self.n_outputs)
-        if self.user_pre_hooks:
-            expected_len = len(self.grad_outputs)
-            for user_pre_hook in self.user_pre_hooks:
-                hook_grad_outputs = user_pre_hook(self.module, self.grad_outputs)
-                if hook_grad_outputs is None:
-                    continue
-                actual_len = len(hook_grad_outputs)
-                if actual_len != expected_len:
-                    raise RuntimeError("Backward pre hook returned an invalid number of "
-                                       f"grad_output, got {actual_len}, but expected "
-                                       f"{expected_len}")
-                self.grad_outputs = hook_grad_outputs
-        local_grad_outputs = self.grad_outputs
+        grads = self._spread(self.output_tensors_index, grad_output, self.n_outputs)
+        want = len(grads)
+        # self.grad_outputs tracks every accepted replacement, so it is current even if a
+        # later pre-hook raises
+        self.grad_outputs = grads
+        for pre_hook in self.user_pre_hooks:
+            replaced = pre_hook(self.module, grads)
+            if replaced is not None:
+                if len(replaced) != want:
+                    raise RuntimeError(
+                        "Backward pre hook returned an invalid number of grad_output, "
+                        f"got {len(replaced)}, but expected {want}")
+                grads = self.grad_outputs = replaced
         # no input requires grad: the hooks fire here, with None for every grad_input
         if self.input_tensors_index is None:
             warnings.warn("Full backward hook is firing when gradients are computed with "
@@ -135,16 +134,17 @@ class BackwardHook:
                           "https://docs.pytorch.org/docs/main/generated/torch.nn.Module.html"
                           "#torch.nn.Module.register_full_backward_hook for more details.",
                           stacklevel=5)
-            grad_inputs = self._pack_with_none([], [], self.n_inputs)
-            for user_hook in self.user_hooks:
-                res = user_hook(self.module, grad_inputs, self.grad_outputs)
-                if res is not None and not (isinstance(res, tuple)
-                                            and all(el is None for el in res)):
-                    raise RuntimeError("Backward hook for Modules where no input requires "
-                                       "gradient should always return None or None for all "
-                                       "gradients.")
+            no_grads = (None,) * self.n_inputs
+            for hook in self.user_hooks:
+                res = hook(self.module, no_grads, grads)
+                # nothing to replace: only None, or a tuple of Nones, is accepted
+                if res is None or (isinstance(res, tuple) and all(g is None for g in res)):
+                    continue
+                raise RuntimeError("Backward hook for Modules where no input requires "
+                                   "gradient should always return None or None for all "
+                                   "gradients.")
             self.grad_outputs = None
-        return tuple(local_grad_outputs[i] for i in self.output_tensors_index)
+        return self._gather(self.output_tensors_index, grads)
 
     def _apply_on_tensors(self, callback, args, materialize):
         from .. import _C
@@ -170,19 +170,19 @@ class BackwardHook:
         return out, tensors_idx
 
     def setup_input_hook(self, args):
-        res, input_idx = self._apply_on_tensors(self._input_hook, args, True)
+        """args with their tensors routed through the input-side node (gradients made
+        concrete there, as torch's node does)."""
         self.n_inputs = len(args)
-        self.input_tensors_index = input_idx
-        return res
+        new_args, self.input_tensors_index = self._apply_on_tensors(self._input_hook, args,
+                                                                    True)
+        return new_args
 
     def setup_output_hook(self, args):
-        is_tuple = True
-        if not isinstance(args, tuple):
-            args = (args,)
-            is_tuple = False
-        res, output_idx = self._apply_on_tensors(self._output_hook, args, False)
-        self.n_outputs = len(args)
-        self.output_tensors_index = output_idx
-        if not is_tuple:
-            res = res[0]
-        return res
+        """The forward's result, its tensors routed through the output-side node; a lone
+        result is handled as a 1-tuple and handed back unwrapped."""
+        lone = not isinstance(args, tuple)
+        results = (args,) if lone else args
+        self.n_outputs = len(results)
+        new_results, self.output_tensors_index = self._apply_on_tensors(self._output_hook,
+                                                                        results, False)
+        return new_results[0] if lone else new_results

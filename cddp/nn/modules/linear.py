@@ -113,16 +113,20 @@ class LazyLinear(LazyModuleMixin, Linear):
             super().reset_parameters()
 
     def initialize_parameters(self, input):  # noqa: A002
+        seen = input.shape[-1]
         if self.has_uninitialized_params():
+            # first call: the last input dim fixes in_features; shape both params, then init
+            out_f = self.out_features
             with no_grad():
-                self.in_features = input.shape[-1]
-                self.weight.materialize((self.out_features, self.in_features))
+                self.in_features = seen
+                self.weight.materialize((out_f, seen))
                 if self.bias is not None:
-                    self.bias.materialize((self.out_features,))
+                    self.bias.materialize((out_f,))
                 self.reset_parameters()
         if self.in_features == 0:
-            if input.shape[-1] != self.weight.shape[-1]:
-                raise AssertionError(f"The in_features inferred from input: {input.shape[-1]} "
+            expected = self.weight.shape[-1]
+            if seen != expected:
+                raise AssertionError(f"The in_features inferred from input: {seen} "
                                      f"is not equal to in_features from self.weight: "
-                                     f"{self.weight.shape[-1]}")
-            self.in_features = input.shape[-1]
+                                     f"{expected}")
+            self.in_features = seen

@@ -60,12 +60,12 @@ class _WrappedHook:
             self.with_module = True
 
     def __call__(self, *args, **kwargs):
-        if self.with_module:
-            module = self.module()
-            if module is None:
-                raise RuntimeError("You are trying to call the hook of a dead Module!")
-            return self.hook(module, *args, **kwargs)
-        return self.hook(*args, **kwargs)
+        if not self.with_module:
+            return self.hook(*args, **kwargs)
+        owner = self.module()           # the weakref's target, None once it is collected
+        if owner is None:
+            raise RuntimeError("You are trying to call the hook of a dead Module!")
+        return self.hook(owner, *args, **kwargs)
 
     def __getstate__(self):
         result = {"hook": self.hook, "with_module": self.with_module}
@@ -106,11 +106,13 @@ def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
     handle = RemovableHandle(_global_forward_hooks,
                              extra_dict=[_global_forward_hooks_always_called,
                                          _global_forward_hooks_with_kwargs])
-    _global_forward_hooks[handle.id] = hook
-    if with_kwargs:
-        _global_forward_hooks_with_kwargs[handle.id] = True
-    if always_call:
-        _global_forward_hooks_always_called[handle.id] = True
+    key = handle.id
+    _global_forward_hooks[key] = hook
+    # the flag dicts list only the hooks that asked for the behaviour
+    for wanted, flags in ((with_kwargs, _global_forward_hooks_with_kwargs),
+                          (always_call, _global_forward_hooks_always_called)):
+        if wanted:
+            flags[key] = True
     return handle
 
 
@@ -221,10 +223,10 @@ class Module:
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                             "(cddp Tensor or None required)")
         self._buffers[name] = tensor
-        if persistent:
-            self._non_persistent_buffers_set.discard(name)
-        else:
+        if not persistent:
             self._non_persistent_buffers_set.add(name)
+        else:
+            self._non_persistent_buffers_set.discard(name)
 
     def add_module(self, name, module):
         """Add a child module under `name` (None allowed)."""
@@ -414,28 +416,30 @@ class Module:
                 prefix = args[1]
             if len(args) > 2:
                 keep_vars = args[2]
+        own_meta = {"version": self._version}
         if destination is None:
+            # a fresh destination carries the per-module version table load_state_dict reads
             destination = OrderedDict()
             destination._metadata = OrderedDict()
-        local_metadata = dict(version=self._version)
         if hasattr(destination, "_metadata"):
-            destination._metadata[prefix[:-1]] = local_metadata
-        for hook in self._state_dict_pre_hooks.values():
-            hook(self, prefix, keep_vars)
+            destination._metadata[prefix[:-1]] = own_meta
+        for pre_hook in self._state_dict_pre_hooks.values():
+            pre_hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
-        for name, module in self._modules.items():
-            if module is not None:
-                module.state_dict(destination=destination, prefix=prefix + name + ".",
-                                  keep_vars=keep_vars)
+        for child_name, child in self._modules.items():
+            if child is None:
+                continue
+            child.state_dict(destination=destination, prefix=f"{prefix}{child_name}.",
+                             keep_vars=keep_vars)
         for hook in self._state_dict_hooks.values():
-            hook_result = hook(self, destination, prefix, local_metadata)
+            result = hook(self, destination, prefix, own_meta)
+            if result is None:
+                continue
             # the private API's hooks may hand back a new dict (kept from the root call
             # only, as torch); register_state_dict_post_hook's must work in place
-            if not getattr(hook, "_from_public_api", False):
-                if hook_result is not None:
-                    destination = hook_result
-            elif hook_result is not None:
+            if getattr(hook, "_from_public_api", False):
                 raise RuntimeError("state_dict post-hook must return None")
+            destination = result
         return destination
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
@@ -749,16 +753,15 @@ class Module:
 
     def _get_backward_hooks(self):
         """(full hooks, non-full hooks): the global ones first."""
-        full_backward_hooks, non_full_backward_hooks = [], []
-        if _global_is_full_backward_hook is True:
-            full_backward_hooks += _global_backward_hooks.values()
-        if self._is_full_backward_hook is True:
-            full_backward_hooks += self._backward_hooks.values()
-        if _global_is_full_backward_hook is False:
-            non_full_backward_hooks += _global_backward_hooks.values()
-        if self._is_full_backward_hook is False:
-            non_full_backward_hooks += self._backward_hooks.values()
-        return full_backward_hooks, non_full_backward_hooks
+        full, non_full = [], []
+        # each registry is all-full or all-old-style; its flag is None while it is empty
+        for is_full, registry in ((_global_is_full_backward_hook, _global_backward_hooks),
+                                  (self._is_full_backward_hook, self._backward_hooks)):
+            if is_full is True:
+                full.extend(registry.values())
+            elif is_full is False:
+                non_full.extend(registry.values())
+        return full, non_full
 
     def _get_backward_pre_hooks(self):
         return [*_global_backward_pre_hooks.values(), *self._backward_pre_hooks.values()]
@@ -879,10 +882,10 @@ class Module:
         result = None
         called_always_called_hooks = set()
         try:
-            full_backward_hooks, non_full_backward_hooks = [], []
-            backward_pre_hooks = []
-            if self._backward_pre_hooks or _global_backward_pre_hooks:
-                backward_pre_hooks = self._get_backward_pre_hooks()
+            backward_pre_hooks = (self._get_backward_pre_hooks()
+                                  if self._backward_pre_hooks or _global_backward_pre_hooks
+                                  else [])
+            full_backward_hooks = non_full_backward_hooks = []
             if self._backward_hooks or _global_backward_hooks:
                 full_backward_hooks, non_full_backward_hooks = self._get_backward_hooks()
             # the old-style hooks get the full hooks' arguments (module docstring)

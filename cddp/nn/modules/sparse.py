@@ -8,6 +8,16 @@ from ..parameter import Parameter
 from .module import Module
 
 
+
+def _row_index(idx, rows, what):
+    """padding_idx as a row number in [0, rows) (negative counts from the end); None stays
+    None. `what` is the spelling torch's message uses for this module."""
+    if idx is None:
+        return None
+    if not -rows <= idx < rows:
+        raise AssertionError(f"{what} must be within num_embeddings")
+    return idx % rows
+
 class Embedding(Module):
     """weight (num_embeddings, embedding_dim) ~ N(0, 1); the padding_idx row starts at zero
     and gets no gradient."""
@@ -18,15 +28,7 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if padding_idx > 0:
-                if padding_idx >= self.num_embeddings:
-                    raise AssertionError("Padding_idx must be within num_embeddings")
-            elif padding_idx < 0:
-                if padding_idx < -self.num_embeddings:
-                    raise AssertionError("Padding_idx must be within num_embeddings")
-                padding_idx = self.num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _row_index(padding_idx, num_embeddings, "Padding_idx")
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
@@ -95,15 +97,7 @@ class EmbeddingBag(Module):
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
-        if padding_idx is not None:
-            if padding_idx > 0:
-                if padding_idx >= self.num_embeddings:
-                    raise AssertionError("padding_idx must be within num_embeddings")
-            elif padding_idx < 0:
-                if padding_idx < -self.num_embeddings:
-                    raise AssertionError("padding_idx must be within num_embeddings")
-                padding_idx = self.num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _row_index(padding_idx, num_embeddings, "padding_idx")
         if _weight is None:
             dtype = dtype if dtype is not None else _C.get_default_dtype()
             self.weight = Parameter(_C.empty((num_embeddings, embedding_dim), dtype=dtype))

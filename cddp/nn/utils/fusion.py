@@ -15,13 +15,13 @@ def fuse_conv_bn_eval(conv, bn, transpose=False):
     """A copy of conv whose output equals bn(conv(x)) in eval mode."""
     if conv.training or bn.training:
         raise AssertionError("Fusion only for eval!")
-    fused_conv = copy.deepcopy(conv)
-    if bn.running_mean is None or bn.running_var is None:
+    result = copy.deepcopy(conv)
+    stats = (bn.running_mean, bn.running_var)
+    if any(stat is None for stat in stats):
         raise AssertionError("bn.running_mean and bn.running_var must not be None")
-    fused_conv.weight, fused_conv.bias = fuse_conv_bn_weights(
-        fused_conv.weight, fused_conv.bias, bn.running_mean, bn.running_var, bn.eps,
-        bn.weight, bn.bias, transpose)
-    return fused_conv
+    result.weight, result.bias = fuse_conv_bn_weights(
+        result.weight, result.bias, *stats, bn.eps, bn.weight, bn.bias, transpose)
+    return result
 
 
 def fuse_conv_bn_weights(conv_w, conv_b, bn_rm, bn_rv, bn_eps, bn_w, bn_b, transpose=False):

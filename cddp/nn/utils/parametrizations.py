@@ -16,7 +16,7 @@ householder_product applies the k reflectors one column at a time; cayley solves
 inside an autograd.Function. The QR that right_inverse uses (no gradient) is NumPy's, with
 torch's sign convention (R's diagonal positive), which makes it equal to torch's.
 """
-from enum import Enum, auto
+from enum import Enum
 import math
 
 import numpy as np
@@ -105,10 +105,8 @@ def _make_orthogonal(A):
     return _C.from_numpy(np.ascontiguousarray(q * sign)).to(A.dtype)
 
 
-class _OrthMaps(Enum):
-    matrix_exp = auto()
-    cayley = auto()
-    householder = auto()
+# the maps from skew / lower-triangular matrices to orthogonal ones (values 1, 2, 3 as torch's)
+_OrthMaps = Enum("_OrthMaps", ("matrix_exp", "cayley", "householder"))
 
 
 class _Orthogonal(Module):
@@ -211,9 +209,7 @@ def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization
 class _WeightNorm(Module):
     def __init__(self, dim=0):
         super().__init__()
-        if dim is None:
-            dim = -1
-        self.dim = dim
+        self.dim = -1 if dim is None else dim     # None: norm over the whole tensor
 
     def forward(self, weight_g, weight_v):
         return _weight_norm(weight_v, weight_g, self.dim)
@@ -250,19 +246,18 @@ class _SpectralNorm(Module):
         if n_power_iterations <= 0:
             raise ValueError("Expected n_power_iterations to be positive, but "
                              f"got n_power_iterations={n_power_iterations}")
-        self.dim = dim if dim >= 0 else dim + ndim
+        self.dim = dim % ndim     # in range, checked above
         self.eps = eps
-        if ndim > 1:
-            # a 1-D weight is only normalized: no power iteration, no buffers
-            self.n_power_iterations = n_power_iterations
-            weight_mat = self._reshape_weight_to_matrix(weight)
-            h, w = weight_mat.size()
-            u = weight_mat.new_empty(h).normal_(0, 1)
-            v = weight_mat.new_empty(w).normal_(0, 1)
-            self.register_buffer("_u", F.normalize(u, dim=0, eps=self.eps))
-            self.register_buffer("_v", F.normalize(v, dim=0, eps=self.eps))
-            # start from a good estimate of the top singular vectors
-            self._power_method(weight_mat, 15)
+        if ndim == 1:
+            return      # a 1-D weight is only normalized: no power iteration, no buffers
+        self.n_power_iterations = n_power_iterations
+        matrix = self._reshape_weight_to_matrix(weight)
+        # random unit starting vectors, left (rows) then right (cols): torch's draw order
+        for buffer_name, size in zip(("_u", "_v"), matrix.size()):
+            start = matrix.new_empty(size).normal_(0, 1)
+            self.register_buffer(buffer_name, F.normalize(start, dim=0, eps=eps))
+        # start from a good estimate of the top singular vectors
+        self._power_method(matrix, 15)
 
     def _reshape_weight_to_matrix(self, weight):
         if self.dim != 0:

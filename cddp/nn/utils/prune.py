@@ -26,6 +26,35 @@ __all__ = ["BasePruningMethod", "PruningContainer", "Identity", "RandomUnstructu
            "global_unstructured", "custom_from_mask", "remove", "is_pruned"]
 
 
+def _pruning_hook_keys(module, name):
+    """Keys of module's forward pre-hooks that are pruning methods acting on `name`."""
+    return [key for key, hook in module._forward_pre_hooks.items()
+            if isinstance(hook, BasePruningMethod) and hook._tensor_name == name]
+
+
+def _detach_pruning_hook(module, name):
+    """Unhook (and return) the pruning method already acting on module.<name>, or None."""
+    keys = _pruning_hook_keys(module, name)
+    if len(keys) > 1:
+        raise AssertionError(f"Avoid adding multiple pruning hooks to the same tensor "
+                             f"{name} of module {module}. Use a PruningContainer.")
+    if not keys:
+        return None
+    previous = module._forward_pre_hooks[keys[0]]
+    del module._forward_pre_hooks[keys[0]]
+    return previous
+
+
+def _check_scores(scores, like, describe):
+    """scores (or `like` when None), after checking the shapes agree."""
+    if scores is None:
+        return like
+    if scores.shape != like.shape:
+        raise AssertionError(f"importance_scores should have the same shape as {describe}, "
+                             f"got {scores.shape} vs {like.shape}")
+    return scores
+
+
 class BasePruningMethod(ABC):
     """A pruning method: compute_mask(t, default_mask) says which entries of t to keep."""
 
@@ -41,98 +70,102 @@ class BasePruningMethod(ABC):
 
     def apply_mask(self, module):
         """mask * orig for the module's pruned tensor."""
-        if self._tensor_name is None:
+        key = self._tensor_name
+        if key is None:
             raise AssertionError(f"Module {module} has to be pruned")
-        mask = getattr(module, self._tensor_name + "_mask")
-        orig = getattr(module, self._tensor_name + "_orig")
-        return mask.to(dtype=orig.dtype) * orig
+        weights = getattr(module, key + "_orig")
+        return getattr(module, key + "_mask").to(dtype=weights.dtype) * weights
 
     @classmethod
     def apply(cls, module, name, *args, importance_scores=None, **kwargs):
         """Prune module.<name> in place (reparametrized as name_orig * name_mask) and
         register the method (or the container it joins) as a forward pre-hook."""
+        # torch unhooks an earlier pruning of this tensor before building the new method
+        previous = _detach_pruning_hook(module, name)
+        method = cls(*args, **kwargs)
+        method._tensor_name = name
+        if previous is not None:
+            if not isinstance(previous, PruningContainer):
+                previous = PruningContainer(previous)
+            previous.add_pruning_method(method)
+            method = previous
 
-        def _get_composite_method(cls, module, name, *args, **kwargs):
-            # an earlier pruning of the same tensor: join it in a container
-            old_method = None
-            found = 0
-            hooks_to_remove = []
-            for k, hook in module._forward_pre_hooks.items():
-                if isinstance(hook, BasePruningMethod) and hook._tensor_name == name:
-                    old_method = hook
-                    hooks_to_remove.append(k)
-                    found += 1
-            if found > 1:
-                raise AssertionError(f"Avoid adding multiple pruning hooks to the same tensor "
-                                     f"{name} of module {module}. Use a PruningContainer.")
-            for k in hooks_to_remove:
-                del module._forward_pre_hooks[k]
-            method = cls(*args, **kwargs)
-            method._tensor_name = name
-            if old_method is not None:
-                if isinstance(old_method, PruningContainer):
-                    old_method.add_pruning_method(method)
-                    method = old_method
-                elif isinstance(old_method, BasePruningMethod):
-                    container = PruningContainer(old_method)
-                    container.add_pruning_method(method)
-                    method = container
-            return method
-
-        method = _get_composite_method(cls, module, name, *args, **kwargs)
-        orig = getattr(module, name)
-        if importance_scores is not None:
-            if importance_scores.shape != orig.shape:
-                raise AssertionError(f"importance_scores should have the same shape as "
-                                     f"parameter {name} of {module}, got "
-                                     f"{importance_scores.shape} vs {orig.shape}")
-        else:
-            importance_scores = orig
-        if not isinstance(method, PruningContainer):
+        target = getattr(module, name)
+        scores = _check_scores(importance_scores, target,
+                               f"parameter {name} of {module}")
+        fresh = not isinstance(method, PruningContainer)
+        if fresh:
             # first pruning of this tensor: the parameter moves to name_orig
-            module.register_parameter(name + "_orig", orig)
+            module.register_parameter(name + "_orig", target)
             del module._parameters[name]
-            default_mask = _C.ones_like(orig)
+            start_mask = _C.ones_like(target)
         else:
-            default_mask = getattr(module, name + "_mask").detach().clone().contiguous()
+            start_mask = getattr(module, name + "_mask").detach().clone().contiguous()
         try:
-            mask = method.compute_mask(importance_scores, default_mask=default_mask)
-            module.register_buffer(name + "_mask", mask)
+            module.register_buffer(name + "_mask",
+                                   method.compute_mask(scores, default_mask=start_mask))
             setattr(module, name, method.apply_mask(module))
             module.register_forward_pre_hook(method)
         except Exception:
-            if not isinstance(method, PruningContainer):
-                orig = getattr(module, name + "_orig")
-                module.register_parameter(name, orig)
+            if fresh:   # put the parameter back where it was
+                module.register_parameter(name, getattr(module, name + "_orig"))
                 del module._parameters[name + "_orig"]
             raise
         return method
 
     def prune(self, t, default_mask=None, importance_scores=None):
         """t times its mask (t itself is left alone)."""
-        if importance_scores is not None:
-            if importance_scores.shape != t.shape:
-                raise AssertionError(f"importance_scores should have the same shape as tensor "
-                                     f"t, got {importance_scores.shape} vs {t.shape}")
-        else:
-            importance_scores = t
-        default_mask = default_mask if default_mask is not None else _C.ones_like(t)
-        return t * self.compute_mask(importance_scores, default_mask=default_mask)
+        scores = _check_scores(importance_scores, t, "tensor t")
+        if default_mask is None:
+            default_mask = _C.ones_like(t)
+        return t * self.compute_mask(scores, default_mask=default_mask)
 
     def remove(self, module):
         """Make the pruning permanent: module.<name> becomes a parameter holding the pruned
         values; name_orig and name_mask go."""
-        if self._tensor_name is None:
+        key = self._tensor_name
+        if key is None:
             raise AssertionError(f"Module {module} has to be pruned before pruning can be "
                                  "removed")
-        weight = self.apply_mask(module)
-        if hasattr(module, self._tensor_name):
-            delattr(module, self._tensor_name)
-        orig = module._parameters[self._tensor_name + "_orig"]
-        orig.data = weight.data
-        del module._parameters[self._tensor_name + "_orig"]
-        del module._buffers[self._tensor_name + "_mask"]
-        setattr(module, self._tensor_name, orig)
+        pruned = self.apply_mask(module)
+        if hasattr(module, key):
+            delattr(module, key)
+        # the _orig parameter object survives (optimizers may hold it) with pruned values
+        param = module._parameters.pop(key + "_orig")
+        param.data = pruned.data
+        module._buffers.pop(key + "_mask")
+        setattr(module, key, param)
+
+
+def _slice_for(method, t, mask):
+    """The index selecting the part of t that `method` may still prune, given mask."""
+    kind = method.PRUNING_TYPE
+    if kind == "unstructured":
+        return mask == 1
+    if kind == "global":
+        return (slice(None),) * len(t.shape)
+    if kind != "structured":
+        raise ValueError(f"Unrecognized PRUNING_TYPE {method.PRUNING_TYPE}")
+    if not hasattr(method, "dim"):
+        raise AttributeError('Pruning methods of PRUNING_TYPE "structured" need to '
+                             "have the attribute `dim` defined.")
+    ndim = t.dim()
+    axis = method.dim + ndim if method.dim < 0 else method.dim
+    if axis < 0:
+        raise IndexError(f"Index is out of bounds for tensor with dimensions {ndim}")
+    others = [d for d in range(ndim) if d != axis]
+    index = [slice(None)] * ndim
+    index[axis] = mask.sum(dim=others) != 0     # channels with anything left
+    return tuple(index)
+
+
+def _masked_by(method, t, mask):
+    """mask, with `method`'s mask over the still-prunable part of t written into it."""
+    combined = mask.to(dtype=t.dtype)
+    where = _slice_for(method, t, mask)
+    combined[where] = method.compute_mask(t[where], default_mask=mask[where]).to(
+        dtype=combined.dtype)
+    return combined
 
 
 class PruningContainer(BasePruningMethod):
@@ -141,30 +174,28 @@ class PruningContainer(BasePruningMethod):
 
     def __init__(self, *args):
         self._pruning_methods = ()
-        if not isinstance(args, Iterable):
-            self._tensor_name = args._tensor_name
-            self.add_pruning_method(args)
-        elif len(args) == 1:
+        # as torch: a single method names the container; with several, no name is set
+        # (so adding them fails just as torch's does)
+        if len(args) == 1:
             self._tensor_name = args[0]._tensor_name
-            self.add_pruning_method(args[0])
-        else:
-            for method in args:
-                self.add_pruning_method(method)
+        for item in args:
+            self.add_pruning_method(item)
 
     def add_pruning_method(self, method):
-        if not isinstance(method, BasePruningMethod) and method is not None:
-            raise TypeError(f"{type(method)} is not a BasePruningMethod subclass")
-        elif method is not None and self._tensor_name != method._tensor_name:
-            raise ValueError("Can only add pruning methods acting on the parameter named "
-                             f"'{self._tensor_name}' to PruningContainer {self}."
-                             f" Found '{method._tensor_name}'")
-        self._pruning_methods += (method,)
+        if method is not None:
+            if not isinstance(method, BasePruningMethod):
+                raise TypeError(f"{type(method)} is not a BasePruningMethod subclass")
+            if self._tensor_name != method._tensor_name:
+                raise ValueError("Can only add pruning methods acting on the parameter named "
+                                 f"'{self._tensor_name}' to PruningContainer {self}."
+                                 f" Found '{method._tensor_name}'")
+        self._pruning_methods = (*self._pruning_methods, method)
 
     def __len__(self):
         return len(self._pruning_methods)
 
     def __iter__(self):
-        return iter(self._pruning_methods)
+        yield from self._pruning_methods
 
     def __getitem__(self, idx):
         return self._pruning_methods[idx]
@@ -172,36 +203,7 @@ class PruningContainer(BasePruningMethod):
     def compute_mask(self, t, default_mask):
         """The newest method's mask computed on the slice of t still unpruned: the entries
         (unstructured), the channels along its dim (structured) or all of t (global)."""
-
-        def _combine_masks(method, t, mask):
-            new_mask = mask.to(dtype=t.dtype)
-            if method.PRUNING_TYPE == "unstructured":
-                slc = mask == 1
-            elif method.PRUNING_TYPE == "structured":
-                if not hasattr(method, "dim"):
-                    raise AttributeError('Pruning methods of PRUNING_TYPE "structured" need to '
-                                         "have the attribute `dim` defined.")
-                n_dims = t.dim()
-                dim = method.dim
-                if dim < 0:
-                    dim = n_dims + dim
-                if dim < 0:
-                    raise IndexError(f"Index is out of bounds for tensor with dimensions "
-                                     f"{n_dims}")
-                keep_channel = mask.sum(dim=[d for d in range(n_dims) if d != dim]) != 0
-                slc = [slice(None)] * n_dims
-                slc[dim] = keep_channel
-            elif method.PRUNING_TYPE == "global":
-                slc = [slice(None)] * len(t.shape)
-            else:
-                raise ValueError(f"Unrecognized PRUNING_TYPE {method.PRUNING_TYPE}")
-            if isinstance(slc, list):
-                slc = tuple(slc)
-            partial_mask = method.compute_mask(t[slc], default_mask=mask[slc])
-            new_mask[slc] = partial_mask.to(dtype=new_mask.dtype)
-            return new_mask
-
-        return _combine_masks(self._pruning_methods[-1], t, default_mask)
+        return _masked_by(self._pruning_methods[-1], t, default_mask)
 
 
 class Identity(BasePruningMethod):
@@ -218,22 +220,45 @@ class Identity(BasePruningMethod):
 
 def _unstructured_mask(amount, t, default_mask, chosen):
     """default_mask with the entries chosen(k) (flat indices of the k to prune) zeroed."""
-    tensor_size = t.nelement()
-    nparams_toprune = _compute_nparams_toprune(amount, tensor_size)
-    _validate_pruning_amount(nparams_toprune, tensor_size)
+    total = t.nelement()
+    count = _compute_nparams_toprune(amount, total)
+    _validate_pruning_amount(count, total)
     mask = default_mask.clone().contiguous()
-    if nparams_toprune != 0:
-        mask.view(-1)[chosen(nparams_toprune)] = 0
+    if count != 0:
+        mask.view(-1)[chosen(count)] = 0
     return mask
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prune `amount` entries (a fraction, or a count) chosen at random."""
-    PRUNING_TYPE = "unstructured"
+def _structured_mask(method, t, default_mask, kept_channels):
+    """For a structured method (amount, dim): default_mask, or, when something is to be
+    pruned, the channels kept_channels(nchannels, k) along dim (an index) times it."""
+    _validate_structured_pruning(t)
+    _validate_pruning_dim(t, method.dim)
+    nchannels = t.shape[method.dim]
+    count = _compute_nparams_toprune(method.amount, nchannels)
+    _validate_pruning_amount(count, nchannels)
+    keep = kept_channels(nchannels, count)
+    if count == 0:
+        return default_mask
+    index = [slice(None)] * len(t.shape)
+    index[method.dim] = keep()
+    mask = _C.zeros_like(t)
+    mask[tuple(index)] = 1
+    mask *= default_mask.to(dtype=mask.dtype)
+    return mask
+
+
+class _AmountMethod(BasePruningMethod):
+    """Shared constructor part: a validated `amount` (fraction or count)."""
 
     def __init__(self, amount):
         _validate_pruning_amount_init(amount)
         self.amount = amount
+
+
+class RandomUnstructured(_AmountMethod):
+    """Prune `amount` entries (a fraction, or a count) chosen at random."""
+    PRUNING_TYPE = "unstructured"
 
     def compute_mask(self, t, default_mask):
         # the largest of uniform draws: torch's choice, so the same seed prunes the same entries
@@ -245,13 +270,9 @@ class RandomUnstructured(BasePruningMethod):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_AmountMethod):
     """Prune the `amount` entries of smallest absolute value."""
     PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
 
     def compute_mask(self, t, default_mask):
         return _unstructured_mask(self.amount, t, default_mask, lambda k: topk(
@@ -262,77 +283,43 @@ class L1Unstructured(BasePruningMethod):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
-class RandomStructured(BasePruningMethod):
+class RandomStructured(_AmountMethod):
     """Prune `amount` whole channels along `dim`, chosen at random."""
     PRUNING_TYPE = "structured"
 
     def __init__(self, amount, dim=-1):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
+        super().__init__(amount)
         self.dim = dim
 
     def compute_mask(self, t, default_mask):
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        tensor_size = t.shape[self.dim]
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-
-        def make_mask(t, dim, nchannels, nchannels_toprune):
-            prob = _C.rand(nchannels)
-            threshold = sort(prob).values[nchannels_toprune - 1]   # torch.kthvalue
-            channel_mask = prob > threshold
-            mask = _C.zeros_like(t)
-            slc = [slice(None)] * len(t.shape)
-            slc[dim] = channel_mask
-            mask[tuple(slc)] = 1
-            return mask
-
-        if nparams_toprune == 0:
-            mask = default_mask
-        else:
-            mask = make_mask(t, self.dim, tensor_size, nparams_toprune)
-            mask *= default_mask.to(dtype=mask.dtype)
-        return mask
+        def kept(nchannels, k):
+            # drawn only when something is pruned (as torch, so the RNG stream matches)
+            def draw():
+                scores = _C.rand(nchannels)
+                return scores > sort(scores).values[k - 1]     # torch.kthvalue
+            return draw
+        return _structured_mask(self, t, default_mask, kept)
 
     @classmethod
     def apply(cls, module, name, amount, dim=-1):
         return super().apply(module, name, amount=amount, dim=dim)
 
 
-class LnStructured(BasePruningMethod):
+class LnStructured(_AmountMethod):
     """Prune the `amount` channels along `dim` of smallest L`n` norm."""
     PRUNING_TYPE = "structured"
 
     def __init__(self, amount, n, dim=-1):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
+        super().__init__(amount)
         self.n = n
         self.dim = dim
 
     def compute_mask(self, t, default_mask):
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        tensor_size = t.shape[self.dim]
-        nparams_toprune = _compute_nparams_toprune(self.amount, tensor_size)
-        nparams_tokeep = tensor_size - nparams_toprune
-        _validate_pruning_amount(nparams_toprune, tensor_size)
-        norm = _compute_norm(t, self.n, self.dim)
-        kept = topk(norm, k=nparams_tokeep, largest=True)
-
-        def make_mask(t, dim, indices):
-            mask = _C.zeros_like(t)
-            slc = [slice(None)] * len(t.shape)
-            slc[dim] = indices
-            mask[tuple(slc)] = 1
-            return mask
-
-        if nparams_toprune == 0:
-            mask = default_mask
-        else:
-            mask = make_mask(t, self.dim, kept.indices)
-            mask *= default_mask.to(dtype=mask.dtype)
-        return mask
+        def kept(nchannels, k):
+            # torch takes the norms (and their top-k) even when nothing is pruned
+            best = topk(_compute_norm(t, self.n, self.dim), k=nchannels - k, largest=True)
+            return lambda: best.indices
+        return _structured_mask(self, t, default_mask, kept)
 
     @classmethod
     def apply(cls, module, name, amount, n, dim, importance_scores=None):
@@ -395,33 +382,30 @@ def global_unstructured(parameters, pruning_method, importance_scores=None, **kw
     from . import parameters_to_vector
     if not isinstance(parameters, Iterable):
         raise TypeError("global_unstructured(): parameters is not an Iterable")
-    importance_scores = importance_scores if importance_scores is not None else {}
-    if not isinstance(importance_scores, dict):
+    scores_by_key = {} if importance_scores is None else importance_scores
+    if not isinstance(scores_by_key, dict):
         raise TypeError("global_unstructured(): importance_scores must be of type dict")
-    parameters = list(parameters)     # read twice below (torch's accepts a one-shot iterator
-    #                                   only by luck of its second loop seeing it empty)
-    relevant_importance_scores = parameters_to_vector(
-        [importance_scores.get((module, name), getattr(module, name))
-         for module, name in parameters])
-    default_mask = parameters_to_vector(
-        [getattr(module, name + "_mask", _C.ones_like(getattr(module, name)))
-         for module, name in parameters])
-    container = PruningContainer()
-    container._tensor_name = "temp"
+    targets = list(parameters)     # read twice below (torch's accepts a one-shot iterator
+    #                                only by luck of its second loop seeing it empty)
+    keys = [(module, name) for module, name in targets]
+    tensors = [getattr(module, name) for module, name in keys]
+    flat_scores = parameters_to_vector(
+        [scores_by_key.get(key, tensor) for key, tensor in zip(keys, tensors)])
+    flat_mask = parameters_to_vector(
+        [getattr(module, name + "_mask", _C.ones_like(tensor))
+         for (module, name), tensor in zip(keys, tensors)])
     method = pruning_method(**kwargs)
-    method._tensor_name = "temp"
+    method._tensor_name = "temp"      # the name torch's temporary container gives it
     if method.PRUNING_TYPE != "unstructured":
         raise TypeError('Only "unstructured" PRUNING_TYPE supported for the `pruning_method`. '
                         f"Found method {pruning_method} of type {method.PRUNING_TYPE}")
-    container.add_pruning_method(method)
-    final_mask = container.compute_mask(relevant_importance_scores, default_mask)
-    pointer = 0
-    for module, name in parameters:
-        param = getattr(module, name)
-        num_param = param.numel()
-        param_mask = final_mask[pointer:pointer + num_param].view_as(param)
-        custom_from_mask(module, name, mask=param_mask)
-        pointer += num_param
+    # what torch's one-method container computes: prune among the entries still kept
+    flat_result = _masked_by(method, flat_scores, flat_mask)
+    offset = 0
+    for (module, name), tensor in zip(keys, tensors):
+        size = tensor.numel()
+        custom_from_mask(module, name, mask=flat_result[offset:offset + size].view_as(tensor))
+        offset += size
 
 
 def custom_from_mask(module, name, mask):
@@ -432,22 +416,20 @@ def custom_from_mask(module, name, mask):
 
 def remove(module, name):
     """Make the pruning of module.<name> permanent (see BasePruningMethod.remove)."""
-    for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, BasePruningMethod) and hook._tensor_name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
-    raise ValueError(f"Parameter '{name}' of module {module} has to be pruned before pruning "
-                     "can be removed")
+    keys = _pruning_hook_keys(module, name)
+    if not keys:
+        raise ValueError(f"Parameter '{name}' of module {module} has to be pruned before "
+                         "pruning can be removed")
+    module._forward_pre_hooks[keys[0]].remove(module)
+    del module._forward_pre_hooks[keys[0]]
+    return module
 
 
 def is_pruned(module):
     """Whether module or any submodule has a pruning pre-hook."""
-    for _, submodule in module.named_modules():
-        for hook in submodule._forward_pre_hooks.values():
-            if isinstance(hook, BasePruningMethod):
-                return True
-    return False
+    return any(isinstance(hook, BasePruningMethod)
+               for _, sub in module.named_modules()
+               for hook in sub._forward_pre_hooks.values())
 
 
 def _validate_pruning_amount_init(amount):

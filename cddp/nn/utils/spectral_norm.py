@@ -40,31 +40,29 @@ class SpectralNorm:
                 self.dim, *[d for d in range(weight_mat.dim()) if d != self.dim])
         return weight_mat.reshape(weight_mat.size(0), -1)
 
+    def _power_iteration(self, matrix, u, v):
+        """n_power_iterations steps on the buffers u, v (in place: they carry the iteration
+        across calls); returns clones, so that autograd's saved u, v do not change under the
+        next update."""
+        with no_grad():
+            for _ in range(self.n_power_iterations):
+                F.normalize(mv(matrix.t(), u), dim=0, eps=self.eps, out=v)
+                F.normalize(mv(matrix, v), dim=0, eps=self.eps, out=u)
+            return u.clone(), v.clone()
+
     def compute_weight(self, module, do_power_iteration):
-        weight = getattr(module, self.name + "_orig")
-        u = getattr(module, self.name + "_u")
-        v = getattr(module, self.name + "_v")
-        weight_mat = self.reshape_weight_to_matrix(weight)
+        weight, u, v = (getattr(module, self.name + suffix) for suffix in ("_orig", "_u", "_v"))
+        matrix = self.reshape_weight_to_matrix(weight)
         if do_power_iteration:
-            with no_grad():
-                for _ in range(self.n_power_iterations):
-                    # in place: the buffers carry the iteration across calls
-                    F.normalize(mv(weight_mat.t(), u), dim=0, eps=self.eps, out=v)
-                    F.normalize(mv(weight_mat, v), dim=0, eps=self.eps, out=u)
-                # clones, so that autograd's saved u, v do not change under the next update
-                u = u.clone()
-                v = v.clone()
-        sigma = dot(u, mv(weight_mat, v))
-        return weight / sigma
+            u, v = self._power_iteration(matrix, u, v)
+        return weight / dot(u, mv(matrix, v))
 
     def remove(self, module):
         with no_grad():
-            weight = self.compute_weight(module, do_power_iteration=False)
-        delattr(module, self.name)
-        delattr(module, self.name + "_u")
-        delattr(module, self.name + "_v")
-        delattr(module, self.name + "_orig")
-        module.register_parameter(self.name, Parameter(weight.detach()))
+            normalized = self.compute_weight(module, do_power_iteration=False)
+        for suffix in ("", "_u", "_v", "_orig"):
+            delattr(module, self.name + suffix)
+        module.register_parameter(self.name, Parameter(normalized.detach()))
 
     def __call__(self, module, inputs):
         setattr(module, self.name,
@@ -81,16 +79,14 @@ class SpectralNorm:
         if weight is None:
             raise ValueError(f"`SpectralNorm` cannot be applied as parameter `{name}` is None")
         with no_grad():
-            weight_mat = fn.reshape_weight_to_matrix(weight)
-            h, w = weight_mat.size()
-            u = F.normalize(weight.new_empty(h).normal_(0, 1), dim=0, eps=fn.eps)
-            v = F.normalize(weight.new_empty(w).normal_(0, 1), dim=0, eps=fn.eps)
-        delattr(module, fn.name)
-        module.register_parameter(fn.name + "_orig", weight)
-        # a plain attribute until the first forward (torch: weight.data)
-        setattr(module, fn.name, weight.data)
-        module.register_buffer(fn.name + "_u", u)
-        module.register_buffer(fn.name + "_v", v)
+            # random unit starting vectors: u (rows) drawn first, then v (cols), as torch
+            u, v = (F.normalize(weight.new_empty(size).normal_(0, 1), dim=0, eps=fn.eps)
+                    for size in fn.reshape_weight_to_matrix(weight).size())
+        delattr(module, name)
+        module.register_parameter(name + "_orig", weight)
+        setattr(module, name, weight.data)   # a plain attribute until the first forward
+        for suffix, vector in (("_u", u), ("_v", v)):
+            module.register_buffer(name + suffix, vector)
         module.register_forward_pre_hook(fn)
         return fn
 
@@ -118,9 +114,11 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 
 def remove_spectral_norm(module, name="weight"):
     """Undo spectral_norm: <name> becomes a parameter holding the last normalized weight."""
-    for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
-    raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    hooks = module._forward_pre_hooks
+    key = next((k for k, h in hooks.items() if isinstance(h, SpectralNorm) and h.name == name),
+               None)
+    if key is None:
+        raise ValueError(f"spectral_norm of '{name}' not found in {module}")
+    hooks[key].remove(module)
+    del hooks[key]
+    return module

@@ -93,15 +93,12 @@ def _reparametrize_module(module, parameters_and_buffers, tie_weights=False, str
 
 def _functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,
                      tie_weights=True, strict=False):
-    if kwargs is None:
-        kwargs = {}
-    if args is None:
-        args = ()
-    elif not isinstance(args, tuple):
-        args = (args,)
+    # a lone non-tuple positional is taken as the single argument
+    call_args = () if args is None else (args if isinstance(args, tuple) else (args,))
+    call_kwargs = {} if kwargs is None else kwargs
     with _reparametrize_module(module, parameters_and_buffers, tie_weights=tie_weights,
                                strict=strict):
-        return module(*args, **kwargs)
+        return module(*call_args, **call_kwargs)
 
 
 def functional_call(module, parameters_and_buffers, args=None, kwargs=None, *,

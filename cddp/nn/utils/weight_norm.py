@@ -70,11 +70,11 @@ class WeightNorm:
         return fn
 
     def remove(self, module):
-        weight = self.compute_weight(module)
+        folded = Parameter(self.compute_weight(module).data)
         delattr(module, self.name)
-        del module._parameters[self.name + "_g"]
-        del module._parameters[self.name + "_v"]
-        setattr(module, self.name, Parameter(weight.data))
+        for suffix in ("_g", "_v"):
+            module._parameters.pop(self.name + suffix)
+        setattr(module, self.name, folded)
 
     def __call__(self, module, inputs):
         setattr(module, self.name, self.compute_weight(module))
@@ -89,9 +89,11 @@ def weight_norm(module, name="weight", dim=0):
 
 def remove_weight_norm(module, name="weight"):
     """Fold <name>_g and <name>_v back into one parameter <name>."""
-    for k, hook in module._forward_pre_hooks.items():
-        if isinstance(hook, WeightNorm) and hook.name == name:
-            hook.remove(module)
-            del module._forward_pre_hooks[k]
-            return module
-    raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    hooks = module._forward_pre_hooks
+    key = next((k for k, h in hooks.items() if isinstance(h, WeightNorm) and h.name == name),
+               None)
+    if key is None:
+        raise ValueError(f"weight_norm of '{name}' not found in {module}")
+    hooks[key].remove(module)
+    del hooks[key]
+    return module

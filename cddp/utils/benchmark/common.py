@@ -13,18 +13,20 @@ import numpy as np
 __all__ = ["TaskSpec", "Measurement", "select_unit", "unit_to_english", "trim_sigfig",
            "ordered_unique", "set_torch_threads"]
 
-_MAX_SIGNIFICANT_FIGURES = 4
-_MIN_CONFIDENCE_INTERVAL = 25e-9        # 25 ns
-_IQR_WARN_THRESHOLD = 0.1
-_IQR_GROSS_WARN_THRESHOLD = 0.25
+# display limits: at most this many significant figures, and a confidence interval of no
+# less than 25 ns however steady the times
+_MAX_SIGNIFICANT_FIGURES, _MIN_CONFIDENCE_INTERVAL = 4, 25e-9
+# an IQR / median above these adds a warning to the repr (and a mark in Compare)
+_IQR_WARN_THRESHOLD, _IQR_GROSS_WARN_THRESHOLD = 0.1, 0.25
 
 
-@dataclasses.dataclass(init=True, repr=False, eq=True, frozen=True)
+@dataclasses.dataclass(frozen=True, repr=False)      # eq (and so hash) from the fields
 class TaskSpec:
-    """What a Timer measures (everything but its globals)."""
+    """torch.utils.benchmark.utils.common.TaskSpec: what a Timer measures (everything but
+    its globals). Hashable: Measurement.merge groups by it."""
     stmt: str
     setup: str
-    global_setup: str = ""
+    global_setup: str = ""     # C++ only; always "" for Python statements
     label: str = None
     sub_label: str = None
     description: str = None

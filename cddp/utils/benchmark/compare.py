@@ -4,7 +4,6 @@ one unit for the table — with torch's layout, optional significant-figure trim
 colouring and variance warnings."""
 import collections
 import enum
-import itertools as it
 
 import numpy as np
 
@@ -12,142 +11,155 @@ from . import common
 
 __all__ = ["Colorize", "Compare"]
 
-BEST = "\033[92m"
-GOOD = "\033[34m"
-BAD = "\033[2m\033[91m"
-VERY_BAD = "\033[31m"
-BOLD = "\033[1m"
-TERMINATE = "\033[0m"
+# ANSI SGR escapes used when colouring cells (torch's values and module-level names)
+_CSI = "\033["
+BEST, GOOD, VERY_BAD = _CSI + "92m", _CSI + "34m", _CSI + "31m"
+BAD = _CSI + "2m" + _CSI + "91m"          # dim red
+BOLD, TERMINATE = _CSI + "1m", _CSI + "0m"
 
 
 class Colorize(enum.Enum):
+    """What a cell's median is compared with when colouring: nothing, its column's best in
+    the same thread group, or its row's best."""
     NONE = "none"
     COLUMNWISE = "columnwise"
     ROWWISE = "rowwise"
 
 
+def _min_or_none(values):
+    """min() of an iterable, None where it is empty."""
+    values = list(values)
+    return min(values) if values else None
+
+
 class _Column:
-    """One description's cells: a shared number format (digits before / after the point)."""
+    """One description's cells over every thread group, sharing one number format (digits
+    before and after the point)."""
 
     def __init__(self, grouped_results, time_scale, time_unit, trim_significant_figures,
                  highlight_warnings):
         self._grouped_results = grouped_results
-        self._flat_results = list(it.chain.from_iterable(grouped_results))
-        self._time_scale = time_scale
-        self._time_unit = time_unit
+        self._time_scale, self._time_unit = time_scale, time_unit
         self._trim_significant_figures = trim_significant_figures
-        self._highlight_warnings = (highlight_warnings and
-                                    any(r.has_warnings for r in self._flat_results if r))
-        leading_digits = [int(np.ceil(np.log10(np.float32(r.median / self._time_scale))))
-                          if r else None for r in self._flat_results]
-        unit_digits = max(d for d in leading_digits if d is not None)
-        decimal_digits = min(
-            max(m.significant_figures - digits, 0)
-            for digits, m in zip(leading_digits, self._flat_results)
-            if m is not None and digits is not None) if self._trim_significant_figures else 1
-        length = unit_digits + decimal_digits + (1 if decimal_digits else 0)
-        self._template = (f"{{:>{length}.{decimal_digits}f}}"
-                          f"{{:>{7 if self._highlight_warnings else 0}}}")
+        cells = [m for group in grouped_results for m in group]
+        self._flat_results = cells
+        # the " (! NN%)" suffix only takes room when some cell of this column will show it
+        self._highlight_warnings = (any(m.has_warnings for m in cells if m is not None)
+                                    if highlight_warnings else highlight_warnings)
+        # digits before the point, in float32 as torch's tensor arithmetic does
+        measured = [(m, int(np.ceil(np.log10(np.float32(m.median / time_scale)))))
+                    for m in cells if m is not None]
+        integer_part = max(digits for _, digits in measured)
+        if trim_significant_figures:
+            decimals = min(max(m.significant_figures - digits, 0) for m, digits in measured)
+        else:
+            decimals = 1
+        width = integer_part + decimals + (1 if decimals else 0)
+        suffix_width = 7 if self._highlight_warnings else 0
+        self._template = "{:>%d.%df}{:>%d}" % (width, decimals, suffix_width)
 
     def get_results_for(self, group):
         return self._grouped_results[group]
 
     def num_to_str(self, value, estimated_sigfigs, spread):
         if value is None:
+            # an empty cell is as wide as a filled one
             return " " * len(self.num_to_str(1, estimated_sigfigs, None))
         if self._trim_significant_figures:
             value = common.trim_sigfig(value, estimated_sigfigs)
-        return self._template.format(
-            value, f" (! {spread * 100:.0f}%)"
-            if self._highlight_warnings and spread is not None else "")
-
-
-def _optional_min(seq):
-    values = list(seq)
-    return None if not values else min(values)
+        show_spread = self._highlight_warnings and spread is not None
+        return self._template.format(value, f" (! {spread * 100:.0f}%)" if show_spread else "")
 
 
 class _Row:
+    """One (num_threads, env, row name) line of a Table."""
+
     def __init__(self, results, row_group, render_env, env_str_len, row_name_str_len,
                  time_scale, colorize, num_threads=None):
-        self._results = results
-        self._row_group = row_group
-        self._render_env = render_env
-        self._env_str_len = env_str_len
+        self._results, self._row_group = results, row_group
+        self._render_env, self._env_str_len = render_env, env_str_len
         self._row_name_str_len = row_name_str_len
-        self._time_scale = time_scale
-        self._colorize = colorize
-        self._columns = ()
+        self._time_scale, self._colorize = time_scale, colorize
+        # set only on a thread group's first row, which then carries the group's header
         self._num_threads = num_threads
+        self._columns = ()
 
     def register_columns(self, columns):
         self._columns = columns
 
     def as_column_strings(self):
-        concrete = [r for r in self._results if r is not None]
-        env = f"({concrete[0].env})" if self._render_env else ""
-        env = env.ljust(self._env_str_len + 4)
-        output = ["  " + env + concrete[0].as_row_name]
-        for m, col in zip(self._results, self._columns or ()):
+        first = [m for m in self._results if m is not None][0]
+        env_label = f"({first.env})" if self._render_env else ""
+        cells = ["  " + env_label.ljust(self._env_str_len + 4) + first.as_row_name]
+        for m, column in zip(self._results, self._columns or ()):
             if m is None:
-                output.append(col.num_to_str(None, 1, None))
-            else:
-                output.append(col.num_to_str(m.median / self._time_scale,
-                                             m.significant_figures,
-                                             m.iqr / m.median if m.has_warnings else None))
-        return output
+                cells.append(column.num_to_str(None, 1, None))
+                continue
+            spread = m.iqr / m.median if m.has_warnings else None
+            cells.append(column.num_to_str(m.median / self._time_scale,
+                                           m.significant_figures, spread))
+        return cells
 
     @staticmethod
     def color_segment(segment, value, best_value):
-        if value <= best_value * 1.01 or value <= best_value + 100e-9:
-            return BEST + BOLD + segment + TERMINATE * 2
-        if value <= best_value * 1.1:
-            return GOOD + BOLD + segment + TERMINATE * 2
-        if value >= best_value * 5:
-            return VERY_BAD + BOLD + segment + TERMINATE * 2
-        if value >= best_value * 2:
-            return BAD + segment + TERMINATE * 2
-        return segment
+        near_best = value <= best_value * 1.01 or value <= best_value + 100e-9
+        if near_best:
+            prefix = BEST + BOLD
+        elif value <= best_value * 1.1:
+            prefix = GOOD + BOLD
+        elif value >= best_value * 5:
+            prefix = VERY_BAD + BOLD
+        elif value >= best_value * 2:
+            prefix = BAD
+        else:
+            return segment
+        # torch closes every coloured cell with the reset code twice
+        return prefix + segment + TERMINATE + TERMINATE
 
     def row_separator(self, overall_width):
-        return ([f"{self._num_threads} threads: ".ljust(overall_width, "-")]
-                if self._num_threads is not None else [])
+        if self._num_threads is None:
+            return []
+        return [f"{self._num_threads} threads: ".ljust(overall_width, "-")]
+
+    def _best_values(self, n_cells):
+        """What each cell's median is coloured against (-1 placeholders when not colouring)."""
+        if self._colorize == Colorize.ROWWISE:
+            return [min(m.median for m in self._results if m is not None)] * n_cells
+        if self._colorize == Colorize.COLUMNWISE:
+            return [_min_or_none(m.median for m in column.get_results_for(self._row_group)
+                                 if m is not None)
+                    for column in (self._columns or ())]
+        return [-1] * n_cells
 
     def finalize_column_strings(self, column_strings, col_widths):
-        best_values = [-1 for _ in column_strings]
-        if self._colorize == Colorize.ROWWISE:
-            row_min = min(r.median for r in self._results if r is not None)
-            best_values = [row_min for _ in column_strings]
-        elif self._colorize == Colorize.COLUMNWISE:
-            best_values = [_optional_min(r.median for r in column.get_results_for(self._row_group)
-                                         if r is not None)
-                           for column in (self._columns or ())]
-        row_contents = [column_strings[0].ljust(col_widths[0])]
-        for col_str, width, result, best_value in zip(column_strings[1:], col_widths[1:],
-                                                      self._results, best_values):
-            col_str = col_str.center(width)
-            if self._colorize != Colorize.NONE and result is not None and best_value is not None:
-                col_str = self.color_segment(col_str, result.median, best_value)
-            row_contents.append(col_str)
-        return row_contents
+        best = self._best_values(len(column_strings))
+        colour = self._colorize != Colorize.NONE
+        out = [column_strings[0].ljust(col_widths[0])]
+        for text, width, m, best_value in zip(column_strings[1:], col_widths[1:],
+                                              self._results, best):
+            cell = text.center(width)
+            if colour and m is not None and best_value is not None:
+                cell = self.color_segment(cell, m.median, best_value)
+            out.append(cell)
+        return out
 
 
 class Table:
-    """The table of one label's Measurements."""
+    """torch.utils.benchmark.utils.compare.Table: the table of one label's Measurements."""
 
     def __init__(self, results, colorize, trim_significant_figures, highlight_warnings):
-        if len({r.label for r in results}) != 1:
+        if len({m.label for m in results}) != 1:
             raise AssertionError("All results must share the same label")
-        self.results = results
+        self.results, self.label = results, results[0].label
         self._colorize = colorize
         self._trim_significant_figures = trim_significant_figures
         self._highlight_warnings = highlight_warnings
-        self.label = results[0].label
-        self.time_unit, self.time_scale = common.select_unit(min(r.median for r in results))
-        self.row_keys = common.ordered_unique([self.row_fn(i) for i in results])
-        # sort by (num_threads, env); the stable sort keeps statement order
-        self.row_keys.sort(key=lambda k: (k[0], k[1] or ""))
-        self.column_keys = common.ordered_unique([self.col_fn(i) for i in results])
+        # one unit for the whole table, chosen by its fastest median
+        self.time_unit, self.time_scale = common.select_unit(min(m.median for m in results))
+        # rows by (num_threads, env); sorted() is stable, so statements keep their order
+        self.row_keys = sorted(common.ordered_unique(map(self.row_fn, results)),
+                               key=lambda key: (key[0], key[1] or ""))
+        self.column_keys = common.ordered_unique(map(self.col_fn, results))
         self.rows, self.columns = self.populate_rows_and_columns()
 
     @staticmethod
@@ -159,82 +171,85 @@ class Table:
         return m.description
 
     def populate_rows_and_columns(self):
-        rows, columns = [], []
-        ordered = [[None for _ in self.column_keys] for _ in self.row_keys]
-        row_position = {key: i for i, key in enumerate(self.row_keys)}
-        col_position = {key: i for i, key in enumerate(self.column_keys)}
-        for r in self.results:
-            ordered[row_position[self.row_fn(r)]][col_position[self.col_fn(r)]] = r
-        unique_envs = {r.env for r in self.results}
-        render_env = len(unique_envs) > 1
-        env_str_len = max(len(str(i)) for i in unique_envs) if render_env else 0
-        row_name_str_len = max(len(r.as_row_name) for r in self.results)
-        prior_num_threads, prior_env, row_group = -1, "", -1
-        rows_by_group = []
-        for (num_threads, env, _), row in zip(self.row_keys, ordered):
-            thread_transition = num_threads != prior_num_threads
-            if thread_transition:
-                prior_num_threads = num_threads
-                prior_env = ""
-                row_group += 1
-                rows_by_group.append([])
-            rows.append(_Row(results=row, row_group=row_group,
-                             render_env=render_env and env != prior_env,
-                             env_str_len=env_str_len, row_name_str_len=row_name_str_len,
+        row_index = {key: i for i, key in enumerate(self.row_keys)}
+        col_index = {key: j for j, key in enumerate(self.column_keys)}
+        grid = [[None] * len(self.column_keys) for _ in self.row_keys]
+        for m in self.results:
+            grid[row_index[self.row_fn(m)]][col_index[self.col_fn(m)]] = m
+
+        envs = {m.env for m in self.results}
+        show_env = len(envs) > 1
+        env_width = max(len(str(env)) for env in envs) if show_env else 0
+        name_width = max(len(m.as_row_name) for m in self.results)
+
+        # rows are split into thread groups; an env label is printed where it changes
+        rows, groups = [], []
+        last_threads, last_env = None, ""
+        for (threads, env, _), cells in zip(self.row_keys, grid):
+            starts_group = not groups or threads != last_threads
+            if starts_group:
+                groups.append([])
+                last_threads, last_env = threads, ""
+            rows.append(_Row(results=cells, row_group=len(groups) - 1,
+                             render_env=show_env and env != last_env,
+                             env_str_len=env_width, row_name_str_len=name_width,
                              time_scale=self.time_scale, colorize=self._colorize,
-                             num_threads=num_threads if thread_transition else None))
-            rows_by_group[-1].append(row)
-            prior_env = env
-        for i in range(len(self.column_keys)):
-            grouped = [tuple(row[i] for row in g) for g in rows_by_group]
-            columns.append(_Column(grouped_results=grouped, time_scale=self.time_scale,
-                                   time_unit=self.time_unit,
-                                   trim_significant_figures=self._trim_significant_figures,
-                                   highlight_warnings=self._highlight_warnings))
-        rows, columns = tuple(rows), tuple(columns)
-        for r in rows:
-            r.register_columns(columns)
+                             num_threads=threads if starts_group else None))
+            groups[-1].append(cells)
+            last_env = env
+
+        columns = tuple(
+            _Column(grouped_results=[tuple(cells[j] for cells in group) for group in groups],
+                    time_scale=self.time_scale, time_unit=self.time_unit,
+                    trim_significant_figures=self._trim_significant_figures,
+                    highlight_warnings=self._highlight_warnings)
+            for j in range(len(self.column_keys)))
+        rows = tuple(rows)
+        for row in rows:
+            row.register_columns(columns)
         return rows, columns
 
     def render(self):
-        string_rows = [[""] + [c if c is not None else "" for c in self.column_keys]]
-        string_rows.extend(r.as_column_strings() for r in self.rows)
-        num_cols = max(len(i) for i in string_rows)
-        for sr in string_rows:
-            sr.extend(["" for _ in range(num_cols - len(sr))])
-        col_widths = [max(len(j) for j in i) for i in zip(*string_rows)]
-        lines = ["  |  ".join(i.center(w) for i, w in zip(string_rows[0], col_widths))]
-        overall_width = len(lines[0])
-        for string_row, row in zip(string_rows[1:], self.rows):
-            lines.extend(row.row_separator(overall_width))
-            lines.append("  |  ".join(row.finalize_column_strings(string_row, col_widths)))
-        newline = "\n"
-        has_warnings = self._highlight_warnings and any(r.has_warnings for r in self.results)
-        return f"""
-[{(' ' + (self.label or '') + ' ').center(overall_width - 2, '-')}]
-{newline.join(lines)}
-
-Times are in {common.unit_to_english(self.time_unit)}s ({self.time_unit}).
-{'(! XX%) Measurement has high variance, where XX is the IQR / median * 100.' + newline if has_warnings else ""}"""[1:]  # noqa: E501
+        header = [""] + ["" if key is None else key for key in self.column_keys]
+        grid = [header] + [row.as_column_strings() for row in self.rows]
+        n_cols = max(map(len, grid))
+        for cells in grid:
+            cells += [""] * (n_cols - len(cells))
+        widths = [max(map(len, column)) for column in zip(*grid)]
+        sep = "  |  "
+        body = [sep.join(text.center(w) for text, w in zip(header, widths))]
+        full_width = len(body[0])
+        for cells, row in zip(grid[1:], self.rows):
+            body += row.row_separator(full_width)
+            body.append(sep.join(row.finalize_column_strings(cells, widths)))
+        title = f" {self.label or ''} ".center(full_width - 2, "-")
+        unit = self.time_unit
+        out = "\n".join([f"[{title}]", *body, "",
+                         f"Times are in {common.unit_to_english(unit)}s ({unit})."]) + "\n"
+        if self._highlight_warnings and any(m.has_warnings for m in self.results):
+            out += ("(! XX%) Measurement has high variance, where XX is the IQR / median "
+                    "* 100.\n")
+        return out
 
 
 class Compare:
     """torch.utils.benchmark.Compare(results): print() or str() gives the tables."""
 
     def __init__(self, results):
-        self._results = []
-        self.extend_results(results)
         self._trim_significant_figures = False
         self._colorize = Colorize.NONE
         self._highlight_warnings = False
+        self._results = []
+        self.extend_results(results)
 
     def __str__(self):
         return "\n".join(self._render())
 
     def extend_results(self, results):
-        for r in results:
-            if not isinstance(r, common.Measurement):
-                raise ValueError(f"Expected an instance of `Measurement`, got {type(r)} instead.")
+        # checked in full before any is added (a generator is spent by the check, as in torch)
+        for m in results:
+            if not isinstance(m, common.Measurement):
+                raise ValueError(f"Expected an instance of `Measurement`, got {type(m)} instead.")
         self._results.extend(results)
 
     def trim_significant_figures(self):
@@ -250,9 +265,8 @@ class Compare:
         print(str(self))
 
     def _render(self):
-        results = common.Measurement.merge(self._results)
-        grouped = collections.defaultdict(list)
-        for r in results:
-            grouped[r.label].append(r)
+        by_label = collections.OrderedDict()
+        for m in common.Measurement.merge(self._results):
+            by_label.setdefault(m.label, []).append(m)
         return [Table(group, self._colorize, self._trim_significant_figures,
-                      self._highlight_warnings).render() for group in grouped.values()]
+                      self._highlight_warnings).render() for group in by_label.values()]

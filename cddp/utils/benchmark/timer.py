@@ -22,6 +22,14 @@ __all__ = ["Timer", "timer", "Language"]
 timer = timeit.default_timer      # cddp has no device to synchronize before reading the clock
 
 
+def _tidy_source(src):
+    """Dedent, drop one leading newline and trailing whitespace, as torch tidies stmt/setup."""
+    text = textwrap.dedent(src)
+    if text.startswith("\n"):
+        text = text[1:]
+    return text.rstrip()
+
+
 class Language(enum.Enum):
     PYTHON = 0
     CPP = 1
@@ -52,10 +60,7 @@ class Timer:
                                       "(cddp has no C++ frontend)")
         else:
             raise ValueError(f"Invalid language `{language}`.")
-        stmt = textwrap.dedent(stmt)
-        stmt = (stmt[1:] if stmt and stmt[0] == "\n" else stmt).rstrip()
-        setup = textwrap.dedent(setup)
-        setup = (setup[1:] if setup and setup[0] == "\n" else setup).rstrip()
+        stmt, setup = _tidy_source(stmt), _tidy_source(setup)
         self._timer = self._timer_cls(stmt=stmt, setup=setup, timer=timer,
                                       globals=self._globals)
         self._task_spec = common.TaskSpec(stmt=stmt, setup=setup, global_setup=global_setup,
@@ -83,37 +88,35 @@ class Timer:
 
     def _threaded_measurement_loop(self, number, time_hook, stop_hook, min_run_time,
                                    max_run_time=None, callback=None):
-        total_time = 0.0
-        can_stop = False
-        times = []
+        # at least one block; then stop once min_run_time is spent and stop_hook agrees, or
+        # as soon as max_run_time is exceeded
+        blocks, spent = [], 0.0
         with common.set_torch_threads(self._task_spec.num_threads):
-            while total_time < min_run_time or not can_stop:
-                time_spent = time_hook()
-                times.append(time_spent)
-                total_time += time_spent
+            while True:
+                block = time_hook()
+                blocks.append(block)
+                spent += block
                 if callback:
-                    callback(number, time_spent)
-                can_stop = stop_hook(times)
-                if max_run_time and total_time > max_run_time:
-                    break
-        return times
+                    callback(number, block)
+                satisfied = stop_hook(blocks)
+                over_budget = bool(max_run_time) and spent > max_run_time
+                if over_budget or (satisfied and spent >= min_run_time):
+                    return blocks
 
     def _estimate_block_size(self, min_run_time):
         with common.set_torch_threads(self._task_spec.num_threads):
             # the cost of an empty loop: the timer's own overhead
             overhead = statistics.median_low([self._timeit(0) for _ in range(5)])
-            number = 1
+            # grow the block tenfold until, after timing it, the timer's overhead is negligible
+            # (<= 0.01%) over a block of at least min_run_time / 1000, one block alone exceeds
+            # min_run_time, or the next size would overflow timeit's C int loop counter
+            block = 1
             while True:
-                time_taken = self._timeit(number)
-                relative_overhead = overhead / time_taken
-                if relative_overhead <= 1e-4 and time_taken >= min_run_time / 1000:
-                    break
-                if time_taken > min_run_time:
-                    break
-                if number * 10 > 2147483647:      # timeit's loop counter is a C int
-                    break
-                number *= 10
-        return number
+                elapsed = self._timeit(block)
+                negligible = elapsed >= min_run_time / 1000 and overhead / elapsed <= 1e-4
+                if negligible or elapsed > min_run_time or block * 10 > 2147483647:
+                    return block
+                block *= 10
 
     def blocked_autorange(self, callback=None, min_run_time=0.2):
         """Blocks of the estimated block size until min_run_time seconds are spent."""

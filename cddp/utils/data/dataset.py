@@ -50,27 +50,26 @@ class StackDataset(Dataset):
     == {"x": a[i], "y": b[i]}."""
 
     def __init__(self, *args, **kwargs):
-        if args:
-            if kwargs:
-                raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via "
-                                 "``kwargs``) like input/output, but both types are given.")
-            self._length = len(args[0])
-            if any(self._length != len(dataset) for dataset in args):
-                raise ValueError("Size mismatch between datasets")
-            self.datasets = args
-        elif kwargs:
-            tmp = list(kwargs.values())
-            self._length = len(tmp[0])
-            if any(self._length != len(dataset) for dataset in tmp):
-                raise ValueError("Size mismatch between datasets")
-            self.datasets = kwargs
-        else:
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via "
+                             "``kwargs``) like input/output, but both types are given.")
+        if not (args or kwargs):
             raise ValueError("At least one dataset should be passed")
+        # positional members keep the tuple; keyword members keep the dict (and its order)
+        members = args if args else kwargs
+        pending = iter(args if args else kwargs.values())
+        length = len(next(pending))
+        for member in pending:
+            if len(member) != length:
+                raise ValueError("Size mismatch between datasets")
+        self._length = length
+        self.datasets = members
 
     def __getitem__(self, index):
-        if isinstance(self.datasets, dict):
-            return {k: dataset[index] for k, dataset in self.datasets.items()}
-        return tuple(dataset[index] for dataset in self.datasets)
+        members = self.datasets
+        if not isinstance(members, dict):
+            return tuple(member[index] for member in members)
+        return {key: member[index] for key, member in members.items()}
 
     def _column(self, dataset, indices):
         """One dataset's samples for `indices`, batched when it can (__getitems__)."""
@@ -124,13 +123,13 @@ class ConcatDataset(Dataset):
         return r
 
     def __init__(self, datasets):
-        self.datasets = list(datasets)
-        if len(self.datasets) == 0:
+        parts = list(datasets)
+        if not parts:
             raise AssertionError("datasets should not be an empty iterable")
-        for d in self.datasets:
-            if isinstance(d, IterableDataset):
-                raise AssertionError("ConcatDataset does not support IterableDataset")
-        self.cumulative_sizes = self.cumsum(self.datasets)
+        if any(isinstance(part, IterableDataset) for part in parts):
+            raise AssertionError("ConcatDataset does not support IterableDataset")
+        self.datasets = parts
+        self.cumulative_sizes = self.cumsum(parts)
 
     def __len__(self):
         return self.cumulative_sizes[-1]
@@ -152,19 +151,19 @@ class ChainDataset(IterableDataset):
         super().__init__()
         self.datasets = datasets
 
+    @staticmethod
+    def _checked(part):
+        # every member must itself be iterable-style; checked lazily, member by member
+        if isinstance(part, IterableDataset):
+            return part
+        raise AssertionError("ChainDataset only supports IterableDataset")
+
     def __iter__(self):
-        for d in self.datasets:
-            if not isinstance(d, IterableDataset):
-                raise AssertionError("ChainDataset only supports IterableDataset")
-            yield from d
+        for part in self.datasets:
+            yield from self._checked(part)
 
     def __len__(self):
-        total = 0
-        for d in self.datasets:
-            if not isinstance(d, IterableDataset):
-                raise AssertionError("ChainDataset only supports IterableDataset")
-            total += len(d)
-        return total
+        return sum(len(self._checked(part)) for part in self.datasets)
 
 
 def random_split(dataset, lengths, generator=None):
