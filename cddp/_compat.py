@@ -183,8 +183,9 @@ Tensor.type = _type
 
 # ---- layout ---------------------------------------------------------------------------------
 
-class layout:
-    """torch.layout: cddp's tensors are all strided."""
+class _NamedConstant:
+    """A torch constant object (torch.strided, torch.channels_last, ...): a name, printed as
+    cddp.<name>."""
     __slots__ = ("name",)
 
     def __init__(self, name):
@@ -192,6 +193,11 @@ class layout:
 
     def __repr__(self):
         return f"cddp.{self.name}"
+
+
+class layout(_NamedConstant):
+    """torch.layout: cddp's tensors are all strided."""
+    __slots__ = ()
 
     def __reduce__(self):
         return (layout, (self.name,))
@@ -209,16 +215,10 @@ def spmm(input, mat2):  # noqa: A002
 
 # ---- memory formats -------------------------------------------------------------------------
 
-class memory_format:
+class memory_format(_NamedConstant):
     """torch.memory_format: cddp.contiguous_format, preserve_format, channels_last,
     channels_last_3d."""
-    __slots__ = ("name",)
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"cddp.{self.name}"
+    __slots__ = ()
 
     def __reduce__(self):
         return self.name        # pickles by reference: the module-level object

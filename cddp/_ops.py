@@ -28,29 +28,45 @@ def _tensors(args, fn):
     return tuple(args)
 
 
-class _ReturnPair(tuple):
-    """torch.return_types.cummax / cummin: (values, indices) with attribute access."""
+class _ReturnTuple(tuple):
+    """torch.return_types.<name>: a tuple with named fields, built from one iterable as torch's
+    structseqs are (so pickling, which rebuilds from the items, works)."""
     __slots__ = ()
     _name = "pair"
+    _fields = ("values", "indices")
 
-    def __new__(cls, pair):
-        return tuple.__new__(cls, pair)
+    def __new__(cls, items):
+        return tuple.__new__(cls, items)
 
-    values = property(lambda self: self[0])
-    indices = property(lambda self: self[1])
+    def __getattr__(self, name):
+        try:
+            return self[type(self)._fields.index(name)]
+        except ValueError:
+            raise AttributeError(name) from None
 
     def __repr__(self):
-        return f"torch.return_types.{self._name}(\nvalues={self[0]!r},\nindices={self[1]!r})"
+        body = ",\n".join(f"{f}={v!r}" for f, v in zip(self._fields, self))
+        return f"torch.return_types.{self._name}(\n{body})"
 
 
-class cummax_result(_ReturnPair):  # noqa: N801 (torch.return_types.cummax)
-    __slots__ = ()
-    _name = "cummax"
+def _return_type(name, fields=("values", "indices"), module=__name__):
+    """The result type of torch function `name` (class <name>_result in `module`)."""
+    return type(f"{name}_result", (_ReturnTuple,),
+                {"__slots__": (), "_name": name, "_fields": fields, "__module__": module})
 
 
-class cummin_result(_ReturnPair):  # noqa: N801
-    __slots__ = ()
-    _name = "cummin"
+cummax_result = _return_type("cummax")
+cummin_result = _return_type("cummin")
+
+
+def _dim(d, nd):
+    """d as a non-negative dim of an nd-dim tensor (a 0-dim tensor takes -1 and 0), else
+    torch's IndexError."""
+    n = max(nd, 1)
+    if not -n <= d < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {d})")
+    return d + n if d < 0 else d
 
 
 def cummax(input, dim):  # noqa: A002

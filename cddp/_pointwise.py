@@ -11,7 +11,7 @@ addcdiv_, the ones optimizers and EMA updates call per step, work in place on th
 import math
 
 from . import _C
-from ._ops import signbit
+from ._ops import _torch_name, signbit
 
 Tensor = _C.Tensor
 
@@ -184,14 +184,9 @@ def float_power(input, exponent):  # noqa: A002
 
 def _float_power_(self, exponent):
     if self.dtype != _C.float64:
-        raise RuntimeError(f"the base given to float_power_ has dtype {_name(self.dtype)} but "
+        raise RuntimeError(f"the base given to float_power_ has dtype {_torch_name(self.dtype)} but "
                            "the operation's result requires dtype Double")
     return self.copy_(float_power(self.clone() if self.requires_grad else self, exponent))
-
-
-def _name(dtype):
-    return {_C.float32: "Float", _C.float64: "Double", _C.int64: "Long", _C.int32: "Int",
-            _C.bool: "Bool"}.get(dtype, str(dtype))
 
 
 def logit(input, eps=None):  # noqa: A002

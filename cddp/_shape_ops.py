@@ -19,16 +19,10 @@ import warnings
 import numpy as np
 
 from . import _C
+from ._ops import _dim
+from ._pointwise import _inplace
 
 Tensor = _C.Tensor
-
-
-def _dim(d, nd):
-    n = max(nd, 1)
-    if not -n <= d < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {d})")
-    return d + n if d < 0 else d
 
 
 def cross(input, other, dim=None):  # noqa: A002
@@ -432,19 +426,12 @@ def _addbmm_(self, batch1, batch2, *, beta=1, alpha=1):
         if hasattr(_C, "addbmm") else NotImplemented
 
 
-def _inplace_from(fn):
-    def method(self, *args, **kwargs):
-        return self.copy_(fn(self, *args, **kwargs))
-    method.__name__ = fn.__name__ + "_"
-    return method
-
-
 _INPLACE = ("eq", "ne", "lt", "le", "gt", "ge", "not_equal", "less", "less_equal", "greater",
             "greater_equal", "logical_and", "logical_or", "logical_xor", "bitwise_and",
             "bitwise_or", "bitwise_xor", "fmod", "remainder", "floor_divide")
 for _n in _INPLACE:
     if not hasattr(Tensor, _n + "_"):
-        setattr(Tensor, _n + "_", _inplace_from(getattr(_C, _n)))
+        setattr(Tensor, _n + "_", _inplace(getattr(_C, _n)))
 
 for _n in ("cross", "diff", "rot90", "broadcast_to", "ravel", "inner", "vdot", "diagflat",
            "is_nonzero", "is_complex"):

@@ -10,54 +10,21 @@ either side has more than 25 rows, as torch's default compute_mode, else directl
 import math
 
 from . import _C
+from ._ops import _dim, _return_type
 
 Tensor = _C.Tensor
 
 
-class _Pair(tuple):
-    """torch.return_types.<name>: a tuple with named fields."""
-    __slots__ = ()
-    _fields = ("values", "indices")
-    _name = "pair"
-
-    def __new__(cls, *items):
-        return tuple.__new__(cls, items)
-
-    def __getattr__(self, name):
-        try:
-            return self[type(self)._fields.index(name)]
-        except ValueError:
-            raise AttributeError(name) from None
-
-    def __repr__(self):
-        body = ",\n".join(f"{f}={v!r}" for f, v in zip(self._fields, self))
-        return f"torch.return_types.{self._name}(\n{body})"
+median_result = _return_type("median", module=__name__)
+nanmedian_result = _return_type("nanmedian", module=__name__)
+kthvalue_result = _return_type("kthvalue", module=__name__)
+aminmax_result = _return_type("aminmax", ("min", "max"), module=__name__)
 
 
-def _result(name, fields=("values", "indices")):
-    return type(name, (_Pair,), {"__slots__": (), "_name": name, "_fields": fields})
-
-
-median_result = _result("median")
-nanmedian_result = _result("nanmedian")
-kthvalue_result = _result("kthvalue")
-aminmax_result = _result("aminmax", ("min", "max"))
-
-
-def _dim(d, nd):
-    n = max(nd, 1)
-    if not -n <= d < n:
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
-                         f"but got {d})")
-    return d + n if d < 0 else d
-
-
-def _pick(input, dim, k, keepdim, ignore_nan):  # noqa: A002
-    """values and indices of the k-th smallest along dim (k: a tensor of positions per row, or
-    an int); NaN sorts last, and a row holding NaN yields NaN unless ignore_nan."""
-    order = _C.argsort(input, dim=dim, stable=True) if hasattr(_C, "argsort") else \
-        input.sort(dim=dim, stable=True)[1]
-    pos = k
+def _pick(input, dim, k, keepdim):  # noqa: A002
+    """(values, indices) of the k-th smallest along dim (k: a tensor of positions per row, or
+    an int); NaN sorts last."""
+    order = input.sort(dim=dim, stable=True)[1]
     if isinstance(k, Tensor):
         pos = k.unsqueeze(dim)
     else:
@@ -84,7 +51,7 @@ def median(input, dim=None, keepdim=False):  # noqa: A002
             return _C.full((), math.nan, dtype=input.dtype)
         v, _ = _median_along(flat, 0, False, False)
         return v
-    return median_result(*_median_along(input, _dim(dim, input.dim()), keepdim, False))
+    return median_result(_median_along(input, _dim(dim, input.dim()), keepdim, False))
 
 
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
@@ -92,7 +59,7 @@ def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     if dim is None:
         v, _ = _median_along(input.reshape(-1), 0, False, True)
         return v
-    return nanmedian_result(*_median_along(input, _dim(dim, input.dim()), keepdim, True))
+    return nanmedian_result(_median_along(input, _dim(dim, input.dim()), keepdim, True))
 
 
 def _median_along(input, dim, keepdim, ignore_nan):  # noqa: A002
@@ -103,13 +70,13 @@ def _median_along(input, dim, keepdim, ignore_nan):  # noqa: A002
         raise IndexError(f"median(): Expected reduction dim {dim} to have non-zero size.")
     nans = _nan_count(input, dim)
     if nans is None:
-        return _pick(input, dim, (n - 1) // 2, keepdim, ignore_nan)
+        return _pick(input, dim, (n - 1) // 2, keepdim)
     valid = n - nans
     if ignore_nan:       # all-NaN rows take position 0, a NaN
         k = ((valid - 1) // 2).clamp(min=0)
     else:                # a row with NaN takes its first NaN, which sorts right after the rest
         k = _C.where(nans > 0, valid, _C.full_like(valid, (n - 1) // 2))
-    return _pick(input, dim, k, keepdim, ignore_nan)
+    return _pick(input, dim, k, keepdim)
 
 
 def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
@@ -119,8 +86,8 @@ def kthvalue(input, k, dim=-1, keepdim=False):  # noqa: A002
     if not 1 <= k <= n:
         raise RuntimeError(f"kthvalue(): selected number k out of range for dimension {dim}")
     if input.dim() == 0:
-        return kthvalue_result(input.clone(), _C.zeros((), dtype=_C.int64))
-    return kthvalue_result(*_pick(input, d, k - 1, keepdim, False))
+        return kthvalue_result((input.clone(), _C.zeros((), dtype=_C.int64)))
+    return kthvalue_result(_pick(input, d, k - 1, keepdim))
 
 
 def msort(input):  # noqa: A002
@@ -136,9 +103,9 @@ def aminmax(input, *, dim=None, keepdim=False):  # noqa: A002
         if keepdim:
             shape = (1,) * input.dim()
             mn, mx = mn.reshape(shape), mx.reshape(shape)
-        return aminmax_result(mn, mx)
-    return aminmax_result(input.amin(dim=dim, keepdim=keepdim),
-                          input.amax(dim=dim, keepdim=keepdim))
+        return aminmax_result((mn, mx))
+    return aminmax_result((input.amin(dim=dim, keepdim=keepdim),
+                           input.amax(dim=dim, keepdim=keepdim)))
 
 
 def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, fname):  # noqa: A002
@@ -148,11 +115,9 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, fname):  # noqa
     if not input.is_floating_point():
         raise RuntimeError(f"{fname}() input tensor must be either float or double dtype")
     scalar_q = not isinstance(q, Tensor)
-    qt = _C.tensor([float(q)], dtype=input.dtype) if scalar_q else q.to(input.dtype).reshape(-1)
-    if not isinstance(q, Tensor) or q.dim() <= 1:
-        pass
-    else:
+    if not scalar_q and q.dim() > 1:
         raise RuntimeError(f"{fname}() q must be a scalar or 1D tensor")
+    qt = _C.tensor([float(q)], dtype=input.dtype) if scalar_q else q.to(input.dtype).reshape(-1)
     if bool(((qt < 0) | (qt > 1)).any()):
         raise RuntimeError(f"{fname}() q values must be in the range [0, 1]")
     x = input.reshape(-1) if dim is None else input

@@ -149,17 +149,28 @@ def _max_unpool(input, indices, size, nbatch_dims):  # noqa: A002
     return out.view(lead + tuple(size))
 
 
+def _max_unpool_nd(input, indices, kernel_size, stride, padding, output_size, nd):  # noqa: A002
+    """max_unpool1d / 2d: the spatial output size from the pooling geometry, then the scatter."""
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"Input to max_unpooling{nd}d should be a {nd + 1}d or {nd + 2}d "
+                           f"Tensor, but got a tensor with {input.dim()} dimensions.")
+    kernel_size = _tuple(kernel_size, nd)
+    stride = _tuple(stride, nd) if stride is not None else kernel_size
+    padding = _tuple(padding, nd)
+    size = _unpool_output_size(input, kernel_size, stride, padding, output_size)
+    return _max_unpool(input, indices, size, input.dim() - nd)
+
+
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
                  output_size=None):
     """The inverse of max_pool2d(return_indices=True): (N, C, H, W) or (C, H, W)."""
-    if input.dim() not in (3, 4):
-        raise RuntimeError(f"Input to max_unpooling2d should be a 3d or 4d Tensor, but got a "
-                           f"tensor with {input.dim()} dimensions.")
-    kernel_size = _tuple(kernel_size, 2)
-    stride = _tuple(stride, 2) if stride is not None else kernel_size
-    padding = _tuple(padding, 2)
-    size = _unpool_output_size(input, kernel_size, stride, padding, output_size)
-    return _max_unpool(input, indices, size, input.dim() - 2)
+    return _max_unpool_nd(input, indices, kernel_size, stride, padding, output_size, 2)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
+                 output_size=None):
+    """The inverse of max_pool1d(return_indices=True): (N, C, L) or (C, L)."""
+    return _max_unpool_nd(input, indices, kernel_size, stride, padding, output_size, 1)
 
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
