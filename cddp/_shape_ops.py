@@ -28,7 +28,7 @@ Tensor = _C.Tensor
 def cross(input, other, dim=None):  # noqa: A002
     """The 3-vector cross product along dim (None: the first dim of size 3, as torch warns)."""
     if input.dim() != other.dim():
-        raise RuntimeError(f"linalg.cross: inputs must have the same number of dimensions.")
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
     if dim is None:
         dims = [k for k in range(input.dim()) if input.shape[k] == 3 and other.shape[k] == 3]
         if not dims:

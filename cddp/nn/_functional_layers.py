@@ -173,19 +173,6 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A
     return _max_unpool_nd(input, indices, kernel_size, stride, padding, output_size, 1)
 
 
-def max_unpool1d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
-                 output_size=None):
-    """The inverse of max_pool1d(return_indices=True): (N, C, L) or (C, L)."""
-    if input.dim() not in (2, 3):
-        raise RuntimeError(f"Input to max_unpooling1d should be a 2d or 3d Tensor, but got a "
-                           f"tensor with {input.dim()} dimensions.")
-    kernel_size = _tuple(kernel_size, 1)
-    stride = _tuple(stride, 1) if stride is not None else kernel_size
-    padding = _tuple(padding, 1)
-    size = _unpool_output_size(input, kernel_size, stride, padding, output_size)
-    return _max_unpool(input, indices, size, input.dim() - 1)
-
-
 # ---- embedding_bag ---------------------------------------------------------------------------
 
 _BAG_MODES = ("sum", "mean", "max")
