@@ -122,6 +122,8 @@ def _entry(zf, path, fail):
         fail(f"the archive has no entry {path[:80]!r}")
     if info.compress_type != zipfile.ZIP_STORED:
         fail(f"entry {path[:80]!r} is compressed (torch stores its entries uncompressed)")
+    if info.flag_bits & 0x1:               # zipfile would ask for a password (RuntimeError)
+        fail(f"entry {path[:80]!r} is encrypted (torch never encrypts its entries)")
     return zf.read(info)
 
 

@@ -5,6 +5,7 @@ bounded time with a fixed seed (atheris: an optional test dependency; skipped wi
 when it is missing)."""
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 
@@ -16,6 +17,12 @@ FUZZ = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fuzz")
 TARGETS = ["checkpoint", "store"]
 SCRIPTS = {"checkpoint": "fuzz_checkpoint.py", "store": "fuzz_store_frames.py"}
 FUZZ_SECONDS = 15
+# libFuzzer's per-input timeout. atheris arms a periodic SIGALRM every TIMEOUT/2 + 1 seconds
+# from the first input on; at 20 s that was 11 s, inside the 15 s run, and one CI run died of
+# that SIGALRM (rc -14, no "ALARM" or traceback printed). At 60 s no alarm fires during a
+# bounded run, a unit stuck for a minute is still reported as a timeout, and the subprocess
+# timeout below is the backstop for a hang anywhere else.
+UNIT_TIMEOUT = 60
 
 
 def _target(name):
@@ -73,16 +80,20 @@ def test_fuzz_for_a_bounded_time(name, tmp_path):
     new = tmp_path / "new"
     new.mkdir()
     cmd = [sys.executable, os.path.join(FUZZ, SCRIPTS[name]), "-seed=1",
-           f"-max_total_time={FUZZ_SECONDS}", "-timeout=20", "-rss_limit_mb=3072",
+           f"-max_total_time={FUZZ_SECONDS}", f"-timeout={UNIT_TIMEOUT}", "-rss_limit_mb=3072",
            "-max_len=4096", "-print_final_stats=1", f"-artifact_prefix={tmp_path}/"]
     if os.path.exists(os.path.join(FUZZ, f"{name}.dict")):
         cmd.append(f"-dict={os.path.join(FUZZ, f'{name}.dict')}")
     cmd += [str(new), os.path.join(FUZZ, "corpus", name)]   # new inputs go to the first
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=FUZZ_SECONDS + 120,
+    out = subprocess.run(cmd, capture_output=True, text=True,
+                         timeout=FUZZ_SECONDS + 2 * UNIT_TIMEOUT + 30,
                          env=subprocess_env(PYTHONPATH=CDDP_PATH), cwd=str(tmp_path))
     crashes = [f for f in os.listdir(tmp_path) if f.startswith(("crash-", "timeout-", "oom-"))]
+    how = (f"killed by {signal.Signals(-out.returncode).name}" if out.returncode < 0
+           else f"exit status {out.returncode}")
     assert out.returncode == 0 and not crashes, \
-        f"fuzzer found {crashes} (inputs in {tmp_path}):\n{out.stderr[-4000:]}"
+        f"fuzzer found {crashes}, {how} (inputs in {tmp_path}):\nstdout: " \
+        f"{out.stdout[-1500:]}\nstderr: {out.stderr[-4000:]}"
     runs = [l for l in out.stderr.splitlines() if "stat::number_of_executed_units" in l]
     print(f"\n[{name}] {runs[-1].split(':')[-1].strip() if runs else '?'} inputs in "
           f"{FUZZ_SECONDS} s")
