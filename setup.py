@@ -40,6 +40,9 @@ mpi_sources = sorted(glob.glob(os.path.join("csrc", "distributed", "mpi", "*.c")
     os.path.join("csrc", "distributed", "python", "py_mpi.c"),
     os.path.join("csrc", "distributed", "pg", "common.c")]
 csrc = [f for f in csrc if f not in mpi_sources[:-1]]       # common.c stays in _C too
+# setuptools rebuilds an extension when a source or one of its `depends` is newer than it; the
+# headers are listed so that editing only a header does not leave stale objects behind
+csrc_headers = sorted(glob.glob(os.path.join("csrc", "**", "*.h"), recursive=True))
 
 
 def _run(cmd):
@@ -88,6 +91,7 @@ ext_modules = [
     Extension(
         "cddp._C",
         sources=csrc,
+        depends=csrc_headers,
         include_dirs=["csrc", numpy.get_include()],
         define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"), ("_GNU_SOURCE", "1")],
         extra_compile_args=cflags,
@@ -103,6 +107,7 @@ if mpi:
     ext_modules.append(Extension(
         "cddp._mpi",
         sources=mpi_sources,
+        depends=csrc_headers,
         include_dirs=["csrc"] + [f[2:] for f in mpi_cflags if f.startswith("-I")],
         define_macros=[("_GNU_SOURCE", "1")] + [tuple((f[2:].split("=", 1) + [None])[:2])
                                                 for f in mpi_cflags if f.startswith("-D")],
@@ -166,6 +171,7 @@ if nvcc:
     ext_modules.append(Extension(
         "cddp._cuda",
         sources=cuda_c,
+        depends=sorted(glob.glob(os.path.join("cuda", "**", "*.h"), recursive=True)),
         include_dirs=cuda_inc,
         define_macros=[("_GNU_SOURCE", "1"), ("CDDP_CUDA_ARCHS", '"' + " ".join(CUDA_ARCHS) + '"')],
         extra_compile_args=cflags,
