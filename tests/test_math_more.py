@@ -183,11 +183,17 @@ def test_unary_inplace_int_refuses_float_result():
         cddp.tensor([1, 2]).asinh_()
 
 
-@pytest.mark.xfail(strict=True, reason="fix (= trunc) accepts bool; torch raises "
-                   "NotImplementedError \"trunc_vml_cpu\" not implemented for 'Bool'")
-def test_fix_bool_refused():
+@pytest.mark.parametrize("name", ["fix", "trunc", "floor", "ceil", "round"])
+def test_rounding_bool_refused(name):
+    """torch's rounding kernels have no bool case: NotImplementedError naming the kernel
+    (fix is trunc's alias); integers pass through unchanged."""
+    kernel = "trunc" if name == "fix" else name
+    with pytest.raises(NotImplementedError, match=f'"{kernel}_vml_cpu" not implemented for '
+                                                  "'Bool'"):
+        getattr(cddp, name)(cddp.tensor([True, False]))
     with pytest.raises(NotImplementedError):
-        cddp.fix(cddp.tensor([True, False]))
+        getattr(cddp.tensor([True]), name)()
+    assert getattr(cddp, name)(cddp.tensor([3, -2])).tolist() == [3, -2]
 
 
 @pytest.mark.parametrize("name", ALL_UNARY)
@@ -254,7 +260,7 @@ def test_unary_int_dtype_vs_torch(torch):
     for name in U_FLOAT + ["sgn", "fix"]:
         for v in ([0, 1, 2, 3], [True, False]):
             if name == "fix" and isinstance(v[0], bool):
-                continue                             # the xfail above
+                continue                             # test_rounding_bool_refused
             a, b = getattr(cddp, name)(cddp.tensor(v)), getattr(torch, name)(torch.tensor(v))
             assert str(a.dtype)[5:] == str(b.dtype)[6:], name
             same(n(a).astype(float), b.numpy().astype(float), rtol=1e-6)

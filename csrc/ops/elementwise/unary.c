@@ -110,10 +110,10 @@ BW2(relu, y > 0 ? x : 0)
 SAME_LOOPS(sign, (scalar_t)((0 < x) - (x < 0)), (scalar_t)((0 < x) - (x < 0)), x)
 SAME_NOBOOL_LOOPS(square, x * x, (scalar_t)(U64(x) * U64(x)))
 BW2(square, x * (2 * y))
-SAME_LOOPS(floor, floor(x), x, x)
-SAME_LOOPS(ceil, ceil(x), x, x)
-SAME_LOOPS(round, nearbyint(x), x, x)
-SAME_LOOPS(trunc, trunc(x), x, x)
+SAME_NOBOOL_LOOPS(floor, floor(x), x)
+SAME_NOBOOL_LOOPS(ceil, ceil(x), x)
+SAME_NOBOOL_LOOPS(round, nearbyint(x), x)
+SAME_NOBOOL_LOOPS(trunc, trunc(x), x)
 BOOL_LOOPS(logical_not, !x, !x)
 EW_LOOP1(bitwise_not_i64, int64_t, int64_t, ~x)
 EW_LOOP1(bitwise_not_i32, int32_t, int32_t, ~x)
@@ -182,10 +182,14 @@ static const unop unops[U_COUNT] = {
     [U_sign] = {"sign", "SignBackward0", U_SAME, S_NONE, ALL5(sign), NOGRAD},
     /* square(bool) is pow(bool, 2): int64, handled in unary() */
     [U_square] = {"square", "PowBackward0", U_SAME, S_IN, NUM4(square), BWT(square)},
-    [U_floor] = {"floor", "FloorBackward0", U_SAME, S_NONE, ALL5(floor), NOGRAD},
-    [U_ceil] = {"ceil", "CeilBackward0", U_SAME, S_NONE, ALL5(ceil), NOGRAD},
-    [U_round] = {"round", "RoundBackward0", U_SAME, S_NONE, ALL5(round), NOGRAD},
-    [U_trunc] = {"trunc", "TruncBackward0", U_SAME, S_NONE, ALL5(trunc), NOGRAD},
+    [U_floor] = {"floor", "FloorBackward0", U_SAME, S_NONE, NUM4(floor), NOGRAD,
+                  "\"floor_vml_cpu\" not implemented for 'Bool'", 1},
+    [U_ceil] = {"ceil", "CeilBackward0", U_SAME, S_NONE, NUM4(ceil), NOGRAD,
+                 "\"ceil_vml_cpu\" not implemented for 'Bool'", 1},
+    [U_round] = {"round", "RoundBackward0", U_SAME, S_NONE, NUM4(round), NOGRAD,
+                  "\"round_vml_cpu\" not implemented for 'Bool'", 1},
+    [U_trunc] = {"trunc", "TruncBackward0", U_SAME, S_NONE, NUM4(trunc), NOGRAD,
+                  "\"trunc_vml_cpu\" not implemented for 'Bool'", 1},
     [U_logical_not] = {"logical_not", NULL, U_BOOL, S_NONE, ALL5(logical_not), NOGRAD},
     [U_bitwise_not] = {"bitwise_not", NULL, U_SAME, S_NONE, INTB3(bitwise_not), NOGRAD},
     [U_isnan] = {"isnan", NULL, U_BOOL, S_NONE, ALL5(isnan), NOGRAD},
