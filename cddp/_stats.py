@@ -261,7 +261,11 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     if p == 0:                     # a count: zero gradient, but a graph as torch's has
         return (diff != 0).to(x1.dtype).sum(-1) + diff.sum(-1) * 0
     if math.isinf(p):
-        return diff.amax(-1)
+        # torch's gradient goes in full to every coordinate tied for the maximum (amax would
+        # split it): the value is the detached maximum, the gradient flows through the mask
+        top = diff.detach().amax(-1)
+        mask = (diff.detach() == top.unsqueeze(-1)).to(diff.dtype)
+        return top + ((diff - diff.detach()) * mask).sum(-1)
     if p == 1:
         return diff.sum(-1)
     s = (diff * diff).sum(-1) if p == 2 else (diff ** p).sum(-1)

@@ -403,12 +403,17 @@ def test_cdist_p0_backward():
     close(n(a.grad), np.zeros_like(Y2[0]))
 
 
-@pytest.mark.xfail(strict=True, reason="cdist(p=inf) splits the gradient among tied maximal "
-                   "coordinates (amax); torch sends the full gradient to each of them")
 def test_cdist_inf_tie_grad():
-    a = t(np.array([[3.0, 4.0]]), requires_grad=True)
-    cddp.cdist(a, t(np.array([[1.0, 2.0]])), INF).sum().backward()
-    close(n(a.grad), [[1.0, 1.0]])
+    """torch sends the full gradient to each coordinate tied for the maximum (amax splits
+    it); the sign follows x1 - x2, and an untied coordinate gets none."""
+    a = t(np.array([[3.0, 4.0], [0.0, 5.0]]), requires_grad=True)
+    out = cddp.cdist(a, t(np.array([[1.0, 2.0]])), INF)
+    close(n(out), [[2.0], [3.0]])
+    out.sum().backward()
+    close(n(a.grad), [[1.0, 1.0], [0.0, 1.0]])
+    b = t(np.array([[1.0, 2.0]]), requires_grad=True)
+    cddp.cdist(t(np.array([[3.0, 0.0]])), b, INF).sum().backward()
+    close(n(b.grad), [[-1.0, 1.0]])
 
 
 def test_trapezoid():
