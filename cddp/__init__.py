@@ -106,6 +106,8 @@ else:
         globals().update((_n, getattr(_mod, _n)) for _n in _mod.__all__)
     globals()["range"] = _shape_ops.range_      # torch.range (Python's range stays builtin)
     del _mod
+    from . import linalg
+    globals().update(linalg.TOP_LEVEL)         # torch.inverse, det, svd (returning V), ...
     from ._compat import (compile, set_float32_matmul_precision,  # noqa: F401
                           get_float32_matmul_precision, is_autocast_cpu_enabled, layout,
                           set_default_device, get_default_device,

@@ -1,0 +1,360 @@
+"""cddp.linalg — torch.linalg: norms, inverses, determinants, solves and factorizations of
+(batches of) matrices (..., m, n), with torch's signatures, named results, errors and
+gradients.
+
+The factorizations are LAPACK through NumPy (_factor.py); everything else is composed of
+them and cddp's differentiable ops, as torch composes pinv, matrix_norm('nuc') or
+matrix_power. The old top-level names (torch.inverse, det, svd returning V, qr(some=...),
+...) and the Tensor methods are at the end.
+"""
+import math
+
+from .. import _C
+from .._ops import _return_type
+from .._shape_ops import cross as _cross
+from ..autograd.grad_mode import no_grad
+from . import _factor
+from ._factor import LinAlgError, check_float, check_matrix, check_square
+
+__all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "inv", "inv_ex", "det",
+           "slogdet", "solve", "cholesky", "cholesky_ex", "qr", "svd", "svdvals", "eigh",
+           "eigvalsh", "pinv", "matrix_power", "matrix_rank", "cross", "multi_dot", "vecdot",
+           "diagonal", "matmul"]
+
+_slogdet_result = _return_type("linalg_slogdet", ("sign", "logabsdet"))
+_qr_result = _return_type("linalg_qr", ("Q", "R"))
+_svd_result = _return_type("linalg_svd", ("U", "S", "Vh"))
+_eigh_result = _return_type("linalg_eigh", ("eigenvalues", "eigenvectors"))
+_inv_ex_result = _return_type("linalg_inv_ex", ("inverse", "info"))
+_cholesky_ex_result = _return_type("linalg_cholesky_ex", ("L", "info"))
+
+matmul = _C.matmul
+
+
+# ---- norms ----------------------------------------------------------------------------------
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """The ord-norm of x's elements over dim (all of them when None)."""
+    if dtype is not None:
+        x = x.to(dtype)
+    check_float("linalg.vector_norm", x)
+    return _C.norm(x, p=ord, dim=dim, keepdim=keepdim)
+
+
+def _to_end(A, dim):
+    """A with the two matrix dims `dim` moved last, and how to put reduced dims back."""
+    nd = A.dim()
+    if len(dim) != 2:
+        raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got {tuple(dim)}")
+    d0, d1 = (d % nd if -nd <= d < nd else None for d in dim)
+    if d0 is None or d1 is None:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-nd}, "
+                         f"{nd - 1}], but got {dim[0] if d0 is None else dim[1]})")
+    if d0 == d1:
+        raise RuntimeError(f"linalg.matrix_norm: dims must be different. Got ({dim[0]}, "
+                           f"{dim[1]})")
+    return A.movedim((d0, d1), (-2, -1)), sorted((d0, d1))
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
+    """'fro', 'nuc', inf, -inf, 1, -1, 2 or -2 norm of each matrix over the dims `dim`."""
+    check_matrix("linalg.matrix_norm", A)
+    if dtype is not None:
+        A = A.to(dtype)
+    M, dims = _to_end(A, dim)
+    if ord == "fro":
+        out = _C.norm(M, p=2, dim=(-2, -1))
+    elif ord == "nuc":
+        out = svdvals(M).sum(-1)
+    elif ord in (2, -2):
+        s = svdvals(M)
+        out = s.amax(-1) if ord == 2 else s.amin(-1)
+    elif ord in (1, -1, math.inf, -math.inf):
+        sums = M.abs().sum(-2 if abs(ord) == 1 else -1)    # column sums (1) or row sums (inf)
+        out = sums.amax(-1) if ord > 0 else sums.amin(-1)
+    else:
+        raise RuntimeError(f"linalg.matrix_norm: Order {ord} not supported.")
+    if keepdim:
+        out = out.unsqueeze(dims[0]).unsqueeze(dims[1])
+    return out
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
+    """torch.linalg.norm: a vector norm over one dim (or all, when ord is None), a matrix norm
+    over two."""
+    if isinstance(dim, int):
+        dim = (dim,)
+    if dim is not None and len(dim) == 2:
+        return matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype=dtype)
+    if ord is not None and dim is None:
+        if A.dim() == 2:
+            return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+        if A.dim() != 1:
+            raise RuntimeError("linalg.norm: If dim is not specified but ord is, the input "
+                               f"must be 1D or 2D. Got {A.dim()}D.")
+    if isinstance(ord, str):
+        raise RuntimeError(f"linalg.norm: Order {ord} not supported for vector norms.")
+    return vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype=dtype)
+
+
+# ---- inverse, determinants, solve -----------------------------------------------------------
+
+def inv(A):
+    check_square("linalg.inv", A)
+    return _factor.Inv.apply(A)
+
+
+def inv_ex(A, *, check_errors=False):
+    """(inverse, info): info is 0 per matrix, or > 0 (the first zero pivot) where the matrix
+    is singular — then that matrix's inverse is not meaningful."""
+    check_square("linalg.inv_ex", A)
+    try:
+        return _inv_ex_result((inv(A), _C.zeros(A.shape[:-2], dtype=_C.int32)))
+    except LinAlgError:
+        if check_errors:
+            raise
+    import numpy as np
+    a = _factor._np(A).reshape((-1,) + tuple(A.shape[-2:]))
+    info = np.zeros(len(a), np.int32)
+    out = np.full_like(a, np.nan)
+    for i, m in enumerate(a):
+        try:
+            out[i] = np.linalg.inv(m)
+        except np.linalg.LinAlgError:
+            info[i] = _factor._first_zero_pivot(m)
+    return _inv_ex_result((_factor._tensor(out.reshape(A.shape), A.dtype),
+                           _C.from_numpy(info.reshape(A.shape[:-2]))))
+
+
+def det(A):
+    check_square("linalg.det", A)
+    return _factor.Det.apply(A)
+
+
+def slogdet(A):
+    check_square("linalg.slogdet", A)
+    return _slogdet_result(_factor.Slogdet.apply(A))
+
+
+def solve(A, B, *, left=True):
+    check_square("linalg.solve", A)
+    check_float("linalg.solve", B)
+    if A.dtype is not B.dtype:
+        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found "
+                           f"A of type {_factor._dtype_word(A.dtype)} and B of type "
+                           f"{_factor._dtype_word(B.dtype)} instead")
+    return _factor.Solve.apply(A, B, left)
+
+
+# ---- factorizations -------------------------------------------------------------------------
+
+def cholesky(A, *, upper=False):
+    check_square("linalg.cholesky", A)
+    return _factor.Cholesky.apply(A, upper)
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    """(L, info): info 0 per matrix, or the order of the first leading minor that is not
+    positive-definite (L is then not meaningful for that matrix)."""
+    check_square("linalg.cholesky_ex", A)
+    try:
+        return _cholesky_ex_result((cholesky(A, upper=upper),
+                                    _C.zeros(A.shape[:-2], dtype=_C.int32)))
+    except LinAlgError:
+        if check_errors:
+            raise
+    import numpy as np
+    a = _factor._np(A).reshape((-1,) + tuple(A.shape[-2:]))
+    info = np.zeros(len(a), np.int32)
+    out = np.zeros_like(a)
+    for i, m in enumerate(a):
+        try:
+            out[i] = np.linalg.cholesky(m)
+        except np.linalg.LinAlgError:
+            info[i] = next(k for k in range(1, len(m) + 1) if not _is_pd(m[:k, :k]))
+    out = out.reshape(A.shape)
+    L = _factor._tensor(out.swapaxes(-1, -2) if upper else out, A.dtype)
+    return _cholesky_ex_result((L, _C.from_numpy(info.reshape(A.shape[:-2]))))
+
+
+def _is_pd(m):
+    import numpy as np
+    try:
+        np.linalg.cholesky(m)
+        return True
+    except np.linalg.LinAlgError:
+        return False
+
+
+def qr(A, mode="reduced"):
+    check_matrix("linalg.qr", A)
+    if mode not in ("reduced", "complete", "r"):
+        raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
+                           "'reduced' (default), 'r', or 'complete'")
+    return _qr_result(_factor.QR.apply(A, mode))
+
+
+def svd(A, full_matrices=True, *, driver=None):
+    check_matrix("linalg.svd", A)
+    return _svd_result(_factor.SVD.apply(A, full_matrices))
+
+
+def svdvals(A, *, driver=None):
+    check_matrix("linalg.svdvals", A)
+    return _factor.SVD.apply(A, False)[1]
+
+
+def eigh(A, UPLO="L"):  # noqa: N803 (torch's argument name)
+    check_square("linalg.eigh", A)
+    if UPLO not in ("L", "U"):
+        raise RuntimeError(f"Expected UPLO argument to be 'L' or 'U', but got {UPLO}")
+    return _eigh_result(_factor.Eigh.apply(A, UPLO))
+
+
+def eigvalsh(A, UPLO="L"):  # noqa: N803
+    return eigh(A, UPLO)[0]
+
+
+def _tol_of(shape, dtype, atol, rtol):
+    """s_max (NumPy, (..., 1)) -> the cut-off max(atol, rtol * s_max); torch's default rtol is
+    eps * max(m, n) when neither is given, 0 when only atol is."""
+    import numpy as np
+    if rtol is None:
+        rtol = _factor.eps(dtype) * max(shape[-2], shape[-1]) if atol is None or (
+            not isinstance(atol, _C.Tensor) and atol <= 0) else 0.0
+    rt = rtol.detach().numpy()[..., None] if isinstance(rtol, _C.Tensor) else rtol
+    at = 0.0 if atol is None else (atol.detach().numpy()[..., None]
+                                   if isinstance(atol, _C.Tensor) else atol)
+    return lambda s_max: np.maximum(at, rt * s_max)
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    """The pseudo-inverse, with torch's derivative (that of the pseudo-inverse itself, not of
+    the SVD it is computed from)."""
+    check_matrix("linalg.pinv", A)
+    return _factor.Pinv.apply(A, _tol_of(A.shape, A.dtype, atol, rtol), hermitian)
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):
+    check_matrix("linalg.matrix_rank", A)
+    if tol is not None:
+        atol, rtol = tol, 0.0
+    with no_grad():
+        s = eigvalsh(A).abs() if hermitian else svdvals(A)
+        tol = _tol_of(A.shape, A.dtype, atol, rtol)(s.numpy().max(-1, initial=0)[..., None])
+        return (s > _factor._tensor(tol, A.dtype)).sum(-1)
+
+
+def matrix_power(A, n):
+    """A^n by repeated squaring (n < 0: of the inverse; n == 0: the identity)."""
+    _check_square_any(A)
+    if not isinstance(n, int) or isinstance(n, bool):
+        raise TypeError(f"matrix_power(): argument 'n' must be int, not {type(n).__name__}")
+    if n == 0:
+        eye = _C.eye(A.shape[-1], dtype=A.dtype)
+        return eye.expand(A.shape).clone()
+    if n < 0:
+        A, n = inv(A), -n
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else result.matmul(base)
+        n >>= 1
+        if n:
+            base = base.matmul(base)
+    return result
+
+
+def _check_square_any(A):
+    """matrix_power's check: any dtype (positive powers are matmuls; inv checks the rest)."""
+    if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError("linalg.matrix_power: A must be batches of square matrices, but "
+                           f"they are {A.shape[-2] if A.dim() > 1 else 1} by {A.shape[-1]} "
+                           "matrices")
+
+
+def cross(input, other, *, dim=-1):  # noqa: A002
+    return _cross(input, other, dim=dim)
+
+
+def multi_dot(tensors):
+    """The chained product; a 1-D first (last) tensor is a row (column) vector, dropped from
+    the result's shape as torch does."""
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    first_vec, last_vec = tensors[0].dim() == 1, tensors[-1].dim() == 1
+    for i, t in enumerate(tensors):
+        want = 1 if (i == 0 and first_vec) or (i == len(tensors) - 1 and last_vec) else 2
+        if t.dim() != want and not (t.dim() == 2):
+            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.dim()}D")
+    if first_vec:
+        tensors[0] = tensors[0].unsqueeze(0)
+    if last_vec:
+        tensors[-1] = tensors[-1].unsqueeze(-1)
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = out.matmul(t)
+    if first_vec:
+        out = out.squeeze(0)
+    if last_vec:
+        out = out.squeeze(-1)
+    return out
+
+
+def vecdot(x, y, *, dim=-1):
+    return (x * y).sum(dim)
+
+
+def diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    return A.diagonal(offset, dim1, dim2)
+
+
+# ---- torch's older top-level names and the Tensor methods ------------------------------------
+
+_svd_old = _return_type("svd", ("U", "S", "V"))
+_qr_old = _return_type("qr", ("Q", "R"))
+_slogdet_old = _return_type("slogdet", ("sign", "logabsdet"))
+
+
+def logdet(A):
+    """log(det(A)): nan for a negative determinant, -inf for a zero one."""
+    sign, logabs = slogdet(A)
+    return _C.where(sign < 0, _C.full_like(logabs, math.nan), logabs)
+
+
+def _slogdet_top(A):
+    return _slogdet_old(slogdet(A))
+
+
+def pinverse(A, rcond=1e-15):
+    return pinv(A, rtol=rcond)
+
+
+def _cholesky_top(A, upper=False):
+    return cholesky(A, upper=upper)
+
+
+def _qr_top(A, some=True):
+    return _qr_old(qr(A, "reduced" if some else "complete"))
+
+
+def _svd_top(A, some=True, compute_uv=True):
+    """torch.svd: (U, S, V) with V (not V^T); compute_uv=False gives zero U and V."""
+    U, S, Vh = svd(A, full_matrices=not some)
+    if not compute_uv:
+        return _svd_old((_C.zeros_like(U), S.detach(), _C.zeros_like(Vh)))
+    return _svd_old((U, S, Vh.mT))
+
+
+def chain_matmul(*matrices):
+    return multi_dot(matrices)
+
+
+TOP_LEVEL = {"inverse": inv, "det": det, "logdet": logdet, "slogdet": _slogdet_top,
+             "matrix_power": matrix_power, "pinverse": pinverse, "cholesky": _cholesky_top,
+             "qr": _qr_top, "svd": _svd_top, "chain_matmul": chain_matmul}
+for _name in ("inverse", "det", "logdet", "slogdet", "matrix_power", "pinverse", "cholesky",
+              "qr", "svd"):
+    setattr(_C.Tensor, _name, TOP_LEVEL[_name])
+del _name

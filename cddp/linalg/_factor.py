@@ -1,0 +1,437 @@
+"""The factorizations and solves of cddp.linalg: LAPACK through NumPy's np.linalg (one LAPACK
+call per matrix of a batch, in the input's precision: s* routines for float32, d* for
+float64, the same getrf/potrf/geqrf/gesdd/syevd torch calls, so factors come out with torch's
+sign conventions), each an autograd Function whose backward is torch's derivative formula in
+NumPy.
+
+Shapes: A (..., m, n) with any batch dims "..."; square ops need m == n. Backward formulas
+are written for real matrices (cddp has no complex dtype), so ^H is ^T throughout.
+"""
+import numpy as np
+
+from .. import _C
+from ..autograd.function import Function
+
+_FLOATS = (_C.float32, _C.float64)
+
+
+class LinAlgError(RuntimeError):
+    """torch.linalg.LinAlgError: the matrix was singular / not positive-definite."""
+
+
+# ---- conversions and checks -----------------------------------------------------------------
+
+def _np(x):
+    return x.detach().numpy()
+
+
+def _tensor(a, dtype):
+    """A NumPy result as a cddp tensor of `dtype` (np.linalg keeps float32 as float32)."""
+    return _C.from_numpy(np.asarray(a, dtype=np.float32 if dtype is _C.float32 else np.float64,
+                                    order="C"))             # (ascontiguousarray makes 0-d 1-d)
+
+
+def check_float(name, A):
+    if A.dtype not in _FLOATS:
+        if A.dtype in (_C.float16, _C.bfloat16):
+            raise RuntimeError(f"{name}: Low precision dtypes not supported. Got "
+                               f"{_dtype_word(A.dtype)}")
+        raise RuntimeError(f"{name}: Expected a floating point or complex tensor as input. "
+                           f"Got {_dtype_word(A.dtype)}")
+
+
+def _dtype_word(dt):
+    return {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte",
+            "bool": "Bool", "float16": "Half", "bfloat16": "BFloat16"}.get(str(dt)[5:],
+                                                                             str(dt)[5:])
+
+
+def check_square(name, A, what="A"):
+    check_matrix(name, A, what)
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"{name}: {what} must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+
+
+def check_matrix(name, A, what="A"):
+    if A.dim() < 2:
+        raise RuntimeError(f"{name}: The input tensor {what} must have at least 2 dimensions.")
+    check_float(name, A)
+
+
+def eps(dtype):
+    return float(np.finfo(np.float32 if dtype is _C.float32 else np.float64).eps)
+
+
+def _mT(a):
+    return np.swapaxes(a, -1, -2)
+
+
+def _sum_to(g, shape):
+    """g summed over the dims broadcasting added or stretched, back to `shape`."""
+    shape = tuple(shape)
+    lead = g.ndim - len(shape)
+    if lead:
+        g = g.sum(axis=tuple(range(lead)))
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
+    return g.sum(axis=axes, keepdims=True) if axes else g
+
+
+def _batch_index(shape, flat):
+    """torch's "(Batch element k): " prefix, k the flat index of the failing matrix."""
+    return f"(Batch element {flat}): " if len(shape) > 2 else ""
+
+
+def _first_zero_pivot(a):
+    """1-based index of LU's first exactly-zero pivot (partial pivoting, as getrf), or n."""
+    u = np.array(a, dtype=np.float64)
+    n = u.shape[0]
+    for k in range(n):
+        p = k + int(np.argmax(np.abs(u[k:, k])))
+        if u[p, k] == 0:
+            return k + 1
+        u[[k, p]] = u[[p, k]]
+        u[k + 1:, k:] -= np.outer(u[k + 1:, k] / u[k, k], u[k, k:])
+    return n
+
+
+def _singular(name, a):
+    """LinAlgError for the first singular matrix of batch a (..., n, n)."""
+    flat = a.reshape((-1,) + a.shape[-2:])
+    for i, m in enumerate(flat):
+        try:
+            np.linalg.inv(m)
+        except np.linalg.LinAlgError:
+            return LinAlgError(f"{name}: {_batch_index(a.shape, i)}The diagonal element "
+                               f"{_first_zero_pivot(m)} is zero, the inversion could not be "
+                               "completed because the input matrix is singular.")
+    return LinAlgError(f"{name}: The input matrix is singular.")
+
+
+def _not_pd(name, a):
+    """LinAlgError for the first matrix of a (..., n, n) that is not positive-definite."""
+    flat = a.reshape((-1,) + a.shape[-2:])
+    for i, m in enumerate(flat):
+        for k in range(1, m.shape[0] + 1):
+            try:
+                np.linalg.cholesky(m[:k, :k])
+            except np.linalg.LinAlgError:
+                return LinAlgError(
+                    f"{name}: {_batch_index(a.shape, i)}The factorization could not be "
+                    "completed because the input is not positive-definite (the leading minor "
+                    f"of order {k} is not positive-definite).")
+    return LinAlgError(f"{name}: The factorization could not be completed because the input "
+                       "is not positive-definite.")
+
+
+# ---- inverse, determinants, solve -------------------------------------------------------------
+
+class Inv(Function):
+    @staticmethod
+    def forward(ctx, A):
+        a = _np(A)
+        try:
+            inv = np.linalg.inv(a)
+        except np.linalg.LinAlgError:
+            raise _singular("linalg.inv", a) from None
+        out = _tensor(inv, A.dtype)
+        ctx.save_for_backward(out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        b = _np(ctx.saved_tensors[0])
+        bt = _mT(b)
+        return _tensor(-(bt @ _np(g) @ bt), g.dtype)
+
+
+def _det_grad(a, det):
+    """d det(A) / dA = adj(A)^T, through the inverse where det != 0 and through the SVD
+    (adj(A) = V diag(prod_{j!=i} s_j) U^T det(U V^T)) where A is singular."""
+    out = np.empty_like(a)
+    ok = det != 0
+    if ok.any():
+        out[ok] = det[ok][..., None, None] * _mT(np.linalg.inv(a[ok]))
+    if (~ok).any():
+        u, s, vh = np.linalg.svd(a[~ok])
+        n = s.shape[-1]
+        prods = np.stack([np.prod(np.delete(s, i, axis=-1), axis=-1) for i in range(n)], -1) \
+            if n else s
+        sign = np.linalg.det(u) * np.linalg.det(vh)
+        adj = (_mT(vh) * prods[..., None, :]) @ _mT(u) * sign[..., None, None]
+        out[~ok] = _mT(adj)
+    return out
+
+
+class Det(Function):
+    @staticmethod
+    def forward(ctx, A):
+        a = _np(A)
+        det = np.linalg.det(a)
+        ctx.save_for_backward(A)
+        ctx.det = det
+        return _tensor(det, A.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        a = _np(ctx.saved_tensors[0])
+        return _tensor(np.asarray(_np(g))[..., None, None] * _det_grad(a, np.asarray(ctx.det)),
+                       g.dtype)
+
+
+class Slogdet(Function):
+    @staticmethod
+    def forward(ctx, A):
+        sign, logabs = np.linalg.slogdet(_np(A))
+        ctx.save_for_backward(A)
+        s = _tensor(sign, A.dtype)
+        ctx.mark_non_differentiable(s)
+        return s, _tensor(logabs, A.dtype)
+
+    @staticmethod
+    def backward(ctx, g_sign, g_logabs):
+        a = _np(ctx.saved_tensors[0])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            try:
+                inv_t = _mT(np.linalg.inv(a))
+            except np.linalg.LinAlgError:            # singular: the gradient is infinite
+                inv_t = np.full_like(a, np.inf)
+        return _tensor(_np(g_logabs)[..., None, None] * inv_t, g_logabs.dtype)
+
+
+def _is_vector_rhs(A, B):
+    """torch's rule: B is a (batch of) vector(s) when B.ndim == 1, or when it has one dim
+    fewer than A and matches A's shape without its last dim."""
+    return B.dim() == 1 or (B.dim() == A.dim() - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+
+
+class Solve(Function):
+    """X with A X = B (left) or X A = B; B a matrix (..., n, k) or a vector (..., n)."""
+
+    @staticmethod
+    def forward(ctx, A, B, left):
+        a, b = _np(A), _np(B)
+        vec = _is_vector_rhs(A, B)
+        if vec:
+            b = b[..., None]
+        if not left:                   # X A = B  <=>  A^T X^T = B^T
+            a, b = _mT(a), _mT(b)
+        try:
+            x = np.linalg.solve(a, b)
+        except np.linalg.LinAlgError:
+            raise _singular("linalg.solve", np.broadcast_to(_np(A), a.shape)) from None
+        except ValueError as e:
+            raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation "
+                               f"{'AX = B' if left else 'XA = B'} ({tuple(A.shape)} and "
+                               f"{tuple(B.shape)}): {e}") from None
+        if not left:
+            x = _mT(x)
+        if vec:
+            x = x[..., 0]
+        ctx.vec, ctx.left = vec, left
+        ctx.a_shape, ctx.b_shape = tuple(A.shape), tuple(B.shape)
+        out = _tensor(x, A.dtype)
+        ctx.save_for_backward(A, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        A, X = ctx.saved_tensors
+        a, x, gx = _np(A), _np(X), _np(g)
+        if ctx.vec:
+            x, gx = x[..., None], gx[..., None]
+        if ctx.left:                   # gB = A^-T gX, gA = -gB X^T
+            gb = np.linalg.solve(_mT(a), gx)
+            ga = -(gb @ _mT(x))
+        else:                          # X = B A^-1: gB = gX A^-T, gA = -X^T gB
+            gb = _mT(np.linalg.solve(a, _mT(gx)))
+            ga = -(_mT(x) @ gb)
+        if ctx.vec:
+            gb = gb[..., 0]
+        return (_tensor(_sum_to(ga, ctx.a_shape), g.dtype),
+                _tensor(_sum_to(gb, ctx.b_shape), g.dtype), None)
+
+
+# ---- Cholesky, QR ---------------------------------------------------------------------------
+
+class Cholesky(Function):
+    @staticmethod
+    def forward(ctx, A, upper):
+        a = _np(A)
+        try:
+            low = np.linalg.cholesky(a)      # reads the lower triangle, as torch's default
+        except np.linalg.LinAlgError:
+            raise _not_pd("linalg.cholesky", a) from None
+        L = _tensor(low, A.dtype)
+        ctx.save_for_backward(L)
+        ctx.upper = upper
+        return L.mT.contiguous() if upper else L
+
+    @staticmethod
+    def backward(ctx, g):
+        # A = L L^T: gA = sym(L^-T Phi(L^T gL) L^-1), Phi = the lower triangle, diagonal halved
+        low = _np(ctx.saved_tensors[0])
+        gl = _np(g)
+        if ctx.upper:
+            gl = _mT(gl)
+        phi = np.tril(_mT(low) @ gl)
+        d = np.einsum("...ii->...i", phi)
+        d *= 0.5
+        inv = np.linalg.inv(low)
+        s = _mT(inv) @ phi @ inv
+        return _tensor(0.5 * (s + _mT(s)), g.dtype), None
+
+
+def _copyltu(m):
+    """The symmetric matrix with m's lower triangle (its diagonal kept once)."""
+    low = np.tril(m, -1)
+    return low + _mT(low) + np.einsum("...ii->...i", m)[..., None] * np.eye(m.shape[-1])
+
+
+def _qr_grad_tall(q, r, gq, gr):
+    """gA for A = QR, A (m, n) with m >= n, reduced: (gQ + Q copyltu(M)) R^-T with
+    M = R gR^T - gQ^T Q."""
+    m = r @ _mT(gr) - _mT(gq) @ q
+    b = gq + q @ _copyltu(m)
+    return _mT(np.linalg.solve(r, _mT(b)))          # b R^-T
+
+
+class QR(Function):
+    @staticmethod
+    def forward(ctx, A, mode):
+        a = _np(A)
+        if mode == "r":
+            r = np.linalg.qr(a, mode="r")
+            q = np.zeros(a.shape[:-2] + (0,), a.dtype)
+        else:
+            q, r = np.linalg.qr(a, mode=mode)
+        Q, R = _tensor(q, A.dtype), _tensor(r, A.dtype)
+        ctx.mode = mode
+        ctx.save_for_backward(A, Q, R)
+        return Q, R
+
+    @staticmethod
+    def backward(ctx, gQ, gR):
+        A, Q, R = ctx.saved_tensors
+        m, n = A.shape[-2], A.shape[-1]
+        if ctx.mode == "r":
+            raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed "
+                               "when mode='r'. Please use linalg.qr(A, mode='reduced') if you "
+                               "are going to differentiate through linalg.qr.")
+        if ctx.mode == "complete" and m > n:
+            raise RuntimeError("The QR decomposition is not differentiable when mode='complete' "
+                               "and nrows > ncols.")
+        q, r, gq, gr = _np(Q), _np(R), _np(gQ), _np(gR)
+        if m >= n:
+            ga = _qr_grad_tall(q, r, gq, gr)
+        else:
+            # A = [X | Y], R = [U | V] with X = Q U (square): Y = Q V adds Y gV^T to gQ
+            y, u, gu, gv = _np(A)[..., m:], r[..., :m], gr[..., :m], gr[..., m:]
+            gx = _qr_grad_tall(q, u, gq + y @ _mT(gv), gu)
+            ga = np.concatenate([gx, q @ gv], -1)
+        return _tensor(ga, gQ.dtype), None
+
+
+# ---- eigh, SVD ------------------------------------------------------------------------------
+
+class Eigh(Function):
+    @staticmethod
+    def forward(ctx, A, uplo):
+        w, v = np.linalg.eigh(_np(A), UPLO=uplo)
+        W, V = _tensor(w, A.dtype), _tensor(v, A.dtype)
+        ctx.save_for_backward(W, V)
+        return W, V
+
+    @staticmethod
+    def backward(ctx, gW, gV):
+        # gA = V (skew(V^T gV) / E + diag(gW)) V^T, E_ij = w_j - w_i (torch's formula: the
+        # skew part of V^T gV is the one the orthonormality of V lets through)
+        w, v = (_np(t) for t in ctx.saved_tensors)
+        gw, gv = _np(gW), _np(gV)
+        vtgv = _mT(v) @ gv
+        vtgv = 0.5 * (vtgv - _mT(vtgv))
+        e = w[..., None, :] - w[..., :, None]
+        idx = np.arange(w.shape[-1])
+        e[..., idx, idx] = 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inner = vtgv / e
+        inner[..., idx, idx] = gw
+        return _tensor(v @ inner @ _mT(v), gW.dtype), None
+
+
+class SVD(Function):
+    """U, S, Vh of A (..., m, n); k = min(m, n)."""
+
+    @staticmethod
+    def forward(ctx, A, full_matrices):
+        u, s, vh = np.linalg.svd(_np(A), full_matrices=full_matrices)
+        U, S, Vh = (_tensor(x, A.dtype) for x in (u, s, vh))
+        ctx.full = full_matrices
+        ctx.save_for_backward(U, S, Vh)
+        return U, S, Vh
+
+    @staticmethod
+    def backward(ctx, gU, gS, gVh):
+        U, S, Vh = ctx.saved_tensors
+        u, s, vh = _np(U), _np(S), _np(Vh)
+        gu, gs, gvh = _np(gU), _np(gS), _np(gVh)
+        k = s.shape[-1]
+        u, vh = u[..., :k], vh[..., :k, :]
+        uses_vectors = bool(np.any(gu) or np.any(gvh))
+        if ctx.full and uses_vectors and (gu.shape[-1] > k or gvh.shape[-2] > k):
+            raise RuntimeError("linalg_svd_backward: The singular vectors in the complete "
+                               "case (full_matrices=True) are not unique when m != n; "
+                               "use full_matrices=False")
+        if not uses_vectors:
+            return _tensor((u * gs[..., None, :]) @ vh, gS.dtype), None
+        gu, gvh = gu[..., :k], gvh[..., :k, :]
+        v, gv = _mT(vh), _mT(gvh)
+        utgu, vtgv = _mT(u) @ gu, _mT(v) @ gv
+        e = s[..., None, :] ** 2 - s[..., :, None] ** 2
+        idx = np.arange(k)
+        e[..., idx, idx] = 1
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inner = ((utgu - _mT(utgu)) / e) * s[..., None, :] + \
+                s[..., :, None] * ((vtgv - _mT(vtgv)) / e)
+            inner[..., idx, idx] += gs
+            ga = u @ inner @ vh
+            m, n = u.shape[-2], v.shape[-2]
+            if m > k:                  # (I - U U^T) gU S^-1 V^T
+                ga = ga + ((gu - u @ utgu) / s[..., None, :]) @ vh
+            if n > k:                  # U S^-1 gV^T (I - V V^T)
+                ga = ga + u @ _mT((gv - v @ vtgv) / s[..., None, :])
+        return _tensor(ga, gU.dtype), None
+
+
+class Pinv(Function):
+    """The pseudo-inverse P (..., n, m) of A (..., m, n): V diag(1/s) U^T over the singular
+    values above tol (..., 1, 1) (eigenvalues by magnitude when hermitian)."""
+
+    @staticmethod
+    def forward(ctx, A, tol_of, hermitian):
+        a = _np(A)
+        if hermitian:
+            w, v = np.linalg.eigh(a)
+            keep = np.abs(w) > tol_of(np.abs(w).max(-1, initial=0)[..., None])
+            with np.errstate(divide="ignore"):
+                winv = np.where(keep, 1 / np.where(keep, w, 1), 0)
+            p = (v * winv[..., None, :]) @ _mT(v)
+        else:
+            u, s, vh = np.linalg.svd(a, full_matrices=False)
+            keep = s > tol_of(s.max(-1, initial=0)[..., None])
+            sinv = np.where(keep, 1 / np.where(keep, s, 1), 0)
+            p = (_mT(vh) * sinv[..., None, :]) @ _mT(u)
+        out = _tensor(p, A.dtype)
+        ctx.save_for_backward(A, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        # from dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P (Golub & Pereyra):
+        # gA = -P^T gP P^T + (I - A P) gP^T P P^T + P^T P gP^T (I - P A)
+        A, P = ctx.saved_tensors
+        a, p, gp = _np(A), _np(P), _np(g)
+        pt, gpt = _mT(p), _mT(gp)
+        ga = -(pt @ gp @ pt) + (gpt @ p @ pt - a @ (p @ (gpt @ p @ pt))) + \
+            (pt @ p @ gpt - ((pt @ p @ gpt) @ p) @ a)
+        return _tensor(ga, g.dtype), None, None
