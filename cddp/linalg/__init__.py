@@ -285,9 +285,12 @@ def multi_dot(tensors):
         raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
     first_vec, last_vec = tensors[0].dim() == 1, tensors[-1].dim() == 1
     for i, t in enumerate(tensors):
-        want = 1 if (i == 0 and first_vec) or (i == len(tensors) - 1 and last_vec) else 2
-        if t.dim() != want and not (t.dim() == 2):
-            raise RuntimeError(f"multi_dot(): tensor {i} must be 2D but got {t.dim()}D")
+        end = i in (0, len(tensors) - 1)
+        if t.dim() != 2 and not (end and t.dim() == 1):
+            which = "first" if i == 0 else "last" if i == len(tensors) - 1 else None
+            raise RuntimeError(f"multi_dot(): the {which} tensor must be 1D or 2D but got "
+                               f"{t.dim()}D" if which else
+                               f"multi_dot(): tensor {i} must be 2D but got {t.dim()}D")
     if first_vec:
         tensors[0] = tensors[0].unsqueeze(0)
     if last_vec:
