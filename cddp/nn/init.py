@@ -3,7 +3,7 @@
 Gains and fans follow torch: calculate_gain, fan_in = size(1) * receptive field,
 fan_out = size(0) * receptive field. Every initialiser draws what torch's draws, in its order,
 so a seeded run gives torch's values: trunc_normal_ (torch 2.13's rejection sampling),
-orthogonal_ (normal_ then QR, by numpy.linalg.qr: cddp has no linalg; the result agrees with
+orthogonal_ (normal_ then QR, by LAPACK through numpy.linalg.qr; the result agrees with
 torch's to rounding), sparse_ (normal_, then one randperm per column).
 """
 import math

@@ -12,8 +12,8 @@ parameter names and state dict keys are torch's:
 orthogonal's three maps are composed of cddp ops, so autograd differentiates them as
 written: matrix_exp is a degree-12 Taylor polynomial with scaling and squaring (error below
 1e-15 relative at the scaled norm 1/2, i.e. exact in float64 for these skew matrices);
-householder_product applies the k reflectors one column at a time; cayley solves with NumPy
-inside an autograd.Function. The QR that right_inverse uses (no gradient) is NumPy's, with
+householder_product applies the k reflectors one column at a time; cayley solves with
+cddp.linalg.solve. The QR that right_inverse uses (no gradient) is NumPy's, with
 torch's sign convention (R's diagonal positive), which makes it equal to torch's.
 """
 from enum import Enum
@@ -22,8 +22,8 @@ import math
 import numpy as np
 
 from ... import _C
-from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad
+from ...linalg import solve
 from .. import functional as F
 from ..modules.module import Module
 from . import parametrize
@@ -72,24 +72,6 @@ def _householder_product(A, tau):
     return Q
 
 
-class _Solve(Function):
-    """X = M^-1 B (torch.linalg.solve), by NumPy; dB = M^-T dX, dM = -dB X^T."""
-
-    @staticmethod
-    def forward(ctx, M, B):
-        X = _C.from_numpy(np.ascontiguousarray(np.linalg.solve(M.detach().numpy(), B.detach().numpy())))
-        ctx.save_for_backward(M, X)
-        return X
-
-    @staticmethod
-    def backward(ctx, gX):
-        M, X = ctx.saved_tensors
-        gB = _C.from_numpy(np.ascontiguousarray(
-            np.linalg.solve(M.detach().transpose(-2, -1).numpy(),
-                            gX.detach().contiguous().numpy())))
-        return -(gB @ X.transpose(-2, -1)), gB
-
-
 def _is_orthogonal(Q):
     from ... import allclose
     n, k = Q.size(-2), Q.size(-1)
@@ -135,7 +117,7 @@ class _Orthogonal(Module):
                 Q = _matrix_exp(A)
             else:   # the Cayley retraction (I + A/2)(I - A/2)^{-1}, as torch writes it
                 Id = _C.eye(n, dtype=A.dtype)
-                Q = _Solve.apply(Id - 0.5 * A, Id + 0.5 * A)
+                Q = solve(Id - 0.5 * A, Id + 0.5 * A)
             if n != k:
                 Q = Q[..., :k]
         else:
