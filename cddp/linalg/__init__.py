@@ -8,6 +8,7 @@ matrix_power. The old top-level names (torch.inverse, det, svd returning V, qr(s
 ...) and the Tensor methods are at the end.
 """
 import math
+import warnings
 
 from .. import _C
 from .._ops import _return_type
@@ -334,23 +335,36 @@ def pinverse(A, rcond=1e-15):
     return pinv(A, rtol=rcond)
 
 
+def _deprecated(old, new):
+    warnings.warn(f"torch.{old} is deprecated in favor of torch.linalg.{new} and will be "
+                  "removed in a future PyTorch release.", UserWarning, stacklevel=3)
+
+
 def _cholesky_top(A, upper=False):
+    _deprecated("cholesky", "cholesky")
     return cholesky(A, upper=upper)
 
 
 def _qr_top(A, some=True):
+    _deprecated("qr", "qr")
     return _qr_old(qr(A, "reduced" if some else "complete"))
 
 
 def _svd_top(A, some=True, compute_uv=True):
     """torch.svd: (U, S, V) with V (not V^T); compute_uv=False gives zero U and V."""
+    if not compute_uv:                 # `some` has no effect here: square zero U and V
+        m, n = A.shape[-2], A.shape[-1]
+        batch = tuple(A.shape[:-2])
+        return _svd_old((_C.zeros(batch + (m, m), dtype=A.dtype), svdvals(A),
+                         _C.zeros(batch + (n, n), dtype=A.dtype)))
     U, S, Vh = svd(A, full_matrices=not some)
-    if not compute_uv:
-        return _svd_old((_C.zeros_like(U), S.detach(), _C.zeros_like(Vh)))
     return _svd_old((U, S, Vh.mT))
 
 
 def chain_matmul(*matrices):
+    warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch "
+                  "release. Use torch.linalg.multi_dot instead, which accepts a list of two or "
+                  "more tensors rather than multiple parameters.", UserWarning, stacklevel=2)
     return multi_dot(matrices)
 
 

@@ -302,7 +302,7 @@ class QR(Function):
         a = _np(A)
         if mode == "r":
             r = np.linalg.qr(a, mode="r")
-            q = np.zeros(a.shape[:-2] + (0,), a.dtype)
+            q = np.zeros((0,), a.dtype)     # torch's Q is empty, whatever the batch
         else:
             q, r = np.linalg.qr(a, mode=mode)
         Q, R = _tensor(q, A.dtype), _tensor(r, A.dtype)
