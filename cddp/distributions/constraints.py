@@ -1,0 +1,222 @@
+"""torch.distributions.constraints: the sets a parameter or a sample must lie in. check(value)
+is a bool tensor over the batch dims (the event dims reduced), used by validate_args."""
+from .. import _C
+
+__all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than",
+           "greater_than_eq", "independent", "integer_interval", "interval",
+           "half_open_interval", "is_dependent", "less_than", "lower_cholesky",
+           "lower_triangular", "nonnegative", "nonnegative_integer", "one_hot", "positive",
+           "positive_definite", "positive_integer", "real", "real_vector", "simplex",
+           "unit_interval"]
+
+
+class Constraint:
+    is_discrete = False
+    event_dim = 0
+
+    def check(self, value):
+        raise NotImplementedError
+
+    def __repr__(self):
+        return type(self).__name__.lstrip("_") + "()"
+
+
+class _Dependent(Constraint):
+    """A placeholder for a support that depends on other parameters (Uniform's low/high)."""
+
+    def __init__(self, *, is_discrete=False, event_dim=0):
+        self.is_discrete, self.event_dim = is_discrete, event_dim
+
+    def __call__(self, *, is_discrete=False, event_dim=0):
+        return _Dependent(is_discrete=is_discrete, event_dim=event_dim)
+
+    def check(self, value):
+        raise ValueError("Cannot determine validity of dependent constraint")
+
+
+def is_dependent(constraint):
+    return isinstance(constraint, _Dependent)
+
+
+class dependent_property(property):
+    """A property whose value is a constraint built from the instance (Uniform.support);
+    on the class it reads as `dependent`."""
+
+    def __init__(self, fn=None, *, is_discrete=False, event_dim=0):
+        super().__init__(fn)
+        self._is_discrete, self._event_dim = is_discrete, event_dim
+
+    def __call__(self, fn):
+        return dependent_property(fn, is_discrete=self._is_discrete, event_dim=self._event_dim)
+
+
+class _IndependentConstraint(Constraint):
+    """base over `reinterpreted_batch_ndims` more event dims."""
+
+    def __init__(self, base, reinterpreted_batch_ndims):
+        self.base_constraint, self.reinterpreted_batch_ndims = base, reinterpreted_batch_ndims
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim + self.reinterpreted_batch_ndims
+
+    def check(self, value):
+        ok = self.base_constraint.check(value)
+        n = self.reinterpreted_batch_ndims
+        if ok.dim() < n:
+            raise ValueError(f"Expected value.dim() >= {n + self.base_constraint.event_dim} "
+                             f"but got {value.dim()}")
+        return ok.reshape(tuple(ok.shape[:ok.dim() - n]) + (-1,)).all(-1) if n else ok
+
+    def __repr__(self):
+        return (f"IndependentConstraint({self.base_constraint!r}, "
+                f"{self.reinterpreted_batch_ndims})")
+
+
+class _Boolean(Constraint):
+    is_discrete = True
+
+    def check(self, value):
+        return (value == 0) | (value == 1)
+
+
+class _OneHot(Constraint):
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value):
+        return ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
+
+
+class _IntegerInterval(Constraint):
+    is_discrete = True
+
+    def __init__(self, lower_bound, upper_bound):
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+
+    def check(self, value):
+        return (value % 1 == 0) & (value >= self.lower_bound) & (value <= self.upper_bound)
+
+    def __repr__(self):
+        return f"IntegerInterval(lower_bound={self.lower_bound}, upper_bound={self.upper_bound})"
+
+
+class _IntegerGreaterThan(Constraint):
+    is_discrete = True
+
+    def __init__(self, lower_bound):
+        self.lower_bound = lower_bound
+
+    def check(self, value):
+        return (value % 1 == 0) & (value >= self.lower_bound)
+
+    def __repr__(self):
+        return f"IntegerGreaterThan(lower_bound={self.lower_bound})"
+
+
+class _Real(Constraint):
+    def check(self, value):
+        return value == value                       # False only at NaN
+
+
+class _Bound(Constraint):
+    """lower_bound <op> value (and value <op> upper_bound for intervals)."""
+    name, low_strict, high_strict, has_low, has_high = "", True, True, True, False
+
+    def __init__(self, lower_bound=None, upper_bound=None):
+        self.lower_bound, self.upper_bound = lower_bound, upper_bound
+
+    def check(self, value):
+        ok = value == value
+        if self.has_low:
+            ok = ok & (value > self.lower_bound if self.low_strict else value >= self.lower_bound)
+        if self.has_high:
+            ok = ok & (value < self.upper_bound if self.high_strict else value <= self.upper_bound)
+        return ok
+
+    def __repr__(self):
+        args = ([f"lower_bound={self.lower_bound}"] if self.has_low else []) + \
+            ([f"upper_bound={self.upper_bound}"] if self.has_high else [])
+        return f"{self.name}({', '.join(args)})"
+
+
+class _GreaterThan(_Bound):
+    name = "GreaterThan"
+
+
+class _GreaterThanEq(_Bound):
+    name, low_strict = "GreaterThanEq", False
+
+
+class _LessThan(_Bound):
+    name, has_low, has_high = "LessThan", False, True
+
+    def __init__(self, upper_bound):
+        super().__init__(None, upper_bound)
+
+
+class _Interval(_Bound):
+    name, low_strict, high_strict, has_high = "Interval", False, False, True
+
+
+class _HalfOpenInterval(_Bound):
+    name, low_strict, high_strict, has_high = "HalfOpenInterval", False, True, True
+
+
+class _Simplex(Constraint):
+    event_dim = 1
+
+    def check(self, value):
+        return (value >= 0).all(-1) & ((value.sum(-1) - 1).abs() < 1e-6)
+
+
+class _LowerTriangular(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        return (value.tril() == value).reshape(tuple(value.shape[:-2]) + (-1,)).all(-1)
+
+
+class _LowerCholesky(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        tril = (value.tril() == value).reshape(tuple(value.shape[:-2]) + (-1,)).all(-1)
+        return tril & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
+
+
+class _PositiveDefinite(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        from ..linalg import cholesky_ex
+        close = (value - value.mT).abs() <= 1e-6 + 1e-5 * value.mT.abs()   # isclose's tolerances
+        sym = close.reshape(tuple(value.shape[:-2]) + (-1,)).all(-1)
+        return sym & (cholesky_ex(value.detach())[1] == 0)
+
+
+dependent = _Dependent()
+boolean = _Boolean()
+one_hot = _OneHot()
+nonnegative_integer = _IntegerGreaterThan(0)
+positive_integer = _IntegerGreaterThan(1)
+integer_interval = _IntegerInterval
+real = _Real()
+real_vector = _IndependentConstraint(real, 1)
+positive = _GreaterThan(0.0)
+nonnegative = _GreaterThanEq(0.0)
+greater_than = _GreaterThan
+greater_than_eq = _GreaterThanEq
+less_than = _LessThan
+unit_interval = _Interval(0.0, 1.0)
+interval = _Interval
+half_open_interval = _HalfOpenInterval
+simplex = _Simplex()
+lower_triangular = _LowerTriangular()
+lower_cholesky = _LowerCholesky()
+positive_definite = _PositiveDefinite()
+independent = _IndependentConstraint
