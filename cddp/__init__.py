@@ -134,7 +134,8 @@ _LAZY = {"nn": ("nn", None), "optim": ("optim", None), "utils": ("utils", None),
          "save": ("serialization", "save"), "load": ("serialization", "load"),
          "amp": ("amp", None), "cpu": ("cpu", None), "autocast": ("amp", "autocast"),
          "onnx": ("onnx", None), "jit": ("jit", None), "func": ("func", None),
-         "distributions": ("distributions", None),
+         "distributions": ("distributions", None), "special": ("special", None),
+         "random": ("random", None), "testing": ("testing", None),
          "_weight_norm": ("nn.utils.weight_norm", "_weight_norm"),
          "norm_except_dim": ("nn.utils.weight_norm", "norm_except_dim")}
 _LAZY.update({"profiler": ("profiler", None), **{n: ("_compat", n) for n in ("memory_format", "contiguous_format", "channels_last", "channels_last_3d", "preserve_format")}})  # noqa: E501
