@@ -462,3 +462,96 @@ def _torch_adaptive_max_pool1d(input, output_size):  # noqa: A002
 def _constant_pad_nd(input, pad, value=0):  # noqa: A002
     """torch.constant_pad_nd."""
     return globals()["pad"](input, pad, "constant", value)
+
+
+_GS_MODES = {"bilinear": 0, "nearest": 1}
+_GS_PADDING = {"zeros": 0, "border": 1, "reflection": 2}
+_ALIGN_WARNING = ("Default grid_sample and affine_grid behavior has changed to "
+                  "align_corners=False since 1.3.0. Please specify align_corners=True if the "
+                  "old behavior is desired. See the documentation of grid_sample for details.")
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros",  # noqa: A002
+                align_corners=None):
+    """Samples input (N, C, H, W) at grid (N, Ho, Wo, 2)'s points (x, y in [-1, 1]):
+    (N, C, Ho, Wo), differentiable in both (csrc/nn/grid_sample.c)."""
+    _check_tensor(input, "input")
+    _check_tensor(grid, "grid")
+    if mode not in _GS_MODES:
+        if mode == "bicubic":
+            raise NotImplementedError("cddp: grid_sample supports mode='bilinear' and "
+                                      "'nearest' (not 'bicubic')")
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
+                         f"'nearest' or 'bicubic', but got: '{mode}'")
+    if padding_mode not in _GS_PADDING:
+        raise ValueError("nn.functional.grid_sample(): expected padding_mode to be 'zeros', "
+                         f"'border', or 'reflection', but got: '{padding_mode}'")
+    if align_corners is None:
+        import warnings
+        warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=2)
+        align_corners = False
+    if input.dim() == 5:
+        raise NotImplementedError("cddp: grid_sample on 5-D (volumetric) inputs is not "
+                                  "supported")
+    if input.dim() != 4 or grid.dim() != 4:
+        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number "
+                           f"of dimensions, but got input with sizes {list(input.shape)} and "
+                           f"grid with sizes {list(grid.shape)}")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, "
+                           f"but got input with sizes {list(input.shape)} and grid with sizes "
+                           f"{list(grid.shape)}")
+    if grid.shape[-1] != 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size 2 in last dimension, "
+                           f"but got grid with sizes {list(grid.shape)}")
+    if input.dtype != grid.dtype:
+        raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but "
+                           f"input has {input.dtype} and grid has {grid.dtype}")
+    if input.dtype == _C.float16 or input.dtype == _C.bfloat16:
+        return _C._grid_sample(input.float(), grid.float(), _GS_MODES[mode],
+                               _GS_PADDING[padding_mode], bool(align_corners)).to(input.dtype)
+    return _C._grid_sample(input, grid, _GS_MODES[mode], _GS_PADDING[padding_mode],
+                           bool(align_corners))
+
+
+def _grid_axis(size, align_corners, dtype):
+    """The normalised pixel centres along one dim: -1..1 (align_corners) or shrunk by
+    (size - 1) / size so that -1 and 1 are the outer edges."""
+    if size <= 1:
+        return _C.zeros(max(size, 0), dtype=dtype)
+    a = _C.linspace(-1, 1, size, dtype=dtype)
+    return a if align_corners else a * ((size - 1) / size)
+
+
+def affine_grid(theta, size, align_corners=None):
+    """The sampling grid (N, H, W, 2) of the affine maps theta (N, 2, 3) for an output of
+    size (N, C, H, W): grid[n, i, j] = theta[n] @ (x_j, y_i, 1); differentiable in theta."""
+    _check_tensor(theta, "theta")
+    if align_corners is None:
+        import warnings
+        warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=2)
+        align_corners = False
+    if not theta.is_floating_point():
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    size = tuple(size)
+    if len(size) == 5:
+        raise NotImplementedError("cddp: affine_grid for 5-D (volumetric) sizes is not "
+                                  "supported")
+    if len(size) != 4:
+        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D "
+                                  f"affine transforms, respectively. Got size {size}.")
+    if theta.dim() != 3 or tuple(theta.shape[-2:]) != (2, 3):
+        raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size "
+                         f"torch.Size({list(size)}). Got torch.Size({list(theta.shape)}).")
+    n, _, h, w = size
+    if theta.shape[0] != n:
+        raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size "
+                         f"torch.Size({list(size)}). Got torch.Size({list(theta.shape)}).")
+    if min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    xs = _grid_axis(w, align_corners, theta.dtype)
+    ys = _grid_axis(h, align_corners, theta.dtype)
+    base = _C.stack([xs.reshape(1, w).expand(h, w), ys.reshape(h, 1).expand(h, w),
+                     _C.ones(h, w, dtype=theta.dtype)], -1)             # (H, W, 3)
+    grid = base.reshape(1, h * w, 3).matmul(theta.transpose(1, 2))        # (N, H*W, 2)
+    return grid.reshape(n, h, w, 2)

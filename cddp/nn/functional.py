@@ -720,7 +720,7 @@ from ._functional_spatial import (  # noqa: E402,F401
     max_pool1d_with_indices, max_pool2d_with_indices, avg_pool1d, avg_pool2d,
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, pad,
     interpolate, upsample, upsample_nearest, upsample_bilinear, pixel_shuffle, pixel_unshuffle,
-    unfold, fold)
+    unfold, fold, grid_sample, affine_grid)
 
 # activations, layers and losses composed from tensor ops (one file each)
 from ._functional_activation import (  # noqa: E402,F401
