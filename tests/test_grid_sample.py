@@ -136,3 +136,19 @@ def test_against_torch(mode, pad, align):
         np.testing.assert_allclose(n(xc.grad), xt.grad.numpy(), rtol=tol, atol=tol)
         np.testing.assert_allclose(n(gc.grad), gt.grad.numpy(), rtol=tol, atol=10 * tol)
         assert yc.grad_fn.name() == yt.grad_fn.name()
+
+
+def test_nan_and_huge_coordinates_are_defined():
+    """Coordinates far outside the image read zeros padding's 0; NaN stays NaN under
+    bilinear (its weights are NaN) and reads nothing under nearest — and neither reaches an
+    out-of-range index (the sanitizer build checks the casts)."""
+    img = t(np.ones((1, 1, 3, 3)))
+    pts = t(np.array([[[[1e30, 0.0], [-1e30, 1e30], [np.nan, 0.0]]]]))
+    for pad in PADS:
+        b = n(F.grid_sample(img, pts, "bilinear", pad, align_corners=False))[0, 0, 0]
+        nn_ = n(F.grid_sample(img, pts, "nearest", pad, align_corners=False))[0, 0, 0]
+        assert np.isnan(b[2]) and not np.isnan(nn_[2])
+        if pad == "zeros":
+            assert b[0] == 0 and b[1] == 0 and nn_[0] == 0 and nn_[1] == 0
+        else:
+            assert b[0] == 1 and b[1] == 1

@@ -81,6 +81,15 @@ static T gs_coord_##SFX(const gs_args *a, T g, int64_t size, T *slope)          
     return c;                                                                                  \
 }                                                                                              \
                                                                                                \
+/* a whole-pixel coordinate as an index: NaN and anything beyond [-2, size + 1] (outside   \
+ * the image either way) become -2 / size + 1, so the cast to int64 is always defined      */ \
+static int64_t gs_index_##SFX(T v, int64_t size)                                              \
+{                                                                                              \
+    if (!(v > -2))                                                                             \
+        return -2;                                                                             \
+    return v > (T)(size + 1) ? size + 1 : (int64_t)v;                                          \
+}                                                                                              \
+                                                                                               \
 /* dir 0: out = sample(x, grid); dir 1: gx += scatter(gy), ggrid = d out / d grid . gy.       \
  * x (N, C, H, W), grid (N, Ho, Wo, 2), y / gy (N, C, Ho, Wo); gx zeroed by the caller.      */ \
 static void gs_run_##SFX(const gs_args *a, const T *x, const T *grid, T *y, T *gx, T *ggrid,  \
@@ -96,7 +105,8 @@ static void gs_run_##SFX(const gs_args *a, const T *x, const T *grid, T *y, T *g
             T ix = gs_coord_##SFX(a, g[0], W, &sx), iy = gs_coord_##SFX(a, g[1], H, &sy);      \
             T *yp = y + n * a->C * oplane + p; /* y or gy, stride oplane per channel */        \
             if (a->mode == GS_NEAREST) {                                                       \
-                int64_t jx = (int64_t)nearbyint(ix), jy = (int64_t)nearbyint(iy);              \
+                int64_t jx = gs_index_##SFX(nearbyint(ix), W);                                 \
+                int64_t jy = gs_index_##SFX(nearbyint(iy), H);                                 \
                 int in = jx >= 0 && jx < W && jy >= 0 && jy < H;                               \
                 for (int64_t c = 0; c < a->C; c++) {                                           \
                     if (!dir)                                                                  \
@@ -109,7 +119,8 @@ static void gs_run_##SFX(const gs_args *a, const T *x, const T *grid, T *y, T *g
                 continue;                                                                      \
             }                                                                                  \
             T fx = floor(ix), fy = floor(iy);                                                  \
-            int64_t x0 = (int64_t)fx, y0 = (int64_t)fy, x1 = x0 + 1, y1 = y0 + 1;              \
+            int64_t x0 = gs_index_##SFX(fx, W), y0 = gs_index_##SFX(fy, H);                    \
+            int64_t x1 = x0 + 1, y1 = y0 + 1;                                                  \
             T wx1 = ix - fx, wx0 = 1 - wx1, wy1 = iy - fy, wy0 = 1 - wy1;                      \
             int ok00 = x0 >= 0 && x0 < W && y0 >= 0 && y0 < H;                                 \
             int ok01 = x1 >= 0 && x1 < W && y0 >= 0 && y0 < H;                                 \
