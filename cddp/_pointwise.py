@@ -262,3 +262,70 @@ for _n in ("atan2", "arctan2", "hypot", "copysign", "logit", "nan_to_num", "sinc
     setattr(Tensor, _n + "_", _inplace(globals()[_n]))
 del _n
 __all__ = list(_FUNCS) + ["rsub"]
+
+
+# ---- integer and bookkeeping functions ---------------------------------------------------------
+
+def _int_binary(name, fn):
+    """An elementwise integer function computed by NumPy's ufunc (C), broadcast, no grad."""
+    def op(input, other):  # noqa: A002
+        import numpy as np
+        a = input if isinstance(input, _C.Tensor) else _C.tensor(input)
+        b = other if isinstance(other, _C.Tensor) else _C.tensor(other)
+        if a.is_floating_point() or b.is_floating_point():
+            raise RuntimeError(f'"{name}_cpu" not implemented for '
+                               f"'{_torch_name(a.dtype if a.is_floating_point() else b.dtype)}'")
+        r = fn(a.detach().numpy(), b.detach().numpy())
+        return _C.from_numpy(np.ascontiguousarray(r))
+    op.__name__ = name
+    return op
+
+
+def _gcd(a, b):
+    import numpy as np
+    return np.gcd(a, b)
+
+
+def _lcm(a, b):
+    import numpy as np
+    return np.lcm(a, b)
+
+
+gcd = _int_binary("gcd", _gcd)
+lcm = _int_binary("lcm", _lcm)
+
+
+def ldexp(input, other):  # noqa: A002
+    """input * 2 ** other (a floating result)."""
+    x = input if input.is_floating_point() else input.to(_C.get_default_dtype())
+    return x * _C.pow(2.0, other.to(x.dtype) if isinstance(other, _C.Tensor) else other)
+
+
+def isreal(input):  # noqa: A002
+    """True everywhere: cddp has no complex dtypes."""
+    return _C.ones_like(input, dtype=_C.bool)
+
+
+def resolve_conj(input):  # noqa: A002
+    return input
+
+
+def resolve_neg(input):  # noqa: A002
+    return input
+
+
+def renorm(input, p, dim, maxnorm):  # noqa: A002
+    """Each slice along dim rescaled so its p-norm is at most maxnorm (torch's 1e-7 guard)."""
+    d = dim % input.dim()
+    others = tuple(i for i in range(input.dim()) if i != d)
+    norms = _C.norm(input, p=p, dim=others, keepdim=True)
+    return input * _C.where(norms > maxnorm, maxnorm / (norms + 1e-7), _C.ones_like(norms))
+
+
+for _n in ("gcd", "lcm", "ldexp", "isreal", "resolve_conj", "resolve_neg", "renorm"):
+    setattr(Tensor, _n, globals()[_n])
+Tensor.gcd_ = lambda self, other: self.copy_(gcd(self, other))
+Tensor.lcm_ = lambda self, other: self.copy_(lcm(self, other))
+Tensor.renorm_ = lambda self, p, dim, maxnorm: self.copy_(renorm(self, p, dim, maxnorm))
+del _n
+__all__ += ["gcd", "lcm", "ldexp", "isreal", "resolve_conj", "resolve_neg", "renorm"]

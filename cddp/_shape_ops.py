@@ -474,3 +474,88 @@ __all__ = ["cross", "diff", "rot90", "broadcast_shapes", "broadcast_to", "broadc
            "use_deterministic_algorithms", "are_deterministic_algorithms_enabled",
            "is_deterministic_algorithms_warn_only_enabled", "set_deterministic_debug_mode",
            "get_deterministic_debug_mode", "set_num_interop_threads", "get_num_interop_threads"]
+
+
+# ---- scatter-into-a-copy forms and index helpers --------------------------------------------
+
+def select_scatter(input, src, dim, index):  # noqa: A002
+    """A copy of input with input.select(dim, index) replaced by src (differentiable in
+    both)."""
+    out = input.clone()
+    d = _dim(dim, input.dim())
+    key = [slice(None)] * input.dim()
+    key[d] = index
+    out[tuple(key)] = src              # setitem on out itself: CopySlices keeps both histories
+    return out
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):  # noqa: A002
+    """A copy of input with the slice start:end:step along dim replaced by src."""
+    out = input.clone()
+    d = _dim(dim, input.dim())
+    idx = [slice(None)] * input.dim()
+    idx[d] = slice(start, end, step)
+    out[tuple(idx)] = src
+    return out
+
+
+def masked_scatter(input, mask, source):  # noqa: A002
+    """A copy of input whose positions where mask is True take source's first elements, in
+    row-major order."""
+    if mask.dtype != _C.bool:
+        raise RuntimeError(f"masked_scatter_ only supports boolean masks, but got mask with "
+                           f"dtype {mask.dtype}")
+    out = input.clone()
+    m = mask.expand(input.shape) if tuple(mask.shape) != tuple(input.shape) else mask
+    k = int(m.sum())
+    if k > source.numel():
+        raise RuntimeError("masked_scatter: expected source to have at least as many elements "
+                           f"as ones in mask ({k}), got {source.numel()}")
+    out[m] = source.reshape(-1)[:k]
+    return out
+
+
+def unravel_index(indices, shape):
+    """The coordinates (a tuple of int64 tensors) of flat indices into a row-major `shape`."""
+    if isinstance(indices, int):
+        indices = _C.tensor(indices)
+    if indices.is_floating_point() or indices.dtype == _C.bool:
+        raise TypeError(f"expected 'indices' to be integer dtype, but got {indices.dtype}")
+    shape = (shape,) if isinstance(shape, int) else tuple(shape)
+    if any(s < 0 for s in shape):
+        raise ValueError("'shape' cannot have negative values, but got " + str(shape))
+    total = math.prod(shape)
+    idx = indices.long()
+    if bool(((idx < -total) | (idx >= total)).any()):
+        raise ValueError("'indices' must be in range [-" + str(total) + ", " + str(total - 1)
+                         + "]")
+    idx = _C.where(idx < 0, idx + total, idx)
+    coords = []
+    for s in reversed(shape):
+        coords.append(idx % s)
+        idx = idx // s
+    return tuple(reversed(coords))
+
+
+def vander(x, N=None, increasing=False):  # noqa: N803 (torch's argument name)
+    """The Vandermonde matrix of the 1-D x: columns x^(N-1) ... x^0 (or increasing)."""
+    if x.dim() != 1:
+        raise RuntimeError("x must be a one-dimensional tensor.")
+    n = x.shape[0] if N is None else N
+    if n < 0:
+        raise RuntimeError("N must be non-negative.")
+    if n == 0:
+        return _C.zeros((x.shape[0], 0), dtype=x.dtype if x.is_floating_point() else _C.int64)
+    base = x if x.is_floating_point() else x.long()
+    cols = [_C.ones_like(base)]
+    for _ in range(n - 1):
+        cols.append(cols[-1] * base)
+    out = _C.stack(cols, -1)
+    return out if increasing else out.flip(-1)
+
+
+Tensor.select_scatter = select_scatter
+Tensor.slice_scatter = slice_scatter
+Tensor.masked_scatter = masked_scatter
+Tensor.masked_scatter_ = lambda self, mask, source: self.copy_(masked_scatter(self, mask, source))
+__all__ += ["select_scatter", "slice_scatter", "masked_scatter", "unravel_index", "vander"]

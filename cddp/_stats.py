@@ -307,3 +307,99 @@ del _n
 __all__ = ["median", "nanmedian", "kthvalue", "msort", "aminmax", "quantile", "nanquantile",
            "nansum", "nanmean", "std_mean", "var_mean", "logcumsumexp", "dist", "cdist",
            "trapezoid", "trapz"]
+
+
+# ---- covariance, correlation, mode, histogram -------------------------------------------------
+
+def cov(input, *, correction=1, fweights=None, aweights=None):  # noqa: A002
+    """The covariance of the rows (variables) of input (V, O) over its columns
+    (observations), with frequency / analytic weights as torch (a 1-D input is one variable:
+    a 0-d result)."""
+    if input.dim() > 2:
+        raise ValueError(f"cov(): expected input to have two or fewer dimensions but got an "
+                         f"input with {input.dim()} dimensions")
+    x = input if input.dim() == 2 else input.reshape(1, -1)
+    if not x.is_floating_point():
+        x = x.to(_C.get_default_dtype())
+    w = None
+    for name, wt in (("fweights", fweights), ("aweights", aweights)):
+        if wt is None:
+            continue
+        if wt.dim() > 1 or wt.numel() != x.shape[1]:
+            raise RuntimeError(f"cov(): expected {name} to have one dimension and the same "
+                               f"number of observations as input ({x.shape[1]})")
+        if bool((wt < 0).any()):
+            raise RuntimeError(f"cov(): {name} cannot be negative")
+        w = wt.to(x.dtype) if w is None else w * wt.to(x.dtype)
+    if w is None:
+        w_sum = float(x.shape[1])
+        avg = x.mean(1, keepdim=True)
+    else:
+        w_sum = w.sum()
+        avg = (x * w).sum(1, keepdim=True) / w_sum
+    if w is None or aweights is None or correction == 0:
+        norm = w_sum - correction
+    else:
+        norm = w_sum - correction * (w * aweights.to(x.dtype)).sum() / w_sum
+    d = x - avg
+    c = (d * w if w is not None else d).matmul(d.T) / norm
+    return c.reshape(()) if input.dim() < 2 else c
+
+
+def corrcoef(input):  # noqa: A002
+    """Pearson correlation coefficients of the rows of input, clipped to [-1, 1]."""
+    c = cov(input)
+    if c.dim() == 0:
+        return c / c
+    sd = c.diagonal().sqrt()
+    return (c / sd.unsqueeze(1) / sd.unsqueeze(0)).clamp(-1, 1)
+
+
+_mode_result = _return_type("mode")
+
+
+def mode(input, dim=-1, keepdim=False):  # noqa: A002
+    """(values, indices): the most frequent value along dim (the smallest of equally frequent
+    ones) and the index of its last occurrence, as torch's CPU kernel."""
+    d = _dim(dim, input.dim())
+    x = input.movedim(d, -1) if input.dim() else input.reshape(1)
+    lead = tuple(x.shape[:-1])
+    n = x.shape[-1]
+    if n == 0:
+        raise IndexError("mode(): Expected reduction dim " + str(d) + " to have non-zero size.")
+    rows = x.reshape(-1, n)
+    from ._extras import sort
+    s, perm = sort(rows, -1, stable=True)
+    starts = _C.cat([_C.ones(rows.shape[0], 1, dtype=_C.bool), s[:, 1:] != s[:, :-1]], -1)
+    run = starts.long().cumsum(-1) - 1                     # run id of each sorted position
+    counts = _C.zeros(rows.shape, dtype=_C.int64).scatter_add(-1, run, _C.ones_like(run))
+    per = counts.gather(-1, run)
+    best = (per == per.amax(-1, keepdim=True)).to(_C.int64).argmax(-1, keepdim=True)
+    value = s.gather(-1, best)                              # (R, 1): the smallest modal value
+    index = _C.where(s == value, perm, _C.full_like(perm, -1)).amax(-1)
+    values, indices = value.reshape(lead), index.reshape(lead)
+    if keepdim and input.dim():
+        values, indices = values.unsqueeze(d), indices.unsqueeze(d)
+    return _mode_result((values, indices))
+
+
+_histogram_result = _return_type("histogram", ("hist", "bin_edges"))
+
+
+def histogram(input, bins=100, *, range=None, weight=None, density=False):  # noqa: A002
+    """(hist, bin_edges) of input's values (NumPy's histogram: the same edges and counts as
+    torch's for float inputs)."""
+    import numpy as np
+    x = input.detach().reshape(-1).numpy()
+    b = bins.detach().numpy() if isinstance(bins, _C.Tensor) else bins
+    w = None if weight is None else weight.detach().reshape(-1).numpy()
+    hist, edges = np.histogram(x, bins=b, range=range, weights=w, density=density)
+    return _histogram_result((_C.from_numpy(np.ascontiguousarray(hist.astype(x.dtype))),
+                              _C.from_numpy(np.ascontiguousarray(edges.astype(x.dtype)))))
+
+
+Tensor.cov = cov
+Tensor.corrcoef = corrcoef
+Tensor.mode = mode
+Tensor.histogram = histogram
+__all__ += ["cov", "corrcoef", "mode", "histogram"]
