@@ -76,8 +76,7 @@ class Bernoulli(Distribution):
             return _C.bernoulli(self.probs.expand(shape))
 
     def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
+        self._check_value(value)
         from .._shape_ops import broadcast_tensors
         logits, value = broadcast_tensors(self.logits, value)
         return -_bce_with_logits(logits, value)

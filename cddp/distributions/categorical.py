@@ -19,14 +19,13 @@ class Categorical(Distribution):
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         _one_of(probs, logits)
-        if probs is not None:
-            if probs.dim() < 1:
-                raise ValueError("`probs` parameter must be at least one-dimensional.")
-            self.probs = probs / probs.sum(-1, keepdim=True)
-        else:
-            if logits.dim() < 1:
-                raise ValueError("`logits` parameter must be at least one-dimensional.")
-            self.logits = logits - logits.logsumexp(-1, keepdim=True)
+        given, name = (probs, "probs") if probs is not None else (logits, "logits")
+        if given.dim() < 1:
+            raise ValueError(f"`{name}` parameter must be at least one-dimensional.")
+        if name == "probs":
+            self.probs = given / given.sum(-1, keepdim=True)
+        else:                                # normalised: log-probabilities
+            self.logits = given - given.logsumexp(-1, keepdim=True)
         self._param = self.probs if probs is not None else self.logits
         self._num_events = self._param.size()[-1]
         batch = self._param.size()[:-1] if self._param.dim() > 1 else Size()
@@ -85,8 +84,7 @@ class Categorical(Distribution):
             return drawn.reshape(self._extended_shape(sample_shape))
 
     def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
+        self._check_value(value)
         from .._shape_ops import broadcast_tensors
         index, log_pmf = broadcast_tensors(value.long().unsqueeze(-1), self.logits)
         return log_pmf.gather(-1, index[..., :1]).squeeze(-1)
@@ -157,8 +155,7 @@ class OneHotCategorical(Distribution):
         return one_hot(idx, self._categorical._num_events).to(self.probs.dtype)
 
     def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
+        self._check_value(value)
         return self._categorical.log_prob(value.max(-1)[1])
 
     def entropy(self):

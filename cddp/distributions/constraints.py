@@ -78,10 +78,11 @@ class _IndependentConstraint(Constraint):
 
 
 class _Boolean(Constraint):
+    """0 or 1."""
     is_discrete = True
 
     def check(self, value):
-        return (value == 0) | (value == 1)
+        return (value == 1) | (value == 0)
 
 
 class _OneHot(Constraint):
@@ -199,24 +200,14 @@ class _PositiveDefinite(Constraint):
         return sym & (cholesky_ex(value.detach())[1] == 0)
 
 
+# the public constraint objects (singletons) and classes, by the names torch uses
 dependent = _Dependent()
-boolean = _Boolean()
-one_hot = _OneHot()
-nonnegative_integer = _IntegerGreaterThan(0)
-positive_integer = _IntegerGreaterThan(1)
-integer_interval = _IntegerInterval
-real = _Real()
+real, boolean, one_hot, simplex = _Real(), _Boolean(), _OneHot(), _Simplex()
 real_vector = _IndependentConstraint(real, 1)
-positive = _GreaterThan(0.0)
-nonnegative = _GreaterThanEq(0.0)
-greater_than = _GreaterThan
-greater_than_eq = _GreaterThanEq
-less_than = _LessThan
-unit_interval = _Interval(0.0, 1.0)
-interval = _Interval
-half_open_interval = _HalfOpenInterval
-simplex = _Simplex()
-lower_triangular = _LowerTriangular()
-lower_cholesky = _LowerCholesky()
+positive, nonnegative, unit_interval = _GreaterThan(0.0), _GreaterThanEq(0.0), _Interval(0.0, 1.0)
+nonnegative_integer, positive_integer = _IntegerGreaterThan(0), _IntegerGreaterThan(1)
+lower_triangular, lower_cholesky = _LowerTriangular(), _LowerCholesky()
 positive_definite = _PositiveDefinite()
-independent = _IndependentConstraint
+(greater_than, greater_than_eq, less_than, interval, half_open_interval, integer_interval,
+ independent) = (_GreaterThan, _GreaterThanEq, _LessThan, _Interval, _HalfOpenInterval,
+                 _IntegerInterval, _IndependentConstraint)

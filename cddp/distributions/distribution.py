@@ -9,9 +9,8 @@ __all__ = ["Distribution"]
 
 
 class Distribution:
-    has_rsample = False
-    has_enumerate_support = False
-    _validate_args = __debug__
+    _validate_args = __debug__           # torch's default: validate unless python -O
+    has_rsample = has_enumerate_support = False
 
     @staticmethod
     def set_default_validate_args(value):
@@ -112,6 +111,11 @@ class Distribution:
         if not isinstance(sample_shape, Size):
             sample_shape = Size(sample_shape)
         return Size(tuple(sample_shape) + tuple(self._batch_shape) + tuple(self._event_shape))
+
+    def _check_value(self, value):
+        """_validate_sample when this distribution validates its arguments."""
+        if self._validate_args:
+            self._validate_sample(value)
 
     def _validate_sample(self, value):
         """value must be a tensor whose trailing dims broadcast with batch + event shape and

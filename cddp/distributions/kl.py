@@ -54,9 +54,9 @@ def _zero_where(mask, t):
 
 @register_kl(Normal, Normal)
 def _kl_normal_normal(p, q):
-    var_ratio = (p.scale / q.scale).pow(2)
-    t1 = ((p.loc - q.loc) / q.scale).pow(2)
-    return 0.5 * (var_ratio + t1 - 1 - var_ratio.log())
+    # (s_p^2 / s_q^2 - log(s_p^2 / s_q^2) + (m_p - m_q)^2 / s_q^2 - 1) / 2
+    r = (p.scale / q.scale) ** 2
+    return (r - r.log() + ((p.loc - q.loc) / q.scale) ** 2 - 1) / 2
 
 
 @register_kl(Bernoulli, Bernoulli)
@@ -102,9 +102,11 @@ def _kl_laplace_laplace(p, q):
 
 @register_kl(Independent, Independent)
 def _kl_independent_independent(p, q):
-    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
-        raise NotImplementedError
-    return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+    n = p.reinterpreted_batch_ndims
+    if n != q.reinterpreted_batch_ndims:
+        raise NotImplementedError("KL between Independent distributions that reinterpret "
+                                  "different numbers of batch dims")
+    return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), n)
 
 
 @register_kl(MultivariateNormal, MultivariateNormal)

@@ -124,8 +124,7 @@ class MultivariateNormal(Distribution):
         return self.loc + self._unbroadcasted_scale_tril.matmul(eps.unsqueeze(-1)).squeeze(-1)
 
     def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
+        self._check_value(value)
         L = self._unbroadcasted_scale_tril
         m = _mahalanobis(L, value - self.loc)
         return -0.5 * (self._event_shape[0] * math.log(2 * math.pi) + m) - _half_log_det(L)

@@ -38,10 +38,6 @@ class _LocScale(Distribution):
     def mode(self):
         return self.loc
 
-    def _check(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-
 
 class Normal(_LocScale):
     @property
@@ -62,12 +58,12 @@ class Normal(_LocScale):
         return self.loc + eps * self.scale
 
     def log_prob(self, value):
-        self._check(value)
+        self._check_value(value)
         return -((value - self.loc) ** 2) / (2 * self.scale ** 2) - self.scale.log() - \
             math.log(math.sqrt(2 * math.pi))
 
     def cdf(self, value):
-        self._check(value)
+        self._check_value(value)
         return 0.5 * (1 + ((value - self.loc) / self.scale / math.sqrt(2)).erf())
 
     def icdf(self, value):
@@ -92,11 +88,11 @@ class Laplace(_LocScale):
         return self.loc - self.scale * u.sign() * (-u.abs()).log1p()
 
     def log_prob(self, value):
-        self._check(value)
+        self._check_value(value)
         return -(2 * self.scale).log() - (value - self.loc).abs() / self.scale
 
     def cdf(self, value):
-        self._check(value)
+        self._check_value(value)
         d = value - self.loc
         return 0.5 - 0.5 * d.sign() * (-d.abs() / self.scale).expm1()
 

@@ -19,6 +19,10 @@ class Uniform(Distribution):
         if self._validate_args and not bool((self.low < self.high).all()):
             raise ValueError("Uniform is not defined when low>= high")
 
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.interval(self.low, self.high)
+
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(Uniform, _instance)
         batch_shape = Size(batch_shape)
@@ -26,10 +30,6 @@ class Uniform(Distribution):
         Distribution.__init__(new, batch_shape, validate_args=False)
         new._validate_args = self._validate_args
         return new
-
-    @constraints.dependent_property(is_discrete=False, event_dim=0)
-    def support(self):
-        return constraints.interval(self.low, self.high)
 
     @property
     def mean(self):
@@ -52,14 +52,12 @@ class Uniform(Distribution):
         return self.low + u * (self.high - self.low)
 
     def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
+        self._check_value(value)
         inside = (self.low <= value).to(self.low.dtype) * (self.high > value).to(self.low.dtype)
         return inside.log() - (self.high - self.low).log()
 
     def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
+        self._check_value(value)
         return ((value - self.low) / (self.high - self.low)).clamp(min=0, max=1)
 
     def icdf(self, value):
@@ -107,14 +105,12 @@ class Exponential(Distribution):
         return e / self.rate
 
     def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return self.rate.log() - self.rate * value
+        self._check_value(value)
+        return -self.rate * value + self.rate.log()
 
     def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 1 - (-self.rate * value).exp()
+        self._check_value(value)
+        return -(-self.rate * value).expm1()
 
     def icdf(self, value):
         return -(-value).log1p() / self.rate
