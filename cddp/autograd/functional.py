@@ -24,6 +24,20 @@ def _prepare(inputs):
     return tuple(x.detach().requires_grad_(True) for x in inputs)
 
 
+def _run(func, inputs, create_graph, fn):
+    """Fresh leaf inputs, and func's outputs on them with grad enabled: (in_tuple, inputs,
+    out_tuple, outputs)."""
+    if create_graph:
+        raise NotImplementedError("cddp: create_graph=True needs double backward, which cddp "
+                                  "does not support")
+    in_tuple, inputs = _as_tuple(inputs, "inputs", fn)
+    inputs = _prepare(inputs)
+    with enable_grad():
+        outputs = func(*inputs)
+    out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", fn)
+    return in_tuple, inputs, out_tuple, outs
+
+
 def _grads(outputs, inputs, grad_outputs, strict, what):
     from .._extras import grad
     needed = [o for o in outputs if o.requires_grad]
@@ -45,14 +59,7 @@ def _grads(outputs, inputs, grad_outputs, strict, what):
 
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), v^T J): the outputs and the vector-Jacobian product for each input."""
-    if create_graph:
-        raise NotImplementedError("cddp: create_graph=True needs double backward, which cddp "
-                                  "does not support")
-    in_tuple, inputs = _as_tuple(inputs, "inputs", "vjp")
-    inputs = _prepare(inputs)
-    with enable_grad():
-        outputs = func(*inputs)
-    out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "vjp")
+    in_tuple, inputs, out_tuple, outs = _run(func, inputs, create_graph, "vjp")
     if v is None:
         if len(outs) != 1 or outs[0].numel() != 1:
             raise RuntimeError("The vector v can only be None if the user-provided function "
@@ -77,17 +84,10 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     """d func(inputs) / d inputs: for one output and one input a tensor of shape
     output.shape + input.shape; tuples of them when func returns or takes tuples
     (jacobian[i][j] is output i by input j)."""
-    if create_graph:
-        raise NotImplementedError("cddp: create_graph=True needs double backward, which cddp "
-                                  "does not support")
     if strategy != "reverse-mode":
         raise NotImplementedError("cddp: only strategy='reverse-mode' is supported (there is "
                                   "no forward-mode AD)")
-    in_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
-    inputs = _prepare(inputs)
-    with enable_grad():
-        outputs = func(*inputs)
-    out_tuple, outs = _as_tuple(outputs, "outputs of the user-provided function", "jacobian")
+    in_tuple, inputs, out_tuple, outs = _run(func, inputs, create_graph, "jacobian")
     rows = []
     for i, o in enumerate(outs):
         per_input = [[] for _ in inputs]
