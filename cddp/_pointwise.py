@@ -266,8 +266,9 @@ __all__ = list(_FUNCS) + ["rsub"]
 
 # ---- integer and bookkeeping functions ---------------------------------------------------------
 
-def _int_binary(name, fn):
-    """An elementwise integer function computed by NumPy's ufunc (C), broadcast, no grad."""
+def _int_binary(name):
+    """The elementwise integer function `name` computed by NumPy's ufunc of that name (C),
+    broadcast, no grad."""
     def op(input, other):  # noqa: A002
         import numpy as np
         a = input if isinstance(input, _C.Tensor) else _C.tensor(input)
@@ -275,24 +276,14 @@ def _int_binary(name, fn):
         if a.is_floating_point() or b.is_floating_point():
             raise RuntimeError(f'"{name}_cpu" not implemented for '
                                f"'{_torch_name(a.dtype if a.is_floating_point() else b.dtype)}'")
-        r = fn(a.detach().numpy(), b.detach().numpy())
+        r = getattr(np, name)(a.detach().numpy(), b.detach().numpy())
         return _C.from_numpy(np.ascontiguousarray(r))
     op.__name__ = name
     return op
 
 
-def _gcd(a, b):
-    import numpy as np
-    return np.gcd(a, b)
-
-
-def _lcm(a, b):
-    import numpy as np
-    return np.lcm(a, b)
-
-
-gcd = _int_binary("gcd", _gcd)
-lcm = _int_binary("lcm", _lcm)
+gcd = _int_binary("gcd")
+lcm = _int_binary("lcm")
 
 
 def ldexp(input, other):  # noqa: A002

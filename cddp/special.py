@@ -3,23 +3,15 @@ an alias of (or a one-line composition of) cddp's C kernels, differentiable as t
 import math
 
 from . import _C
+from ._pointwise import logit, sinc, xlogy  # noqa: F401 (torch.special's names)
 
 __all__ = ["expit", "logit", "erf", "erfc", "erfinv", "erfcx", "exp2", "expm1", "log1p",
            "gammaln", "digamma", "psi", "xlogy", "xlog1py", "entr", "ndtr", "ndtri",
            "log_ndtr", "sinc", "round", "log_softmax", "softmax", "logsumexp", "i0"]
 
 
-def _fn(name):
-    import cddp
-    return getattr(cddp, name)
-
-
 def expit(input):  # noqa: A002
     return input.sigmoid()
-
-
-def logit(input, eps=None):  # noqa: A002
-    return _fn("logit")(input, eps)
 
 
 def erf(input):  # noqa: A002
@@ -72,10 +64,6 @@ def digamma(input):  # noqa: A002
 psi = digamma
 
 
-def xlogy(input, other):  # noqa: A002
-    return _fn("xlogy")(input, other)
-
-
 def xlog1py(input, other):  # noqa: A002
     """input * log1p(other), 0 where input is 0 (NaN other stays NaN)."""
     if not isinstance(input, _C.Tensor):
@@ -107,10 +95,6 @@ def ndtri(input):  # noqa: A002
 def log_ndtr(input):  # noqa: A002
     """log of ndtr, kept accurate in the left tail through log(erfc)."""
     return (0.5 * (-input * (1 / math.sqrt(2))).erfc()).log()
-
-
-def sinc(input):  # noqa: A002
-    return _fn("sinc")(input)
 
 
 def round(input, decimals=0):  # noqa: A001,A002

@@ -41,9 +41,7 @@ class Bernoulli(Distribution):
             if name in self.__dict__:
                 setattr(new, name, self.__dict__[name].expand(batch_shape))
                 new._param = getattr(new, name)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(new, batch_shape)
 
     @lazy_property
     def logits(self):

@@ -1,5 +1,7 @@
 """Categorical(probs | logits) over {0, ..., K-1}, and OneHotCategorical, its one-hot form.
 probs are normalised over the last dim, logits to log-probabilities."""
+import math
+
 from .. import _C
 from .._finfo import finfo
 from .._size import Size
@@ -40,9 +42,7 @@ class Categorical(Distribution):
                 setattr(new, name, self.__dict__[name].expand(shape))
                 new._param = getattr(new, name)
         new._num_events = self._num_events
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(new, batch_shape)
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
@@ -77,10 +77,7 @@ class Categorical(Distribution):
             sample_shape = Size(sample_shape)
         with no_grad():
             probs_2d = self.probs.reshape(-1, self._num_events)
-            n = 1
-            for d in sample_shape:
-                n *= d
-            drawn = _C.multinomial(probs_2d, n, True).T       # (n, rows)
+            drawn = _C.multinomial(probs_2d, math.prod(sample_shape), True).T   # (n, rows)
             return drawn.reshape(self._extended_shape(sample_shape))
 
     def log_prob(self, value):
@@ -114,9 +111,7 @@ class OneHotCategorical(Distribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(OneHotCategorical, _instance)
         new._categorical = self._categorical.expand(batch_shape)
-        Distribution.__init__(new, Size(batch_shape), self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(new, Size(batch_shape), self.event_shape)
 
     @property
     def _param(self):

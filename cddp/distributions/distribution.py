@@ -40,6 +40,13 @@ class Distribution:
     def expand(self, batch_shape, _instance=None):
         raise NotImplementedError
 
+    def _expanded(self, new, batch_shape, event_shape=Size()):
+        """Finish expand(): new gets the shapes without re-validating (its parameters are
+        views of already valid ones) and keeps this instance's validate_args."""
+        Distribution.__init__(new, batch_shape, event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def _get_checked_instance(self, cls, _instance=None):
         if _instance is None and type(self).__init__ != cls.__init__:
             raise NotImplementedError(f"Subclass {type(self).__name__} of {cls.__name__} that "

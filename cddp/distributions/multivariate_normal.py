@@ -3,22 +3,13 @@ matrices (..., n, n); everything goes through the lower Cholesky factor L (Sigma
 import math
 
 from .. import _C
+from .._shape_ops import broadcast_shapes
 from .._size import Size
 from . import constraints
 from .distribution import Distribution
 from .utils import lazy_property
 
 __all__ = ["MultivariateNormal"]
-
-
-def _broadcast_shape(*shapes):
-    out = []
-    for dims in zip(*(((1,) * (max(map(len, shapes)) - len(s))) + tuple(s) for s in shapes)):
-        big = max(dims)
-        if any(d not in (1, big) for d in dims):
-            raise ValueError(f"shapes {shapes} cannot be broadcast together")
-        out.append(big)
-    return tuple(out)
 
 
 def _solve_lower(L, x):
@@ -61,7 +52,7 @@ class MultivariateNormal(Distribution):
                              f"{'covariance' if covariance_matrix is not None else 'precision'}"
                              "_matrix must be at least two-dimensional, with optional "
                              "leading batch dimensions")
-        batch = _broadcast_shape(tuple(M.shape[:-2]), tuple(loc.shape[:-1]))
+        batch = tuple(broadcast_shapes(tuple(M.shape[:-2]), tuple(loc.shape[:-1])))
         n = loc.shape[-1]
         if scale_tril is not None:
             self.scale_tril = scale_tril.expand(batch + (n, n))
@@ -87,9 +78,7 @@ class MultivariateNormal(Distribution):
         for name in ("covariance_matrix", "scale_tril", "precision_matrix"):
             if name in self.__dict__:
                 setattr(new, name, self.__dict__[name].expand(shape + self.event_shape[-1:]))
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(new, batch_shape, self.event_shape)
 
     @lazy_property
     def scale_tril(self):

@@ -26,9 +26,7 @@ class _LocScale(Distribution):
         new = self._get_checked_instance(type(self), _instance)
         batch_shape = Size(batch_shape)
         new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(new, batch_shape)
 
     @property
     def mean(self):

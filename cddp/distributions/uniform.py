@@ -27,9 +27,7 @@ class Uniform(Distribution):
         new = self._get_checked_instance(Uniform, _instance)
         batch_shape = Size(batch_shape)
         new.low, new.high = self.low.expand(batch_shape), self.high.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(new, batch_shape)
 
     @property
     def mean(self):
@@ -80,9 +78,7 @@ class Exponential(Distribution):
         new = self._get_checked_instance(Exponential, _instance)
         batch_shape = Size(batch_shape)
         new.rate = self.rate.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(new, batch_shape)
 
     @property
     def mean(self):

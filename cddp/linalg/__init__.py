@@ -114,17 +114,8 @@ def inv_ex(A, *, check_errors=False):
     except LinAlgError:
         if check_errors:
             raise
-    import numpy as np
-    a = _factor._np(A).reshape((-1,) + tuple(A.shape[-2:]))
-    info = np.zeros(len(a), np.int32)
-    out = np.full_like(a, np.nan)
-    for i, m in enumerate(a):
-        try:
-            out[i] = np.linalg.inv(m)
-        except np.linalg.LinAlgError:
-            info[i] = _factor._first_zero_pivot(m)
-    return _inv_ex_result((_factor._tensor(out.reshape(A.shape), A.dtype),
-                           _C.from_numpy(info.reshape(A.shape[:-2]))))
+    out, info = _factor.inv_info(_factor._np(A))    # the failing path: matrix by matrix
+    return _inv_ex_result((_factor._tensor(out, A.dtype), _C.from_numpy(info)))
 
 
 def det(A):
@@ -164,27 +155,9 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     except LinAlgError:
         if check_errors:
             raise
-    import numpy as np
-    a = _factor._np(A).reshape((-1,) + tuple(A.shape[-2:]))
-    info = np.zeros(len(a), np.int32)
-    out = np.zeros_like(a)
-    for i, m in enumerate(a):
-        try:
-            out[i] = np.linalg.cholesky(m)
-        except np.linalg.LinAlgError:
-            info[i] = next(k for k in range(1, len(m) + 1) if not _is_pd(m[:k, :k]))
-    out = out.reshape(A.shape)
+    out, info = _factor.cholesky_info(_factor._np(A))
     L = _factor._tensor(out.swapaxes(-1, -2) if upper else out, A.dtype)
-    return _cholesky_ex_result((L, _C.from_numpy(info.reshape(A.shape[:-2]))))
-
-
-def _is_pd(m):
-    import numpy as np
-    try:
-        np.linalg.cholesky(m)
-        return True
-    except np.linalg.LinAlgError:
-        return False
+    return _cholesky_ex_result((L, _C.from_numpy(info)))
 
 
 def qr(A, mode="reduced"):

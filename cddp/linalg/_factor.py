@@ -95,33 +95,58 @@ def _first_zero_pivot(a):
     return n
 
 
-def _singular(name, a):
-    """LinAlgError for the first singular matrix of batch a (..., n, n)."""
+def per_matrix(a, factor, diagnose, fill):
+    """factor (np.linalg.inv / cholesky) applied to each matrix of a (..., n, n) on its own:
+    (results, with `fill` where it failed; int32 info (..., ): 0, or diagnose(matrix) > 0)."""
     flat = a.reshape((-1,) + a.shape[-2:])
+    out = np.full_like(flat, fill)
+    info = np.zeros(len(flat), np.int32)
     for i, m in enumerate(flat):
         try:
-            np.linalg.inv(m)
+            out[i] = factor(m)
         except np.linalg.LinAlgError:
-            return LinAlgError(f"{name}: {_batch_index(a.shape, i)}The diagonal element "
-                               f"{_first_zero_pivot(m)} is zero, the inversion could not be "
-                               "completed because the input matrix is singular.")
-    return LinAlgError(f"{name}: The input matrix is singular.")
+            info[i] = diagnose(m)
+    return out.reshape(a.shape), info.reshape(a.shape[:-2])
+
+
+def first_bad_minor(m):
+    """The order of m's first leading minor that is not positive-definite (potrf's info)."""
+    for k in range(1, m.shape[0] + 1):
+        try:
+            np.linalg.cholesky(m[:k, :k])
+        except np.linalg.LinAlgError:
+            return k
+    return m.shape[0]
+
+
+def inv_info(a):
+    return per_matrix(a, np.linalg.inv, _first_zero_pivot, np.nan)
+
+
+def cholesky_info(a):
+    return per_matrix(a, np.linalg.cholesky, first_bad_minor, 0.0)
+
+
+def _first_failure(a, info):
+    """(torch's "(Batch element k): " prefix, info) of the first failed matrix."""
+    flat = info.reshape(-1)
+    i = int(np.flatnonzero(flat)[0])
+    return _batch_index(a.shape, i), int(flat[i])
+
+
+def _singular(name, a):
+    """LinAlgError for the first singular matrix of batch a (..., n, n)."""
+    where, k = _first_failure(a, inv_info(a)[1])
+    return LinAlgError(f"{name}: {where}The diagonal element {k} is zero, the inversion could "
+                       "not be completed because the input matrix is singular.")
 
 
 def _not_pd(name, a):
     """LinAlgError for the first matrix of a (..., n, n) that is not positive-definite."""
-    flat = a.reshape((-1,) + a.shape[-2:])
-    for i, m in enumerate(flat):
-        for k in range(1, m.shape[0] + 1):
-            try:
-                np.linalg.cholesky(m[:k, :k])
-            except np.linalg.LinAlgError:
-                return LinAlgError(
-                    f"{name}: {_batch_index(a.shape, i)}The factorization could not be "
-                    "completed because the input is not positive-definite (the leading minor "
-                    f"of order {k} is not positive-definite).")
-    return LinAlgError(f"{name}: The factorization could not be completed because the input "
-                       "is not positive-definite.")
+    where, k = _first_failure(a, cholesky_info(a)[1])
+    return LinAlgError(f"{name}: {where}The factorization could not be completed because the "
+                       f"input is not positive-definite (the leading minor of order {k} is not "
+                       "positive-definite).")
 
 
 # ---- inverse, determinants, solve -------------------------------------------------------------

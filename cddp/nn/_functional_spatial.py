@@ -19,6 +19,8 @@ def _in_f32(cfn, x, *args):
     float32/float64 only, and torch's CPU kernels accumulate these dtypes in float32 too."""
     if x.dtype != _C.float16 and x.dtype != _C.bfloat16:
         return cfn(x, *args)
+    # tensor arguments of x's dtype (grid_sample's grid) go through float32 with it
+    args = [a.float() if isinstance(a, Tensor) and a.dtype == x.dtype else a for a in args]
     r = cfn(x.float(), *args)
     if isinstance(r, tuple):
         return tuple(t.to(x.dtype) if t.is_floating_point() else t for t in r)
@@ -507,11 +509,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros",  # noqa: A00
     if input.dtype != grid.dtype:
         raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but "
                            f"input has {input.dtype} and grid has {grid.dtype}")
-    if input.dtype == _C.float16 or input.dtype == _C.bfloat16:
-        return _C._grid_sample(input.float(), grid.float(), _GS_MODES[mode],
-                               _GS_PADDING[padding_mode], bool(align_corners)).to(input.dtype)
-    return _C._grid_sample(input, grid, _GS_MODES[mode], _GS_PADDING[padding_mode],
-                           bool(align_corners))
+    return _in_f32(_C._grid_sample, input, grid, _GS_MODES[mode], _GS_PADDING[padding_mode],
+                   bool(align_corners))
 
 
 def _grid_axis(size, align_corners, dtype):

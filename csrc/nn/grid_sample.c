@@ -129,8 +129,13 @@ static void gs_run_##SFX(const gs_args *a, const T *x, const T *grid, T *y, T *g
             T gix = 0, giy = 0;                                                                \
             for (int64_t c = 0; c < a->C; c++) {                                               \
                 const T *xc = xn + c * plane;                                                  \
-                T v00 = ok00 ? xc[y0 * W + x0] : 0, v01 = ok01 ? xc[y0 * W + x1] : 0;          \
-                T v10 = ok10 ? xc[y1 * W + x0] : 0, v11 = ok11 ? xc[y1 * W + x1] : 0;          \
+                T v00 = 0, v01 = 0, v10 = 0, v11 = 0; /* read unless only d input is wanted */ \
+                if (!dir || ggrid) {                                                           \
+                    v00 = ok00 ? xc[y0 * W + x0] : 0;                                          \
+                    v01 = ok01 ? xc[y0 * W + x1] : 0;                                          \
+                    v10 = ok10 ? xc[y1 * W + x0] : 0;                                          \
+                    v11 = ok11 ? xc[y1 * W + x1] : 0;                                          \
+                }                                                                              \
                 if (!dir) {                                                                    \
                     yp[c * oplane] = v00 * wx0 * wy0 + v01 * wx1 * wy0 + v10 * wx0 * wy1 +     \
                                      v11 * wx1 * wy1;                                          \
@@ -144,8 +149,10 @@ static void gs_run_##SFX(const gs_args *a, const T *x, const T *grid, T *y, T *g
                     if (ok10) gc[y1 * W + x0] += go * wx0 * wy1;                               \
                     if (ok11) gc[y1 * W + x1] += go * wx1 * wy1;                               \
                 }                                                                              \
-                gix += go * ((v01 - v00) * wy0 + (v11 - v10) * wy1);                           \
-                giy += go * ((v10 - v00) * wx0 + (v11 - v01) * wx1);                           \
+                if (ggrid) {                                                                   \
+                    gix += go * ((v01 - v00) * wy0 + (v11 - v10) * wy1);                       \
+                    giy += go * ((v10 - v00) * wx0 + (v11 - v01) * wx1);                       \
+                }                                                                              \
             }                                                                                  \
             if (dir && ggrid) {                                                                \
                 ggrid[(n * oplane + p) * 2] = gix * sx;                                        \

@@ -16,6 +16,7 @@ from ... import mv, dot
 from ...autograd.grad_mode import no_grad
 from .. import functional as F
 from ..parameter import Parameter
+from .weight_norm import _remove_norm_hook
 
 __all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
 
@@ -114,11 +115,4 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 
 def remove_spectral_norm(module, name="weight"):
     """Undo spectral_norm: <name> becomes a parameter holding the last normalized weight."""
-    hooks = module._forward_pre_hooks
-    key = next((k for k, h in hooks.items() if isinstance(h, SpectralNorm) and h.name == name),
-               None)
-    if key is None:
-        raise ValueError(f"spectral_norm of '{name}' not found in {module}")
-    hooks[key].remove(module)
-    del hooks[key]
-    return module
+    return _remove_norm_hook(module, name, SpectralNorm, "spectral_norm")

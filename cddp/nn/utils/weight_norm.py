@@ -89,11 +89,16 @@ def weight_norm(module, name="weight", dim=0):
 
 def remove_weight_norm(module, name="weight"):
     """Fold <name>_g and <name>_v back into one parameter <name>."""
+    return _remove_norm_hook(module, name, WeightNorm, "weight_norm")
+
+
+def _remove_norm_hook(module, name, cls, what):
+    """Remove the forward pre-hook of type cls that reparametrizes <name> (its remove() puts
+    the plain parameter back); ValueError naming `what` when there is none."""
     hooks = module._forward_pre_hooks
-    key = next((k for k, h in hooks.items() if isinstance(h, WeightNorm) and h.name == name),
-               None)
+    key = next((k for k, h in hooks.items() if isinstance(h, cls) and h.name == name), None)
     if key is None:
-        raise ValueError(f"weight_norm of '{name}' not found in {module}")
+        raise ValueError(f"{what} of '{name}' not found in {module}")
     hooks[key].remove(module)
     del hooks[key]
     return module
