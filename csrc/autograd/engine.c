@@ -172,6 +172,8 @@ static void release_saved(NodeObject *n)
 /* The node a root tensor's gradient enters (new ref), or NULL + error. */
 static NodeObject *root_node(TensorObject *t, int *input_nr)
 {
+    if (cddp_view_sync(t) < 0)
+        return NULL;
     if (t->grad_fn) {
         *input_nr = t->output_nr;
         return (NodeObject *)Py_NewRef(t->grad_fn);

@@ -236,7 +236,9 @@ static TensorObject *wrap_output(FunctionNode *f, TensorObject *o, int k, int ex
                             "operation.");
             return NULL;
         }
-        cddp_set_history(o, node, k);   /* rebase: the input now comes out of this node */
+        /* rebase: the input (and its base, when it is a view) now comes out of this node */
+        if (cddp_set_inplace_history(o, node, k) < 0)
+            return NULL;
         return (TensorObject *)Py_NewRef(o);
     }
     /* an input returned as is, a leaf, or an output listed twice gets an alias with history */

@@ -238,6 +238,8 @@ NodeObject *cddp_grad_accumulator(TensorObject *leaf)
 int cddp_node_set_input(NodeObject *n, int i, TensorObject *input)
 {
     cddp_meta *m = &n->meta[i];
+    if (cddp_view_sync(input) < 0)
+        return -1;
     m->ndim = input->ndim;
     m->dtype = input->dtype;
     memcpy(m->shape, input->shape, sizeof(int64_t) * input->ndim);

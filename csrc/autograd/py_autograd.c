@@ -156,7 +156,7 @@ static PyObject *hook_handle(PyObject *list, PyObject *fn)
 static PyObject *tensor_register_hook(TensorObject *self, PyObject *fn)
 {
     PyObject *list;
-    if (!check_callable(fn))
+    if (!check_callable(fn) || cddp_view_sync(self) < 0)
         return NULL;
     if (!cddp_needs_grad(self)) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -214,9 +214,12 @@ static PyObject *tensor_register_post_acc_hook(TensorObject *self, PyObject *fn)
 
 static PyObject *tensor_retain_grad(TensorObject *self, PyObject *unused)
 {
-    NodeObject *n = self->grad_fn;
+    NodeObject *n;
     PyObject *key, *ref;
     int rc;
+    if (cddp_view_sync(self) < 0)
+        return NULL;
+    n = self->grad_fn;
     if (!cddp_needs_grad(self)) {
         PyErr_SetString(PyExc_RuntimeError,
                         "can't retain_grad on Tensor that has requires_grad=False");
@@ -307,6 +310,8 @@ static PyObject *py_reachable_leaves(PyObject *m, PyObject *arg)
         TensorObject *t = (TensorObject *)o;
         if (!cddp_tensor_check(o))
             continue;
+        if (cddp_view_sync(t) < 0)
+            goto fail;
         if (t->grad_fn) {
             if (t->grad_fn->epoch != epoch) {
                 t->grad_fn->epoch = epoch;

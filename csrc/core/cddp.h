@@ -211,6 +211,7 @@ typedef struct TensorObject {
     int64_t strides[CDDP_MAX_DIMS];      /* elements */
     char requires_grad;                  /* leaf flag; non-leaves have grad_fn != NULL */
     char retains_grad;
+    char view_nograd;                    /* a view made with grad mode off (autograd/view.c) */
     PyObject *grad;                      /* Tensor or NULL */
     struct NodeObject *grad_fn;          /* NULL for leaves */
     int output_nr;                       /* which output of grad_fn this is */
@@ -220,6 +221,9 @@ typedef struct TensorObject {
     PyObject *dict;                      /* instance __dict__ (Parameter, user attributes) */
     PyObject *weakreflist;
     Py_ssize_t exports;                  /* live buffer-protocol exports */
+    struct TensorObject *view_base;      /* differentiable view: its root base (owned), else
+                                            NULL (autograd/view.c) */
+    int64_t view_version;                /* storage version its history was recorded at */
 } TensorObject;
 
 /* Module state: one interpreter, one module instance; kept behind cddp_state() so hot paths
@@ -389,7 +393,9 @@ extern _Thread_local int cddp_grad_enabled;
 
 /* Whether an op on these inputs must record history. */
 static inline int cddp_needs_grad(const TensorObject *t) {
-    return t->requires_grad || t->grad_fn != NULL;
+    return t->requires_grad || t->grad_fn != NULL ||
+           (t->view_base && !t->view_nograd && t->view_version != t->storage->version &&
+            (t->view_base->requires_grad || t->view_base->grad_fn != NULL));
 }
 /* New node with n_next edges/metas (zeroed). */
 NodeObject *cddp_node_new(const char *name, cddp_backward_fn fn, int n_next);
@@ -405,6 +411,20 @@ int cddp_node_save_output(NodeObject *n, int slot, TensorObject *out);
 TensorObject *cddp_node_saved(NodeObject *n, int slot);
 /* out gets history (grad_fn = n, output_nr) — steals nothing, increfs n. */
 void cddp_set_history(TensorObject *out, NodeObject *n, int output_nr);
+
+/* Views (autograd/view.c). cddp_view_mark: out, a view op's result sharing in's storage,
+ * becomes a view of in's root base (unless either overlaps itself); made with grad mode off
+ * it only guards against in-place ops under grad mode. cddp_view_sync: a view whose storage was written in place since its history was
+ * recorded gets its history rebuilt from the base's (call before reading t->grad_fn; 0 or -1).
+ * cddp_check_inplace: before an in-place op on t: syncs t, then torch's errors for a leaf
+ * that requires grad, a view of one, and a view made with grad mode off whose base needs
+ * grad (grad mode on). cddp_set_inplace_history: an
+ * in-place op on x recorded node n: x gets it as history and, when x is a view, its base
+ * gets a CopySlices node over it and x an AsStridedBackward0 node over the base (0 or -1). */
+void cddp_view_mark(TensorObject *in, TensorObject *out);
+int cddp_view_sync(TensorObject *t);
+int cddp_check_inplace(TensorObject *t);
+int cddp_set_inplace_history(TensorObject *x, NodeObject *n, int output_nr);
 
 /* Convenience for the common case: if grad mode is on and any of the k inputs needs grad,
  * create a node with k edges wired to the inputs; else return NULL with no error.

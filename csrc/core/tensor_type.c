@@ -25,6 +25,7 @@ static int tensor_traverse(TensorObject *self, visitproc visit, void *arg)
     Py_VISIT(Py_TYPE(self));
     Py_VISIT(self->grad);
     Py_VISIT(self->grad_fn);
+    Py_VISIT(self->view_base);
     Py_VISIT(self->hooks);
     Py_VISIT(self->post_acc_hooks);
     Py_VISIT(self->dict);
@@ -35,6 +36,7 @@ static int tensor_clear(TensorObject *self)
 {
     Py_CLEAR(self->grad);
     Py_CLEAR(self->grad_fn);
+    Py_CLEAR(self->view_base);
     Py_CLEAR(self->hooks);
     Py_CLEAR(self->post_acc_hooks);
     Py_CLEAR(self->dict);
@@ -132,6 +134,8 @@ static PyObject *get_requires_grad(TensorObject *self, void *c)
 
 static int set_requires_grad_flag(TensorObject *self, int flag)
 {
+    if (cddp_view_sync(self) < 0)
+        return -1;
     if (self->grad_fn) {
         PyErr_SetString(PyExc_RuntimeError,
                         "you can only change requires_grad flags of leaf variables. If you want "
@@ -193,11 +197,15 @@ static int set_grad(TensorObject *self, PyObject *v, void *c)
 
 static PyObject *get_grad_fn(TensorObject *self, void *c)
 {
+    if (cddp_view_sync(self) < 0)
+        return NULL;
     return Py_NewRef(self->grad_fn ? (PyObject *)self->grad_fn : Py_None);
 }
 
 static PyObject *get_is_leaf(TensorObject *self, void *c)
 {
+    if (cddp_view_sync(self) < 0)
+        return NULL;
     return PyBool_FromLong(self->grad_fn == NULL);
 }
 
@@ -221,6 +229,7 @@ static int set_data(TensorObject *self, PyObject *v, void *c)
         return -1;
     }
     TensorObject *o = (TensorObject *)v;
+    Py_CLEAR(self->view_base);             /* other memory: no longer a view of its base */
     cddp_storage_incref(o->storage);
     cddp_storage_decref(self->storage);
     self->storage = o->storage;
@@ -367,6 +376,7 @@ static PyObject *tensor_detach(TensorObject *self, PyObject *unused)
 static PyObject *tensor_detach_(TensorObject *self, PyObject *unused)
 {
     Py_CLEAR(self->grad_fn);
+    Py_CLEAR(self->view_base);
     self->requires_grad = 0;
     return Py_NewRef(self);
 }

@@ -222,17 +222,6 @@ PyObject *cddp_factory_finish(TensorObject *t, int requires_grad)
 
 /* ---- in-place bookkeeping ------------------------------------------------------------- */
 
-int cddp_check_inplace(TensorObject *t)
-{
-    if (cddp_grad_enabled && t->requires_grad && !t->grad_fn) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "a leaf Variable that requires grad is being used in an in-place "
-                        "operation.");
-        return -1;
-    }
-    return 0;
-}
-
 /* d(overwritten)/d(old value) = 0 */
 static int zero_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
@@ -245,7 +234,8 @@ static int zero_backward(NodeObject *self, TensorObject **gout, TensorObject **g
 int cddp_inplace_zero_history(TensorObject *t, const char *name)
 {
     NodeObject *node;
-    if (!cddp_grad_enabled || !t->grad_fn)
+    int rc;
+    if (!cddp_grad_enabled || !cddp_needs_grad(t))
         return 0;
     node = cddp_node_new(name, zero_backward, 1);
     if (!node)
@@ -254,9 +244,9 @@ int cddp_inplace_zero_history(TensorObject *t, const char *name)
         Py_DECREF(node);
         return -1;
     }
-    cddp_set_history(t, node, 0);
+    rc = cddp_set_inplace_history(t, node, 0);
     Py_DECREF(node);
-    return 0;
+    return rc;
 }
 
 /* ---- scalars -------------------------------------------------------------------------- */

@@ -299,8 +299,10 @@ static PyObject *t_fill_(PyObject *self, PyObject *value)
         if (err)
             return NULL;
         if (node) {
-            cddp_set_history(t, node, 0);
+            int rc = cddp_set_inplace_history(t, node, 0);
             Py_DECREF(node);
+            if (rc < 0)
+                return NULL;
         }
     } else if (cddp_inplace_zero_history(t, "FillBackward2") < 0) {
         return NULL;
@@ -388,8 +390,10 @@ static PyObject *t_copy_(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         if (err)
             return NULL;
         if (node) {
-            cddp_set_history(dst, node, 0);
+            rc = cddp_set_inplace_history(dst, node, 0);
             Py_DECREF(node);
+            if (rc < 0)
+                return NULL;
         }
     }
     return Py_NewRef(self);

@@ -42,12 +42,9 @@ int cddp_parse_flag(PyObject *o, int *out);
 /* Apply factory `requires_grad` (floating dtypes only, torch's message). Steals t: returns it
  * or NULL after releasing it. */
 PyObject *cddp_factory_finish(TensorObject *t, int requires_grad);
-/* Leaf check for in-place ops: -1 with torch's RuntimeError if t is a leaf requiring grad
- * while grad mode is on. */
-int cddp_check_inplace(TensorObject *t);
-
 /* After an in-place overwrite of t: if grad mode is on and t has history, give it a node
- * `name` whose gradient to the old value is zero (torch's FillBackward / ZeroBackward ...). */
+ * `name` whose gradient to the old value is zero (torch's FillBackward / ZeroBackward ...),
+ * through cddp_set_inplace_history (a view's base sees the write). */
 int cddp_inplace_zero_history(TensorObject *t, const char *name);
 
 /* Parse a shape in [0, CDDP_MAX_DIMS] checked for negative sizes with fname in the message. */

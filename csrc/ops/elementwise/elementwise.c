@@ -534,14 +534,11 @@ int cddp_ew_inplace_begin(TensorObject *x, int others_need_grad, TensorObject **
 {
     TensorObject *c;
     *old = NULL;
-    if (!cddp_grad_enabled || (!cddp_needs_grad(x) && !others_need_grad))
+    if (!cddp_grad_enabled || (!cddp_needs_grad(x) && !others_need_grad &&
+                                !(x->view_base && cddp_needs_grad(x->view_base))))
         return 0;
-    if (!x->grad_fn && x->requires_grad) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "a leaf Variable that requires grad is being used in an in-place "
-                        "operation.");
+    if (cddp_check_inplace(x) < 0)
         return -1;
-    }
     if (!cddp_is_floating(x->dtype))
         return 0;      /* no history on integers: the direct path raises the cast error */
     /* The op runs out of place on a copy of x's old value that carries x's history, so the
@@ -577,7 +574,8 @@ PyObject *cddp_ew_inplace_finish(TensorObject *x, TensorObject *r)
         goto fail;
     if (r->grad_fn) {
         NodeObject *node = r->grad_fn;
-        cddp_set_history(x, node, r->output_nr);
+        if (cddp_set_inplace_history(x, node, r->output_nr) < 0)
+            goto fail;
         /* a saved output now lives in x: save x instead (as torch does), so modifying x again
          * before backward is caught by the version check, and r's memory is freed */
         for (int i = 0; i < node->n_saved; i++) {

@@ -17,12 +17,9 @@
  * Autograd: a view gets one node (named after the last view op: SelectBackward0,
  * SliceBackward0, UnsqueezeBackward0, AliasBackward0) whose backward scatters the gradient into
  * zeros of the input's shape; advanced keys get IndexBackward0 (accumulating duplicates);
- * setitem on a tensor with history records CopySlices / IndexPutBackward0 on the tensor itself.
- * index_put(_) shares setitem's path.
- *
- * Known trap: cddp tensors do not know their view base, so writing into a view (`v = y[0];
- * v[1] = w`) re-points v's grad_fn only: y's history does not see the write (torch rebases y
- * through CopySlices), and a view of a leaf that requires grad is not refused.
+ * setitem on a tensor with history records CopySlices / IndexPutBackward0 on the tensor itself
+ * (and, when that tensor is a view, CopySlices on its base: autograd/view.c). index_put(_)
+ * shares setitem's path.
  */
 #include "ops/index/index.h"
 #include <string.h>
@@ -77,6 +74,8 @@ PyObject *cddp_mp_subscript(PyObject *self, PyObject *key)
         goto done;
     }
     out = cddp_tensor_alias(x, k.nd, k.shape, k.st[0], k.off[0]);
+    if (out)
+        cddp_view_mark(x, out);
     if (out && need_grad) {          /* the view's place in x, for the scatter in backward */
         cddp_iplan vp = {0};
         NodeObject *node = NULL;
@@ -224,11 +223,13 @@ static int setitem_impl(TensorObject *x, PyObject *key, TensorObject *v, int v_i
     if (cddp_ix_parse(x, key, &k) < 0)
         return -1;
     if (cddp_grad_enabled && x->requires_grad && !x->grad_fn) {
-        PyErr_SetString(PyExc_RuntimeError,
+        PyErr_SetString(PyExc_RuntimeError,    /* torch writes through a view of x here */
                         "a view of a leaf Variable that requires grad is being used in an "
                         "in-place operation.");
         goto done;
     }
+    if (cddp_check_inplace(x) < 0)
+        goto done;
     src = prepare_source(x, v);
     if (!src)
         goto done;
@@ -250,10 +251,8 @@ static int setitem_impl(TensorObject *x, PyObject *key, TensorObject *v, int v_i
     if (need_grad) {                 /* history goes on x: its old grad_fn becomes input 0 */
         node = cddp_ix_node(k.nadv || acc ? "IndexPutBackward0" : "CopySlices", IX_PUT, acc, 0,
                             x, v_input ? v : NULL, &vp, &err);
-        if (err)
+        if (err || (node && cddp_set_inplace_history(x, node, 0) < 0))
             goto done;
-        if (node)
-            cddp_set_history(x, node, 0);
     }
     rc = 0;
 done:

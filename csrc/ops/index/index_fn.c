@@ -104,17 +104,6 @@ static TensorObject *number_arg(const char *fn, const char *name, PyObject *v)
     return r > 0 ? t : NULL;
 }
 
-static int leaf_inplace_check(TensorObject *x)
-{
-    if (cddp_grad_enabled && x->requires_grad && !x->grad_fn) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "a leaf Variable that requires grad is being used in an in-place "
-                        "operation.");
-        return -1;
-    }
-    return 0;
-}
-
 static int index_dtype_ok(const TensorObject *i)
 {
     return i->dtype == CDDP_INT64 || i->dtype == CDDP_INT32;
@@ -379,7 +368,7 @@ static PyObject *scatter_impl(TensorObject *self, PyObject *dimo, PyObject *idxo
             goto done;
         }
     }
-    if (inplace && leaf_inplace_check(self) < 0)
+    if (inplace && cddp_check_inplace(self) < 0)
         goto done;
     need_grad = cddp_grad_enabled && cddp_is_floating(self->dtype) &&
                 (cddp_needs_grad(self) || (is_tensor && cddp_needs_grad(src)));
@@ -416,10 +405,8 @@ static PyObject *scatter_impl(TensorObject *self, PyObject *dimo, PyObject *idxo
                                : is_tensor ? "ScatterBackward0" : "ScatterBackward1";
         node = cddp_ix_node(name, IX_PUT, acc, 1, self, is_tensor ? (TensorObject *)srco : NULL,
                             &vp, &err);
-        if (err)
-            goto done;
-        if (node)
-            cddp_set_history(dst, node, 0);
+        if (err || (node && cddp_set_inplace_history(dst, node, 0) < 0))
+            goto done;                /* (dst is fresh, no view, when not in place) */
     }
     res = Py_NewRef(dst);
 done:
@@ -498,7 +485,7 @@ static PyObject *masked_fill_impl(TensorObject *x, PyObject *masko, PyObject *va
                          "output with shape %s doesn't match the broadcast shape %s", bx, bb);
             goto fail;
         }
-        if (leaf_inplace_check(x) < 0)
+        if (cddp_check_inplace(x) < 0)
             goto fail;
         out = (TensorObject *)Py_NewRef(x);
     } else {
@@ -517,8 +504,8 @@ static PyObject *masked_fill_impl(TensorObject *x, PyObject *masko, PyObject *va
     if (cddp_ix_masked_fill_raw(out, mask, v) < 0)
         goto fail;
     cddp_bump_version(out);
-    if (node)
-        cddp_set_history(out, node, 0);
+    if (node && cddp_set_inplace_history(out, node, 0) < 0)   /* out: x, or fresh */
+        goto fail;
     Py_XDECREF(node);
     Py_DECREF(v);
     return (PyObject *)out;

@@ -73,22 +73,12 @@ static int plan_dim(TensorObject *t, int dim, TensorObject *idx, int wrap, const
     return 0;
 }
 
-static int leaf_check(TensorObject *x)
-{
-    if (cddp_grad_enabled && x->requires_grad && !x->grad_fn) {
-        PyErr_SetString(PyExc_RuntimeError, "a leaf Variable that requires grad is being used "
-                        "in an in-place operation.");
-        return -1;
-    }
-    return 0;
-}
-
 /* self itself (in place, after the leaf check) or a fresh copy of it. */
 static TensorObject *target(TensorObject *self, int inplace)
 {
     TensorObject *dst;
     if (inplace)
-        return leaf_check(self) < 0 ? NULL : (TensorObject *)Py_NewRef(self);
+        return cddp_check_inplace(self) < 0 ? NULL : (TensorObject *)Py_NewRef(self);
     dst = cddp_tensor_new(self->dtype, self->ndim, self->shape, 0);
     if (dst && cddp_copy_into(dst, self) < 0)
         Py_CLEAR(dst);
@@ -213,10 +203,8 @@ static PyObject *index_write(int op, TensorObject *self, int dim, TensorObject *
         const char *name = op == OP_FILL && src_is_tensor ? "IndexFillBackward1" : names[op];
         node = cddp_ix_node(name, IX_PUT, op == OP_ADD, op != OP_FILL, self,
                             src_is_tensor ? src : NULL, &vp, &err);
-        if (err)
-            goto done;
-        if (node)
-            cddp_set_history(dst, node, 0);
+        if (err || (node && cddp_set_inplace_history(dst, node, 0) < 0))
+            goto done;                /* (dst is fresh, no view, when not in place) */
     }
     res = Py_NewRef(dst);
 done:
@@ -533,8 +521,8 @@ static PyObject *scatter_reduce_impl(TensorObject *self, int dim, TensorObject *
             node->i[2] = dim;
             err = cddp_node_save(node, 0, orig ? orig : self) < 0 ||
                   cddp_node_save(node, 1, src) < 0 || cddp_node_save(node, 2, idx) < 0;
-            cddp_set_history(dst, node, 0);
-            err = err || cddp_node_save_output(node, 3, dst) < 0;
+            err = err || cddp_set_inplace_history(dst, node, 0) < 0 ||
+                  cddp_node_save_output(node, 3, dst) < 0;
             Py_DECREF(node);
             if (err)
                 goto done;

@@ -331,11 +331,8 @@ static PyObject *addx_impl(int kind, TensorObject *in, TensorObject *a, TensorOb
         scalar_arg(betao, fn, "beta", in->dtype, &beta) < 0 ||
         scalar_arg(alphao, fn, "alpha", in->dtype, &alpha) < 0)
         return NULL;
-    if (inplace && cddp_grad_enabled && in->requires_grad && !in->grad_fn) {
-        PyErr_SetString(PyExc_RuntimeError, "a leaf Variable that requires grad is being used "
-                        "in an in-place operation.");
+    if (inplace && cddp_check_inplace(in) < 0)
         return NULL;
-    }
     if (matrices(kind, a, b, &am, &bm) < 0)
         return NULL;
     out = cddp_tensor_new(in->dtype, nd, shape, 0);
@@ -357,7 +354,10 @@ static PyObject *addx_impl(int kind, TensorObject *in, TensorObject *a, TensorOb
             node->d[0] = alpha;
             node->d[1] = beta;
             err = cddp_node_save(node, 0, am) < 0 || cddp_node_save(node, 1, bm) < 0;
-            cddp_set_history(out, node, 0);
+            if (inplace)
+                err |= cddp_set_inplace_history(out, node, 0) < 0;
+            else
+                cddp_set_history(out, node, 0);
             Py_DECREF(node);
             if (err)
                 goto fail;

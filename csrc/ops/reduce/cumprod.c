@@ -173,11 +173,8 @@ static PyObject *cumprod_inplace(TensorObject *x, PyObject *dimo, PyObject *dto)
     TensorObject *old = NULL, *vals;
     NodeObject *node = NULL;
     int d, err = 0, saved = cddp_grad_enabled;
-    if (cddp_grad_enabled && x->requires_grad && !x->grad_fn) {
-        PyErr_SetString(PyExc_RuntimeError, "a leaf Variable that requires grad is being used "
-                        "in an in-place operation.");
+    if (cddp_check_inplace(x) < 0)
         return NULL;
-    }
     if (dimo && cddp_reduce_int_dim("cumprod_", dimo, x->ndim, &d) < 0)
         return NULL;
     cddp_grad_enabled = 0;
@@ -201,12 +198,12 @@ static PyObject *cumprod_inplace(TensorObject *x, PyObject *dimo, PyObject *dto)
         return NULL;
     }
     if (node) {
-        cddp_set_history(x, node, 0);
+        err = cddp_set_inplace_history(x, node, 0) < 0;
         Py_DECREF(node);
     }
     Py_XDECREF(old);
     Py_DECREF(vals);
-    return Py_NewRef((PyObject *)x);
+    return err ? NULL : Py_NewRef((PyObject *)x);
 }
 
 /* ---- cummax / cummin ------------------------------------------------------------------ */

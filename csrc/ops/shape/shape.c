@@ -153,6 +153,8 @@ NodeObject *cddp_shape_record(TensorObject *in, TensorObject *out, const char *n
     NodeObject *node = cddp_maybe_node(name, fn, 1, &in, err);
     if (node)
         cddp_set_history(out, node, 0);
+    if (!*err)
+        cddp_view_mark(in, out);      /* no-op unless out shares in's memory */
     return node;
 }
 

@@ -47,7 +47,8 @@ TensorObject *cddp_shape_select_raw(TensorObject *t, int dim, int64_t index);
 PyObject *cddp_shape_to_dtype(TensorObject *x, cddp_dtype dt);
 
 /* Give `out` (a fresh result of an op on `in`) history through a one-input node `name` when
- * grad mode is on and `in` needs grad. Returns the node (new ref; the caller fills node->i /
+ * grad mode is on and `in` needs grad; an `out` sharing in's memory becomes a differentiable
+ * view of in's base (cddp_view_mark). Returns the node (new ref; the caller fills node->i /
  * node->d and drops it) or NULL; *err = 1 on failure. */
 NodeObject *cddp_shape_record(TensorObject *in, TensorObject *out, const char *name,
                               cddp_backward_fn fn, int *err);

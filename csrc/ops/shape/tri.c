@@ -169,11 +169,8 @@ static PyObject *tri_impl(TensorObject *x, PyObject *ko, int upper, int inplace)
             return (PyObject *)out;
         return cddp_shape_finish(x, out, name, tri_backward, p, 2);
     }
-    if (cddp_grad_enabled && x->requires_grad && !x->grad_fn) {
-        PyErr_SetString(PyExc_RuntimeError, "a leaf Variable that requires grad is being used "
-                        "in an in-place operation.");
+    if (cddp_check_inplace(x) < 0)
         return NULL;
-    }
     /* the node's edge is x's history before the write; x then carries the node */
     node = cddp_is_floating(x->dtype) ? cddp_maybe_node(name, tri_backward, 1, &x, &err) : NULL;
     if (cddp_is_floating(x->dtype) && err)
@@ -183,8 +180,10 @@ static PyObject *tri_impl(TensorObject *x, PyObject *ko, int upper, int inplace)
     if (node) {
         node->i[0] = k;
         node->i[1] = upper;
-        cddp_set_history(x, node, 0);
+        err = cddp_set_inplace_history(x, node, 0);
         Py_DECREF(node);
+        if (err < 0)
+            return NULL;
     }
     return Py_NewRef((PyObject *)x);
 }
