@@ -36,7 +36,7 @@ static PyMethodDef *module_tables[] = {
     cddp_share_module_methods, cddp_fused_optim_module_methods,
     cddp_conv_module_methods, cddp_pool_module_methods, cddp_pad_module_methods,
     cddp_interpolate_module_methods, cddp_fold_module_methods,
-    cddp_grid_sample_module_methods,
+    cddp_grid_sample_module_methods, cddp_ctc_module_methods,
     cddp_storage_view_module_methods,
     cddp_autocast_module_methods, cddp_grad_scaler_module_methods, NULL,
 };

@@ -60,6 +60,7 @@ extern PyMethodDef cddp_pad_module_methods[];       /* nn/pad.c */
 extern PyMethodDef cddp_interpolate_module_methods[]; /* nn/interpolate.c */
 extern PyMethodDef cddp_fold_module_methods[];      /* nn/fold.c */
 extern PyMethodDef cddp_grid_sample_module_methods[]; /* nn/grid_sample.c */
+extern PyMethodDef cddp_ctc_module_methods[];      /* nn/ctc.c */
 extern PyMethodDef cddp_rnn_module_methods[];       /* nn/rnn/rnn.c */
 extern PyMethodDef cddp_layer_norm_module_methods[];  /* nn/layer_norm.c */
 extern PyMethodDef cddp_embedding_module_methods[];   /* nn/embedding.c */

@@ -721,6 +721,10 @@ from ._functional_spatial import (  # noqa: E402,F401
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, pad,
     interpolate, upsample, upsample_nearest, upsample_bilinear, pixel_shuffle, pixel_unshuffle,
     unfold, fold, grid_sample, affine_grid)
+# volumetric conv and pooling: composites of the 2-D kernels
+from ._functional_3d import (  # noqa: E402,F401
+    conv3d, max_pool3d, max_pool3d_with_indices, avg_pool3d, adaptive_avg_pool3d,
+    adaptive_max_pool3d, adaptive_max_pool3d_with_indices)
 
 # activations, layers and losses composed from tensor ops (one file each)
 from ._functional_activation import (  # noqa: E402,F401
@@ -731,3 +735,4 @@ from ._functional_layers import (  # noqa: E402,F401
     embedding_bag)
 from ._functional_losses import (  # noqa: E402,F401
     multi_margin_loss, multilabel_margin_loss, triplet_margin_with_distance_loss)
+from ._functional_ctc import ctc_loss  # noqa: E402,F401  (csrc/nn/ctc.c)

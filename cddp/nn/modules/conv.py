@@ -1,6 +1,7 @@
-"""Convolution modules (torch.nn.Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d): torch's
-constructor checks, parameter layout, initialisation and repr; the math is cddp.nn.functional's
-conv*/conv_transpose* (im2col + GEMM in csrc/nn/conv_engine.c)."""
+"""Convolution modules (torch.nn.Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d):
+torch's constructor checks, parameter layout, initialisation and repr; the math is
+cddp.nn.functional's conv*/conv_transpose* (im2col + GEMM in csrc/nn/conv_engine.c; conv3d is
+composed over conv2d in nn/_functional_3d.py)."""
 import math
 
 from ... import _C
@@ -113,7 +114,7 @@ class _ConvForward(_ConvNd):
                          device, dtype)
 
     def _conv_forward(self, input, weight, bias):  # noqa: A002
-        conv = F.conv2d if self._nd == 2 else F.conv1d
+        conv = (F.conv1d, F.conv2d, F.conv3d)[self._nd - 1]
         if self.padding_mode != "zeros":
             return conv(F.pad(input, self._reversed_padding_repeated_twice,
                               mode=self.padding_mode),
@@ -132,6 +133,11 @@ class Conv1d(_ConvForward):
 class Conv2d(_ConvForward):
     """2-D convolution over (N, C_in, H, W) -> (N, C_out, H_out, W_out)."""
     _nd = 2
+
+
+class Conv3d(_ConvForward):
+    """3-D convolution over (N, C_in, D, H, W) -> (N, C_out, D_out, H_out, W_out)."""
+    _nd = 3
 
 
 class _ConvTransposeNd(_ConvNd):

@@ -1,6 +1,7 @@
 """Loss modules (torch.nn.CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, BCELoss,
 BCEWithLogitsLoss and the rest) over cddp.nn.functional's fused C losses; MultiMarginLoss,
-MultiLabelMarginLoss, TripletMarginWithDistanceLoss over F's composites."""
+MultiLabelMarginLoss, TripletMarginWithDistanceLoss over F's composites; CTCLoss over
+F.ctc_loss (csrc/nn/ctc.c)."""
 from .. import functional as F
 from .module import Module
 
@@ -214,3 +215,16 @@ class TripletMarginWithDistanceLoss(_Loss):
                                                    distance_function=self.distance_function,
                                                    margin=self.margin, swap=self.swap,
                                                    reduction=self.reduction)
+
+
+class CTCLoss(_Loss):
+    """forward(log_probs, targets, input_lengths, target_lengths) -> F.ctc_loss."""
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank = blank
+        self.zero_infinity = zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)

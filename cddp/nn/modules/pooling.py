@@ -1,6 +1,7 @@
-"""Pooling modules (torch.nn.MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d,
-AdaptiveMaxPool1d/2d) over cddp.nn.functional's pooling (csrc/nn/pool.c); MaxUnpool1d/2d over
-F.max_unpool1d/2d (a scatter into zeros)."""
+"""Pooling modules (torch.nn.MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d,
+AdaptiveMaxPool1d/2d/3d) over cddp.nn.functional's pooling (csrc/nn/pool.c; the 3-D ones are
+two 2-D passes, nn/_functional_3d.py); MaxUnpool1d/2d over F.max_unpool1d/2d (a scatter into
+zeros)."""
 from .. import functional as F
 from .module import Module
 
@@ -33,6 +34,12 @@ class MaxPool1d(_MaxPoolNd):
 class MaxPool2d(_MaxPoolNd):
     def forward(self, input):  # noqa: A002
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class MaxPool3d(_MaxPoolNd):
+    def forward(self, input):  # noqa: A002
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
@@ -78,6 +85,12 @@ class AvgPool2d(Module):
                             self.count_include_pad, self.divisor_override)
 
 
+class AvgPool3d(AvgPool2d):
+    def forward(self, input):  # noqa: A002
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
 class _AdaptivePoolNd(Module):
     __constants__ = ["output_size"]
 
@@ -119,6 +132,20 @@ class AdaptiveMaxPool2d(_AdaptivePoolNd):
 
     def forward(self, input):  # noqa: A002
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class AdaptiveAvgPool3d(_AdaptivePoolNd):
+    _max = False
+
+    def forward(self, input):  # noqa: A002
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool3d(_AdaptivePoolNd):
+    _max = True
+
+    def forward(self, input):  # noqa: A002
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 
 
 class _MaxUnpoolNd(Module):

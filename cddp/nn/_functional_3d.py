@@ -1,0 +1,305 @@
+"""torch.nn.functional's volumetric convolution and pooling (conv3d, max_pool3d, avg_pool3d,
+adaptive_avg_pool3d, adaptive_max_pool3d; re-exported by cddp.nn.functional), composed of the
+2-D C kernels (csrc/nn/conv.c, pool.c, adaptive_pool.c) and view/stack/gather ops, so autograd
+needs no new backward.
+
+Dimensions: N batch, C / OC input / output channels, Cg = C / groups, (D, H, W) input volume,
+(KD, KH, KW) kernel, (OD, OH, OW) output volume, B = N * C pooled planes, L = OH * OW.
+
+conv3d: the KD depth taps of every output depth are gathered next to the channels,
+  x (N, C, Dp, H, W) -> (N, OD, C, KD, H, W) -> (N*OD, C*KD, H, W),
+and one conv2d with weight (OC, Cg*KD, KH, KW) (the 3-D weight, reshaped) does the rest: H/W
+stride, padding, dilation and groups are conv2d's, and within a group the channel order
+(cg, kd) matches the weight's. The gathered input costs about KD/SD times the input's memory.
+
+Pooling is separable: one 2-D pool over (H, W) of (B, D, H, W), then one over depth of the
+result viewed as (B, 1, D, L) with a (KD, 1) window. Max, the windows' clipping (padding,
+ceil_mode) and the divisors of avg pooling (count_include_pad or not) all factor per dim, and
+scanning (h, w) first, then d, picks the same first maximum (or last NaN) as a (d, h, w) scan.
+"""
+from .. import _C
+from ._functional_spatial import _check_tensor, _conv_operands, _conv_padding
+
+Tensor = _C.Tensor
+
+
+def _triple(v, name, msg=None):
+    """int or 1/3-sequence -> 3-tuple of ints; other lengths raise RuntimeError(msg)."""
+    if isinstance(v, bool):
+        raise TypeError(f"{name} must be an int or a tuple of ints, not bool")
+    if isinstance(v, int):
+        return (v,) * 3
+    try:
+        t = tuple(int(e) for e in v)
+    except TypeError:
+        raise TypeError(f"{name} must be an int or a tuple of ints, not {type(v).__name__}") \
+            from None
+    if len(t) == 1:
+        t = t * 3
+    if len(t) != 3:
+        raise RuntimeError(msg or f"expected {name} to be a single integer value or a list of 3 "
+                                  f"values to match the convolution dimensions, but got "
+                                  f"{name}={list(t)}")
+    return t
+
+
+def _via_f32(fn, x):
+    """fn(x) with a float16/bfloat16 x computed as one float32 copy and rounded once at the
+    end (the 2-D kernels read float32/float64; two passes must not round twice)."""
+    if x.dtype != _C.float16 and x.dtype != _C.bfloat16:
+        return fn(x)
+    r = fn(x.float())
+    if isinstance(r, tuple):
+        return tuple(e.to(x.dtype) if e.is_floating_point() else e for e in r)
+    return r.to(x.dtype)
+
+
+# ---- convolution ------------------------------------------------------------------------
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):  # noqa: A002
+    """3-D cross-correlation over (N, C, D, H, W) or (C, D, H, W) with weight
+    (OC, C/groups, KD, KH, KW); padding int/3-tuple/'same'/'valid'."""
+    x, unbatched = _conv_operands(input, weight, "conv3d", 3, "out_channels, in_channels/groups")
+    s = _triple(stride, "stride")
+    dl = _triple(dilation, "dilation")
+    if isinstance(groups, bool) or not isinstance(groups, int):
+        raise TypeError(f"conv3d(): argument 'groups' must be int, not {type(groups).__name__}")
+    if isinstance(padding, str):                            # raises on bad strings / strides
+        pads = tuple(p if isinstance(p, tuple) else (p, p)
+                     for p in _conv_padding(padding, weight, s, dl, 3))
+    else:
+        pads = tuple((p, p) for p in _triple(padding, "padding"))
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    if any(v <= 0 for v in s):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(p < 0 for pair in pads for p in pair):
+        raise RuntimeError("negative padding is not supported")
+    if any(v <= 0 for v in dl):
+        raise RuntimeError("non-positive dilation is not supported")
+    oc, cg, kd, kh, kw = weight.shape
+    n, c, d, h, w = x.shape
+    if oc % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size [{list(weight.shape)}] "
+                           "instead")
+    if c != cg * groups:
+        raise RuntimeError(f"Given groups={groups}, weight of size {list(weight.shape)}, "
+                           f"expected input{list(x.shape)} to have {cg * groups} channels, but "
+                           f"got {c} channels instead")
+    if bias is not None:
+        _check_tensor(bias, "bias")
+        if bias.dim() != 1 or bias.shape[0] != oc:
+            raise RuntimeError(f"Given weight of size {list(weight.shape)}, expected bias to be "
+                               f"1-dimensional with {oc} elements, but got bias of size "
+                               f"{list(bias.shape)} instead")
+    padded = [size + lo + hi for size, (lo, hi) in zip((d, h, w), pads)]
+    eff = [dv * (k - 1) + 1 for dv, k in zip(dl, (kd, kh, kw))]
+    if any(p < e for p, e in zip(padded, eff)):
+        raise RuntimeError("Calculated padded input size per channel: ("
+                           f"{' x '.join(map(str, padded))}). Kernel size: ("
+                           f"{' x '.join(map(str, eff))}). Kernel size can't be greater than "
+                           "actual input size")
+    if pads[0] != (0, 0):
+        x = _C._pad(x, (0, 0, 0, 0) + pads[0], 0, 0.0)     # zeros before/after along depth
+    od = (padded[0] - eff[0]) // s[0] + 1
+    xt = x.transpose(1, 2)                                  # (N, Dp, C, H, W), a view
+    last = (od - 1) * s[0] + 1
+    taps = [xt[:, i * dl[0]:i * dl[0] + last:s[0]] for i in range(kd)]   # KD x (N, OD, C, H, W)
+    cols = _C.stack(taps, 3).reshape(n * od, c * kd, h, w)  # channel order (g, cg, kd)
+    w2 = weight.reshape(oc, cg * kd, kh, kw)
+    y = _C._conv(cols, w2, bias, s[1:], pads[1:], dl[1:], groups)   # (N*OD, OC, OH, OW)
+    oh, ow = y.shape[2], y.shape[3]
+    y = y.reshape(n, od, oc, oh, ow).transpose(1, 2).contiguous()
+    return y.squeeze(0) if unbatched else y
+
+
+# ---- pooling ----------------------------------------------------------------------------
+
+def _pool_out(size, k, s, p, d, ceil_mode):
+    """Output length along one dim (torch's rule: with ceil_mode the last window must start
+    inside the input or its left padding)."""
+    num = size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)
+    out = num // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _pool3d_args(fn, input, kernel_size, stride, padding, dilation, ceil_mode):  # noqa: A002
+    """Checks shared by max/avg_pool3d (torch's order and messages); returns k, s, p, d as
+    3-tuples and the output volume (OD, OH, OW)."""
+    _check_tensor(input, "input")
+    either = "either " if fn == "max_pool3d" else ""
+    k = _triple(kernel_size, "kernel_size",
+                f"{fn}: kernel_size must {either}be a single int, or a tuple of three ints")
+    if stride is None or (not isinstance(stride, int) and len(tuple(stride)) == 0):
+        s = k
+    else:
+        s = _triple(stride, "stride", f"{fn}: stride must {either}be omitted, a single int, or "
+                                      "a tuple of three ints")
+    p = _triple(padding, "padding",
+                f"{fn}: padding must {either}be a single int, or a tuple of three ints")
+    d = _triple(dilation, "dilation",
+                f"{fn}: dilation must be either a single int, or a tuple of three ints")
+    if input.dim() not in (4, 5) or any(v == 0 for v in input.shape[-4:]):
+        raise RuntimeError("non-empty 4D or 5D (batch mode) tensor expected for input")
+    if any(v <= 0 for v in s):
+        raise RuntimeError("stride should not be zero")
+    if any(v <= 0 for v in k):
+        raise RuntimeError(f"kernel size should be greater than zero, but got kT: {k[0]} "
+                           f"kH: {k[1]} kW: {k[2]}")
+    if any(v <= 0 for v in d):
+        raise RuntimeError(f"dilation should be greater than zero, but got dilationT: {d[0]} "
+                           f"dilationH: {d[1]} dilationW: {d[2]}")
+    for pi, ki, di in zip(p, k, d):
+        if pi < 0 or pi > ((ki - 1) * di + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got "
+                               f"pad={pi}, kernel_size={ki} and dilation={di}")
+    size = tuple(input.shape[-3:])
+    out = tuple(_pool_out(size[i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(3))
+    if any(o < 1 for o in out):
+        c = input.shape[-4]
+        raise RuntimeError(f"Given input size: ({c}x{'x'.join(map(str, size))}). Calculated "
+                           f"output size: ({c}x{'x'.join(map(str, out))}). Output size is too "
+                           "small")
+    return k, s, p, d
+
+
+def _planes(input):  # noqa: A002
+    """(N, C, D, H, W) or (C, D, H, W) -> (B, D, H, W) and the leading shape to restore."""
+    lead = tuple(input.shape[:-3])
+    d, h, w = input.shape[-3:]
+    b = 1
+    for v in lead:
+        b *= v
+    return input.reshape(b, d, h, w), lead
+
+
+def _compose_indices(i1, i2, b, h, w, od, oh, ow):
+    """Flat d*H*W + h*W + w indices from the (H, W) pass's i1 (B, D, OH, OW; h*W + w) and the
+    depth pass's i2 (B, 1, OD, L; d*L + l)."""
+    plane = oh * ow
+    dsel = (i2 // max(plane, 1)).reshape(b, od, plane)
+    hw = i1.reshape(b, i1.shape[1], plane).gather(1, dsel)
+    return dsel * (h * w) + hw
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode=False, return_indices=False):
+    """Max over windows of (N, C, D, H, W) or (C, D, H, W); indices are flat d*H*W + h*W + w
+    per volume, the first maximum in (d, h, w) order wins, NaN propagates."""
+    k, s, p, d = _pool3d_args("max_pool3d", input, kernel_size, stride, padding, dilation,
+                              ceil_mode)
+    ceil_mode = bool(ceil_mode)
+    x, lead = _planes(input)
+    b, _, h, w = x.shape
+
+    def run(x):
+        y, i1 = _C._max_pool2d(x, k[1:], s[1:], p[1:], d[1:], ceil_mode)    # (B, D, OH, OW)
+        oh, ow = y.shape[2], y.shape[3]
+        z, i2 = _C._max_pool2d(y.reshape(b, 1, y.shape[1], oh * ow), (k[0], 1), (s[0], 1),
+                               (p[0], 0), (d[0], 1), ceil_mode)            # (B, 1, OD, L)
+        od = z.shape[2]
+        z = z.reshape(lead + (od, oh, ow))
+        if not return_indices:
+            return z
+        return z, _compose_indices(i1, i2, b, h, w, od, oh, ow).reshape(lead + (od, oh, ow))
+
+    return _via_f32(run, x)
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+                            ceil_mode=False, return_indices=True):
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # noqa: A002
+               count_include_pad=True, divisor_override=None):
+    """Mean over windows of (N, C, D, H, W) or (C, D, H, W); ceil_mode, count_include_pad and
+    divisor_override as torch (the divisor of each window is the product of its per-dim
+    extents, so two separable passes give the same result)."""
+    k, s, p, _ = _pool3d_args("avg_pool3d", input, kernel_size, stride, padding, 1, ceil_mode)
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    ceil_mode, cip = bool(ceil_mode), bool(count_include_pad)
+    # with an override the passes sum (divisor 1) and the total is divided once at the end
+    div = None if divisor_override is None else 1
+    x, lead = _planes(input)
+    b = x.shape[0]
+
+    def run(x):
+        y = _C._avg_pool2d(x, k[1:], s[1:], p[1:], ceil_mode, cip, div)    # (B, D, OH, OW)
+        oh, ow = y.shape[2], y.shape[3]
+        z = _C._avg_pool2d(y.reshape(b, 1, y.shape[1], oh * ow), (k[0], 1), (s[0], 1),
+                           (p[0], 0), ceil_mode, cip, div)                 # (B, 1, OD, L)
+        z = z.reshape(lead + (z.shape[2], oh, ow))
+        return z if divisor_override is None else z / divisor_override
+
+    return _via_f32(run, x)
+
+
+def _adaptive3d_size(input, output_size, fn):  # noqa: A002
+    _check_tensor(input, "input")
+    if isinstance(output_size, int) and not isinstance(output_size, bool):
+        sizes = (output_size,) * 3
+    else:
+        sizes = tuple(output_size)
+    if None in sizes and input.dim() <= len(sizes):
+        raise ValueError(f"Input dimension should be at least {len(sizes) + 1}")
+    if input.dim() not in (4, 5):
+        colon = ":" if fn == "adaptive_max_pool3d" else ""
+        raise RuntimeError(f"{fn}(): Expected 4D or 5D tensor, but got{colon} "
+                           f"{list(input.shape)}")
+    if len(sizes) != 3:
+        if fn == "adaptive_max_pool3d":
+            raise RuntimeError("adaptive_max_pool3d(): internal error: output_size.size() "
+                               "must be 3")
+        raise RuntimeError(f"{fn}: output_size must be 3")
+    # None keeps the input's size along that dim
+    return tuple(input.shape[input.dim() - 3 + i] if v is None else int(v)
+                 for i, v in enumerate(sizes))
+
+
+def adaptive_avg_pool3d(input, output_size):  # noqa: A002
+    """Mean over windows [floor(o*I/O), ceil((o+1)*I/O)) per dim; output_size int, 3-tuple,
+    None entries keep the input's size."""
+    od, oh, ow = _adaptive3d_size(input, output_size, "adaptive_avg_pool3d")
+    x, lead = _planes(input)
+    b = x.shape[0]
+
+    def run(x):
+        y = _C._adaptive_avg_pool2d(x, (oh, ow))                          # (B, D, OH, OW)
+        z = _C._adaptive_avg_pool2d(y.reshape(b, 1, y.shape[1], oh * ow), (od, oh * ow))
+        return z.reshape(lead + (od, oh, ow))
+
+    return _via_f32(run, x)
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):  # noqa: A002
+    """Max over adaptive_avg_pool3d's windows; indices flat d*H*W + h*W + w."""
+    od, oh, ow = _adaptive3d_size(input, output_size, "adaptive_max_pool3d")
+    x, lead = _planes(input)
+    b, _, h, w = x.shape
+
+    def run(x):
+        y, i1 = _C._adaptive_max_pool2d(x, (oh, ow))
+        z, i2 = _C._adaptive_max_pool2d(y.reshape(b, 1, y.shape[1], oh * ow), (od, oh * ow))
+        z = z.reshape(lead + (od, oh, ow))
+        if not return_indices:
+            return z
+        return z, _compose_indices(i1, i2, b, h, w, od, oh, ow).reshape(lead + (od, oh, ow))
+
+    return _via_f32(run, x)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):  # noqa: A002
+    return adaptive_max_pool3d(input, output_size, True)
+
+
+# ---- torch.* spellings (cddp/__init__.py exports these under torch's top-level names) -----
+
+def _torch_max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1,  # noqa: A002
+                      ceil_mode=False):
+    """torch.max_pool3d: the values only."""
+    return max_pool3d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
