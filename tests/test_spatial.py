@@ -162,6 +162,37 @@ def np_nearest_idx(out, inp, scale=None, exact=False):
     return np.minimum(i, inp - 1)
 
 
+@pytest.mark.parametrize("length,scale", [(4, 1.2), (4, 1.1), (9, 2.1), (6, 2.2), (5, 1.5),
+                                          (7, 0.7)])
+def test_nearest_1d_has_no_size_shortcuts(length, scale):
+    # torch's 1-D nearest kernel computes floor(o / scale) even when the output size equals
+    # the input's (or twice it), where its 2-D kernel copies (halves) the index
+    x = rnd(2, 3, length)
+    xt = t(x, requires_grad=True)
+    y = F.interpolate(xt, scale_factor=scale, mode="nearest")
+    out = int(length * scale)
+    s = np.float32(1.0 / scale)
+    idx = np.minimum(np.floor(np.arange(out).astype(np.float32) * s).astype(np.int64),
+                     length - 1)
+    np.testing.assert_array_equal(n(y), x[:, :, idx])
+    w = rnd(2, 3, out)
+    (y * t(w)).sum().backward()
+    expected = np.zeros_like(x)
+    np.add.at(expected, (slice(None), slice(None), idx), w)     # the forward's own Jacobian
+    np.testing.assert_allclose(n(xt.grad), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_nearest_1d_values_match_torch():
+    torch = pytest.importorskip("torch")
+    for length in range(2, 12):
+        x = rnd(1, 2, length)
+        for scale in (0.7, 1.1, 1.2, 1.5, 2.0, 2.1, 2.25, 3.3):
+            want = torch.nn.functional.interpolate(torch.tensor(x), scale_factor=scale,
+                                                   mode="nearest").numpy()
+            got = n(F.interpolate(t(x), scale_factor=scale, mode="nearest"))
+            np.testing.assert_array_equal(got, want)
+
+
 def np_linear_weights(out, inp, align, scale=None):
     """(i0, i1, w0, w1) per output index, in float64 (the float32 rounding of torch's float
     arithmetic is below the tolerances used with it)."""

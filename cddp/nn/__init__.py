@@ -30,8 +30,8 @@ from .modules import (GLU, LogSigmoid, Softmin, Softshrink, Hardshrink, Threshol
                       LazyLinear, ChannelShuffle, MultiMarginLoss, MultiLabelMarginLoss,
                       TripletMarginWithDistanceLoss, MaxUnpool1d, MaxUnpool2d, EmbeddingBag)
 from .modules import CTCLoss  # noqa: F401
-from .modules import (Conv3d, MaxPool3d, AvgPool3d, AdaptiveAvgPool3d,  # noqa: F401
-                      AdaptiveMaxPool3d)
+from .modules import (Conv3d, ConvTranspose3d, MaxPool3d, AvgPool3d,  # noqa: F401
+                      AdaptiveAvgPool3d, AdaptiveMaxPool3d)
 from .parameter import UninitializedParameter  # noqa: F401
 from . import functional, init, utils, parallel  # noqa: F401
 from .parallel import DataParallel

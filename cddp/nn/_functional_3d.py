@@ -1,7 +1,8 @@
-"""torch.nn.functional's volumetric convolution and pooling (conv3d, max_pool3d, avg_pool3d,
-adaptive_avg_pool3d, adaptive_max_pool3d; re-exported by cddp.nn.functional), composed of the
-2-D C kernels (csrc/nn/conv.c, pool.c, adaptive_pool.c) and view/stack/gather ops, so autograd
-needs no new backward.
+"""torch.nn.functional's volumetric convolution, pooling and resampling (conv3d,
+conv_transpose3d, max_pool3d, avg_pool3d, adaptive_avg_pool3d, adaptive_max_pool3d, and
+interpolate's 5-D modes; re-exported by cddp.nn.functional), composed of the 2-D C kernels
+(csrc/nn/conv.c, pool.c, adaptive_pool.c, interpolate.c) and view/stack/gather/index_add ops,
+so autograd needs no new backward.
 
 Dimensions: N batch, C / OC input / output channels, Cg = C / groups, (D, H, W) input volume,
 (KD, KH, KW) kernel, (OD, OH, OW) output volume, B = N * C pooled planes, L = OH * OW.
@@ -12,11 +13,33 @@ and one conv2d with weight (OC, Cg*KD, KH, KW) (the 3-D weight, reshaped) does t
 stride, padding, dilation and groups are conv2d's, and within a group the channel order
 (cg, kd) matches the weight's. The gathered input costs about KD/SD times the input's memory.
 
+conv_transpose3d is the adjoint of that: one conv_transpose2d over the D input slices,
+x (N, C, D, H, W) -> (N*D, C, H, W), with weight (C, OCg, KD, KH, KW) -> (C, KD*OCg, KH, KW)
+gives every depth tap of every slice at once, (N*D, G*KD*OCg, OH, OW); index_add then sums
+slice d's tap kd into full-length output depth d*SD + kd*DD (duplicates accumulate), and the
+depth padding / output_padding are a slice of that axis. The taps cost KD times the output's
+memory.
+
+interpolate (5-D) is separable too. trilinear: the 2-D resampling kernel over (H, W) of
+(N, C*D, H, W), and over depth of (N*C, 1, D, L) with the L = H*W axis kept (out == in there,
+which the kernel takes as the identity: source index o, weight 1), so both passes use the
+kernel's own index and weight arithmetic (torch's, in float for float32); depth goes first when
+that pass is the smaller one. nearest / nearest-exact: one index_select per resized axis, the
+source indices computed here in float32 as torch's 1-D/3-D kernels do. Note: torch's 2-D
+nearest kernel (and so cddp's C kernel) maps out == in to the identity and out == 2*in to o/2
+even when a scale_factor says otherwise; its 1-D/3-D kernels always apply the formula
+floor(o * s), e.g. W 3 -> 6 with scale_factor 2.25 reads 0 0 0 1 1 2, not 0 0 1 1 2 2. (torch
+2.13's 3-D nearest backward does take the shortcuts, so there its gradient is not its forward's;
+cddp's gradient is the adjoint of the forward it computes.)
+
 Pooling is separable: one 2-D pool over (H, W) of (B, D, H, W), then one over depth of the
 result viewed as (B, 1, D, L) with a (KD, 1) window. Max, the windows' clipping (padding,
 ceil_mode) and the divisors of avg pooling (count_include_pad or not) all factor per dim, and
 scanning (h, w) first, then d, picks the same first maximum (or last NaN) as a (d, h, w) scan.
 """
+import math
+import struct
+
 from .. import _C
 from ._functional_spatial import _check_tensor, _conv_operands, _conv_padding
 
@@ -112,6 +135,86 @@ def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     oh, ow = y.shape[2], y.shape[3]
     y = y.reshape(n, od, oc, oh, ow).transpose(1, 2).contiguous()
     return y.squeeze(0) if unbatched else y
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0,  # noqa: A002
+                     groups=1, dilation=1):
+    """Transposed 3-D convolution (conv3d's adjoint) over (N, C, D, H, W) or (C, D, H, W) with
+    weight (C, OC/groups, KD, KH, KW); output size per dim (I-1)*S - 2P + D*(K-1) + 1 + OP."""
+    if isinstance(padding, str):
+        _check_tensor(input, "input")
+        _check_tensor(weight, "weight")
+        raise TypeError("conv_transpose3d(): argument 'padding' must be tuple of ints, not str")
+    x, unbatched = _conv_operands(input, weight, "conv_transpose3d", 3,
+                                  "in_channels, out_channels/groups")
+    s = _triple(stride, "stride")
+    p = _triple(padding, "padding")
+    op = _triple(output_padding, "output_padding")
+    dl = _triple(dilation, "dilation")
+    if isinstance(groups, bool) or not isinstance(groups, int):
+        raise TypeError("conv_transpose3d(): argument 'groups' must be int, not "
+                        f"{type(groups).__name__}")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    if any(v <= 0 for v in s):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(v < 0 for v in p):
+        raise RuntimeError("negative padding is not supported")
+    if any(v < 0 for v in op):
+        raise RuntimeError("negative output_padding is not supported")
+    if any(v <= 0 for v in dl):
+        raise RuntimeError(f"dilation should be greater than zero, but got dilation={list(dl)}")
+    if any(o >= max(sv, dv) for o, sv, dv in zip(op, s, dl)):
+        raise RuntimeError(
+            "output padding must be smaller than either stride or dilation, but got "
+            f"output_padding_depth: {op[0]} output_padding_height: {op[1]} output_padding_width:"
+            f" {op[2]} stride_depth: {s[0]} stride_height: {s[1]} stride_width: {s[2]} "
+            f"dilation_depth: {dl[0]} dilation_height: {dl[1]} dilation_width: {dl[2]}")
+    c_in, ocg, kd, kh, kw = weight.shape
+    n, c, d, h, w = x.shape
+    oc = ocg * groups
+    if c_in % groups:
+        raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} "
+                           f"at dimension 0, but got weight of size [{list(weight.shape)}] "
+                           "instead")
+    if c != c_in:
+        raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, expected "
+                           f"input{list(x.shape)} to have {c_in} channels, but got {c} channels "
+                           "instead")
+    if bias is not None:
+        _check_tensor(bias, "bias")
+        if bias.dim() != 1 or bias.shape[0] != oc:
+            raise RuntimeError(f"Given transposed=1, weight of size {list(weight.shape)}, "
+                               f"expected bias to be 1-dimensional with {oc} elements, but got "
+                               f"bias of size {list(bias.shape)} instead")
+        if bias.dtype != x.dtype:
+            raise RuntimeError(f"conv_transpose3d: expected input, weight and bias of one "
+                               f"floating dtype, but got {x.dtype} input and {bias.dtype} bias")
+    out = [(i - 1) * sv - 2 * pv + dv * (k - 1) + 1 + o
+           for i, sv, pv, dv, k, o in zip((d, h, w), s, p, dl, (kd, kh, kw), op)]
+    if any(v < 1 for v in out):
+        raise RuntimeError(f"Given input size per channel: ({d} x {h} x {w}). Calculated output "
+                           f"size per channel: ({' x '.join(map(str, out))}). Output size is too "
+                           "small")
+    od = out[0]
+    # every depth tap beside the output channels, in (g, kd, ocg) order
+    w2 = weight.permute(0, 2, 1, 3, 4).reshape(c_in, kd * ocg, kh, kw)
+    x2 = x.transpose(1, 2).reshape(n * d, c, h, w)          # (N*D, C, H, W)
+    y = _C._conv_transpose(x2, w2, None, s[1:], p[1:], op[1:], groups, dl[1:])
+    oh, ow = y.shape[2], y.shape[3]                          # (N*D, G*KD*OCg, OH, OW)
+    y = y.reshape(n, d, groups, kd, ocg, oh, ow)
+    if groups > 1:
+        y = y.transpose(2, 3)                                # (N, D, KD, G, OCg, OH, OW)
+    y = y.reshape(n, d * kd, oc, oh, ow)                     # row d*KD + kd
+    # slice d's tap kd lands on full (unpadded) depth d*SD + kd*DD; output_padding may reach
+    # past the last tap, so the axis is long enough for the slice [P, P + OD) too
+    full = max((d - 1) * s[0] + dl[0] * (kd - 1) + 1, p[0] + od)
+    idx = _C.tensor([i * s[0] + k * dl[0] for i in range(d) for k in range(kd)],
+                    dtype=_C.int64, device=y.device)
+    z = _C.zeros((n, full, oc, oh, ow), dtype=y.dtype, device=y.device).index_add(1, idx, y)
+    z = z[:, p[0]:p[0] + od].transpose(1, 2)                 # (N, OC, OD, OH, OW), a view
+    z = z.contiguous() if bias is None else z + bias.reshape(1, oc, 1, 1, 1)
+    return z.squeeze(0) if unbatched else z
 
 
 # ---- pooling ----------------------------------------------------------------------------
@@ -295,6 +398,59 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):  # noqa: A002
 
 def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):  # noqa: A002
     return adaptive_max_pool3d(input, output_size, True)
+
+
+# ---- resampling -------------------------------------------------------------------------
+
+def _f32(v):
+    """v rounded to float32 (one float op done in double then rounded equals the float op)."""
+    return struct.unpack("f", struct.pack("f", v))[0]
+
+
+def _nearest_src(i, o, scale, exact):
+    """Source index of each of o outputs along an axis of i inputs: min(floor(o' * s), i - 1),
+    or floor((o' + 0.5) * s) for nearest-exact, s = 1/scale or i/o in float32."""
+    s = _f32(1.0 / scale) if scale > 0 else _f32(_f32(i) / _f32(o))
+    if exact:
+        src = [math.floor(_f32((k + 0.5) * s)) for k in range(o)]
+    else:
+        src = [math.floor(_f32(k * s)) for k in range(o)]
+    return [min(v, i - 1) for v in src]
+
+
+def _interpolate3d(input, size, scales, mode, align_corners):  # noqa: A002
+    """interpolate's 5-D path, called by _functional_spatial.interpolate once the arguments are
+    normalised: size the output volume (OD, OH, OW), scales the user's scale factors or None
+    (the kernel then uses in/out)."""
+    n, c, d, h, w = input.shape
+    od, oh, ow = size
+    if min(d, h, w, od, oh, ow) <= 0:
+        raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "
+                           f"(D: {d}, H: {h}, W: {w}) output (D: {od}, H: {oh}, W: {ow})")
+    sd, sh, sw = (0.0, 0.0, 0.0) if scales is None else (float(v) for v in scales)
+    if mode != "trilinear":                                  # gathers: exact in any dtype
+        y = input
+        for axis, (i, o, sc) in enumerate(zip((d, h, w), size, (sd, sh, sw)), 2):
+            src = _nearest_src(i, o, sc, mode == "nearest-exact")
+            if src != list(range(i)):
+                y = y.index_select(axis, _C.tensor(src, dtype=_C.int64, device=input.device))
+        return y if y is not input else input.clone()
+    m, ac = 2, bool(align_corners)                           # _C._upsample: 2 = (bi)linear
+
+    def plane(x, dd):            # (H, W) pass: (N, C, dd, H, W) -> (N, C, dd, OH, OW)
+        y = _C._upsample(x.reshape(n, c * dd, h, w), oh, ow, sh, sw, m, ac)
+        return y.reshape(n, c, dd, oh, ow)
+
+    def depth(x, hw):            # depth pass over (N*C, 1, D, L), L = hw kept as is
+        y = _C._upsample(x.reshape(n * c, 1, d, hw), od, hw, sd, 0.0, m, ac)
+        return y.reshape(n, c, od, hw)
+
+    def run(x):
+        if od * h * w <= d * oh * ow:                         # the smaller pass first
+            return plane(depth(x, h * w), od)
+        return depth(plane(x, d), oh * ow).reshape(n, c, od, oh, ow)
+
+    return _via_f32(run, input)
 
 
 # ---- torch.* spellings (cddp/__init__.py exports these under torch's top-level names) -----

@@ -301,8 +301,9 @@ _UP_MODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "bilinear": 2}
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A002
                 align_corners=None, recompute_scale_factor=None, antialias=False):
-    """torch's interpolate for modes nearest / nearest-exact (3-D and 4-D inputs), linear
-    (3-D) and bilinear (4-D); other modes raise NotImplementedError."""
+    """torch's interpolate for modes nearest / nearest-exact (3-D, 4-D and 5-D inputs), linear
+    (3-D), bilinear (4-D) and trilinear (5-D, nn/_functional_3d.py); other modes raise
+    NotImplementedError."""
     _check_tensor(input, "input")
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -349,16 +350,25 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A0
         raise NotImplementedError("cddp: interpolate(antialias=True) is not supported")
     if mode == "bilinear" and input.dim() == 3:
         raise NotImplementedError("Got 3D input, but bilinear mode needs 4D input")
-    if mode == "linear" and input.dim() == 4:
-        raise NotImplementedError("Got 4D input, but linear mode needs 3D input")
+    if mode == "linear" and input.dim() in (4, 5):
+        raise NotImplementedError(f"Got {input.dim()}D input, but linear mode needs 3D input")
+    if mode == "bilinear" and input.dim() == 5:
+        raise NotImplementedError("Got 5D input, but bilinear mode needs 4D input")
+    if mode == "trilinear" and input.dim() in (3, 4):
+        raise NotImplementedError(f"Got {input.dim()}D input, but trilinear mode needs 5D input")
+    if input.dim() == 5 and mode in ("nearest", "nearest-exact", "trilinear"):
+        from ._functional_3d import _interpolate3d    # _functional_3d imports this module
+        return _interpolate3d(input, out, scales, mode, align_corners)
     if mode not in _UP_MODES or input.dim() not in (3, 4):
         raise NotImplementedError(
-            f"cddp: interpolate supports 3-D and 4-D inputs in modes nearest, nearest-exact, "
-            f"linear (3-D) and bilinear (4-D); got {input.dim()}-D input and mode '{mode}'")
+            f"cddp: interpolate supports 3-D, 4-D and 5-D inputs in modes nearest, "
+            f"nearest-exact, linear (3-D), bilinear (4-D) and trilinear (5-D); got "
+            f"{input.dim()}-D input and mode '{mode}'")
     sc = [0.0] * (2 - dim) + ([0.0] * dim if scales is None else scales)
     oh, ow = ([1] + out) if dim == 1 else out
     x = input.unsqueeze(2) if dim == 1 else input
-    y = _in_f32(_C._upsample, x, oh, ow, sc[0], sc[1], _UP_MODES[mode], bool(align_corners))
+    m = 3 if dim == 1 and mode == "nearest" else _UP_MODES[mode]   # 3: torch's 1-D indices
+    y = _in_f32(_C._upsample, x, oh, ow, sc[0], sc[1], m, bool(align_corners))
     return y.squeeze(2) if dim == 1 else y
 
 

@@ -721,9 +721,9 @@ from ._functional_spatial import (  # noqa: E402,F401
     adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_max_pool1d, adaptive_max_pool2d, pad,
     interpolate, upsample, upsample_nearest, upsample_bilinear, pixel_shuffle, pixel_unshuffle,
     unfold, fold, grid_sample, affine_grid)
-# volumetric conv and pooling: composites of the 2-D kernels
+# volumetric conv, transposed conv and pooling: composites of the 2-D kernels
 from ._functional_3d import (  # noqa: E402,F401
-    conv3d, max_pool3d, max_pool3d_with_indices, avg_pool3d, adaptive_avg_pool3d,
+    conv3d, conv_transpose3d, max_pool3d, max_pool3d_with_indices, avg_pool3d, adaptive_avg_pool3d,
     adaptive_max_pool3d, adaptive_max_pool3d_with_indices)
 
 # activations, layers and losses composed from tensor ops (one file each)

@@ -15,8 +15,9 @@
  * A view made with grad mode off (or cut from one) keeps no history and is never rebuilt; an
  * in-place op on it with grad mode on that would be recorded is refused with torch's error,
  * since nothing says whether the write should be tracked. Views that overlap themselves
- * (expand, unfold) and views of such bases are not marked: an in-place op on them is refused
- * anyway, and rebuilding their history would need a scatter-add.
+ * (expand, unfold) and views of such bases are not tracked (the relation is dropped when first
+ * used; marking a view costs only a reference): an in-place op on them is refused anyway, and
+ * rebuilding their history would need a scatter-add.
  *
  * Node geometry (node->ibuf): [view ndim, view offset - base offset, view shape..., view
  * strides..., base strides...]; the base's shape and dtype are node->meta[0]. Gradients are
@@ -63,14 +64,20 @@ void cddp_view_mark(TensorObject *in, TensorObject *out)
 {
     TensorObject *base = in->view_base ? in->view_base : in;
     if (out == base || out->view_base || out->storage != base->storage ||
-        out->dtype != base->dtype || !cddp_is_floating(base->dtype) ||
-        out->offset < base->offset || negative_stride(base) || negative_stride(out) ||
-        self_overlapping(base->ndim, base->shape, base->strides) ||
-        self_overlapping(out->ndim, out->shape, out->strides))
+        out->dtype != base->dtype || !cddp_is_floating(base->dtype))
         return;
     out->view_base = (TensorObject *)Py_NewRef(base);
     out->view_version = out->storage->version;
     out->view_nograd = !cddp_grad_enabled || (in->view_base && in->view_nograd);
+}
+
+/* Whether view t's place in its base b can be addressed by strides from b's first element and
+ * neither overlaps itself (checked when the relation is used, not at every view op). */
+static int trackable(const TensorObject *t, const TensorObject *b)
+{
+    return t->offset >= b->offset && !negative_stride(b) && !negative_stride(t) &&
+           !self_overlapping(b->ndim, b->shape, b->strides) &&
+           !self_overlapping(t->ndim, t->shape, t->strides);
 }
 
 /* ---- the two nodes -------------------------------------------------------------------- */
@@ -188,10 +195,10 @@ static int view_of_base(TensorObject *t, TensorObject *b)
 /* ---- entry points --------------------------------------------------------------------- */
 
 /* The base of view t while it still shares t's storage (t.data = ... or a grown storage end
- * the relation), else NULL. Borrowed. */
+ * the relation) and the view is trackable, else NULL (the relation is dropped). Borrowed. */
 static TensorObject *live_base(TensorObject *t)
 {
-    if (t->view_base && t->view_base->storage != t->storage)
+    if (t->view_base && (t->view_base->storage != t->storage || !trackable(t, t->view_base)))
         Py_CLEAR(t->view_base);
     return t->view_base;
 }

@@ -2,8 +2,9 @@
  * nearest-exact, (bi)linear modes (cddp/nn/functional.py maps 3-D inputs to H = 1).
  *
  *   _upsample(x (N, C, H, W), OH, OW, scale_h, scale_w, mode, align_corners) -> y (N, C, OH, OW)
- *   mode: 0 nearest, 1 nearest-exact, 2 bilinear; scale_*: the user's scale factor (used for
- *   the source index, as torch does) or 0 when the size was given.
+ *   mode: 0 nearest, 1 nearest-exact, 2 bilinear, 3 nearest without the shortcuts below (torch's
+ *   1-D kernel has none); scale_*: the user's scale factor (used for the source index, as
+ *   torch does) or 0 when the size was given.
  *
  * Source indices follow aten/src/ATen/native/UpSample.h exactly, in its arithmetic type (float
  * for nearest and for float32 bilinear, double for float64 bilinear):
@@ -21,7 +22,7 @@
 #include <math.h>
 #include <string.h>
 
-enum { UP_NEAREST = 0, UP_NEAREST_EXACT = 1, UP_BILINEAR = 2 };
+enum { UP_NEAREST = 0, UP_NEAREST_EXACT = 1, UP_BILINEAR = 2, UP_NEAREST_PLAIN = 3 };
 
 typedef struct {
     int64_t planes, H, W, OH, OW;
@@ -48,16 +49,17 @@ static float scale_f(double scale, int64_t in, int64_t out)
     return scale > 0.0 ? (float)(1.0 / scale) : (float)in / (float)out;
 }
 
-static void nearest_axis(axis *a, int exact, int64_t in, int64_t out, double scale)
+static void nearest_axis(axis *a, int mode, int64_t in, int64_t out, double scale)
 {
     float s = scale_f(scale, in, out);
+    int shortcuts = mode == UP_NEAREST;
     for (int64_t o = 0; o < out; o++) {
         int64_t i;
-        if (exact)
+        if (mode == UP_NEAREST_EXACT)
             i = (int64_t)floorf((float)(((double)o + 0.5) * (double)s));
-        else if (out == in)
+        else if (shortcuts && out == in)
             i = o;
-        else if (out == 2 * in)
+        else if (shortcuts && out == 2 * in)
             i = o >> 1;
         else
             i = (int64_t)floorf((float)o * s);
@@ -119,7 +121,7 @@ static int axis_init(axis *a, const upsample *u, int f64, int64_t in, int64_t ou
     if (u->mode == UP_BILINEAR)
         linear_axis(a, f64, u->align, in, out, scale);
     else
-        nearest_axis(a, u->mode == UP_NEAREST_EXACT, in, out, scale);
+        nearest_axis(a, u->mode, in, out, scale);
     return 0;
 }
 
@@ -238,8 +240,8 @@ static PyObject *py_upsample(PyObject *m, PyObject *const *args, Py_ssize_t narg
     u.align = PyObject_IsTrue(args[6]) == 1;
     if (PyErr_Occurred())
         return NULL;
-    if (x->ndim != 4 || u.mode < 0 || u.mode > 2) {
-        PyErr_SetString(PyExc_RuntimeError, "_upsample: expected a 4-D input and mode 0..2");
+    if (x->ndim != 4 || u.mode < 0 || u.mode > 3) {
+        PyErr_SetString(PyExc_RuntimeError, "_upsample: expected a 4-D input and mode 0..3");
         return NULL;
     }
     u.H = x->shape[2];
@@ -283,6 +285,6 @@ fail:
 PyMethodDef cddp_interpolate_module_methods[] = {
     {"_upsample", (PyCFunction)(void (*)(void))py_upsample, METH_FASTCALL,
      "_upsample(input, OH, OW, scale_h, scale_w, mode, align_corners): 0 nearest, "
-     "1 nearest-exact, 2 bilinear"},
+     "1 nearest-exact, 2 bilinear, 3 nearest without size shortcuts"},
     {NULL},
 };

@@ -39,6 +39,6 @@ from .channelshuffle import ChannelShuffle
 from .loss import MultiMarginLoss, MultiLabelMarginLoss, TripletMarginWithDistanceLoss
 from .loss import CTCLoss
 from .pooling import MaxUnpool1d, MaxUnpool2d
-from .conv import Conv3d
+from .conv import Conv3d, ConvTranspose3d
 from .pooling import MaxPool3d, AvgPool3d, AdaptiveAvgPool3d, AdaptiveMaxPool3d
 from .sparse import EmbeddingBag

@@ -1,7 +1,8 @@
-"""Convolution modules (torch.nn.Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d):
-torch's constructor checks, parameter layout, initialisation and repr; the math is
-cddp.nn.functional's conv*/conv_transpose* (im2col + GEMM in csrc/nn/conv_engine.c; conv3d is
-composed over conv2d in nn/_functional_3d.py)."""
+"""Convolution modules (torch.nn.Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
+ConvTranspose3d): torch's constructor checks, parameter layout, initialisation and repr; the
+math is cddp.nn.functional's conv*/conv_transpose* (im2col + GEMM in csrc/nn/conv_engine.c;
+conv3d / conv_transpose3d are composed over conv2d / conv_transpose2d in
+nn/_functional_3d.py)."""
 import math
 
 from ... import _C
@@ -185,7 +186,7 @@ class _ConvTransposeNd(_ConvNd):
         n = self._nd
         op = self._output_padding(input, output_size, self.stride, self.padding,
                                   self.kernel_size, n, self.dilation)
-        conv = F.conv_transpose2d if n == 2 else F.conv_transpose1d
+        conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[n - 1]
         return conv(input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
                     self.dilation)
 
@@ -198,3 +199,9 @@ class ConvTranspose1d(_ConvTransposeNd):
 class ConvTranspose2d(_ConvTransposeNd):
     """Transposed 2-D convolution (the adjoint of Conv2d)."""
     _nd = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """Transposed 3-D convolution (the adjoint of Conv3d), (N, C_in, D, H, W) ->
+    (N, C_out, D_out, H_out, W_out); composed over conv_transpose2d in nn/_functional_3d.py."""
+    _nd = 3
