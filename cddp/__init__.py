@@ -147,7 +147,8 @@ _LAZY.update({"max_pool1d": ("nn._functional_spatial", "_torch_max_pool1d"),
               "max_pool2d": ("nn._functional_spatial", "_torch_max_pool2d"),
               "adaptive_max_pool1d": ("nn._functional_spatial", "_torch_adaptive_max_pool1d"),
               "constant_pad_nd": ("nn._functional_spatial", "_constant_pad_nd")})
-_LAZY.update({"conv3d": ("nn._functional_3d", "conv3d"),
+_LAZY.update({"i0": ("special", "i0"),
+              "conv3d": ("nn._functional_3d", "conv3d"),
               "conv_transpose3d": ("nn._functional_3d", "conv_transpose3d"),
               "max_pool3d": ("nn._functional_3d", "_torch_max_pool3d")})
 

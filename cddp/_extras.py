@@ -40,14 +40,19 @@ class _SortResult(tuple):
 
 def _order(input, dim, descending, stable=True):  # noqa: A002
     x = input.detach()
+    if x.dim() == 0:                      # a 0-d tensor is its own order: index 0, 0-d
+        if dim not in (-1, 0):
+            raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but "
+                             f"got {dim})")
+        return _C.from_numpy(np.zeros((), np.int64))
     a = x.float().numpy() if x.dtype == _C.bfloat16 else x.numpy()   # order: exact in float
     # NumPy sorts NaN last; torch puts NaN first when descending (NaN is "largest")
     if a.dtype.kind == "u":               # negation below must not wrap around
         a = a.astype(np.int64)
+    if descending and a.dtype.kind == "b":
+        a = ~a                            # True first, ties in position order (stable)
     idx = np.argsort(-a if descending and a.dtype.kind in "fiu" else a, axis=dim,
                      kind="stable" if stable else "quicksort")
-    if descending and a.dtype.kind == "b":
-        idx = np.flip(np.argsort(a, axis=dim, kind="stable"), axis=dim)
     return _C.from_numpy(np.ascontiguousarray(idx.astype(np.int64)))
 
 
@@ -64,6 +69,9 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     n = input.shape[dim] if input.dim() else 1
     if not 0 <= k <= n:
         raise RuntimeError(f"selected index k out of range (k={k}, size {n})")
+    if input.dim() == 0:                  # torch: 0-d values and index for k = 0 and 1
+        idx = _order(input, dim, largest)
+        return _SortResult(input.clone(), idx)
     idx = _order(input, dim, largest, True).narrow(dim if dim >= 0 else input.dim() + dim, 0, k)
     return _SortResult(input.gather(dim, idx), idx)
 

@@ -120,7 +120,8 @@ def _dims_but(shape, d):
 
 def _torch_name(dtype):
     return {_C.float32: "Float", _C.float64: "Double", _C.int64: "Long", _C.int32: "Int",
-            _C.bool: "Bool"}[dtype]
+            _C.bool: "Bool", _C.float16: "Half", _C.bfloat16: "BFloat16", _C.uint8: "Byte",
+            _C.int8: "Char", _C.int16: "Short"}[dtype]
 
 
 def meshgrid(*tensors, indexing=None):

@@ -29,6 +29,16 @@ def _floatify(x):
     return x if x.is_floating_point() else x.to(_C.get_default_dtype())
 
 
+def _float_pair(a, b):
+    """a and b (tensors, or one a number) in their promoted dtype, or the default float dtype
+    when that is integral: torch's result dtype for a floating binary op (int with bfloat16
+    is bfloat16, not float32)."""
+    dt = _C.result_type(a, b)
+    if not dt.is_floating_point:
+        dt = _C.get_default_dtype()
+    return tuple(v.to(dt) if isinstance(v, Tensor) else v for v in (a, b))
+
+
 def lerp(input, end, weight):  # noqa: A002
     """input + weight * (end - input), from the nearer end as torch's kernel (|w| >= 0.5 uses
     end - (end - input) * (1 - w)), so a weight of 1 gives end exactly."""
@@ -85,7 +95,10 @@ def atan2(input, other):  # noqa: A002
     atan is taken of the smaller magnitude over the larger, so no quotient divides by zero and
     the gradient, (other, -input) / (input^2 + other^2), is finite away from the origin (0
     there, where torch's is NaN)."""
-    y, x = _floatify(input), _floatify(other)
+    for name, v in (("input", input), ("other", other)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"atan2(): argument '{name}' must be Tensor, not {type(v).__name__}")
+    y, x = _float_pair(input, other)
     swap = y.abs() > x.abs()
     num, den = _C.where(swap, x, y), _C.where(swap, y, x)
     origin = (den == 0) & (num == 0)                    # NaN in either operand stays NaN
@@ -136,7 +149,7 @@ def xlogy(input, other):  # noqa: A002
         input = _t(input, other)  # noqa: A001
     if not isinstance(other, Tensor):
         other = _t(other, input)
-    x, y = _floatify(input), _floatify(other)
+    x, y = _float_pair(input, other)
     # x = 0 makes the value 0 whatever y is (but NaN): y is replaced by 1 where log(y) would be
     # -inf, NaN or inf, so x * log(y) is 0 there and d/dx is log(y) where y > 0 (torch's
     # derivative) and 0 elsewhere; d/dy is x / y = 0 at x = 0
@@ -148,7 +161,7 @@ def xlogy(input, other):  # noqa: A002
 
 
 def _xlogy_(self, other):
-    return self.copy_(xlogy(self.clone() if self.requires_grad else self, other))
+    return _write_back(self, xlogy(self.clone() if self.requires_grad else self, other))
 
 
 def copysign(input, other):  # noqa: A002
@@ -194,6 +207,8 @@ def logit(input, eps=None):  # noqa: A002
     x = _floatify(input)
     if eps is not None:
         x = x.clamp(eps, 1 - eps)
+    else:       # outside [0, 1] the value is NaN and so is the gradient (torch's), not finite
+        x = x * _C.where((x < 0) | (x > 1), _C.full_like(x, math.nan), _C.ones_like(x))
     return _C.log(x / (1 - x))
 
 
@@ -214,6 +229,8 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):  # noqa: A002
 def sinc(input):  # noqa: A002
     """sin(pi x) / (pi x), 1 at 0."""
     x = _floatify(input)
+    if x.dtype in (_C.float16, _C.bfloat16):     # in float32, rounded once (torch's opmath)
+        return sinc(x.float()).to(x.dtype)
     zero = x == 0
     xs = _C.where(zero, _C.ones_like(x), x) * math.pi
     return _C.where(zero, _C.ones_like(x), _C.sin(xs) / xs)
@@ -237,12 +254,21 @@ def positive(input):  # noqa: A002
     return input
 
 
+def _write_back(self, r):
+    """self.copy_(r) for an in-place op whose result is r, refusing (as torch) a result dtype
+    that self cannot hold instead of truncating it."""
+    if not _C.can_cast(r.dtype, self.dtype):
+        raise RuntimeError(f"result type {_torch_name(r.dtype)} can't be cast to the desired "
+                           f"output type {_torch_name(self.dtype)}")
+    return self.copy_(r)
+
+
 def _inplace(fn):
     # the composition saves its input for backward; under autograd it reads a copy, so
     # writing the result back does not invalidate what the graph saved
     def method(self, *args, **kwargs):
         src = self.clone() if self.requires_grad else self
-        return self.copy_(fn(src, *args, **kwargs))
+        return _write_back(self, fn(src, *args, **kwargs))
     method.__name__ = fn.__name__ + "_"
     return method
 
@@ -282,14 +308,62 @@ def _int_binary(name):
     return op
 
 
+def _shift(left):
+    """bitwise_left_shift / bitwise_right_shift in torch's result dtype, by NumPy's ufuncs (C):
+    a shift by the type's width or more gives 0 (right: the sign, arithmetic for signed)."""
+    kernel = "lshift_cpu" if left else "rshift_cpu"
+
+    def op(input, other):  # noqa: A002
+        import numpy as np
+        dt = _C.result_type(input, other)
+        if dt.is_floating_point:
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{_torch_name(dt)}\'')
+        a, b = ((v if isinstance(v, Tensor) else _C.tensor(v)).to(dt).detach().numpy()
+                for v in (input, other))
+        work = np.uint8 if dt == _C.bool else a.dtype
+        a, b = a.astype(work), b.astype(work)
+        bits = np.dtype(work).itemsize * 8
+        s = np.clip(b, 0, bits - 1)
+        r = np.left_shift(a, s) if left else np.right_shift(a, s)
+        if left:
+            r = np.where(b >= bits, 0, r)
+        return _C.from_numpy(np.ascontiguousarray(r.astype(work))).to(dt)
+    op.__name__ = "bitwise_left_shift" if left else "bitwise_right_shift"
+    return op
+
+
+bitwise_left_shift = _shift(True)
+bitwise_right_shift = _shift(False)
+
+
+def angle(input):  # noqa: A002
+    """The argument of a real number: pi for negatives, 0 otherwise, NaN for NaN (floating)."""
+    x = _floatify(input)
+    const = _C.where(x < 0, _C.full_like(x, math.pi), _C.zeros_like(x))
+    return _C.where(_C.isnan(x), x, const)
+
+
+def nextafter(input, other):  # noqa: A002
+    """The next representable value after input towards other (NumPy's ufunc; no gradient)."""
+    import numpy as np
+    a, b = _float_pair(input, other)
+    return _C.from_numpy(np.ascontiguousarray(
+        np.nextafter(a.detach().numpy(), b.detach().numpy())))
+
+
+def scalar_tensor(s, dtype=None, device=None, requires_grad=False):
+    """A 0-d tensor holding number s, in dtype or the default float dtype (torch's)."""
+    return _C.tensor(s, dtype=dtype or _C.get_default_dtype(), requires_grad=requires_grad)
+
+
 gcd = _int_binary("gcd")
 lcm = _int_binary("lcm")
 
 
 def ldexp(input, other):  # noqa: A002
     """input * 2 ** other (a floating result)."""
-    x = input if input.is_floating_point() else input.to(_C.get_default_dtype())
-    return x * _C.pow(2.0, other.to(x.dtype) if isinstance(other, _C.Tensor) else other)
+    x, e = _float_pair(input, other)
+    return x * _C.pow(2.0, e)
 
 
 def isreal(input):  # noqa: A002
@@ -315,8 +389,20 @@ def renorm(input, p, dim, maxnorm):  # noqa: A002
 
 for _n in ("gcd", "lcm", "ldexp", "isreal", "resolve_conj", "resolve_neg", "renorm"):
     setattr(Tensor, _n, globals()[_n])
+for _n in ("bitwise_left_shift", "bitwise_right_shift", "angle", "nextafter"):
+    setattr(Tensor, _n, globals()[_n])
+Tensor.bitwise_left_shift_ = lambda self, other: _write_back(self, bitwise_left_shift(self, other))
+Tensor.bitwise_right_shift_ = lambda self, other: _write_back(self, bitwise_right_shift(self, other))
+Tensor.ldexp_ = lambda self, other: _write_back(self, ldexp(self, other))
+Tensor.__lshift__ = lambda self, other: bitwise_left_shift(self, other)
+Tensor.__rshift__ = lambda self, other: bitwise_right_shift(self, other)
+Tensor.__rlshift__ = lambda self, other: bitwise_left_shift(other, self)
+Tensor.__rrshift__ = lambda self, other: bitwise_right_shift(other, self)
+Tensor.__ilshift__ = Tensor.bitwise_left_shift_
+Tensor.__irshift__ = Tensor.bitwise_right_shift_
 Tensor.gcd_ = lambda self, other: self.copy_(gcd(self, other))
 Tensor.lcm_ = lambda self, other: self.copy_(lcm(self, other))
 Tensor.renorm_ = lambda self, p, dim, maxnorm: self.copy_(renorm(self, p, dim, maxnorm))
 del _n
-__all__ += ["gcd", "lcm", "ldexp", "isreal", "resolve_conj", "resolve_neg", "renorm"]
+__all__ += ["gcd", "lcm", "ldexp", "isreal", "resolve_conj", "resolve_neg", "renorm",
+            "bitwise_left_shift", "bitwise_right_shift", "angle", "nextafter", "scalar_tensor"]

@@ -163,8 +163,9 @@ def tensordot(a, b, dims=2, out=None):
     fa = [d for d in range(a.dim()) if d not in da]
     fb = [d for d in range(b.dim()) if d not in db]
     k = math.prod(a.shape[d] for d in da)
-    am = a.permute(*fa, *da).reshape(-1, k)
-    bm = b.permute(*db, *fb).reshape(k, -1)
+    # the free sizes are explicit: -1 cannot be inferred when k is 0
+    am = a.permute(*fa, *da).reshape(math.prod(a.shape[d] for d in fa), k)
+    bm = b.permute(*db, *fb).reshape(k, math.prod(b.shape[d] for d in fb))
     r = am.matmul(bm).reshape(*[a.shape[d] for d in fa], *[b.shape[d] for d in fb])
     if out is not None:
         return out.copy_(r)

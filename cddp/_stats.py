@@ -50,16 +50,28 @@ def median(input, dim=None, keepdim=False):  # noqa: A002
         if flat.numel() == 0:
             return _C.full((), math.nan, dtype=input.dtype)
         v, _ = _median_along(flat, 0, False, False)
-        return v
+        return _spread_over_ties(flat, v)
     return median_result(_median_along(input, _dim(dim, input.dim()), keepdim, False))
 
 
 def nanmedian(input, dim=None, keepdim=False):  # noqa: A002
     """median of the non-NaN values (NaN only where a row is all NaN)."""
     if dim is None:
-        v, _ = _median_along(input.reshape(-1), 0, False, True)
-        return v
+        flat = input.reshape(-1)
+        v, _ = _median_along(flat, 0, False, True)
+        return _spread_over_ties(flat, v)
     return nanmedian_result(_median_along(input, _dim(dim, input.dim()), keepdim, True))
+
+
+def _spread_over_ties(flat, v):
+    """The median v of flat with torch's gradient for median()/nanmedian() without dim: spread
+    evenly over every element equal to v (with dim, torch sends it to the returned index). The
+    value stays v exactly: v + (sum of zeros) / count."""
+    if not flat.requires_grad or not _C.isfinite(v).item():
+        return v
+    vd = v.detach()
+    tie = flat.detach() == vd
+    return vd + _C.where(tie, flat - vd, _C.zeros_like(flat)).sum() / tie.sum()
 
 
 def _median_along(input, dim, keepdim, ignore_nan):  # noqa: A002
@@ -223,7 +235,7 @@ def logcumsumexp(input, dim):  # noqa: A002
     """log(cumsum(exp(x))) along dim, shifted by the row's maximum so it cannot overflow."""
     d = _dim(dim, input.dim())
     x = input if input.is_floating_point() else input.to(_C.get_default_dtype())
-    if x.dim() == 0:
+    if x.dim() == 0 or x.shape[d] == 0:
         return x.clone()
     m = x.detach().amax(dim=d, keepdim=True)
     m = _C.where(_C.isinf(m), _C.zeros_like(m), m)     # all -inf (or an inf) row: no shift

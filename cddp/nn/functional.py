@@ -594,8 +594,9 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):  # noqa: A002
     _check_tensor(input, "input")
     if input.dtype == _C.bool:
         raise RuntimeError("Bool inputs not supported for hardtanh")
-    if not input.is_floating_point():       # torch clamps integer tensors
-        return input.clamp_(min_val, max_val) if inplace else input.clamp(min_val, max_val)
+    if not input.is_floating_point():       # torch clamps integer tensors, keeping the dtype
+        lo, hi = int(min_val), int(max_val)
+        return input.clamp_(lo, hi) if inplace else input.clamp(lo, hi)
     return _C._hardtanh(input, min_val, max_val, inplace)
 
 

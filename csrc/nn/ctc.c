@@ -53,14 +53,28 @@ typedef struct {
     double *nll;                    /* (N,) */
 } ctc_plan;
 
-/* log(exp(a) + exp(b) + exp(c)), -inf when all three are */
+/* log(exp(a) + exp(b) + exp(c)), -inf when all three are. The largest term contributes 1 and
+ * -inf terms 0 without calling exp (most cells of the recursion have one or two -inf inputs). */
 static inline double ctc_lse3(double a, double b, double c)
 {
     double m = a > b ? a : b;
     m = m > c ? m : c;
     if (m == -INFINITY)
         return -INFINITY;
-    return m + log(exp(a - m) + exp(b - m) + exp(c - m));
+    if (m == INFINITY)                 /* inf - inf: NaN, as the plain formula gives */
+        return NAN;
+    double sum = 0.0;
+    int top = 0;                       /* the maximum is counted once, as exp(0) = 1 */
+    const double v[3] = {a, b, c};
+    for (int k = 0; k < 3; k++) {
+        if (!top && v[k] == m) {
+            sum += 1.0;
+            top = 1;
+        } else if (v[k] != -INFINITY) {
+            sum += exp(v[k] - m);
+        }
+    }
+    return m + log(sum);
 }
 
 static inline double ctc_lse2(double a, double b)

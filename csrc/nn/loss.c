@@ -230,6 +230,10 @@ static int ce_backward(NodeObject *self, TensorObject **gout, TensorObject **gin
     const double *xv = (const double *)cddp_data(x), *l = (const double *)cddp_data(lse);
     for (int64_t i = 0; i < p.N; i++) {
         double A = row_coeffs(&p, i, arow), s = scale[i];
+        if (p.y && p.y[i] == p.ignore) {  /* no gradient, even when the mean's weight is 0 */
+            memset(gx + i * p.C, 0, sizeof(double) * (size_t)p.C);
+            continue;
+        }
         for (int64_t c = 0; c < p.C; c++) {
             double sm = p.logits ? exp(xv[i * p.C + c] - l[i]) : 0.0;
             gx[i * p.C + c] = s * (A * sm - arow[c]);
@@ -519,7 +523,7 @@ static void pw_eval(int kind, double x, double y, double w, double pw, double *l
         *l = -w * (y * lx + (1 - y) * l1x);
         double den = (1 - x) * x;
         *dx = w * (x - y) / (den > 1e-12 ? den : 1e-12);
-        *dy = -w * (lx - l1x);
+        *dy = -w * (log(x) - log1p(-x));              /* unclamped, as torch's: inf at 0 */
         break;
     }
     default: {                                        /* with logits, pos_weight pw */
@@ -528,7 +532,7 @@ static void pw_eval(int kind, double x, double y, double w, double pw, double *l
         *l = w * ((1 - y) * x + L * sp);
         double sig = 1 / (1 + exp(-x));
         *dx = w * ((1 - y) - L * (1 - sig));
-        *dy = w * (-x - (pw - 1) * sp);
+        *dy = w * ((pw - 1) * sp - x);                /* d/dy of (1 - y) x + L sp */
         break;
     }
     }

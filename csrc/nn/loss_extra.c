@@ -116,7 +116,8 @@ static void pw_eval(int kind, const double *p, int fl, double x, double y, doubl
             d[0] = kind == SMOOTH_L1 ? t / p[0] : t;
         } else {
             *l = kind == SMOOTH_L1 ? a - 0.5 * p[0] : p[0] * (a - 0.5 * p[0]);
-            d[0] = (t > 0 ? 1 : t < 0 ? -1 : 0) * (kind == SMOOTH_L1 ? 1 : p[0]);
+            d[0] = (t > 0 ? 1 : t < 0 ? -1 : t == 0 ? 0 : t) * (kind == SMOOTH_L1 ? 1 : p[0]);
+            /* (t NaN: the NaN propagates into the gradient, as torch's sign does) */
         }
         d[1] = -d[0];
         break;

@@ -106,7 +106,7 @@ BW2(erf, (scalar_t)1.1283791670955126 * exp(-(y * y)) * x)
 EW_FLOAT_LOOPS1(reciprocal, 1 / x)
 BW2(reciprocal, -x * (y * y))
 SAME_NOBOOL_LOOPS(relu, x < 0 ? 0 : x, x < 0 ? 0 : x)
-BW2(relu, y > 0 ? x : 0)
+BW2(relu, y <= 0 ? 0 : x)             /* NaN passes the gradient, as torch's threshold_backward */
 SAME_LOOPS(sign, (scalar_t)((0 < x) - (x < 0)), (scalar_t)((0 < x) - (x < 0)), x)
 SAME_NOBOOL_LOOPS(square, x * x, (scalar_t)(U64(x) * U64(x)))
 BW2(square, x * (2 * y))

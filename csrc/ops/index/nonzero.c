@@ -30,7 +30,10 @@ static inline int is_nonzero(cddp_dtype dt, const char *p)
     case CDDP_FLOAT64: return *(const double *)p != 0;
     case CDDP_INT64: return *(const int64_t *)p != 0;
     case CDDP_INT32: return *(const int32_t *)p != 0;
-    default: return *(const uint8_t *)p != 0;
+    case CDDP_INT16: return *(const int16_t *)p != 0;
+    case CDDP_FLOAT16:
+    case CDDP_BFLOAT16: return (*(const uint16_t *)p & 0x7fff) != 0;    /* +-0 are zero */
+    default: return *(const uint8_t *)p != 0;                          /* bool uint8 int8 */
     }
 }
 

@@ -308,12 +308,12 @@ static PyObject *trace_impl(TensorObject *x)
     /* the diagonal of a matrix is at most min(M, N) elements: one pass, double / int64 */
     for (int64_t i = 0; i < n; i++) {
         const char *p = cddp_data(v) + i * v->strides[0] * (int64_t)cddp_dtype_size[v->dtype];
-        switch (v->dtype) {
-        case CDDP_FLOAT32: s += *(const float *)p; break;
-        case CDDP_FLOAT64: s += *(const double *)p; break;
-        case CDDP_INT64: si += *(const int64_t *)p; break;
-        default: si += *(const int32_t *)p; break;
-        }
+        if (v->dtype == CDDP_INT64)
+            si += *(const int64_t *)p;
+        else if (cddp_is_floating(v->dtype))
+            s += cddp_get_double(v, i);
+        else                            /* int32 and narrower: exact through double */
+            si += (int64_t)cddp_get_double(v, i);
     }
     Py_DECREF(v);
     if (!cddp_is_floating(x->dtype)) {
