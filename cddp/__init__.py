@@ -148,6 +148,7 @@ _LAZY.update({"max_pool1d": ("nn._functional_spatial", "_torch_max_pool1d"),
               "adaptive_max_pool1d": ("nn._functional_spatial", "_torch_adaptive_max_pool1d"),
               "constant_pad_nd": ("nn._functional_spatial", "_constant_pad_nd")})
 _LAZY.update({"i0": ("special", "i0"),
+              "is_anomaly_enabled": ("autograd.anomaly_mode", "is_anomaly_enabled"),
               "conv3d": ("nn._functional_3d", "conv3d"),
               "conv_transpose3d": ("nn._functional_3d", "conv_transpose3d"),
               "max_pool3d": ("nn._functional_3d", "_torch_max_pool3d")})

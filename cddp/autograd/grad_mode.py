@@ -3,6 +3,8 @@
 The flag itself is a thread-local int in C (csrc/autograd/node.c), as torch's is thread-local.
 """
 import functools
+import inspect
+import sys
 import threading
 
 from .. import _C
@@ -10,8 +12,55 @@ from .. import _C
 is_grad_enabled = _C.is_grad_enabled
 
 
+def _drive(gen, make_ctx):
+    """A generator running gen with each of its resumptions (next, send, throw, close) inside
+    a fresh make_ctx(), so a decorated generator function runs its body in the decorator's
+    mode whatever mode its consumer is in (torch does the same)."""
+    try:
+        with make_ctx():
+            response = gen.send(None)
+        while True:
+            try:
+                request = yield response
+            except GeneratorExit:
+                with make_ctx():
+                    gen.close()
+                raise
+            except BaseException:
+                with make_ctx():
+                    response = gen.throw(*sys.exc_info())
+            else:
+                with make_ctx():
+                    response = gen.send(request)
+    except StopIteration as stop:
+        return stop.value
+
+
+def _decorate(fn, make_ctx):
+    """fn run inside a fresh make_ctx() per call; a generator function per resumption."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen_wrapper(*args, **kwargs):
+            return (yield from _drive(fn(*args, **kwargs), make_ctx))
+        return gen_wrapper
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with make_ctx():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
 class _GradMode:
     _mode = True
+
+    def __new__(cls, *args):
+        if len(args) == 1 and callable(args[0]) and cls in (no_grad, enable_grad):
+            return cls()(args[0])                   # @no_grad without parentheses
+        return super().__new__(cls)
+
+    def __init__(self, *args):
+        pass
 
     def __enter__(self):
         self._prev = _C._set_grad_enabled(self._mode)
@@ -27,11 +76,7 @@ class _GradMode:
         return self.__class__()
 
     def __call__(self, fn):
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with self._fresh():
-                return fn(*args, **kwargs)
-        return wrapper
+        return _decorate(fn, self._fresh)
 
 
 class no_grad(_GradMode):
@@ -61,12 +106,7 @@ class set_grad_enabled(_GradMode):
     def __call__(self, fn):
         _C._set_grad_enabled(self._prev)
         mode = self._mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-        return wrapper
+        return _decorate(fn, lambda: set_grad_enabled(mode))
 
 
 _inference = threading.local()      # depth of inference_mode(True) blocks on this thread

@@ -208,6 +208,8 @@ class Optimizer:
 
     @staticmethod
     def _cast_state(param, key, value):
+        if key == "step" and isinstance(value, (int, float)):    # old checkpoints: a number
+            return _C.tensor(float(value), dtype=_C.float32)
         if isinstance(value, Tensor):
             if key == "step":
                 return value.clone()

@@ -85,6 +85,27 @@ class Sequential(Module):
             ret.append(m)
         return ret
 
+    def __mul__(self, other):
+        """The same modules (not copies) repeated `other` times, as torch's."""
+        if not isinstance(other, int):
+            raise TypeError(f"unsupported operand type(s) for *: {type(self)} and {type(other)}")
+        if other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        ret = Sequential()
+        for _ in range(other):
+            for m in self:
+                ret.append(m)
+        return ret
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other):
+        repeated = self * other
+        self._modules.clear()
+        for i, m in enumerate(repeated):
+            self.add_module(str(i), m)
+        return self
+
     def forward(self, input):  # noqa: A002 (torch's name)
         for module in self:
             input = module(input)
@@ -132,6 +153,19 @@ class ModuleList(Module):
 
     def __iadd__(self, modules):
         return self.extend(modules)
+
+    def __add__(self, other):
+        combined = ModuleList()
+        for m in self:
+            combined.append(m)
+        for m in other:
+            combined.append(m)
+        return combined
+
+    def pop(self, key):
+        v = self[key]
+        del self[key]
+        return v
 
     def insert(self, index, module):
         items = list(self._modules.values())

@@ -263,6 +263,13 @@ class Module:
             raise AttributeError(f"`{name}` is not an nn.Parameter")
         return mod._parameters[name]
 
+    def get_buffer(self, target):
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers:
+            raise AttributeError(f"`{name}` is not a buffer")
+        return mod._buffers[name]
+
     def __setattr__(self, name, value):
         d = self.__dict__
         params = d.get("_parameters")
