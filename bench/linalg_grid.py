@@ -9,32 +9,14 @@ per-call cost of a distribution (Normal rsample + log_prob + backward).
 Each cell is the median over 7 repeats of timeit's per-call time; ratios are within this one
 run (cddp time / torch time, < 1: cddp is faster). Results are checked against torch first.
 """
-import os
-
-for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_v] = "1"
-
-import statistics  # noqa: E402
-import sys  # noqa: E402
-import timeit  # noqa: E402
+from _timing import fmt, per_call  # noqa: E402  (first: one thread everywhere)
 
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import cddp  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
-
-
-def per_call(fn):
-    t = timeit.Timer(fn)
-    n, _ = t.autorange()
-    return statistics.median(t.repeat(7, n)) / n
-
-
-def fmt(s):
-    return f"{s * 1e3:.2f} ms" if s >= 1e-3 else f"{s * 1e6:.1f} µs"
 
 
 def case(name, shape, make):

@@ -4,7 +4,6 @@ The flag itself is a thread-local int in C (csrc/autograd/node.c), as torch's is
 """
 import functools
 import inspect
-import sys
 import threading
 
 from .. import _C
@@ -16,22 +15,22 @@ def _drive(gen, make_ctx):
     """A generator running gen with each of its resumptions (next, send, throw, close) inside
     a fresh make_ctx(), so a decorated generator function runs its body in the decorator's
     mode whatever mode its consumer is in (torch does the same)."""
-    try:
+    def resume(method, *arg):
         with make_ctx():
-            response = gen.send(None)
+            return method(*arg)
+
+    try:
+        out = resume(gen.send, None)
         while True:
             try:
-                request = yield response
+                sent = yield out
             except GeneratorExit:
-                with make_ctx():
-                    gen.close()
+                resume(gen.close)
                 raise
-            except BaseException:
-                with make_ctx():
-                    response = gen.throw(*sys.exc_info())
+            except BaseException as exc:        # the consumer's throw()
+                out = resume(gen.throw, exc)
             else:
-                with make_ctx():
-                    response = gen.send(request)
+                out = resume(gen.send, sent)
     except StopIteration as stop:
         return stop.value
 
