@@ -134,3 +134,16 @@ def test_optimizer_checkpoint_with_a_number_step():
     opt2.step()
     # Adam's second step with the same gradient moves each coordinate by lr again
     assert p.tolist() == pytest.approx([0.8, 2.2], rel=1e-6)
+
+
+def test_numpy_integers_as_conv_and_pool_arguments():
+    np = pytest.importorskip("numpy")
+    x = cddp.ones(1, 1, 6)
+    m = nn.Conv1d(1, 1, np.int64(2), stride=(np.int64(2),), dilation=np.int64(1), bias=False)
+    with cddp.no_grad():
+        m.weight.fill_(1.0)
+    assert m(x).tolist() == [[[2.0, 2.0, 2.0]]]       # windows (0,1) (2,3) (4,5) of ones
+    same = nn.Conv2d(1, 1, (np.int64(3), np.int64(2)), padding="same")
+    assert same(cddp.ones(1, 1, 6, 6)).shape == (1, 1, 6, 6)
+    pooled = cddp.nn.functional.max_pool2d(cddp.arange(16.0).reshape(1, 1, 4, 4), np.int64(2))
+    assert pooled.tolist() == [[[[5.0, 7.0], [13.0, 15.0]]]]

@@ -6,6 +6,7 @@ This layer only normalises arguments: unbatched inputs gain and lose their batch
 padding strings become numbers, sizes and scale factors become output sizes.
 """
 import math
+import operator
 
 from .. import _C
 
@@ -131,8 +132,8 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
 # ---- pooling ----------------------------------------------------------------------------
 
 def _pool_tuple(v, n, fn, what):
-    if isinstance(v, int) and not isinstance(v, bool):
-        return (v,) * n
+    if hasattr(v, "__index__") and not isinstance(v, (bool, Tensor)):   # int, NumPy integer
+        return (operator.index(v),) * n
     t = tuple(v)
     if len(t) == 1:
         return t * n

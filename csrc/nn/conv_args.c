@@ -8,12 +8,28 @@
 #include "nn/conv.h"
 #include <stdio.h>
 
+/* An integer as torch takes it: a Python int or anything with __index__ (NumPy's integers);
+ * not a sequence. 1 with *v set, 0 when o is no integer, -1 with an exception. */
+static int index_value(PyObject *o, int64_t *v)
+{
+    PyObject *i;
+    if (!PyLong_Check(o) && (!PyIndex_Check(o) || PySequence_Check(o)))
+        return 0;
+    i = PyNumber_Index(o);
+    if (!i)
+        return -1;
+    *v = PyLong_AsLongLong(i);
+    Py_DECREF(i);
+    return *v == -1 && PyErr_Occurred() ? -1 : 1;
+}
+
 int cddp_int_list(PyObject *o, int n, const char *what, int64_t *out)
 {
-    if (PyLong_Check(o)) {
-        int64_t v = PyLong_AsLongLong(o);
-        if (v == -1 && PyErr_Occurred())
-            return -1;
+    int64_t v;
+    int r = index_value(o, &v);
+    if (r < 0)
+        return -1;
+    if (r) {
         for (int i = 0; i < n; i++)
             out[i] = v;
         return 0;
@@ -37,13 +53,11 @@ int cddp_int_list(PyObject *o, int n, const char *what, int64_t *out)
     }
     for (Py_ssize_t i = 0; i < len; i++) {
         PyObject *e = PySequence_Fast_GET_ITEM(seq, i);
-        if (!PyLong_Check(e)) {
+        int ok = index_value(e, &out[i]);
+        if (ok == 0)
             PyErr_Format(PyExc_TypeError, "%s must be a tuple of ints, but element %zd is %s",
                          what, i, Py_TYPE(e)->tp_name);
-            goto done;
-        }
-        out[i] = PyLong_AsLongLong(e);
-        if (out[i] == -1 && PyErr_Occurred())
+        if (ok <= 0)
             goto done;
     }
     rc = 0;

@@ -4,6 +4,7 @@ math is cddp.nn.functional's conv*/conv_transpose* (im2col + GEMM in csrc/nn/con
 conv3d / conv_transpose3d are composed over conv2d / conv_transpose2d in
 nn/_functional_3d.py)."""
 import math
+from collections.abc import Iterable
 
 from ... import _C
 from .. import functional as F
@@ -15,7 +16,7 @@ _PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
 def _tuple(v, n):
-    if isinstance(v, int):
+    if not isinstance(v, Iterable):      # an int or a NumPy integer, repeated (torch's _ntuple)
         return (v,) * n
     t = tuple(v)
     return t * n if len(t) == 1 else t
