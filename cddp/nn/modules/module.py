@@ -256,19 +256,20 @@ class Module:
                 raise AttributeError("`" + item + "` is not an nn.Module")
         return mod
 
-    def get_parameter(self, target):
+    def _get_entry(self, target, table, kind):
+        """The entry `name` of table ("_parameters" / "_buffers") of submodule `path` for
+        target "path.name"; AttributeError naming what it is not."""
         mod_path, _, name = target.rpartition(".")
-        mod = self.get_submodule(mod_path)
-        if name not in mod._parameters:
-            raise AttributeError(f"`{name}` is not an nn.Parameter")
-        return mod._parameters[name]
+        entries = getattr(self.get_submodule(mod_path), table)
+        if name not in entries:
+            raise AttributeError(f"`{name}` is not {kind}")
+        return entries[name]
+
+    def get_parameter(self, target):
+        return self._get_entry(target, "_parameters", "an nn.Parameter")
 
     def get_buffer(self, target):
-        mod_path, _, name = target.rpartition(".")
-        mod = self.get_submodule(mod_path)
-        if name not in mod._buffers:
-            raise AttributeError(f"`{name}` is not a buffer")
-        return mod._buffers[name]
+        return self._get_entry(target, "_buffers", "a buffer")
 
     def __setattr__(self, name, value):
         d = self.__dict__
