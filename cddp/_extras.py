@@ -1,6 +1,8 @@
 """torch functions composed from cddp's C kernels (no per-element Python): allclose, isclose,
 equal, sort/argsort/topk (NumPy's C sort for the order, gather for differentiable values),
 Tensor.type_as, and autograd.grad."""
+import warnings
+
 import numpy as np
 
 from . import _C
@@ -85,19 +87,10 @@ for _name in ("isclose", "allclose", "equal", "sort", "argsort", "topk"):
 Tensor.type_as = type_as
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    """torch.autograd.grad: gradients of outputs w.r.t. inputs, returned instead of
-    accumulated (the leaves' .grad is left as it was)."""
-    if create_graph:
-        raise NotImplementedError("cddp: create_graph=True (higher-order gradients) is not supported")
-    single = isinstance(inputs, Tensor)
-    inputs = [inputs] if single else list(inputs)
-    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
-    if grad_outputs is not None and isinstance(grad_outputs, Tensor):
-        grad_outputs = [grad_outputs]
+def _first_order(outputs, inputs, grad_outputs, retain_graph):
+    """The gradients reaching inputs (None where none does), captured by hooks during a C
+    engine run that writes no .grad."""
     captured = [None] * len(inputs)
-    saved = [x.grad if x.is_leaf else None for x in inputs]
     handles = []
     for i, x in enumerate(inputs):
         if not x.requires_grad:
@@ -108,13 +101,34 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         handles.append(x.register_hook(hook))
     try:
         _C._backward(tuple(outputs), None if grad_outputs is None else tuple(grad_outputs),
-                     bool(retain_graph))
+                     bool(retain_graph), True)
     finally:
         for h in handles:
             h.remove()
-        for x, g in zip(inputs, saved):
-            if x.is_leaf:
-                x.grad = g
+    return captured
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """torch.autograd.grad: gradients of outputs w.r.t. inputs, returned instead of
+    accumulated (no .grad is written). create_graph=True gives gradients with a history
+    (cddp/autograd/_higher); only_inputs is accepted and ignored, as torch does."""
+    if not only_inputs:
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to "
+                      "True). To accumulate gradient for other parts of the graph, please use "
+                      "torch.autograd.backward.", FutureWarning, stacklevel=2)
+    if is_grads_batched:
+        raise NotImplementedError("cddp: is_grads_batched needs vmap, which cddp does not have")
+    single = isinstance(inputs, Tensor)
+    inputs = [inputs] if single else list(inputs)
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    if grad_outputs is not None and isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    if create_graph:
+        from .autograd import _higher
+        captured = list(_higher.grad(outputs, inputs, grad_outputs))
+    else:
+        captured = _first_order(outputs, inputs, grad_outputs, retain_graph)
     if not allow_unused and not materialize_grads:
         for i, g in enumerate(captured):
             if g is None:

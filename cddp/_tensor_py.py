@@ -120,3 +120,63 @@ def _share_memory_(self):
 
 
 Tensor.share_memory_ = _share_memory_
+
+
+# ---- in-place samplers composed over uniform_ (inverse CDFs; torch's transformations, not
+# its bit streams) and normal_
+def _uniform_like(self, generator):
+    """U[0, 1) of self's shape on its device, in self's dtype (float32 for integer tensors)."""
+    dtype = self.dtype if self.is_floating_point() else _C.float32
+    return self.new_empty(tuple(self.shape), dtype=dtype).uniform_(generator=generator)
+
+
+def _check_in_place(self):
+    if self.requires_grad and self.grad_fn is None:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+
+
+def _fill_from(self, values):
+    from .autograd.grad_mode import no_grad
+    with no_grad():
+        self.copy_(values)
+    return self
+
+
+def _cauchy_(self, median=0, sigma=1, *, generator=None):
+    """Cauchy(median, sigma) samples: median + sigma * tan(pi * (U - 1/2))."""
+    if not sigma > 0:
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
+    if not self.is_floating_point():
+        raise RuntimeError("Cauchy distribution is a continuous probability distribution. "
+                           f"dtype must be a floating point but you specified {self.dtype}")
+    _check_in_place(self)
+    u = _uniform_like(self, generator)
+    return _fill_from(self, ((u - 0.5) * np.pi).tan() * sigma + median)
+
+
+def _log_normal_(self, mean=1, std=2, *, generator=None):
+    """exp of Normal(mean, std) samples."""
+    if not std > 0:
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
+    if not self.is_floating_point():
+        raise NotImplementedError(f"log_normal_ not implemented for '{self.dtype}'")
+    _check_in_place(self)
+    z = self.new_empty(tuple(self.shape)).normal_(mean, std, generator=generator)
+    return _fill_from(self, z.exp())
+
+
+def _geometric_(self, p, *, generator=None):
+    """The number of Bernoulli(p) trials up to the first success (>= 1):
+    ceil(log(1 - U) / log(1 - p)), any dtype."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
+    _check_in_place(self)
+    u = _uniform_like(self, generator)
+    k = ((-u).log1p() / float(np.log1p(-p))).ceil().clamp(min=1)
+    return _fill_from(self, k.to(self.dtype))
+
+
+Tensor.cauchy_ = _cauchy_
+Tensor.log_normal_ = _log_normal_
+Tensor.geometric_ = _geometric_

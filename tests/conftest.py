@@ -67,6 +67,19 @@ def numeric_grad(f, inputs, eps=1e-6):
     return w, grads
 
 
+def graph_names(ys):
+    """Names of every node in the graphs of the tensors ys."""
+    seen, names, stack = set(), set(), [y.grad_fn for y in ys]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        names.add(node.name())
+        stack.extend(m for m, _ in node.next_functions)
+    return names
+
+
 def gradcheck(op, *arrays, eps=1e-6, atol=1e-6, rtol=1e-5):
     """Check cddp's backward of `op` (cddp tensors -> cddp tensor) against central finite
     differences of the same op evaluated in float64 through cddp's forward."""

@@ -257,3 +257,25 @@ def test_sort_topk_allclose_equal_match_torch(torch):
     assert not cddp.allclose(cddp.tensor(a), cddp.tensor(a + 1e-2))
     assert cddp.equal(cddp.tensor(a), cddp.tensor(a)) and not cddp.equal(cddp.tensor(a), cddp.tensor(a[:2]))
     assert cddp.tensor([1, 2]).type_as(cddp.tensor([1.0])).dtype == cddp.float32
+
+
+def test_autograd_grad_leaves_every_grad_and_post_accumulate_hook_alone():
+    # torch.autograd.grad returns gradients and writes no .grad, not even of the leaves it
+    # did not ask for (a gradient penalty mid-step must not pollute the parameters' .grad,
+    # nor fire DDP's post-accumulate hooks)
+    x = cddp.tensor([1.0, 2.0], requires_grad=True)
+    w = cddp.tensor([3.0, 4.0], requires_grad=True)
+    w.grad = cddp.tensor([0.5, 0.5])
+    fired = []
+    x.register_post_accumulate_grad_hook(lambda p: fired.append(p))
+    (g,) = cddp.autograd.grad((x * w).sum(), w)
+    np.testing.assert_array_equal(g.numpy(), [1.0, 2.0])
+    assert x.grad is None and fired == []
+    np.testing.assert_array_equal(w.grad.numpy(), [0.5, 0.5])
+    seen = []
+    w.register_hook(lambda gr: seen.append(gr.numpy().copy()))
+    cddp.autograd.grad((x * w).sum(), w)                # a leaf's own hook still runs
+    np.testing.assert_array_equal(seen[0], [1.0, 2.0])
+    (x * w).sum().backward()                          # and backward still accumulates
+    np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
+    assert len(fired) == 1

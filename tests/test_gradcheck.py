@@ -1,5 +1,5 @@
-"""torch.autograd.gradcheck (finite differences against autograd), gradgradcheck (no double
-backward in cddp: NotImplementedError), and `with cddp.device(...)` as a context manager.
+"""torch.autograd.gradcheck (finite differences against autograd), gradgradcheck (gradcheck of
+the create_graph gradients), and `with cddp.device(...)` as a context manager.
 
 Oracles: functions whose gradients are right (cddp's own ops) pass, custom Functions with a
 wrong backward fail with torch's message; the Jacobians in the message are checked against
@@ -126,12 +126,30 @@ def test_gradcheck_module_path_and_nondeterminism():
         gradcheck(lambda a: a, (x,), check_forward_ad=True)
 
 
-def test_gradgradcheck_not_implemented():
-    x = cddp.ones(2, dtype=cddp.float64, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="create_graph=True"):
-        cddp.autograd.grad((x ** 3).sum(), x, create_graph=True)
-    with pytest.raises(NotImplementedError, match="gradgradcheck needs double backward"):
-        cddp.autograd.gradgradcheck(lambda a: a ** 3, (x,))
+def test_gradgradcheck_verdicts_match_torch():
+    # the same two functions through both libraries: one whose double backward is right, one
+    # custom Function whose backward is right once but detaches its saved input
+    x0 = np.array([0.3, -0.8, 1.1])
+
+    def verdicts(lib):
+        class Detached(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, a):
+                ctx.save_for_backward(a)
+                return a * a * a
+
+            @staticmethod
+            def backward(ctx, g):
+                (a,) = ctx.saved_tensors
+                return g * 3 * (a * a).detach()
+
+        x = lib.tensor(x0, requires_grad=True)
+        return (lib.autograd.gradgradcheck(lambda a: lib.tanh(a) * a, (x,)),
+                lib.autograd.gradgradcheck(Detached.apply, (x,), raise_exception=False))
+
+    assert verdicts(cddp) == (True, False)
+    torch = pytest.importorskip("torch")
+    assert verdicts(torch) == (True, False)
 
 
 # ---- torch.device as a context manager ---------------------------------------------------

@@ -1,6 +1,7 @@
 """Loss and activation gradients a differential sweep against torch found wrong (each test
 failed before its fix): BCEWithLogits' target gradient with pos_weight, BCE's target gradient
-at p = 0, cross_entropy / nll_loss with every target ignored, NaN through relu and
+at p = 0, cross_entropy's probability targets (no gradient at all), cross_entropy /
+nll_loss with every target ignored, NaN through relu and
 huber / smooth_l1, hardtanh / relu6 on integer tensors.
 
 Oracles: the losses' formulas differentiated by hand and central finite differences in float64;
@@ -43,6 +44,30 @@ def test_bce_with_logits_pos_weight_target_gradient():
     # by hand: d/dt of (1 - t) x + (1 + (pw - 1) t) softplus(-x)
     sp = np.log1p(np.exp(-x))
     np.testing.assert_allclose(tt.grad.tolist(), (pw - 1) * sp - x, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kw", [{}, {"weight": [0.5, 2.0, 1.0]},
+                                {"label_smoothing": 0.2, "reduction": "sum"}])
+def test_cross_entropy_probability_target_gets_its_gradient(kw):
+    # soft targets with a history (a teacher's softmax not detached): d loss / d t_ic =
+    # -(1 - eps) w_c log_softmax(x)_ic / N (mean); cddp gave the target no gradient
+    x = np.array([[0.2, -1.0, 0.7], [1.5, 0.1, -0.3]])
+    t0 = np.array([[0.2, 0.5, 0.3], [0.6, 0.1, 0.3]])
+    k = {a: cddp.tensor(b) if a == "weight" else b for a, b in kw.items()}
+
+    def loss(t, grad=False):
+        tt = cddp.tensor(t, requires_grad=grad)
+        return F.cross_entropy(cddp.tensor(x), tt, **k), tt
+
+    out, tt = loss(t0, True)
+    out.backward()
+    np.testing.assert_allclose(tt.grad.numpy(), fd(lambda t: loss(t)[0].item(), t0),
+                               rtol=1e-6, atol=1e-8)
+    lsm = x - np.log(np.exp(x).sum(1, keepdims=True))
+    w = np.array(kw.get("weight", [1.0, 1.0, 1.0]))
+    scale = 1.0 if kw.get("reduction") == "sum" else 1.0 / len(x)
+    want = -(1 - kw.get("label_smoothing", 0.0)) * w * lsm * scale
+    np.testing.assert_allclose(tt.grad.numpy(), want, rtol=1e-12)
 
 
 def test_bce_target_gradient_is_not_clamped():

@@ -3,7 +3,8 @@
 Oracles: NumPy re-implementations of each update written from the papers' / torch's
 formulas (float64 trajectories must agree to ~1e-12), the closed-form least-squares solution
 that LBFGS must reach, and torch on the same problem when installed (float64 to ~1e-12 over
-20 steps, float32 to ~1e-6 relative to the parameters' size; LBFGS: see its test). State
+20 steps, float32 to ~1e-6 relative to the parameters' size, float16/bfloat16 within their
+precision; LBFGS: see its test). State
 dicts: torch's keys, round trips, and torch's own state_dict loaded and continued.
 """
 import numpy as np
@@ -168,6 +169,41 @@ def test_trajectory_matches_torch(torch, cls, kw, dtype):
     tol = 1e-12 if dtype == "float64" else 1e-4 if kw.get("alpha") == 0.3 else 1e-6
     for g, w in zip(got, want):
         assert g.dtype == w.dtype
+        assert np.max(np.abs(g - w)) <= tol * np.max(np.abs(w)), (g, w)
+
+
+def _run_reduced(lib, cls, kw, dtype, steps=5):
+    """_run with float16/bfloat16 parameters (made from the float64 problem by a cast)."""
+    W, B, X, Y = _problem("float64")
+    dt = getattr(lib, dtype)
+    w = lib.tensor(W).to(dt).requires_grad_(True)
+    b = lib.tensor(B).to(dt).requires_grad_(True)
+    opt = getattr(lib.optim, cls)([w, b], **kw)
+    x, y = lib.tensor(X).to(dt), lib.tensor(Y).to(dt)
+    for _ in range(steps):
+        opt.zero_grad()
+        ((x @ w.t() + b - y) ** 2).mean().backward()
+        opt.step()
+    states = [v for st in opt.state.values() for v in st.values() if hasattr(v, "dtype")
+              and v.dim() > 0]
+    return states, [w.detach().float().numpy(), b.detach().float().numpy()]
+
+
+@pytest.mark.parametrize("cls,kw", CASES, ids=IDS)
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_reduced_precision_parameters(cls, kw, dtype):
+    """float16/bfloat16 parameters (torch supports them): state kept in the parameter's dtype,
+    5 steps within the dtype's precision of the float64 NumPy trajectory (the forward and
+    backward run in that dtype too, so the tolerance is a few units of its epsilon relative
+    to the parameters' size), and of torch's when installed."""
+    states, got = _run_reduced(cddp, cls, kw, dtype)
+    assert states and all(str(s.dtype).endswith(dtype) for s in states)
+    tol = 2e-2 if dtype == "float16" else 1.5e-1
+    for g, w in zip(got, _np_run(cls, kw, steps=5)):
+        assert np.max(np.abs(g - w)) <= tol * np.max(np.abs(w)), (g, w)
+    torch = pytest.importorskip("torch")
+    _, want = _run_reduced(torch, cls, kw, dtype)
+    for g, w in zip(got, want):
         assert np.max(np.abs(g - w)) <= tol * np.max(np.abs(w)), (g, w)
 
 

@@ -21,7 +21,8 @@ def grad(*args, **kwargs):
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """torch.autograd.backward: accumulate gradients of `tensors` into the leaves' .grad."""
     if create_graph or inputs is not None:
-        raise NotImplementedError("cddp: create_graph and inputs= are not supported")
+        from . import _higher
+        return _higher.backward(tensors, grad_tensors, retain_graph, create_graph, inputs)
     if isinstance(tensors, _C.Tensor):
         tensors = (tensors,)
     if isinstance(grad_tensors, _C.Tensor):

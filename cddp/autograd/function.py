@@ -174,11 +174,45 @@ class InplaceFunction(Function):
         self.inplace = inplace
 
 
+class _DelayedError(Function):
+    """Identity whose backward raises: what a once_differentiable backward's results carry
+    when the graph is built (create_graph), so differentiating them again fails loudly rather
+    than silently dropping their dependence on the inputs (torch's DelayedError)."""
+
+    @staticmethod
+    def forward(ctx, n, *tensors):
+        # tensors: the n results, then the incoming gradients whose history they depend on
+        out = tuple(t.clone() for t in tensors[:n])
+        return out if n != 1 else out[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("trying to differentiate twice a function that was marked with "
+                           "@once_differentiable")
+
+
 def once_differentiable(fn):
-    """Decorator for backward: runs it with grad mode off. (cddp has no create_graph, so a
-    backward is never differentiated again; this keeps torch's contract all the same.)"""
+    """Decorator for backward: runs it with grad mode off; when the gradients it gets have a
+    history (create_graph=True), its results are marked so that differentiating them raises."""
     @functools.wraps(fn)
     def wrapper(ctx, *args):
         with no_grad():
-            return fn(ctx, *args)
+            out = fn(ctx, *args)
+        if not _C.is_grad_enabled() or not any(isinstance(a, _C.Tensor) and
+                                               (a.requires_grad or a.grad_fn is not None)
+                                               for a in args):
+            return out
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        marked = [i for i, o in enumerate(outs) if isinstance(o, _C.Tensor) and
+                  o.is_floating_point()]
+        if not marked:
+            return out
+        deps = [a for a in args if isinstance(a, _C.Tensor) and a.is_floating_point()]
+        wrapped = _DelayedError.apply(len(marked), *[outs[i] for i in marked], *deps)
+        wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
+        outs = list(outs)
+        for i, w in zip(marked, wrapped):
+            outs[i] = w
+        return outs[0] if single else tuple(outs)
     return wrapper

@@ -11,9 +11,9 @@ raise_exception=False). Backward is run twice to check it is reentrant (nondet_t
 What cddp leaves out: forward-mode and batched checks (check_forward_ad /
 check_batched_grad / check_batched_forward_grad raise NotImplementedError: cddp has
 neither forward AD nor vmap), check_undefined_grad (accepted, not run), fast_mode (accepted;
-the full Jacobians are compared, which is what fast mode approximates). gradgradcheck needs
-autograd.grad(..., create_graph=True), which cddp does not have: it raises
-NotImplementedError.
+the full Jacobians are compared, which is what fast mode approximates). gradgradcheck is
+gradcheck of the function (inputs, grad_outputs) -> autograd.grad(..., create_graph=True), as
+torch's: the second derivatives come from double backward (cddp/autograd/_higher).
 
 The loops run over input and output elements as torch's do: each step is one call of func
 or one backward, with the arithmetic in tensor ops.
@@ -22,7 +22,7 @@ import warnings
 
 from .. import _C
 from .._extras import allclose
-from .grad_mode import no_grad
+from .grad_mode import enable_grad, no_grad
 
 __all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
 
@@ -207,8 +207,34 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
                   check_undefined_grad=True, check_grad_dtypes=False,
                   check_batched_grad=False, check_fwd_over_rev=False, check_rev_over_rev=True,
                   fast_mode=False, masked=False):
-    """torch checks second derivatives through autograd.grad(..., create_graph=True); cddp
-    has no double backward, so this raises NotImplementedError."""
-    raise NotImplementedError("cddp: gradgradcheck needs double backward "
-                              "(autograd.grad(..., create_graph=True)), which cddp does not "
-                              "support")
+    """True when the second derivatives of func (its first-order gradients taken with
+    create_graph=True, differentiated again in the inputs and the grad_outputs) match finite
+    differences of those gradients; random grad_outputs (float64 normal, a fixed seed of
+    their own) when not given."""
+    if check_fwd_over_rev or check_batched_grad:
+        raise NotImplementedError("cddp: gradgradcheck's forward-over-reverse and batched "
+                                  "checks need forward AD / vmap, which cddp does not have")
+    from .._extras import grad
+    tupled_inputs = _as_tuple(inputs)
+    if grad_outputs is None:
+        outputs = _differentiable_outputs(func(*tupled_inputs))
+        gen = _C.Generator().manual_seed(0)
+        grad_outputs = tuple(_C.randn(tuple(o.shape), dtype=o.dtype, generator=gen)
+                             .requires_grad_(True) for o in outputs)
+    tupled_grads = _as_tuple(grad_outputs)
+    n_out = len(tupled_grads)
+
+    def new_func(*args):
+        # grad mode on even where gradcheck evaluates under no_grad: the first derivatives
+        # need their graph
+        with enable_grad():
+            ins, gos = args[:-n_out], args[-n_out:]
+            outputs = _differentiable_outputs(func(*ins))
+            diff = tuple(x for x in ins if isinstance(x, Tensor) and x.requires_grad)
+            got = grad(outputs, diff, gos, create_graph=True, allow_unused=True)
+        return tuple(g for g in got if g is not None)
+
+    return gradcheck(new_func, tupled_inputs + tupled_grads, eps=eps, atol=atol, rtol=rtol,
+                     raise_exception=raise_exception, nondet_tol=nondet_tol,
+                     check_undefined_grad=check_undefined_grad,
+                     check_grad_dtypes=check_grad_dtypes, fast_mode=fast_mode)

@@ -20,7 +20,7 @@ from ._factor import LinAlgError, check_float, check_matrix, check_square
 __all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "inv", "inv_ex", "det",
            "slogdet", "solve", "cholesky", "cholesky_ex", "qr", "svd", "svdvals", "eigh",
            "eigvalsh", "pinv", "matrix_power", "matrix_rank", "cross", "multi_dot", "vecdot",
-           "diagonal", "matmul"]
+           "diagonal", "matmul", "householder_product"]
 
 _slogdet_result = _return_type("linalg_slogdet", ("sign", "logabsdet"))
 _qr_result = _return_type("linalg_qr", ("Q", "R"))
@@ -28,6 +28,7 @@ _svd_result = _return_type("linalg_svd", ("U", "S", "Vh"))
 _eigh_result = _return_type("linalg_eigh", ("eigenvalues", "eigenvectors"))
 _inv_ex_result = _return_type("linalg_inv_ex", ("inverse", "info"))
 _cholesky_ex_result = _return_type("linalg_cholesky_ex", ("L", "info"))
+_geqrf_result = _return_type("geqrf", ("a", "tau"))
 
 matmul = _C.matmul
 
@@ -166,6 +167,56 @@ def qr(A, mode="reduced"):
         raise RuntimeError(f"qr received unrecognized mode '{mode}' but expected one of "
                            "'reduced' (default), 'r', or 'complete'")
     return _qr_result(_factor.QR.apply(A, mode))
+
+
+def householder_product(A, tau):
+    """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T, v_i = column i of A
+    below the diagonal with 1 on it (LAPACK's orgqr); A (..., m, n), tau (..., k), k <= n <= m.
+    Composed of cddp ops, so autograd differentiates it in A and tau."""
+    name = "torch.linalg.householder_product"
+    if A.dim() < 2:
+        raise RuntimeError(f"{name}: input must have at least 2 dimensions.")
+    m, n, k = A.size(-2), A.size(-1), tau.size(-1) if tau.dim() else 1
+    if m < n:
+        raise RuntimeError(f"{name}: input.shape[-2] must be greater than or equal to "
+                           "input.shape[-1]")
+    if n < k:
+        raise RuntimeError(f"{name}: input.shape[-1] must be greater than or equal to "
+                           "tau.shape[-1]")
+    if tau.dim() != A.dim() - 1:
+        raise RuntimeError(f"{name}: Expected tau to have one dimension less than input, but "
+                           f"got tau.ndim equal to {tau.dim()} and input.ndim is equal to "
+                           f"{A.dim()}")
+    if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to "
+                           f"input.shape[:-2], but got {list(tau.shape[:-1])}")
+    check_float(name, A)
+    if tau.dtype is not A.dtype:
+        raise RuntimeError(f"{name}: tau dtype {_factor._dtype_word(tau.dtype)} does not match "
+                           f"input dtype {_factor._dtype_word(A.dtype)}")
+    eye = _C.eye(m, n, dtype=A.dtype)
+    V = A.tril(-1) + eye                               # (..., m, n): v_i is column i
+    Q = eye.expand(*A.shape[:-2], m, n) if A.dim() > 2 else eye
+    for i in range(k - 1, -1, -1):                     # Q = H_i Q, innermost reflector first
+        v = V[..., :, i:i + 1]                         # (..., m, 1)
+        t = tau[..., i:i + 1].unsqueeze(-1)            # (..., 1, 1)
+        Q = Q - (t * v) @ (v.transpose(-2, -1) @ Q)
+    return Q
+
+
+def geqrf(A):
+    """(a, tau) of LAPACK's geqrf: R on and above a's diagonal, the Householder vectors below
+    it, so householder_product(a, tau) is QR's Q. No gradient (torch has none either)."""
+    check_matrix("geqrf", A)
+    import numpy as np
+    a = _factor._np(A)
+    if a.size == 0:
+        k = min(a.shape[-2], a.shape[-1])
+        return _geqrf_result((A.detach().clone(),
+                              _C.zeros(tuple(A.shape[:-2]) + (k,), dtype=A.dtype)))
+    h, tau = np.linalg.qr(a, mode="raw")               # h is geqrf's a transposed
+    return _geqrf_result((_factor._tensor(np.swapaxes(h, -1, -2), A.dtype),
+                          _factor._tensor(tau, A.dtype)))
 
 
 def svd(A, full_matrices=True, *, driver=None):
@@ -343,7 +394,8 @@ def chain_matmul(*matrices):
 
 TOP_LEVEL = {"inverse": inv, "det": det, "logdet": logdet, "slogdet": _slogdet_top,
              "matrix_power": matrix_power, "pinverse": pinverse, "cholesky": _cholesky_top,
-             "qr": _qr_top, "svd": _svd_top, "chain_matmul": chain_matmul}
+             "qr": _qr_top, "svd": _svd_top, "chain_matmul": chain_matmul, "geqrf": geqrf,
+             "orgqr": householder_product}
 for _name in ("inverse", "det", "logdet", "slogdet", "matrix_power", "pinverse", "cholesky",
               "qr", "svd"):
     setattr(_C.Tensor, _name, TOP_LEVEL[_name])

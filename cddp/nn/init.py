@@ -253,6 +253,8 @@ def _deprecated(fn):
 uniform = _deprecated(uniform_)
 normal = _deprecated(normal_)
 constant = _deprecated(constant_)
+eye = _deprecated(eye_)
+dirac = _deprecated(dirac_)
 xavier_uniform = _deprecated(xavier_uniform_)
 xavier_normal = _deprecated(xavier_normal_)
 kaiming_uniform = _deprecated(kaiming_uniform_)

@@ -2,6 +2,7 @@
 update is one fused C loop per parameter (csrc/optim/fused.c)."""
 from .. import zeros_like
 from ._fused import _FusedOptimizer, scalar_tensor
+from .optimizer import _check_lr
 
 
 class Adadelta(_FusedOptimizer):
@@ -10,8 +11,7 @@ class Adadelta(_FusedOptimizer):
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
                  capturable=False, maximize=False, differentiable=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_lr(lr)
         if not 0.0 <= rho <= 1.0:
             raise ValueError(f"Invalid rho value: {rho}")
         if not 0.0 <= eps:

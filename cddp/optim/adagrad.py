@@ -2,6 +2,7 @@
 torch does); the update is one fused C loop per parameter (csrc/optim/fused.c)."""
 from .. import full_like
 from ._fused import _FusedOptimizer, scalar_tensor
+from .optimizer import _check_lr
 
 
 class Adagrad(_FusedOptimizer):
@@ -10,8 +11,7 @@ class Adagrad(_FusedOptimizer):
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
                  eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_lr(lr)
         if not 0.0 <= lr_decay:
             raise ValueError(f"Invalid lr_decay value: {lr_decay}")
         if not 0.0 <= weight_decay:

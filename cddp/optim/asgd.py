@@ -3,6 +3,7 @@ parameter (csrc/optim/fused.c). eta and mu are 0-dim tensors as in torch, and th
 them back as torch does (rounded to their dtype)."""
 from .. import zeros_like
 from ._fused import _FusedOptimizer, scalar_tensor
+from .optimizer import _check_lr
 
 
 class ASGD(_FusedOptimizer):
@@ -11,8 +12,7 @@ class ASGD(_FusedOptimizer):
 
     def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
                  foreach=None, maximize=False, differentiable=False, capturable=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_lr(lr)
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         self._check_differentiable(differentiable)

@@ -9,7 +9,7 @@ parameter.
 """
 from .. import _C
 from ..autograd.grad_mode import enable_grad, no_grad
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_lr
 
 __all__ = ["LBFGS"]
 
@@ -115,8 +115,7 @@ class LBFGS(Optimizer):
 
     def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
                  tolerance_change=1e-9, history_size=100, line_search_fn=None):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_lr(lr)
         if max_eval is None:
             max_eval = max_iter * 5 // 4
         defaults = dict(lr=lr, max_iter=max_iter, max_eval=max_eval,

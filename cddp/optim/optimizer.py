@@ -15,10 +15,17 @@ from ..utils.hooks import RemovableHandle
 Tensor = _C.Tensor
 
 
-def _check_adam_hyperparameters(lr, betas, eps, weight_decay):
-    """The checks (and torch's messages) Adam, AdamW, Adamax, NAdam and RAdam share."""
+def _check_lr(lr):
+    """torch's lr checks, in its order: a tensor lr holds one element, and lr >= 0."""
+    if isinstance(lr, Tensor) and lr.numel() != 1:
+        raise ValueError("Tensor lr must be 1-element")
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
+
+
+def _check_adam_hyperparameters(lr, betas, eps, weight_decay):
+    """The checks (and torch's messages) Adam, AdamW, Adamax, NAdam and RAdam share."""
+    _check_lr(lr)
     if not 0.0 <= eps:
         raise ValueError(f"Invalid epsilon value: {eps}")
     if not 0.0 <= betas[0] < 1.0:

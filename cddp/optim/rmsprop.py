@@ -2,6 +2,7 @@
 momentum > 0, grad_avg when centered); one fused C loop per parameter (csrc/optim/fused.c)."""
 from .. import zeros_like
 from ._fused import _FusedOptimizer, scalar_tensor
+from .optimizer import _check_lr
 
 
 class RMSprop(_FusedOptimizer):
@@ -11,8 +12,7 @@ class RMSprop(_FusedOptimizer):
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
                  centered=False, capturable=False, foreach=None, maximize=False,
                  differentiable=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        _check_lr(lr)
         if not 0.0 <= eps:
             raise ValueError(f"Invalid epsilon value: {eps}")
         if not 0.0 <= momentum:

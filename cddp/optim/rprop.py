@@ -7,7 +7,7 @@ State as torch: step (0-dim, the default dtype), prev (the last gradient used), 
 one parameter at a time; foreach only selects an implementation in torch and is ignored.
 """
 from .. import _C
-from .optimizer import Optimizer
+from .optimizer import Optimizer, _check_lr
 
 __all__ = ["Rprop"]
 
@@ -16,10 +16,7 @@ _FLAG_DEFAULTS = (("foreach", None), ("maximize", False), ("differentiable", Fal
 
 
 def _validate(lr, etas):
-    if isinstance(lr, _C.Tensor) and lr.numel() != 1:
-        raise ValueError("Tensor lr must be 1-element")
-    if lr < 0.0:
-        raise ValueError(f"Invalid learning rate: {lr}")
+    _check_lr(lr)
     eta_minus, eta_plus = etas[0], etas[1]
     if not (0.0 < eta_minus < 1.0 and 1.0 < eta_plus):
         raise ValueError(f"Invalid eta values: {eta_minus}, {eta_plus}")

@@ -1,14 +1,14 @@
 """cddp.optim.SGD — torch.optim.SGD's options and state; the update is one fused C loop per
 parameter (csrc/optim.c, _sgd_step)."""
 from .. import _C
-from .optimizer import Optimizer, required
+from .optimizer import Optimizer, _check_lr, required
 
 
 class SGD(Optimizer):
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
                  *, maximize=False, foreach=None, differentiable=False, fused=None):
-        if lr is not required and lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
+        if lr is not required:
+            _check_lr(lr)
         if momentum < 0.0:
             raise ValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:

@@ -47,6 +47,11 @@ static inline TensorObject **cddp_node_inbufs(NodeObject *n, int *count)
  * from `version` (modified in place since it was saved). 0 ok, -1 with the exception set. */
 int cddp_saved_check(NodeObject *n, TensorObject *t, int64_t version);
 
+/* While set (this thread's autograd.grad run, py_autograd.c), AccumulateGrad runs a leaf's
+ * hooks and stops there: no .grad written, no post-accumulate hooks (torch's autograd.grad
+ * does not touch .grad, and DDP's hooks must not fire). */
+extern _Thread_local int cddp_accumulate_off;
+
 /* The AccumulateGrad node of `leaf` (a tensor with requires_grad and no grad_fn), created on
  * first use and cached in leaf->grad_acc. The node owns the leaf; the leaf only points back
  * (cleared when the node dies), so no cycle keeps either alive. New reference, or NULL with

@@ -611,8 +611,53 @@ PyMethodDef cddp_function_module_methods[] = {
 
 /* ---- the type ------------------------------------------------------------------------- */
 
+/* For the higher-order engine (cddp/autograd/_higher/engine.py), which calls the user's
+ * backward itself: _input_of -> (edge of forward argument p, or -1 for a non-tensor, ...);
+ * _output_meta -> ((shape, dtype name) of tensor output k, or None, ...) */
+static PyObject *function_input_of(FunctionNode *self, void *c)
+{
+    PyObject *tup = PyTuple_New(self->n_args);
+    for (int p = 0; tup && p < self->n_args; p++) {
+        PyObject *v = PyLong_FromLong(self->input_of[p]);
+        if (!v)
+            Py_CLEAR(tup);
+        else
+            PyTuple_SET_ITEM(tup, p, v);
+    }
+    return tup;
+}
+
+static PyObject *function_output_meta(FunctionNode *self, void *c)
+{
+    PyObject *tup = PyTuple_New(self->node.n_out);
+    for (int k = 0; tup && k < self->node.n_out; k++) {
+        const cddp_meta *m = &self->out_meta[k];
+        PyObject *v = NULL, *shape;
+        if (!self->out_tensor[k]) {
+            v = Py_NewRef(Py_None);
+        } else if ((shape = PyTuple_New(m->ndim))) {
+            for (int d = 0; shape && d < m->ndim; d++) {
+                PyObject *e = PyLong_FromLongLong(m->shape[d]);
+                if (!e)
+                    Py_CLEAR(shape);
+                else
+                    PyTuple_SET_ITEM(shape, d, e);
+            }
+            v = shape ? Py_BuildValue("(Os)", shape, cddp_dtype_name[m->dtype]) : NULL;
+            Py_XDECREF(shape);
+        }
+        if (!v)
+            Py_CLEAR(tup);
+        else
+            PyTuple_SET_ITEM(tup, k, v);
+    }
+    return tup;
+}
+
 static PyGetSetDef function_getset[] = {
     {"saved_tensors", (getter)function_saved_tensors, NULL, NULL, NULL},
+    {"_input_of", (getter)function_input_of, NULL, NULL, NULL},
+    {"_output_meta", (getter)function_output_meta, NULL, NULL, NULL},
     {NULL},
 };
 

@@ -20,6 +20,7 @@
 #include <structmember.h>
 
 _Thread_local int cddp_grad_enabled = 1;
+_Thread_local int cddp_accumulate_off = 0;
 
 /* ---- Node type ------------------------------------------------------------------------ */
 
@@ -123,6 +124,120 @@ static PyObject *node_metadata(NodeObject *self, void *c)
     return Py_NewRef(self->dict);
 }
 
+/* ---- what the higher-order engine reads (cddp/autograd/_higher.py) ---------------------
+ * Private: these expose a node's internal slots to the Python formulas that differentiate a
+ * backward (create_graph=True). The slots' meaning is per node type (the op's C file says). */
+
+static PyObject *node_sequence_nr(NodeObject *self, PyObject *unused)
+{
+    return PyLong_FromLongLong(self->seq);
+}
+
+/* _saved(slot) -> the saved object (a Tensor as backward would read it, with torch's released
+ * and modified-in-place errors), or None for an empty slot */
+static PyObject *node_saved_slot(NodeObject *self, PyObject *arg)
+{
+    long slot = PyLong_AsLong(arg);
+    PyObject *o;
+    if (slot == -1 && PyErr_Occurred())
+        return NULL;
+    if (slot < 0 || slot >= CDDP_NODE_MAX_SAVED) {
+        PyErr_Format(PyExc_IndexError, "%s has no saved slot %ld", self->name, slot);
+        return NULL;
+    }
+    o = self->saved[slot];
+    if (o && cddp_tensor_check(o))
+        o = (PyObject *)cddp_node_saved(self, (int)slot);
+    else if (!o && self->released)
+        o = (PyObject *)cddp_node_saved(self, (int)slot);       /* raises the released error */
+    if (!o)
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    return Py_NewRef(o);
+}
+
+/* _scalars() -> (d: 4 floats, i: the integer slots, extra object or None) */
+static PyObject *node_scalars(NodeObject *self, PyObject *unused)
+{
+    enum { NI = (int)(sizeof self->i / sizeof self->i[0]) };
+    PyObject *d = PyTuple_New(4), *i = PyTuple_New(NI), *r = NULL;
+    if (!d || !i)
+        goto done;
+    for (int k = 0; k < 4; k++) {
+        PyObject *v = PyFloat_FromDouble(self->d[k]);
+        if (!v)
+            goto done;
+        PyTuple_SET_ITEM(d, k, v);
+    }
+    for (int k = 0; k < NI; k++) {
+        PyObject *v = PyLong_FromLongLong(self->i[k]);
+        if (!v)
+            goto done;
+        PyTuple_SET_ITEM(i, k, v);
+    }
+    r = PyTuple_Pack(3, d, i, self->extra ? self->extra : Py_None);
+done:
+    Py_XDECREF(d);
+    Py_XDECREF(i);
+    return r;
+}
+
+/* _input_meta() -> ((shape tuple, dtype name), ...) per edge, as the forward's inputs were */
+static PyObject *node_input_meta(NodeObject *self, PyObject *unused)
+{
+    PyObject *tup = PyTuple_New(self->n_next);
+    for (int k = 0; tup && k < self->n_next; k++) {
+        const cddp_meta *m = &self->meta[k];
+        PyObject *shape = PyTuple_New(m->ndim), *pair;
+        for (int d = 0; shape && d < m->ndim; d++) {
+            PyObject *v = PyLong_FromLongLong(m->shape[d]);
+            if (!v)
+                Py_CLEAR(shape);
+            else
+                PyTuple_SET_ITEM(shape, d, v);
+        }
+        pair = shape ? Py_BuildValue("(Os)", shape, cddp_dtype_name[m->dtype]) : NULL;
+        Py_XDECREF(shape);
+        if (!pair)
+            Py_CLEAR(tup);
+        else
+            PyTuple_SET_ITEM(tup, k, pair);
+    }
+    return tup;
+}
+
+/* _as_output(t, output_nr) -> an alias of t whose history is (this node, output_nr): a saved
+ * output made differentiable again, as torch's SavedVariable does for outputs */
+static PyObject *node_as_output(NodeObject *self, PyObject *args)
+{
+    PyObject *t;
+    int k;
+    TensorObject *a;
+    if (!PyArg_ParseTuple(args, "Oi:_as_output", &t, &k))
+        return NULL;
+    if (!cddp_tensor_check(t) || k < 0 || k >= self->n_out) {
+        PyErr_Format(PyExc_ValueError, "_as_output: a Tensor and an output of %s expected",
+                     self->name);
+        return NULL;
+    }
+    a = cddp_tensor_alias((TensorObject *)t, ((TensorObject *)t)->ndim,
+                          ((TensorObject *)t)->shape, ((TensorObject *)t)->strides,
+                          ((TensorObject *)t)->offset);
+    if (a)
+        cddp_set_history(a, self, k);
+    return (PyObject *)a;
+}
+
+/* _hooks() -> (pre_hooks dict | None, retain dict | None, leaf hooks | None,
+ *              post-accumulate hooks | None); the last two for AccumulateGrad only */
+static PyObject *node_hooks(NodeObject *self, PyObject *unused)
+{
+    TensorObject *v = self->variable;
+    return PyTuple_Pack(4, self->pre_hooks ? self->pre_hooks : Py_None,
+                        self->retain ? self->retain : Py_None,
+                        v && v->hooks ? v->hooks : Py_None,
+                        v && v->post_acc_hooks ? v->post_acc_hooks : Py_None);
+}
+
 static PyMemberDef node_members[] = {
     {"__weaklistoffset__", T_PYSSIZET, offsetof(NodeObject, weakreflist), READONLY},
     {NULL},
@@ -137,6 +252,12 @@ static PyGetSetDef node_getset[] = {
 
 static PyMethodDef node_methods[] = {
     {"name", (PyCFunction)node_name, METH_NOARGS, NULL},
+    {"_sequence_nr", (PyCFunction)node_sequence_nr, METH_NOARGS, NULL},
+    {"_saved", (PyCFunction)node_saved_slot, METH_O, NULL},
+    {"_scalars", (PyCFunction)node_scalars, METH_NOARGS, NULL},
+    {"_input_meta", (PyCFunction)node_input_meta, METH_NOARGS, NULL},
+    {"_as_output", (PyCFunction)node_as_output, METH_VARARGS, NULL},
+    {"_hooks", (PyCFunction)node_hooks, METH_NOARGS, NULL},
     {NULL},
 };
 
@@ -419,6 +540,10 @@ static int accumulate_grad_backward(NodeObject *self, TensorObject **gout, Tenso
     g = cddp_run_tensor_hooks(var->hooks, gout[0]);
     if (!g)
         return -1;
+    if (cddp_accumulate_off) {       /* autograd.grad: the hooks captured what it wants */
+        Py_DECREF(g);
+        return 0;
+    }
     if (var->grad && cddp_tensor_check(var->grad)) {
         if (cddp_accumulate_into((TensorObject *)var->grad, g) < 0)
             goto fail;

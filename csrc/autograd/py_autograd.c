@@ -113,14 +113,15 @@ static PyObject *tensor_backward(TensorObject *self, PyObject *args, PyObject *k
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOO:backward", kwlist, &grad, &retain,
                                      &create, &inputs))
         return NULL;
-    if (PyObject_IsTrue(create) == 1) {
-        PyErr_SetString(PyExc_NotImplementedError,
-                        "cddp: create_graph=True (higher-order gradients) is not supported");
-        return NULL;
-    }
-    if (inputs != Py_None) {
-        PyErr_SetString(PyExc_NotImplementedError, "cddp: backward(inputs=...) is not supported");
-        return NULL;
+    if (PyObject_IsTrue(create) == 1 || inputs != Py_None) {
+        /* higher-order gradients and inputs= run the Python engine (cddp/autograd/_higher.py) */
+        PyObject *mod = PyImport_ImportModule("cddp.autograd._higher"), *res;
+        if (!mod)
+            return NULL;
+        res = PyObject_CallMethod(mod, "backward", "OOOOO", (PyObject *)self, grad, retain,
+                                  create, inputs);
+        Py_DECREF(mod);
+        return res;
     }
     r = retain == Py_None ? 0 : PyObject_IsTrue(retain);
     if (r < 0)
@@ -282,12 +283,18 @@ static PyObject *py_is_anomaly_enabled(PyObject *m, PyObject *unused)
 
 static PyObject *py_backward(PyObject *m, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"tensors", "grad_tensors", "retain_graph", NULL};
+    static char *kwlist[] = {"tensors", "grad_tensors", "retain_graph", "capture_only", NULL};
     PyObject *ts, *gs = Py_None;
-    int retain = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Op:_backward", kwlist, &ts, &gs, &retain))
+    int retain = 0, capture = 0, prev = cddp_accumulate_off, rc;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|Opp:_backward", kwlist, &ts, &gs, &retain,
+                                     &capture))
         return NULL;
-    if (backward_seq(ts, gs, retain) < 0)
+    /* capture_only (autograd.grad): leaves' hooks see their gradient, .grad is left alone;
+     * set per run, so a backward nested in a node's backward (a checkpoint) accumulates */
+    cddp_accumulate_off = capture;
+    rc = backward_seq(ts, gs, retain);
+    cddp_accumulate_off = prev;
+    if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
 }

@@ -209,6 +209,14 @@ static PyObject *get_is_leaf(TensorObject *self, void *c)
     return PyBool_FromLong(self->grad_fn == NULL);
 }
 
+/* which output of its grad_fn this tensor is (0 for leaves), as torch's Tensor.output_nr */
+static PyObject *get_output_nr(TensorObject *self, void *c)
+{
+    if (cddp_view_sync(self) < 0)
+        return NULL;
+    return PyLong_FromLong(self->grad_fn ? self->output_nr : 0);
+}
+
 static PyObject *get_version(TensorObject *self, void *c)
 {
     return PyLong_FromLongLong(self->storage->version);
@@ -269,6 +277,7 @@ static PyGetSetDef tensor_getset[] = {
     {"grad_fn", (getter)get_grad_fn, NULL, NULL, NULL},
     {"is_leaf", (getter)get_is_leaf, NULL, NULL, NULL},
     {"_version", (getter)get_version, NULL, NULL, NULL},
+    {"output_nr", (getter)get_output_nr, NULL, NULL, NULL},
     {"data", (getter)get_data, (setter)set_data, NULL, NULL},
     {"itemsize", (getter)get_itemsize, NULL, NULL, NULL},
     {"retains_grad", (getter)get_retains_grad, NULL, NULL, NULL},

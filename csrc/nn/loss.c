@@ -202,16 +202,47 @@ static double ce_denominator(const ce_plan *p)
     return d;
 }
 
+/* (R, C) float64 rows into a new tensor of m's shape and dtype: the rows of an
+ * (N, C, d1, ..) input were (N, d1, .., C), so those are permuted back. */
+static TensorObject *rows_to_input(const double *rows, const cddp_meta *m)
+{
+    int64_t sh[CDDP_MAX_DIMS], st[CDDP_MAX_DIMS];
+    TensorObject *r, *v, *out;
+    if (m->ndim < 3)
+        return from_doubles(rows, m->dtype, m->ndim, m->shape);
+    for (int d = 0, k = 0; d < m->ndim; d++)
+        if (d != 1)
+            sh[k++] = m->shape[d];
+    sh[m->ndim - 1] = m->shape[1];
+    r = from_doubles(rows, m->dtype, m->ndim, sh);
+    if (!r)
+        return NULL;
+    for (int d = 0, k = 0; d < m->ndim; d++)
+        if (d != 1)
+            st[d] = r->strides[k++];
+    st[1] = r->strides[m->ndim - 1];
+    v = cddp_tensor_alias(r, m->ndim, m->shape, st, 0);
+    out = v ? cddp_tensor_contiguous_raw(v) : NULL;
+    Py_XDECREF(v);
+    Py_DECREF(r);
+    return out;
+}
+
+/* Input gradient gx[r, c] = s_r (A_r softmax(x)[r, c] - a[r, c]) (no softmax term for nll);
+ * with probabilities, the target's gt[r, c] = -s_r (1 - eps) w_c log_softmax(x)[r, c]
+ * (edge 1, present when the target needs grad). */
 static int ce_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
     TensorObject *x = cddp_node_saved(self, 0), *tgt = cddp_node_saved(self, 1);
     TensorObject *lse = cddp_node_saved(self, 2), *w = self->n_saved > 3 ? cddp_node_saved(self, 3) : NULL;
     ce_plan p;
-    double *scale = NULL, *arow = NULL, *gx = NULL;
-    int rc = -1;
+    double *scale = NULL, *arow = NULL, *gx = NULL, *gt = NULL;
+    int rc = -1, want_x, want_t;
     if (!x || !tgt || !lse || (self->n_saved > 3 && self->saved[3] && !w))
         return -1;
-    if (!gout[0] || !self->next[0].node)
+    want_x = self->next[0].node != NULL;
+    want_t = self->n_next > 1 && self->next[1].node != NULL;
+    if (!gout[0] || (!want_x && !want_t))
         return 0;
     p.N = self->i[0]; p.C = self->i[1]; p.probs = (int)self->i[2]; p.logits = (int)self->i[3];
     p.ignore = self->i[4]; p.eps = self->d[0];
@@ -220,10 +251,12 @@ static int ce_backward(NodeObject *self, TensorObject **gout, TensorObject **gin
     p.t = p.probs ? (const double *)cddp_data(tgt) : NULL;
     int red = (int)self->i[5];
     double denom = self->d[1];
+    size_t cells = (size_t)(p.N * p.C > 0 ? p.N * p.C : 1);
     scale = grad_scale(gout[0], red, denom, p.N);
     arow = PyMem_Malloc(sizeof(double) * (size_t)(p.C ? p.C : 1));
-    gx = PyMem_Malloc(sizeof(double) * (size_t)(p.N * p.C > 0 ? p.N * p.C : 1));
-    if (!scale || !arow || !gx) {
+    gx = PyMem_Malloc(sizeof(double) * cells);
+    gt = want_t ? PyMem_Malloc(sizeof(double) * cells) : NULL;
+    if (!scale || !arow || !gx || (want_t && !gt)) {
         PyErr_NoMemory();
         goto done;
     }
@@ -237,37 +270,21 @@ static int ce_backward(NodeObject *self, TensorObject **gout, TensorObject **gin
         for (int64_t c = 0; c < p.C; c++) {
             double sm = p.logits ? exp(xv[i * p.C + c] - l[i]) : 0.0;
             gx[i * p.C + c] = s * (A * sm - arow[c]);
+            if (gt)
+                gt[i * p.C + c] = -s * (1 - p.eps) * (p.w ? p.w[c] : 1.0) *
+                                  (xv[i * p.C + c] - l[i]);
         }
     }
-    if (self->meta[0].ndim >= 3) {   /* rows were (N, d1, .., C): permute back */
-        const cddp_meta *m = &self->meta[0];
-        int64_t sh[CDDP_MAX_DIMS];
-        TensorObject *r, *v;
-        for (int d = 0, k = 0; d < m->ndim; d++)
-            if (d != 1)
-                sh[k++] = m->shape[d];
-        sh[m->ndim - 1] = m->shape[1];
-        r = from_doubles(gx, m->dtype, m->ndim, sh);
-        v = r ? classes_last(r) : NULL;          /* the inverse of moving C last, on r */
-        if (v) {
-            int64_t st[CDDP_MAX_DIMS];
-            for (int d = 0, k = 0; d < m->ndim; d++)
-                if (d != 1)
-                    st[d] = r->strides[k++];
-            st[1] = r->strides[m->ndim - 1];
-            Py_SETREF(v, cddp_tensor_alias(r, m->ndim, m->shape, st, 0));
-        }
-        gin[0] = v ? cddp_tensor_contiguous_raw(v) : NULL;
-        Py_XDECREF(v);
-        Py_XDECREF(r);
-    } else {
-        gin[0] = from_doubles(gx, self->meta[0].dtype, self->meta[0].ndim, self->meta[0].shape);
-    }
-    rc = gin[0] ? 0 : -1;
+    if (want_x && !(gin[0] = rows_to_input(gx, &self->meta[0])))
+        goto done;
+    if (want_t && !(gin[1] = rows_to_input(gt, &self->meta[1])))
+        goto done;
+    rc = 0;
 done:
     PyMem_Free(scale);
     PyMem_Free(arow);
     PyMem_Free(gx);
+    PyMem_Free(gt);
     return rc;
 }
 
@@ -413,16 +430,19 @@ static void ce_forward(const ce_plan *p, const double *xv, double *lv, double *l
     }
 }
 
-/* Give out its history when x needs grad: a node running ce_backward, holding p's scalars and
- * the float64 inputs, the row lse and the weight (wd may be NULL). 0, or -1 with an
- * exception. */
-static int ce_record(TensorObject *out, TensorObject *x, const ce_plan *p, int red, double denom,
-                     TensorObject *xd, TensorObject *td, TensorObject *lse, TensorObject *wd)
+/* Give out its history when x (or probability targets) need grad: a node running ce_backward,
+ * holding p's scalars and the float64 inputs, the row lse and the weight (wd may be NULL).
+ * 0, or -1 with an exception. */
+static int ce_record(TensorObject *out, TensorObject *x, TensorObject *tgt, const ce_plan *p,
+                     int red, double denom, TensorObject *xd, TensorObject *td, TensorObject *lse,
+                     TensorObject *wd)
 {
     int err, bad;
     /* torch's graph ends in the smoothing add when label_smoothing > 0 */
     const char *name = p->eps > 0 && !p->probs ? "AddBackward0" : "NllLossBackward0";
-    NodeObject *node = cddp_maybe_node(name, ce_backward, 1, &x, &err);
+    /* probabilities are differentiable too (edge 1) */
+    TensorObject *ins[2] = {x, tgt};
+    NodeObject *node = cddp_maybe_node(name, ce_backward, p->probs ? 2 : 1, ins, &err);
     if (err)
         return -1;
     if (!node)
@@ -480,7 +500,7 @@ static PyObject *ce_common(PyObject *args, int logits)
                 osh[ond++] = x->shape[d];
         out = reduce_out(l, p.N, red, denom, x->dtype, ond, osh);
     }
-    if (!out || ce_record(out, x, &p, red, denom, xd, td, lse, wd) < 0)
+    if (!out || ce_record(out, x, tgt, &p, red, denom, xd, td, lse, wd) < 0)
         goto fail;
     goto done;
 fail:

@@ -14,6 +14,9 @@
  *       ps       list (parallel to params) of tuples of per-parameter scalars that depend on
  *                the parameter's step (bias corrections, eta ...), or None
  *
+ * float16/bfloat16 parameters keep their state in their dtype (as torch) and run the float32
+ * loop on widened blocks (step_reduced).
+ *
  * Dimension legend: every tensor is a flat run of n elements (the parameter's numel).
  */
 #include "optim/optim.h"
@@ -257,6 +260,32 @@ static int check_args(int k, PyObject *params, PyObject *grads, PyObject *states
     return read_floats(hs, kinds[k].n_hs, hs_out, "hs");
 }
 
+/* Kind k's float32 loop over a float16/bfloat16 parameter, its gradient and state, NB
+ * elements at a time: widened, updated, each rounded back once per step (optim.c's Adam does
+ * the same; torch rounds after every op of the update, so the two differ in the last bit now
+ * and then). */
+#define NB 512
+static void step_reduced(int k, cddp_dtype dt, char *w, const char *gr, char **sp, int64_t n,
+                         const double *hs, const double *pv)
+{
+    float wf[NB], gf[NB], sf[MAX_STATE][NB], *sb[MAX_STATE];
+    for (int64_t o = 0; o < n; o += NB) {
+        int64_t m = n - o < NB ? n - o : NB;
+        cddp_widen(dt, wf, w + 2 * o, 2, m);
+        cddp_widen(dt, gf, gr + 2 * o, 2, m);
+        for (int j = 0; j < kinds[k].n_state; j++) {
+            sb[j] = sp[j] ? sf[j] : NULL;
+            if (sp[j])
+                cddp_widen(dt, sf[j], sp[j] + 2 * o, 2, m);
+        }
+        kinds[k].f(wf, gf, sb, m, hs, pv);
+        cddp_narrow(dt, w + 2 * o, 2, wf, m);
+        for (int j = 0; j < kinds[k].n_state; j++)
+            if (sp[j])
+                cddp_narrow(dt, sp[j] + 2 * o, 2, sf[j], m);
+    }
+}
+
 /* One parameter: its state tensors (optional ones may be absent), scalars, the loop. */
 static int step_one(int k, PyObject *params, PyObject *grads, PyObject *states, PyObject *ps,
                     const double *hs, Py_ssize_t i)
@@ -268,7 +297,8 @@ static int step_one(int k, PyObject *params, PyObject *grads, PyObject *states, 
     int64_t n;
     if (go == Py_None)
         return 0;
-    if (!(p = cddp_optim_param(params, i)) || cddp_refuse_narrow(p, kinds[k].name) < 0)
+    if (!(p = cddp_optim_param(params, i)) ||
+        (!cddp_is_reduced(p->dtype) && cddp_refuse_narrow(p, kinds[k].name) < 0))
         return -1;
     for (int j = 0; j < kinds[k].n_state; j++) {
         PyObject *l = PyTuple_GET_ITEM(states, j);
@@ -284,7 +314,9 @@ static int step_one(int k, PyObject *params, PyObject *grads, PyObject *states, 
         return -1;
     n = cddp_numel(p);
     Py_BEGIN_ALLOW_THREADS
-    if (p->dtype == CDDP_FLOAT32)
+    if (cddp_is_reduced(p->dtype))
+        step_reduced(k, p->dtype, cddp_data(p), cddp_data(g), (char **)sp, n, hs, pv);
+    else if (p->dtype == CDDP_FLOAT32)
         kinds[k].f((float *)cddp_data(p), (const float *)cddp_data(g), (float **)sp, n, hs, pv);
     else
         kinds[k].d((double *)cddp_data(p), (const double *)cddp_data(g), (double **)sp, n, hs,

@@ -256,6 +256,21 @@ class Module:
                 raise AttributeError("`" + item + "` is not an nn.Module")
         return mod
 
+    def set_submodule(self, target, module, strict=False):
+        """Put `module` at the dotted path `target`: the parent must exist; the last name may
+        be new unless strict, and if it exists it must be a Module (torch's errors)."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        atoms = target.split(".")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent = self if len(atoms) == 1 else self.get_submodule(".".join(atoms[:-1]))
+        if strict and not hasattr(parent, atoms[-1]):
+            raise AttributeError(parent._get_name() + " has no attribute `" + atoms[-1] + "`")
+        if hasattr(parent, atoms[-1]) and not isinstance(getattr(parent, atoms[-1]), Module):
+            raise AttributeError("`" + atoms[-1] + "` is not an nn.Module")
+        setattr(parent, atoms[-1], module)
+
     def _get_entry(self, target, table, kind):
         """The entry `name` of table ("_parameters" / "_buffers") of submodule `path` for
         target "path.name"; AttributeError naming what it is not."""

@@ -1,4 +1,5 @@
-"""cddp.nn.utils — clip_grad_norm_ / clip_grad_value_ (one C pass over all gradients),
+"""cddp.nn.utils — clip_grad_norm_ / clip_grad_value_ (one C pass over all gradients for
+the common cases, torch's composition for the rest),
 get_total_norm / clip_grads_with_norm_ (torch 2.6's two halves of clip_grad_norm_),
 parameters_to_vector / vector_to_parameters, and the submodules: rnn (PackedSequence and
 padding helpers), parametrize / parametrizations, weight_norm and spectral_norm (hook-based),
@@ -31,14 +32,28 @@ def _grads(parameters):
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
     """Scale all gradients together so their total norm is at most max_norm; returns the
-    total norm (before clipping) as a 0-dim tensor."""
+    total norm (before clipping) as a 0-dim tensor. torch's composition: get_total_norm, then
+    clip_grads_with_norm_ (a nan total makes every gradient nan). The one-pass C kernel
+    serves the 2- and inf-norms of gradients of one dtype, where it gives torch's values."""
     if isinstance(norm_type, str):
         if norm_type != "inf":
             raise ValueError(f"norm_type must be a number or 'inf', got {norm_type!r}")
         norm_type = float("inf")
-    return _C._clip_grad_norm(_grads(parameters), float(max_norm), float(norm_type),
-                              bool(error_if_nonfinite))
-
+    norm_type = float(norm_type)
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    grads = _grads(parameters)
+    if norm_type in (2.0, float("inf")) and grads and len({g.dtype for g in grads}) == 1:
+        total_norm = _C._clip_grad_norm(grads, float(max_norm), norm_type,
+                                        bool(error_if_nonfinite))
+        if bool(total_norm.isnan()):     # the kernel leaves the gradients; torch scales by nan
+            from ...autograd.grad_mode import no_grad
+            with no_grad():
+                for g in grads:
+                    g.fill_(float("nan"))
+        return total_norm
+    total_norm = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(parameters, max_norm, total_norm, foreach)
+    return total_norm
 
 
 def clip_grad_norm(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
@@ -59,9 +74,9 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     norm_type = float(norm_type)
     if len(tensors) == 0:
         return _C.tensor(0.0)
+    # each norm in its tensor's dtype; stack promotes, so float32 with float64 gives float64
     norms = [t.norm(norm_type) for t in tensors]
-    dtype = norms[0].dtype
-    total_norm = _C.stack([n.to(dtype) for n in norms]).norm(norm_type)
+    total_norm = _C.stack(norms).norm(norm_type)
     if error_if_nonfinite and not bool(total_norm.isfinite()):
         raise RuntimeError(
             f"The total norm of order {norm_type} for gradients from "
@@ -86,8 +101,18 @@ def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
 
 
 def clip_grad_value_(parameters, clip_value, foreach=None):
-    """Clamp every gradient element to [-clip_value, clip_value] in place."""
-    _C._clip_grad_value(_grads(parameters), float(clip_value))
+    """Clamp every gradient element to [-clip_value, clip_value] in place. A negative
+    clip_value makes min > max, where clamp gives max: every element becomes clip_value
+    (nan stays nan), as torch's clamp_(min=-clip_value, max=clip_value)."""
+    clip_value = float(clip_value)
+    grads = _grads(parameters)
+    if clip_value >= 0:
+        _C._clip_grad_value(grads, clip_value)
+        return
+    from ...autograd.grad_mode import no_grad
+    with no_grad():
+        for g in grads:
+            g.clamp_(min=-clip_value, max=clip_value)
 
 
 def parameters_to_vector(parameters):

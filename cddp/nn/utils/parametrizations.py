@@ -12,7 +12,7 @@ parameter names and state dict keys are torch's:
 orthogonal's three maps are composed of cddp ops, so autograd differentiates them as
 written: matrix_exp is a degree-12 Taylor polynomial with scaling and squaring (error below
 1e-15 relative at the scaled norm 1/2, i.e. exact in float64 for these skew matrices);
-householder_product applies the k reflectors one column at a time; cayley solves with
+cddp.linalg.householder_product applies the k reflectors one column at a time; cayley solves with
 cddp.linalg.solve. The QR that right_inverse uses (no gradient) is NumPy's, with
 torch's sign convention (R's diagonal positive), which makes it equal to torch's.
 """
@@ -23,7 +23,7 @@ import numpy as np
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
-from ...linalg import solve
+from ...linalg import geqrf, householder_product, solve
 from .. import functional as F
 from ..modules.module import Module
 from . import parametrize
@@ -56,20 +56,6 @@ def _matrix_exp(A):
     for _ in range(s):
         P = P @ P
     return P
-
-
-def _householder_product(A, tau):
-    """The first k columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^H with v_i = e_i + A's
-    column i below the diagonal (torch.linalg.householder_product); A (..., n, k)."""
-    n, k = A.size(-2), A.size(-1)
-    eye = _eye_like(A)
-    V = A.tril(-1) + eye
-    Q = eye.expand(*A.shape[:-2], n, k) if A.dim() > 2 else eye
-    for i in range(k - 1, -1, -1):   # Q = H_i Q, innermost reflector first
-        v = V[..., :, i:i + 1]
-        t = tau[..., i:i + 1].unsqueeze(-1)
-        Q = Q - (t * v) @ (v.transpose(-2, -1) @ Q)
-    return Q
 
 
 def _is_orthogonal(Q):
@@ -123,7 +109,7 @@ class _Orthogonal(Module):
         else:
             A = X.tril(-1)
             tau = 2.0 / (1.0 + (A * A).sum(dim=-2))
-            Q = _householder_product(A, tau)
+            Q = householder_product(A, tau)
             # X's diagonal holds the signs (+-1); torch casts it to int so no gradient flows
             Q = Q * X.diagonal(dim1=-2, dim2=-1).detach().to(_C.int32).to(Q.dtype).unsqueeze(-2)
         if hasattr(self, "base"):
@@ -148,11 +134,14 @@ class _Orthogonal(Module):
                     raise NotImplementedError(
                         "It is not possible to assign to the matrix exponential "
                         "or the Cayley parametrizations when use_trivialization=False.")
-                # torch stores geqrf's reflectors with the diagonal's signs; that needs
-                # LAPACK's geqrf output, which NumPy does not expose
-                raise NotImplementedError(
-                    "cddp: assigning to orthogonal(..., orthogonal_map='householder', "
-                    "use_trivialization=False) needs geqrf, which cddp does not have")
+                # Q's QR as geqrf's reflectors; R's diagonal signs go on A's diagonal (the
+                # forward's sign column), so the forward reproduces Q when Q is orthogonal.
+                # tau == 0 means LAPACK skipped that reflector: its sign is flipped, as torch's
+                A, tau = geqrf(Q)
+                diag = A.diagonal(dim1=-2, dim2=-1)
+                signs = diag.sign()
+                diag.copy_(_C.where(tau == 0.0, -signs, signs))
+                return A.transpose(-2, -1) if transpose else A
             if n == k:
                 Q = Q.clone() if _is_orthogonal(Q) else _make_orthogonal(Q)
             else:

@@ -16,8 +16,12 @@ from one epoch to the next, as torch does: the loader holds its one iterator and
 epoch on the same workers; they stop when the loader is garbage-collected or the interpreter
 exits, and on their own within _WATCHDOG_S of the main process dying.
 
+Worker seeding, as torch's: worker w of an iterator with base seed b seeds cddp and Python's
+`random` with b + w, and NumPy's global RNG with _generate_state(b, w).
+
 Worker failures, as torch has them: an exception in a worker is raised in the main process
-with its own type and the worker's traceback in the message; a worker that dies (SIGKILL, the
+with its own type and the worker's traceback in the message, when its batch's turn comes
+(the batches before it are delivered first); a worker that dies (SIGKILL, the
 OOM killer) fails the loop when it dies — the main process waits on the result queue and on
 every worker's sentinel at once; leaving the loop early terminates the workers that still owe
 a batch instead of waiting for them.
@@ -32,6 +36,7 @@ from multiprocessing import connection as mp_connection
 import os
 import pickle
 import queue
+import random
 import signal
 import sys
 import time
@@ -50,7 +55,7 @@ _NUMPY_KINDS = {"f", "i", "u", "b"}
 
 def default_collate(batch):
     """torch's rules: tensors are stacked on a new dim 0, Python numbers become 1-D tensors
-    (float64 for floats, int64 for ints), NumPy arrays are stacked as tensors, strings stay a
+    (float64 when the first is a float, else tensor(batch)'s inference), NumPy arrays are stacked as tensors, strings stay a
     list, and tuples/lists/dicts are collated field by field."""
     elem = batch[0]
     if isinstance(elem, Tensor):
@@ -58,13 +63,11 @@ def default_collate(batch):
     if isinstance(elem, np.ndarray) and elem.dtype.kind in _NUMPY_KINDS:
         return _C.stack([_C.as_tensor(b) for b in batch], 0)
     if isinstance(elem, np.generic) and elem.dtype.kind in _NUMPY_KINDS:
-        return _C.as_tensor(np.array(batch))
-    if isinstance(elem, bool):
-        return _C.tensor(batch, dtype=_C.bool)
-    if isinstance(elem, int):
-        return _C.tensor(batch, dtype=_C.int64)
+        return _C.as_tensor(list(batch))    # as torch: [np.int64(1), 2.5] is float32
     if isinstance(elem, float):
         return _C.tensor(batch, dtype=_C.float64)
+    if isinstance(elem, int):       # bool included: torch.tensor(batch)'s own inference, so
+        return _C.tensor(batch)     # [1, 2.5] is float32, [True, 2] int64, [True] bool
     if isinstance(elem, (str, bytes)):
         return batch
     if isinstance(elem, collections.abc.Mapping):
@@ -201,6 +204,42 @@ def _iterable_batches(dataset, batch_size, drop_last, collate_fn):
         yield collate_fn(batch)
 
 
+def _generate_state(base_seed, worker_id):
+    """NumPy's seed for a worker, four uint32 words (torch's _generate_state, a SeedSequence-
+    like hash of (worker_id, base_seed)), so NumPy and `random` streams do not collide."""
+    INIT_A, MULT_A = 0x43B0D7E5, 0x931E8875
+    INIT_B, MULT_B = 0x8B51F9DD, 0x58F38DED
+    MIX_MULT_L, MIX_MULT_R = 0xCA01F9DD, 0x4973F715
+    XSHIFT, MASK32 = 16, 0xFFFFFFFF
+    entropy = [worker_id, base_seed & MASK32, base_seed >> 32, 0]
+    hash_const_a = INIT_A
+
+    def hash_(value):
+        nonlocal hash_const_a
+        value = (value ^ hash_const_a) & MASK32
+        hash_const_a = (hash_const_a * MULT_A) & MASK32
+        value = (value * hash_const_a) & MASK32
+        return (value ^ (value >> XSHIFT)) & MASK32
+
+    def mix(x, y):
+        result = ((MIX_MULT_L * x) - (MIX_MULT_R * y)) & MASK32
+        return (result ^ (result >> XSHIFT)) & MASK32
+
+    pool = [hash_(e) for e in entropy]
+    for i_src in range(4):              # every word affects every other
+        for i_dst in range(4):
+            if i_src != i_dst:
+                pool[i_dst] = mix(pool[i_dst], hash_(pool[i_src]))
+    hash_const_b = INIT_B
+    state = []
+    for value in pool:
+        value = (value ^ hash_const_b) & MASK32
+        hash_const_b = (hash_const_b * MULT_B) & MASK32
+        value = (value * hash_const_b) & MASK32
+        state.append((value ^ (value >> XSHIFT)) & MASK32)
+    return state
+
+
 def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_init_fn,
                  worker_id, num_workers, seed, iterable=None):
     """A worker: answers each task from index_q with (task, data, error). Map-style tasks
@@ -208,8 +247,10 @@ def _worker_loop(dataset, index_q, result_q, collate_fn, auto_collation, worker_
     of this worker's own iterator (_Exhausted once it has ended)."""
     global _worker_info
     parent = os.getppid()
+    # torch's seeding: random and cddp from base_seed + worker_id, NumPy from a hash of both
+    random.seed(seed)
     _C.manual_seed(seed)
-    np.random.seed(seed % (2 ** 32))
+    np.random.seed(_generate_state(seed - worker_id, worker_id))
     _worker_info = _WorkerInfo(worker_id, num_workers, seed, dataset)
     try:
         if worker_init_fn is not None:
@@ -254,6 +295,29 @@ def _exit_status(w):
     return f"exit code {code}"
 
 
+class _SingleProcessIter:
+    """num_workers=0: fetches each batch in the calling process. len() is the index
+    sampler's, as torch's iterators have it (an IterableDataset's has none: TypeError)."""
+
+    def __init__(self, loader, batches):
+        self._index_sampler = loader._index_sampler
+        if batches is None:
+            self._it = _iterable_batches(loader.dataset, loader.batch_size, loader.drop_last,
+                                         loader.collate_fn)
+        else:
+            self._it = (_fetch(loader.dataset, b, loader.collate_fn, loader._auto_collation)
+                        for b in batches)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._it)
+
+    def __len__(self):
+        return len(self._index_sampler)
+
+
 class _MultiProcessIter:
     """Feeds index batches to workers round-robin, returns results in sampler order (an
     IterableDataset: "next batch" tasks to the workers not yet exhausted, in turn). Waits
@@ -278,6 +342,7 @@ class _MultiProcessIter:
         if isinstance(ctx, str):
             ctx = multiprocessing.get_context(ctx)
         self._nw = loader.num_workers
+        self._index_sampler = loader._index_sampler     # for len(), as torch's iterator
         self._index_qs = [ctx.Queue() for _ in range(self._nw)]
         self._result_q = ctx.Queue()
         self._workers = []
@@ -347,6 +412,9 @@ class _MultiProcessIter:
     def __iter__(self):
         return self
 
+    def __len__(self):
+        return len(self._index_sampler)
+
     def __next__(self):
         while True:
             if self._rcv_idx >= self._send_idx:
@@ -355,15 +423,19 @@ class _MultiProcessIter:
                 raise StopIteration
             while self._rcv_idx not in self._cache:
                 idx, data, err = self._get_result()
-                if err is not None:
+                if err is not None and idx < 0:     # worker_init_fn failed: no batch of its own
                     self.shutdown()
                     err.reraise()
                 if data is _Exhausted and self._owner.get(idx) in self._active:
                     self._active.remove(self._owner[idx])   # no more tasks for it
-                self._cache[idx] = data
+                # a failed batch waits for its turn: the batches before it come out first
+                self._cache[idx] = data if err is None else err
             data = self._cache.pop(self._rcv_idx)
             self._owner.pop(self._rcv_idx, None)
             self._rcv_idx += 1
+            if isinstance(data, _ExceptionWrapper):
+                self.shutdown()
+                data.reraise()
             self._put()
             if data is not _Exhausted:
                 return data
@@ -544,13 +616,11 @@ class DataLoader:
         base_seed = int(_C.empty((), dtype=_C.int64).random_(generator=self.generator).item())
         if self._is_iterable:
             if self.num_workers == 0:
-                return _iterable_batches(self.dataset, self.batch_size, self.drop_last,
-                                         self.collate_fn)
+                return _SingleProcessIter(self, None)
             return _MultiProcessIter(self, None, base_seed)
         batches = iter(self._index_sampler)
         if self.num_workers == 0:
-            return (_fetch(self.dataset, b, self.collate_fn, self._auto_collation)
-                    for b in batches)
+            return _SingleProcessIter(self, batches)
         return _MultiProcessIter(self, batches, base_seed)
 
     def __len__(self):

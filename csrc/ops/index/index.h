@@ -104,6 +104,8 @@ void cddp_ix_plan_run(int mode, cddp_dtype dt, char *base, const cddp_iplan *p, 
  * region of src's shape (scatter) rather than a broadcast sum (setitem). */
 NodeObject *cddp_ix_node(const char *name, int kind, int acc, int embed, TensorObject *in0,
                          TensorObject *in1, cddp_iplan *virt, int *err);
+/* _C._index_plan(node): (kind, acc, embed, positions) of an indexing node, else None. */
+PyObject *cddp_ix_plan_py(PyObject *m, PyObject *node);
 
 /* ---- ops/index/index.c ---------------------------------------------------------------- */
 

@@ -520,3 +520,36 @@ NodeObject *cddp_ix_node(const char *name, int kind, int acc, int embed, TensorO
     virt->mem = NULL;
     return n;
 }
+
+/* _index_plan(node) -> None when node is not an indexing node, else (kind, acc, embed,
+ * positions): positions (int64, the plan's shape) holds, for each element the op reads or
+ * writes, its flat offset in input 0's contiguous layout — what the higher-order engine
+ * (cddp/autograd/_higher/shape.py) differentiates these nodes with, whatever their name. */
+PyObject *cddp_ix_plan_py(PyObject *m, PyObject *arg)
+{
+    NodeObject *n = (NodeObject *)arg;
+    cddp_iplan p;
+    TensorObject *iota, *pos;
+    int64_t numel = 1;
+    if (!PyObject_TypeCheck(arg, cddp_state()->node_type)) {
+        PyErr_SetString(PyExc_TypeError, "_index_plan expects an autograd Node");
+        return NULL;
+    }
+    if (n->backward != ix_backward || !n->ibuf || n->n_next < 1)
+        Py_RETURN_NONE;
+    plan_from_node(n, &p);
+    for (int d = 0; d < n->meta[0].ndim; d++)
+        numel *= n->meta[0].shape[d];
+    iota = cddp_tensor_new(CDDP_INT64, 1, &numel, 0);
+    pos = iota ? cddp_tensor_new(CDDP_INT64, p.ndim, p.shape, 0) : NULL;
+    if (!pos) {
+        Py_XDECREF(iota);
+        return NULL;
+    }
+    for (int64_t k = 0; k < numel; k++)
+        ((int64_t *)cddp_data(iota))[k] = k;
+    cddp_ix_plan_run(IX_GATHER, CDDP_INT64, cddp_data(iota), &p, cddp_data(pos), pos->strides);
+    Py_DECREF(iota);
+    return Py_BuildValue("(LLLN)", (long long)n->i[0], (long long)n->i[1], (long long)n->i[2],
+                         (PyObject *)pos);
+}

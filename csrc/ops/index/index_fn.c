@@ -711,5 +711,7 @@ PyMethodDef cddp_index_module_methods[] = {
      "masked_fill(input, mask, value) -> Tensor"},
     {"index_put", (PyCFunction)(void (*)(void))m_index_put, FK,
      "index_put(input, indices, values, accumulate=False) -> Tensor"},
+    {"_index_plan", cddp_ix_plan_py, METH_O,
+     "_index_plan(node) -> (kind, acc, embed, positions) of an indexing node, or None"},
     {NULL},
 };

@@ -1,0 +1,131 @@
+"""The registry of double-backward formulas and the context they read a node through.
+
+A formula differentiates one node's backward: it gets the node's incoming gradients and
+returns the gradients of the node's inputs, computed with cddp ops while grad mode is on, so
+the result has a history of its own (torch's derivatives.yaml, in Python):
+
+    @formula("MulBackward0")
+    def _mul(ctx, g):                     # g: [grad of output 0, ...] (None: no gradient)
+        a, b = ctx.input(0, 0), ctx.input(1, 1)
+        return g[0] * b, g[0] * a         # one entry per edge of the node (None: no gradient)
+
+The node's slots (saved tensors, scalars, integers) mean what the op's C file put there;
+each formula names that file. ctx.input checks that a saved tensor really is the forward's
+input (not a copy): a formula that read a copy would differentiate a constant and return a
+silently wrong second derivative, so that case raises instead.
+"""
+from ... import _C
+from ..grad_mode import enable_grad
+
+FORMULAS = {}
+
+
+def formula(*names):
+    """Register fn(ctx, g) -> tuple of input gradients as the formula of these node names."""
+    def deco(fn):
+        for n in names:
+            FORMULAS[n] = fn
+        return fn
+    return deco
+
+
+class Unsupported(NotImplementedError):
+    pass
+
+
+def _sink(t):
+    """(node, input_nr) an edge to t points at: its grad_fn and output number, or a leaf's
+    AccumulateGrad; (None, 0) when t needs no gradient. Read off the edge of a fresh alias,
+    which is wired exactly as any op's edge to t."""
+    if t.grad_fn is None and not t.requires_grad:
+        return None, 0
+    with enable_grad():
+        return t.view_as(t).grad_fn.next_functions[0]
+
+
+class Ctx:
+    """A node as its formula sees it."""
+
+    def __init__(self, node):
+        self.node = node
+        self.name = node.name()
+        self.next = node.next_functions
+        self.d, self.i, self.extra = node._scalars()
+        self._meta = None
+
+    def needs(self, edge):
+        """Whether input `edge` wants a gradient (its edge leads somewhere)."""
+        return self.next[edge][0] is not None
+
+    def meta(self, edge):
+        """(shape, dtype) of input `edge` in the forward."""
+        if self._meta is None:
+            self._meta = self.node._input_meta()
+        shape, dtype = self._meta[edge]
+        return tuple(shape), getattr(_C, dtype)
+
+    def saved(self, slot):
+        """A saved slot as is (a tensor that needs no gradient, or a non-tensor)."""
+        return self.node._saved(slot)
+
+    def input(self, slot, edge):
+        """Saved slot `slot`, which must be the forward's input `edge`: with its history when
+        that input wants a gradient (so the formula's result is differentiable in it)."""
+        t = self.node._saved(slot)
+        if t is None:
+            raise Unsupported(f"cddp: double backward through {self.name}: its saved input "
+                              f"{slot} was not kept")
+        want = self.next[edge]
+        if want[0] is not None:
+            got = _sink(t)
+            if got[0] is not want[0] or got[1] != want[1]:
+                raise Unsupported(f"cddp: double backward through {self.name}: saved slot "
+                                  f"{slot} is a copy of its input, not the input itself")
+        return t
+
+    def output(self, slot, k=0):
+        """Saved slot `slot`, the node's output k, made differentiable again (its history is
+        this node, as torch's saved outputs are)."""
+        t = self.node._saved(slot)
+        if t is None:
+            raise Unsupported(f"cddp: double backward through {self.name}: its saved output "
+                              "was not kept")
+        return self.node._as_output(t, k)
+
+
+def shared(name, test, fn):
+    """Register fn for the nodes named `name` that pass test(ctx) (ops that borrow another
+    op's node name); the others keep the formula registered before under that name."""
+    prev = FORMULAS.get(name)
+
+    def run(ctx, g):
+        if test(ctx):
+            return fn(ctx, g)
+        if prev is None:
+            raise Unsupported(f"cddp: double backward (create_graph=True) through {name} is "
+                              "not supported yet")
+        return prev(ctx, g)
+    FORMULAS[name] = run
+
+
+def sum_to(t, shape):
+    """t summed over the dimensions broadcasting added or stretched to reach shape (the
+    reverse of broadcasting an input of `shape`)."""
+    shape = tuple(shape)
+    if tuple(t.shape) == shape:
+        return t
+    lead = t.dim() - len(shape)
+    if lead > 0:
+        t = t.sum(dim=tuple(range(lead)))
+    dims = tuple(d for d, n in enumerate(shape) if n == 1 and t.shape[d] != 1)
+    if dims:
+        t = t.sum(dim=dims, keepdim=True)
+    return t.reshape(shape)
+
+
+def operand(ctx, i, slot=None):
+    """Elementwise input i (ops/elementwise/elementwise.c cddp_ew_record): the saved tensor
+    in slot i (or `slot`), or the Python scalar the forward took (node.d[1 + i])."""
+    if ctx.next[i][0] is None and ctx.node._saved(i if slot is None else slot) is None:
+        return ctx.d[1 + i]
+    return ctx.input(i if slot is None else slot, i)
