@@ -309,6 +309,19 @@ def test_conv1d(kw):
           rn(2, 2, 7), rn(4, cg, 2), fd_max=25)
 
 
+def test_unfold_fold_and_conv3d():
+    # unfold / fold: linear, differentiated through formula.adjoint; conv3d composes slices
+    # (indexing nodes) with conv2d
+    kw = dict(kernel_size=(2, 3), dilation=(1, 2), padding=1, stride=(2, 1))
+    x = _t(cddp, rn(1, 2, 5, 6))
+    assert F.unfold(x, **kw).grad_fn.name() == "Im2ColBackward0"
+    check(lambda T, x: F_(T).unfold(x, **kw) * F_(T).unfold(x, **kw), rn(2, 2, 5, 6), fd_max=25)
+    L = F.unfold(x, **kw).shape[-1]
+    check(lambda T, c: F_(T).fold(c, (5, 6), **kw) ** 2, rn(2, 12, L), fd_max=25)
+    check(lambda T, x, w: F_(T).conv3d(x, w, padding=1) ** 2, rn(1, 2, 3, 4, 4),
+          rn(2, 2, 2, 2, 2), fd_max=20)
+
+
 @pytest.mark.parametrize("kw", [dict(), dict(stride=2, padding=1, output_padding=1),
                                 dict(dilation=2, groups=2)])
 def test_conv_transpose(kw):

@@ -52,8 +52,35 @@ def _index(lib, values):
     return lib.tensor(np.array(values, dtype=np.int64))
 
 
-def _pad(lib, x, p):
-    return lib.nn.functional.pad(x, p)
+def _pad(lib, x, p, mode="constant"):
+    return lib.nn.functional.pad(x, p, mode=mode)
+
+
+def _write_through_view(lib, x, w):
+    y = x * 1
+    y[:, 1:3].mul_(w)                     # CopySlices on y
+    return y
+
+
+def _write_through_transposed_view(lib, x, w):
+    y = (x * 1).t()
+    y[1].mul_(w)                          # a non-contiguous base
+    return y * 1
+
+
+def _stale_view(lib, x, w):
+    y = x * 1
+    v = y[1:3]
+    y.mul_(w)                             # v is stale: AsStridedBackward0 over y
+    return v
+
+
+def _fills(lib, x, w):
+    y = x * 2
+    z = x * 3
+    y.zero_()
+    z[0].fill_(w.sum())                   # fill_ with a 0-d tensor that has a history
+    return y + z * x
 
 
 # ---- cases: (id, node name, f(lib, *xs), input kinds and shapes) ------------------------------
@@ -190,6 +217,18 @@ CASES = [
      lambda L, x: L.masked_select(x, L.tensor(np.zeros((3, 4), bool))) + x.sum(), [A34]),
     ("take", "TakeBackward0", lambda L, x: L.take(x, _index(L, [[0, 5], [5, -1], [3, 3]])),
      [A34]),
+    # linear ops through formula.adjoint, writes through views, in-place fills
+    ("pad_reflect", "ReflectionPad2DBackward0", lambda L, x: _pad(L, x, [1, 2, 2, 1], "reflect"),
+     [("any", (1, 3, 4))]),
+    ("pad_replicate", "ReplicationPad2DBackward0",
+     lambda L, x: _pad(L, x, [2, 1], "replicate"), [A234]),
+    ("pad_circular", "CircularPad2DBackward0", lambda L, x: _pad(L, x, [1, 1, 0, 2], "circular"),
+     [A234]),
+    ("copy_slices", "CopySlices", _write_through_view, [A34, ("any", (3, 2))]),
+    ("copy_slices_transposed", "CopySlices", _write_through_transposed_view,
+     [A34, ("any", (3,))]),
+    ("as_strided", "AsStridedBackward0", _stale_view, [A34, A34]),
+    ("fills", "FillBackward3", _fills, [A34, ("any", (2,))]),
     # indexing nodes (ops/index: told apart by their backward, read through _C._index_plan)
     ("getitem_slice", "SliceBackward0", lambda L, x: x[1:3], [A34]),
     ("getitem_column", "SelectBackward0", lambda L, x: x[:, 0], [("any", (4, 4))]),

@@ -63,6 +63,13 @@ NodeObject *cddp_grad_accumulator(TensorObject *leaf);
  * to the final gradient (g itself, increfed, when no hook replaced it), or NULL. */
 TensorObject *cddp_run_tensor_hooks(PyObject *hooks, TensorObject *g);
 
+/* ---- autograd/view.c ------------------------------------------------------------------ */
+
+/* _C._view_positions(node): for a CopySlices / AsStridedBackward0 node, an int64 tensor of
+ * the view's shape holding each view element's flat index in the base (C order of the base's
+ * shape, node->meta[0]); None for any other node. For the higher-order engine. */
+PyObject *cddp_view_positions(PyObject *m, PyObject *node);
+
 /* ---- autograd/engine.c ---------------------------------------------------------------- */
 
 /* A growable array of borrowed node pointers (the engine's work lists, graph walks).

@@ -388,6 +388,7 @@ static PyObject *py_set_saved_tensors_hooks(PyObject *m, PyObject *args)
 PyMethodDef cddp_autograd_module_methods[] = {
     {"_set_saved_tensors_hooks", py_set_saved_tensors_hooks, METH_VARARGS, NULL},
     {"_reachable_leaves", py_reachable_leaves, METH_O, NULL},
+    {"_view_positions", cddp_view_positions, METH_O, NULL},
     {"_set_grad_enabled", py_set_grad_enabled, METH_O, "set grad mode; returns the previous"},
     {"is_grad_enabled", py_is_grad_enabled, METH_NOARGS, NULL},
     {"_set_detect_anomaly", py_set_detect_anomaly, METH_O,

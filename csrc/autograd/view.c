@@ -277,3 +277,63 @@ int cddp_set_inplace_history(TensorObject *x, NodeObject *n, int output_nr)
     Py_DECREF(cs);
     return view_of_base(x, b);
 }
+
+/* ---- for the higher-order engine -------------------------------------------------------- */
+
+/* Storage offset of flat (C-order) element k of shape/strides. */
+static int64_t offset_of(int nd, const int64_t *shape, const int64_t *st, int64_t k)
+{
+    int64_t off = 0;
+    for (int d = nd - 1; d >= 0; d--) {
+        off += (k % shape[d]) * st[d];
+        k /= shape[d];
+    }
+    return off;
+}
+
+PyObject *cddp_view_positions(PyObject *m, PyObject *arg)
+{
+    NodeObject *n = (NodeObject *)arg;
+    const cddp_meta *bm;
+    const int64_t *g, *vsh, *vst, *bst;
+    int64_t bnum = 1, vnum = 1, lo = 0, hi = 0, *map = NULL, *out;
+    TensorObject *pos;
+    int vn;
+    if (!PyObject_TypeCheck(arg, cddp_state()->node_type)) {
+        PyErr_SetString(PyExc_TypeError, "_view_positions expects an autograd Node");
+        return NULL;
+    }
+    if ((n->backward != as_strided_backward && n->backward != copy_slices_backward) ||
+        !n->ibuf || n->n_next < 1)
+        Py_RETURN_NONE;
+    bm = &n->meta[0];
+    g = n->ibuf;
+    vn = (int)g[0];
+    vsh = g + 2;
+    vst = g + 2 + vn;
+    bst = g + 2 + 2 * vn;
+    for (int d = 0; d < bm->ndim; d++) {
+        bnum *= bm->shape[d];
+        if (bm->shape[d] > 0 && bst[d] < 0)
+            lo += (bm->shape[d] - 1) * bst[d];
+        else if (bm->shape[d] > 0)
+            hi += (bm->shape[d] - 1) * bst[d];
+    }
+    for (int d = 0; d < vn; d++)
+        vnum *= vsh[d];
+    pos = cddp_tensor_new(CDDP_INT64, vn, vsh, 0);
+    if (!pos)
+        return NULL;
+    /* the base's storage offsets (relative to its first element) -> its flat index */
+    if (bnum > 0 && !(map = PyMem_Malloc(sizeof(int64_t) * (size_t)(hi - lo + 1)))) {
+        Py_DECREF(pos);
+        return PyErr_NoMemory();
+    }
+    for (int64_t k = 0; k < bnum; k++)
+        map[offset_of(bm->ndim, bm->shape, bst, k) - lo] = k;
+    out = (int64_t *)cddp_data(pos);
+    for (int64_t k = 0; k < vnum; k++)
+        out[k] = map[g[1] + offset_of(vn, vsh, vst, k) - lo];
+    PyMem_Free(map);
+    return (PyObject *)pos;
+}

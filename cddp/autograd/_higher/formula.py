@@ -15,6 +15,7 @@ input (not a copy): a formula that read a copy would differentiate a constant an
 silently wrong second derivative, so that case raises instead.
 """
 from ... import _C
+from ..function import Function
 from ..grad_mode import enable_grad
 
 FORMULAS = {}
@@ -91,6 +92,31 @@ class Ctx:
             raise Unsupported(f"cddp: double backward through {self.name}: its saved output "
                               "was not kept")
         return self.node._as_output(t, k)
+
+
+class _Adjoint(Function):
+    """L^T g for a linear op L as a differentiable op: L is `fn`, a differentiable cddp callable
+    of one tensor of in_shape. The forward runs L's first-order backward (the C engine, on a
+    zero point: L is linear, so any point gives the same map); the backward is L itself, so
+    every further order goes through L's own node again."""
+
+    @staticmethod
+    def forward(ctx, g, fn, in_shape, dtype):
+        from ..._extras import grad
+        ctx.fn = fn
+        with enable_grad():
+            x0 = _C.zeros(in_shape, dtype=dtype).requires_grad_(True)
+            y = fn(x0)
+        return grad(y, x0, g)[0]
+
+    @staticmethod
+    def backward(ctx, gg):
+        return ctx.fn(gg), None, None, None
+
+
+def adjoint(fn, g, in_shape, dtype):
+    """The gradient of a linear op's input (shape in_shape), L^T g, differentiable in g."""
+    return _Adjoint.apply(g, fn, tuple(in_shape), dtype)
 
 
 def shared(name, test, fn):

@@ -9,7 +9,7 @@ for its result to be differentiable in that input.
 import numpy as np
 
 from ... import _C
-from .formula import Unsupported, _sink, formula, shared, sum_to
+from .formula import Unsupported, _sink, adjoint, formula, shared, sum_to
 
 
 def _F():
@@ -704,3 +704,19 @@ def _sdpa(ctx, g):
     gv = sum_to(dv, sv) if ctx.needs(2) and dv is not None else None
     gm = sum_to(dS, ctx.meta(3)[0]) if len(ctx.next) > 3 and ctx.needs(3) else None
     return gq, gk, gv, gm
+
+
+@formula("Im2ColBackward0", "Col2ImBackward0")
+def _fold(ctx, g):
+    # nn/fold.c fold_backward: i[0..14) = N, C, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw,
+    # i[14] = 1 for unfold (Im2Col); both are linear in their input, so the adjoint
+    N, C, H, W, OH, OW, kh, kw, sh, sw, ph, pw, dh, dw = (int(v) for v in ctx.i[:14])
+    F = _F()
+    if ctx.i[14]:
+        def fn(x):
+            return F.unfold(x, (kh, kw), (dh, dw), (ph, pw), (sh, sw))
+    else:
+        def fn(x):
+            return F.fold(x, (H, W), (kh, kw), (dh, dw), (ph, pw), (sh, sw))
+    shape, dt = ctx.meta(0)
+    return (adjoint(fn, g[0], shape, dt),)

@@ -382,3 +382,20 @@ def _prelu(ctx, g):
             dims = tuple(d for d in range(x.dim()) if d != 1)
             gw = t.sum(dim=dims) if dims else t
     return gx, gw
+
+
+@formula("ZeroBackward0", "FillBackward2", "BernoulliBackward0", "NormalBackward0",
+         "UniformBackward0", "RandomBackward0", "ExponentialBackward0")
+def _overwritten(ctx, g):
+    # ops/creation/args.c cddp_inplace_zero_history: an in-place fill (zero_, fill_(number),
+    # the random fills) overwrote every element: its old value gets zeros
+    shape, dt = ctx.meta(0)
+    return (_C.zeros(shape, dtype=dt),)
+
+
+@formula("FillBackward3")
+def _fill_tensor(ctx, g):
+    # ops/creation/creation.c overwrite_backward: fill_(0-d tensor value), edges (t, value)
+    shape, dt = ctx.meta(0)
+    return (_C.zeros(shape, dtype=dt) if ctx.needs(0) else None,
+            sum_to(g[0], ctx.meta(1)[0]).to(ctx.meta(1)[1]) if ctx.needs(1) else None)

@@ -9,12 +9,14 @@ name (a basic indexing view is named after its last view op: SelectBackward0,
 SliceBackward0, UnsqueezeBackward0, AliasBackward0): the engine asks _C._index_plan(node)
 for the flat positions the op read or wrote and runs index_plan() below. So the Slice/Select
 formulas here see only narrow / select nodes (ops/shape/slice.c). AsStridedBackward0 and
-CopySlices (autograd/view.c) have no formula.
+CopySlices (autograd/view.c: writes through views) read their region the same way, through
+_C._view_positions. Linear ops with no simple differentiable transpose (reflection /
+replication / circular pads) use formula.adjoint.
 """
 import math
 
 from ... import _C
-from .formula import Unsupported, formula, sum_to
+from .formula import Unsupported, adjoint, formula, sum_to
 
 def _numel(shape):
     return math.prod(shape)
@@ -243,3 +245,40 @@ def _take(ctx, g):
     ix = ctx.saved(0).reshape(-1)
     flat = g.new_zeros((_numel(shape),)).index_add(0, ix, g.reshape(-1))
     return (flat.reshape(shape),)
+
+
+@formula("ReflectionPad2DBackward0", "ReplicationPad2DBackward0", "CircularPad2DBackward0")
+def _pad_map(ctx, g):
+    # nn/pad.c map_backward (any rank, whatever the name's 2D): i[0] = len(pad), i[1..] = pad,
+    # i[7] = mode (1 reflect, 2 replicate, 3 circular); linear in x, so its adjoint
+    from ...nn import functional as F
+    pad = [int(v) for v in ctx.i[1:1 + ctx.i[0]]]
+    mode = {1: "reflect", 2: "replicate", 3: "circular"}[ctx.i[7]]
+    shape, dt = ctx.meta(0)
+    return (adjoint(lambda x: F.pad(x, pad, mode=mode), g[0], shape, dt),)
+
+
+@formula("AsStridedBackward0")
+def _as_strided(ctx, g):
+    # autograd/view.c as_strided_backward: a view (of a base written in place since) reads
+    # the base's elements at _view_positions (flat, C order of the base's shape)
+    pos = _C._view_positions(ctx.node).reshape(-1)
+    shape, dt = ctx.meta(0)
+    z = _C.zeros(_numel(shape), dtype=dt)
+    return (z.index_add(0, pos, g[0].reshape(-1).to(dt)).reshape(shape),)
+
+
+@formula("CopySlices")
+def _copy_slices(ctx, g):
+    # autograd/view.c copy_slices_backward: an in-place op on a view; edges (the base before,
+    # the view after). The base's gradient outside the view's region, the region to the view.
+    pos = _C._view_positions(ctx.node).reshape(-1)
+    shape, dt = ctx.meta(0)
+    g = g[0]
+    gb = gx = None
+    if ctx.needs(0):
+        gb = g * _C.ones(_numel(shape), dtype=dt).index_fill(0, pos, 0).reshape(shape)
+    if ctx.needs(1):
+        vshape, vdt = ctx.meta(1)
+        gx = g.reshape(-1).index_select(0, pos).reshape(vshape).to(vdt)
+    return gb, gx
