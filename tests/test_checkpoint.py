@@ -169,6 +169,22 @@ def test_recompute_that_differs_is_an_error():
         out.backward()
 
 
+def test_autograd_grad_through_a_checkpoint():
+    # non-reentrant: autograd.grad works and writes no .grad (the parameters' stay None);
+    # reentrant: its inner backward would write them, so it is refused with torch's message
+    lin = nn.Linear(3, 2).double()
+    x = cddp.tensor(np.linspace(-1, 1, 6).reshape(2, 3), requires_grad=True)
+    (gx,) = cddp.autograd.grad(checkpoint(lin, x, use_reentrant=False).tanh().sum(), x)
+    (want,) = cddp.autograd.grad(lin(x).tanh().sum(), x)
+    np.testing.assert_allclose(n(gx), n(want), rtol=1e-12)
+    assert lin.weight.grad is None
+    with pytest.raises(RuntimeError, match="incompatible with .grad()"):
+        cddp.autograd.grad(checkpoint(lin, x, use_reentrant=True).sum(), x)
+    assert lin.weight.grad is None
+    checkpoint(lin, x, use_reentrant=True).tanh().sum().backward()   # backward still works
+    assert lin.weight.grad is not None
+
+
 def test_use_reentrant_must_be_passed():
     with pytest.warns(UserWarning, match="use_reentrant parameter should be passed"):
         checkpoint(lambda v: v * 2, cddp.randn(2, requires_grad=True))

@@ -5,8 +5,9 @@ what backward / autograd.grad do with create_graph (leaf .grad with a history, h
 retain_grad, allow_unused, only the needed nodes run, a clear error for a node without a
 formula), custom Functions (their backward differentiated again; once_differentiable refusing),
 autograd.functional's second-order functions and gradgradcheck, and the programs people run:
-a WGAN-GP gradient penalty and a MAML meta-gradient. Oracles: closed forms, central finite
-differences of first-order gradients, and torch where installed.
+a WGAN-GP gradient penalty, a MAML meta-gradient, an R1 penalty under 2-rank DDP. Oracles:
+closed forms, central finite differences of first-order gradients, a 1-rank run, and torch
+where installed.
 """
 import numpy as np
 import pytest
@@ -111,14 +112,15 @@ def test_allow_unused_and_materialize():
 
 
 def test_node_without_formula_raises_with_its_name_only_when_needed():
-    x, w = t64([[0.2, 0.4, 0.1]]), t64([0.5, -1.0, 2.0])
-    # cummax has no double-backward formula: asking for it names the node
-    with pytest.raises(NotImplementedError, match="CummaxBackward0"):
-        autograd.grad(cddp.cummax(x * w, dim=1)[0].sum(), x, create_graph=True)
+    lstm = cddp.nn.LSTM(3, 2).double()
+    x, w = t64(np.full((2, 1, 3), 0.3)), t64([0.5, -1.0, 2.0])
+    # the LSTM layer node has no double-backward formula: asking for it names the node
+    with pytest.raises(NotImplementedError, match="LstmLayerBackward0"):
+        autograd.grad(lstm(x * w)[0].sum(), x, create_graph=True)
     # a branch through it that does not lead to the differentiated input is never run
-    c = cddp.cummax(x.detach().requires_grad_(True) * 1.0, dim=1)[0]
+    c = lstm(x.detach() * 1.0)[0]
     (g,) = autograd.grad((x * w).sum() + c.sum(), w, create_graph=True)
-    np.testing.assert_allclose(g.detach().numpy(), x.detach().numpy()[0])
+    np.testing.assert_allclose(g.detach().numpy(), x.detach().numpy().sum((0, 1)))
 
 
 def test_non_scalar_root_needs_grad_outputs():
@@ -348,3 +350,45 @@ def test_maml_meta_gradient():
     ref = _maml(torch, params, xs, ys, xq, yq)
     for a, b in zip(ours, ref):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+GP_JOB = """
+import os
+import numpy as np
+import cddp as torch
+import cddp.distributed as dist
+import cddp.nn as nn
+from cddp.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("gloo")
+rank, world = dist.get_rank(), dist.get_world_size()
+torch.manual_seed(0)
+D = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+ddp = DDP(D)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+X = torch.tensor(np.random.default_rng(1).standard_normal((8, 8)).astype(np.float32))
+B = 8 // world
+for step in range(3):
+    x = X[rank * B:(rank + 1) * B].clone().requires_grad_(True)
+    out = ddp(x)
+    (g,) = torch.autograd.grad(out.sum(), x, create_graph=True, only_inputs=True)
+    loss = out.mean() + 0.5 * g.pow(2).sum(1).mean()       # an R1 penalty (StyleGAN2's)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+np.save(os.path.join(OUT, f"w{world}_{rank}.npy"), D[0].weight.detach().numpy())
+dist.destroy_process_group()
+"""
+
+
+def test_gradient_penalty_under_ddp_matches_one_rank(tmp_path):
+    # autograd.grad(create_graph=True) on a DDP model's output, then backward of the penalised
+    # loss: 2 ranks train to the weights of 1 rank over the same global batch (the penalty's
+    # graph goes through DDP's reducer once, in the plain backward)
+    from ddp_util import load, run_ranks
+    for n in (1, 2):
+        r = run_ranks(tmp_path, GP_JOB, nprocs=n)
+        assert r.returncode == 0, r.stderr[-3000:]
+    one = load(tmp_path, "w1_0.npy")
+    for k in range(2):
+        np.testing.assert_allclose(load(tmp_path, f"w2_{k}.npy"), one, rtol=1e-5, atol=1e-6)

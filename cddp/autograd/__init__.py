@@ -18,6 +18,13 @@ def grad(*args, **kwargs):
     return _grad(*args, **kwargs)
 
 
+def _is_checkpoint_valid():
+    """False inside a run that writes no .grad (autograd.grad, either engine), where a
+    reentrant checkpoint's inner backward cannot run (torch's _is_checkpoint_valid)."""
+    from ._higher.engine import capturing
+    return not (_C._accumulate_off() or capturing())
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
     """torch.autograd.backward: accumulate gradients of `tensors` into the leaves' .grad."""
     if create_graph or inputs is not None:

@@ -276,6 +276,13 @@ static PyObject *py_set_detect_anomaly(PyObject *m, PyObject *arg)
     return PyBool_FromLong(prev);
 }
 
+/* _accumulate_off() -> whether this thread is inside an autograd.grad run (nothing lands in
+ * .grad): a reentrant checkpoint refuses to run there, as torch's _is_checkpoint_valid */
+static PyObject *py_accumulate_off(PyObject *m, PyObject *unused)
+{
+    return PyBool_FromLong(cddp_accumulate_off);
+}
+
 static PyObject *py_is_anomaly_enabled(PyObject *m, PyObject *unused)
 {
     return PyBool_FromLong(cddp_detect_anomaly);
@@ -394,6 +401,7 @@ PyMethodDef cddp_autograd_module_methods[] = {
     {"_set_detect_anomaly", py_set_detect_anomaly, METH_O,
      "set anomaly mode (NaN checks on every backward node's output); returns the previous"},
     {"_is_anomaly_enabled", py_is_anomaly_enabled, METH_NOARGS, NULL},
+    {"_accumulate_off", py_accumulate_off, METH_NOARGS, NULL},
     {"_backward", (PyCFunction)py_backward, METH_VARARGS | METH_KEYWORDS, NULL},
     {NULL},
 };

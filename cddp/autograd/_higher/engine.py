@@ -12,6 +12,7 @@ stay with the graph (create_graph implies retain_graph, as in torch).
 """
 import heapq
 import itertools
+import threading
 
 from ... import _C
 from ..grad_mode import enable_grad
@@ -19,6 +20,15 @@ from ..function import BackwardCFunction
 from .formula import FORMULAS, Ctx, Unsupported, _sink, sum_to
 from . import pointwise, reduce, shape, linalg, nn  # noqa: F401  (register their formulas)
 from .shape import index_plan
+
+
+_state = threading.local()
+
+
+def capturing():
+    """Whether this thread is inside a run() that captures gradients (autograd.grad) rather
+    than accumulating them."""
+    return getattr(_state, "capturing", 0) > 0
 
 
 class _Grads(dict):
@@ -102,11 +112,21 @@ def run(roots, seeds, targets=None):
         if deps[id(n)] == 0 and needed[id(n)] and id(n) not in queued:
             queued.add(id(n))
             heapq.heappush(ready, (-n._sequence_nr(), next(tie), n))
+    _state.capturing = getattr(_state, "capturing", 0) + (targets is not None)
+    try:
+        _walk(ready, bufs, edges, needed, deps, queued, tie, want, captured, targets is None)
+    finally:
+        _state.capturing -= targets is not None
+    return captured
+
+
+def _walk(ready, bufs, edges, needed, deps, queued, tie, want, captured, accumulate):
+    """Run the ready nodes in order, handing each one's input gradients on."""
     with enable_grad():
         while ready:
             n = heapq.heappop(ready)[2]
             g = bufs.pop(id(n), _Grads())
-            for m, nr, r in _step(n, g, want, captured, targets is None):
+            for m, nr, r in _step(n, g, want, captured, accumulate):
                 key = id(m)
                 if not needed[key]:
                     continue
@@ -120,7 +140,6 @@ def run(roots, seeds, targets=None):
                     if deps[key] == 0 and key not in queued:
                         queued.add(key)
                         heapq.heappush(ready, (-m._sequence_nr(), next(tie), m))
-    return captured
 
 
 def _step(n, g, want, captured, accumulate):

@@ -720,3 +720,157 @@ def _fold(ctx, g):
             return F.fold(x, (H, W), (kh, kw), (dh, dw), (ph, pw), (sh, sw))
     shape, dt = ctx.meta(0)
     return (adjoint(fn, g[0], shape, dt),)
+
+
+# ---- the fused pointwise and row losses of nn/loss_extra.c ----------------------------------
+
+def _pw_derivs(ctx, kind, x, y, z, xc, yc, zc):
+    """d loss / d (x, y, z) of nn/loss_extra.c pw_eval for kinds 3..8, as differentiable
+    functions of x, y, z (None: no gradient). The branch each element takes is read off the
+    saved float64 copies xc, yc, zc (constants): derivatives there follow C's >= rule."""
+    p0, fl = ctx.d[0], ctx.i[2]
+    if kind == 3:                                        # poisson_nll (eps = p0)
+        if fl & 1:                                       # log_input
+            d_x, d_y = x.exp() - y, -x
+        else:
+            d_x, d_y = 1 - y / (x + p0), -(x + p0).log()
+        if fl & 2:                                       # full: Stirling's term where y > 1
+            big = yc > 1
+            ys = _C.where(big, y, 1.0)                   # finite off the mask (no NaN leaks)
+            d_y = d_y + big.to(ys.dtype) * (ys.log() + 0.5 / ys)
+        return d_x, d_y, None
+    if kind == 4:                                        # gaussian_nll: var clamped at p0
+        # torch clamps a copy of var under no_grad: slope 1 in var, value max(var, eps)
+        a = z + (zc.clamp_min(p0) - zc)
+        t = x - y
+        return t / a, -t / a, 0.5 * (1 / a - t * t / (a * a))
+    if kind == 5:                                        # hinge_embedding (margin = p0)
+        d_x = ((yc != 1) & (p0 - xc >= 0)).to(xc.dtype) * -1 + (yc != -1).to(xc.dtype)
+        return d_x, None, None
+    if kind == 6:                                        # soft_margin
+        s = (-(y * x)).sigmoid()
+        return -y * s, -x * s, None
+    if kind == 7:                                        # margin_ranking (x1, x2, target)
+        on = (-zc * (xc - yc) + p0 >= 0).to(xc.dtype)
+        return -z * on, z * on, -(x - y) * on
+    F = _F()                                             # multilabel_soft_margin, z = weight
+    t = y * F.softplus(-x) + (1 - y) * F.softplus(x)
+    return z * (x.sigmoid() - y), -z * x, t
+
+
+@formula("PoissonNllLossBackward0", "GaussianNllLossBackward0", "HingeEmbeddingLossBackward0",
+         "SoftMarginLossBackward0", "MarginRankingLossBackward0",
+         "MultilabelSoftMarginLossBackward0")
+def _pointwise_loss_extra(ctx, g):
+    # nn/loss_extra.c pw_backward (pw_eval): edges input, target, third (var, margin_ranking's
+    # target, multilabel's weight; None when absent); slots 0..2 = their float64 copies
+    # broadcast to one shape (2 None when absent); i = (kind, reduction, flags, R), d = (p0,
+    # p1, mean divisor). Element i gets s[i / R] / R times its derivatives, R the classes of
+    # multilabel_soft_margin (its output drops the last dim), else 1.
+    g = g[0]
+    if g is None:
+        return None, None, None
+    kind, red, R = ctx.i[0], ctx.i[1], ctx.i[3]
+    xc, yc = ctx.saved(0), ctx.saved(1)
+    zc = ctx.saved(2) if _has_slot(ctx, 2) else None
+    full = tuple(xc.shape)
+    want = [k < len(ctx.next) and ctx.needs(k) for k in range(3)]
+    if not any(want):
+        return None, None, None
+    x, y = _input(ctx, 0, 0), _input(ctx, 1, 1)
+    z = _input(ctx, 2, 2) if zc is not None else 1.0
+    zc_ = zc if zc is not None else 1.0
+    dx, dy, dz = _pw_derivs(ctx, kind, x, y, z, xc, yc, zc_)
+    s = g if red in (0, 2) else g / ctx.d[2]
+    if kind == 8:                                        # each row of R classes averaged
+        if red == 0 and len(full):
+            s = s.unsqueeze(-1)
+        s = s / R
+    out = []
+    for k, d in enumerate((dx, dy, dz)):
+        if not want[k] or d is None:
+            out.append(None)
+            continue
+        out.append(sum_to(_full(s * d, full), ctx.meta(k)[0]))
+    return tuple(out)
+
+
+def _pdist_grad(v, p):
+    """The gradient in v of ||v||_p over the last dim (nn/loss_extra.c pdist: 0 where the
+    norm is 0), differentiable in v, and the norm."""
+    if p == 2:
+        nrm = (v * v).sum(-1, keepdim=True).sqrt()
+    elif p == 1:
+        nrm = v.abs().sum(-1, keepdim=True)
+    else:
+        nrm = v.abs().pow(p).sum(-1, keepdim=True).pow(1 / p)
+    zero = (nrm == 0).detach()
+    safe = _C.where(zero, 1.0, nrm)
+    if p == 2:
+        gr = v / safe
+    elif p == 1:
+        gr = v.detach().sign()
+    else:
+        gr = v.sign() * v.abs().pow(p - 1) / safe.pow(p - 1)
+    return _C.where(zero, 0.0, gr), nrm
+
+
+@formula("CosineEmbeddingLossBackward0", "TripletMarginLossBackward0")
+def _row_loss(ctx, g):
+    # nn/loss_extra.c row_backward (row_eval): edges a, b, c (cosine: c = target, no
+    # gradient); slots 0..2 = float64 copies of the three; i = (kind, reduction, N, D, swap),
+    # d = (margin, p, eps). Row r gets w_r = g_r (none), g / N (mean) or g (sum).
+    g = g[0]
+    if g is None:
+        return None, None, None
+    kind, red, N, D, swap = ctx.i[:5]
+    margin, p, eps = ctx.d[0], ctx.d[1], ctx.d[2]
+    want = [ctx.needs(k) for k in range(3)]
+    if kind == 0:
+        want[2] = False
+    if not any(want):
+        return None, None, None
+    w = (g / N if red == 1 else g).reshape(-1, 1) if red else g.reshape(N, 1)
+    sa, sb = (ctx.saved(k).detach().reshape(N, D) for k in range(2))
+    a, b = _input(ctx, 0, 0).reshape(N, D), _input(ctx, 1, 1).reshape(N, D)
+    if kind == 0:                                        # cosine_embedding
+        one = _C.ones((N, 1), dtype=sa.dtype)
+
+        def cos(a, b):
+            m1 = (a * a).sum(-1, keepdim=True) + 1e-12   # torch's EPSILON
+            m2 = (b * b).sum(-1, keepdim=True) + 1e-12
+            s = (m1 * m2).sqrt()
+            return (a * b).sum(-1, keepdim=True) / s, m1, m2, s
+        y = ctx.saved(2).detach().reshape(N, 1)
+        csc = cos(sa, sb)[0]
+        neg = ((y == -1) & (csc - margin >= 0)).to(sa.dtype)
+        dl = _C.where(y == 1, -one, neg)
+        cs, m1, m2, s = cos(a, b)
+        k = w * dl
+        ga = k * (b / s - cs * a / m1) if want[0] else None
+        gb = k * (a / s - cs * b / m2) if want[1] else None
+        return (None if ga is None else ga.reshape(ctx.meta(0)[0]),
+                None if gb is None else gb.reshape(ctx.meta(1)[0]), None)
+    c = _input(ctx, 2, 2).reshape(N, D)                  # triplet_margin
+
+    def dist(u, v):
+        return _pdist_grad(u - v + eps, p)
+    gp, dp = dist(a, b)
+    gn, dn = dist(a, c)
+    gs = None
+    use = _C.zeros((N, 1), dtype=sa.dtype) != 0
+    if swap:
+        gs, ds = dist(b, c)
+        use = ds.detach() < dn.detach()
+        dn = _C.where(use, ds, dn)
+    on = (margin + dp.detach() - dn.detach() >= 0).to(sa.dtype) * w
+    gn_a = _C.where(use, 0.0, gn)
+    ga = on * (gp - gn_a)
+    gb = -on * gp
+    gc = on * gn_a
+    if swap:
+        gs_b = _C.where(use, gs, 0.0)
+        gb = gb - on * gs_b
+        gc = gc + on * gs_b
+    return tuple(t.reshape(ctx.meta(k)[0]) if want[k] else None
+                 for k, t in enumerate((ga, gb, gc)))

@@ -399,3 +399,36 @@ def _fill_tensor(ctx, g):
     shape, dt = ctx.meta(0)
     return (_C.zeros(shape, dtype=dt) if ctx.needs(0) else None,
             sum_to(g[0], ctx.meta(1)[0]).to(ctx.meta(1)[1]) if ctx.needs(1) else None)
+
+
+# ---- lgamma / digamma (common/special.h) ----------------------------------------------------
+
+def _trigamma(x):
+    """psi'(x) with cddp ops, differentiable again (common/special.h cddp_trigamma): the
+    reflection psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x) below 1/2, the recurrence
+    psi'(u) = 1/u^2 + psi'(u + 1) up to 10, then 1/u + 1/(2u^2) + sum B2k / u^(2k+1) to
+    k = 7. The branches are read off x's value (constants); the branch not taken sees a
+    harmless stand-in, so no 0 * inf reaches the next backward."""
+    xc = x.detach()
+    refl = xc < 0.5
+    u = _C.where(refl, 1 - x, x)                         # >= 1/2
+    uc = u.detach()
+    steps = int(max(0.0, math.ceil(10.0 - float(uc.min())))) if uc.numel() else 0
+    r = _C.zeros_like(u)
+    for k in range(steps):
+        on = (uc + k < 10.0).to(u.dtype)
+        r = r + on / ((u + k) * (u + k))
+    n = (10.0 - uc).ceil().clamp_min(0.0)                # the steps each element took
+    v = u + n
+    z = 1 / (v * v)
+    series = z / v * (1.0 / 6 - z * (1.0 / 30 - z * (1.0 / 42 - z * (1.0 / 30 - z * (
+        5.0 / 66 - z * (691.0 / 2730 - z * 7.0 / 6))))))
+    t = r + 1 / v + 0.5 * z + series
+    xr = _C.where(refl, x, 0.25)
+    s = (xr * math.pi).sin()
+    return _C.where(refl, 9.869604401089358 / (s * s) - t, t)
+
+
+# unary.c: lgamma' = digamma, digamma' = trigamma (slot 0 = the input)
+_unary("LgammaBackward0", 0)(lambda ctx, g, x: g * x.digamma())
+_unary("DigammaBackward0", 0)(lambda ctx, g, x: g * _trigamma(x))

@@ -1,6 +1,7 @@
 """Double-backward formulas: reduce ops (see formula.py)."""
 from ... import _C
 from .formula import formula
+from .nn import _input
 
 
 @formula("SumBackward0")
@@ -179,3 +180,40 @@ def _trace(ctx, g):
     # ops/shape/tri.c trace_backward: g (0-dim) on the diagonal of the (M, N) input
     (m, n), dt = ctx.meta(0)
     return (g[0] * _C.eye(m, n, dtype=g[0].dtype),)
+
+
+@formula("CumprodBackward0")
+def _cumprod(ctx, g):
+    # ops/reduce/cumprod.c cumprod_backward: slot 0 = the input (a copy of the old values for
+    # cumprod_: nn.py's _input rebuilds it on the input's history), one scanned dim (i[0]
+    # mask). dx[k] = sum_{j >= k} g[j] prod_{i <= j, i != k}
+    # x[i]: without zeros (sum_{j >= k} g[j] y[j]) / x[k]; with zeros the products themselves,
+    # O(R^2) per lane (exact, as torch's cumprod_backward is).
+    shape, dims, _ = _plan(ctx)
+    x = _input(ctx, 0, 0)
+    if not dims:
+        return (g[0].reshape(shape),)
+    d = dims[0]
+    if not bool((x == 0).any()):
+        return ((g[0] * x.cumprod(d)).flip(d).cumsum(d).flip(d) / x,)
+    xm, gm = x.movedim(d, -1), g[0].movedim(d, -1)
+    R = xm.shape[-1]
+    pos = _C.arange(R)
+    later = pos.reshape(1, R) > pos.reshape(R, 1)        # [k, j]: j > k
+    upper = (pos.reshape(1, R) >= pos.reshape(R, 1)).to(xm.dtype)
+    # P[.., k, j] = prod_{k < i <= j} x[i] (1 for j <= k), masked to j >= k
+    P = _C.where(later, xm.unsqueeze(-2), 1.0).cumprod(-1) * upper
+    ones = _C.ones_like(xm.narrow(-1, 0, 1))
+    before = _C.cat([ones, xm.narrow(-1, 0, R - 1)], -1).cumprod(-1)    # prod_{i < k} x[i]
+    return ((before * (P * gm.unsqueeze(-2)).sum(-1)).movedim(-1, d),)
+
+
+@formula("CummaxBackward0", "CumminBackward0")
+def _cumbest(ctx, g):
+    # ops/reduce/cumprod.c cumbest_backward: slot 0 = the int64 indices (the input's shape),
+    # one scanned dim (i[0] mask). g scatter-added at the indices: linear in g, and the
+    # indices are piecewise constant in x.
+    shape, dims, _ = _plan(ctx)
+    if not dims:
+        return (g[0].reshape(shape),)
+    return (_C.zeros(shape, dtype=g[0].dtype).scatter_add(dims[0], ctx.saved(0), g[0]),)
