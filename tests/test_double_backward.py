@@ -123,6 +123,17 @@ def test_node_without_formula_raises_with_its_name_only_when_needed():
     np.testing.assert_allclose(g.detach().numpy(), x.detach().numpy().sum((0, 1)))
 
 
+def test_a_non_leaf_input_is_captured_without_running_its_node():
+    # the gradient of h = lstm(x) is wanted, not x's: the LSTM node (no formula) never runs
+    lstm = cddp.nn.LSTM(3, 2).double()
+    h = lstm(t64(np.full((2, 1, 3), 0.3)))[0]
+    w = t64(np.ones((2, 1, 2)))
+    (g,) = autograd.grad((h * h * w).sum(), h, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), 2 * h.detach().numpy())
+    (k,) = autograd.grad(g.sum(), w)      # g = 2 h w: d/dw of its sum is 2 h
+    np.testing.assert_allclose(k.numpy(), 2 * h.detach().numpy())
+
+
 def test_non_scalar_root_needs_grad_outputs():
     x = t64([1.0, 2.0])
     with pytest.raises(RuntimeError, match="only for scalar outputs"):

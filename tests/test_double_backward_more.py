@@ -297,3 +297,23 @@ def test_trigamma_against_scipy():
     np.testing.assert_allclose(t.detach().numpy(), special.polygamma(1, x), rtol=1e-13)
     d, = cddp.autograd.grad(t.sum(), xt)                 # the series' own derivative
     np.testing.assert_allclose(d.numpy(), special.polygamma(2, x), rtol=1e-12)
+
+
+# ---- grid_sample ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+def test_grid_sample(mode, padding, align):
+    x = rn(2, 2, 3, 4)
+    grid = RNG.uniform(-1.4, 1.4, (2, 3, 2, 2))          # some points outside the image
+
+    def f(T, x, grid):
+        y = T.nn.functional.grid_sample(x, grid, mode=mode, padding_mode=padding,
+                                        align_corners=align)
+        return y * y
+    check("GridSampler2DBackward0", f, [x, grid])
+    check("GridSampler2DBackward0",
+          lambda T, x, grid: T.nn.functional.grid_sample(
+              x.tanh(), grid.sin(), mode=mode, padding_mode=padding, align_corners=align)
+          * x.sum(), [x, grid])

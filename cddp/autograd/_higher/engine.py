@@ -126,7 +126,9 @@ def _walk(ready, bufs, edges, needed, deps, queued, tie, want, captured, accumul
         while ready:
             n = heapq.heappop(ready)[2]
             g = bufs.pop(id(n), _Grads())
-            for m, nr, r in _step(n, g, want, captured, accumulate):
+            # a captured input's own node runs only when something past it is wanted
+            onward = any(needed[id(m)] for m, _ in edges[id(n)])
+            for m, nr, r in _step(n, g, want, captured, accumulate, onward):
                 key = id(m)
                 if not needed[key]:
                     continue
@@ -142,9 +144,9 @@ def _walk(ready, bufs, edges, needed, deps, queued, tie, want, captured, accumul
                         heapq.heappush(ready, (-m._sequence_nr(), next(tie), m))
 
 
-def _step(n, g, want, captured, accumulate):
-    """Run node n on its gradients g: hooks, capture, accumulation or its formula. Returns
-    [(next node, input_nr, gradient or None)]."""
+def _step(n, g, want, captured, accumulate, onward):
+    """Run node n on its gradients g: hooks, capture, accumulation or (when onward: some
+    node past it is wanted) its formula. Returns [(next node, input_nr, gradient or None)]."""
     pre, retain, leaf_hooks, post = n._hooks()
     for k in list(g):
         if g[k] is None:
@@ -166,7 +168,7 @@ def _step(n, g, want, captured, accumulate):
             for h in post or ():
                 h(leaf)
         return []
-    if all(v is None for v in g.values()):
+    if not onward or all(v is None for v in g.values()):
         return []
     ctx = Ctx(n)
     plan = None if isinstance(n, BackwardCFunction) else _C._index_plan(n)

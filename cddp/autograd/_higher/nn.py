@@ -874,3 +874,100 @@ def _row_loss(ctx, g):
         gc = gc + on * gs_b
     return tuple(t.reshape(ctx.meta(k)[0]) if want[k] else None
                  for k, t in enumerate((ga, gb, gc)))
+
+
+# ---- grid_sample ----------------------------------------------------------------------------
+
+def _gs_coord(g, size, align, padding):
+    """nn/grid_sample.c gs_coord on a NumPy array of grid values: the pixel coordinates and
+    d coord / d g (the slope; its sign flips with each reflection, 0 where clipped)."""
+    if align:
+        s, c = (size - 1) / 2, (g + 1) * ((size - 1) / 2)
+    else:
+        s, c = size / 2, ((g + 1) * size - 1) / 2
+    s = np.full(g.shape, float(s))
+    if padding == 2:                                     # reflection about the edges
+        lo, span = (0.0, size - 1) if align else (-0.5, size)
+        if span <= 0:
+            c, s = np.zeros(g.shape), np.zeros(g.shape)
+        else:
+            d = c - lo
+            dr = np.where(d < 0, -1.0, 1.0)
+            d = np.abs(d)
+            even = np.fmod(np.floor(d / span), 2) == 0
+            rest = np.fmod(d, span)
+            c = np.where(even, lo + rest, lo + span - rest)
+            s = s * np.where(even, dr, -dr)
+    if padding != 0:                                     # border (and reflection): clip
+        out = (c <= 0) | (c >= size - 1)
+        c = np.where(c <= 0, 0.0, np.where(c >= size - 1, size - 1.0, c))
+        s = np.where(out, 0.0, s)
+    return c, s
+
+
+def _gs_index(v, size):
+    """gs_index: whole-pixel coordinates as int64 indices, outside values pinned to -2 and
+    size + 1 (NaN to -2)."""
+    v = np.where(v > -2, v, -2.0)
+    return np.where(v > size + 1, size + 1, v).astype(np.int64)
+
+
+@formula("GridSampler2DBackward0")
+def _grid_sample(ctx, g):
+    # nn/grid_sample.c grid_sample_backward: edges input (N, C, H, W), grid (N, Ho, Wo, 2);
+    # slots 0, 1 = contiguous copies of both; i = (N, C, H, W, Ho, Wo, mode, padding,
+    # align_corners). Each output point reads (at most) four pixels with bilinear weights
+    # affine in the point's coordinate; the coordinate is affine in the grid (its slope, the
+    # branch of each reflection or clip, and the pixels read are read off the saved grid:
+    # constants), so gx = g scattered with the weights, ggrid = g . d weights / d grid.
+    g = g[0]
+    if g is None or not (ctx.needs(0) or ctx.needs(1)):
+        return None, None
+    N, C, H, W, Ho, Wo, mode, padding, align = ctx.i[:9]
+    P = Ho * Wo
+    gc = ctx.saved(1).detach().to(_C.float64).numpy().reshape(N, P, 2)
+    cx, sx = _gs_coord(gc[..., 0], W, align, padding)
+    cy, sy = _gs_coord(gc[..., 1], H, align, padding)
+    dt = ctx.meta(0)[1]
+    gy = g.reshape(N, C, P)
+
+    def const(a):
+        return _C.from_numpy(np.ascontiguousarray(a)).to(dt)
+
+    def at(jy, jx):                 # (flat index (N, C, P), in-image mask (N, 1, P))
+        ok = (jx >= 0) & (jx < W) & (jy >= 0) & (jy < H)
+        flat = np.where(ok, jy * W + jx, 0).reshape(N, 1, P)
+        return _C.from_numpy(np.broadcast_to(flat, (N, C, P)).copy()), const(ok.reshape(N, 1, P))
+
+    def scatter(idx, vals):
+        return _C.zeros((N, C, H * W), dtype=vals.dtype).scatter_add(2, idx, vals)
+
+    if mode == 1:                                        # nearest: a fixed pixel per point
+        idx, ok = at(_gs_index(np.rint(cy), H), _gs_index(np.rint(cx), W))
+        gx = scatter(idx, gy * ok).reshape(N, C, H, W) if ctx.needs(0) else None
+        gg = _C.zeros((N, Ho, Wo, 2), dtype=dt) if ctx.needs(1) else None
+        return gx, gg
+    x = _input(ctx, 0, 0) if ctx.needs(1) else ctx.saved(0)
+    grid = (_input(ctx, 1, 1) if ctx.needs(0) or ctx.needs(1) else ctx.saved(1)).reshape(N, P, 2)
+    fx, fy = np.floor(cx), np.floor(cy)
+    x0, y0 = _gs_index(fx, W), _gs_index(fy, H)
+    # the coordinates, differentiable in the grid: c + slope * (grid - grid's value)
+    ix = const(cx - fx) + const(sx) * (grid[..., 0] - const(gc[..., 0]))
+    iy = const(cy - fy) + const(sy) * (grid[..., 1] - const(gc[..., 1]))
+    wx1, wy1 = ix.unsqueeze(1), iy.unsqueeze(1)          # (N, 1, P)
+    wx0, wy0 = 1 - wx1, 1 - wy1
+    corners = [(at(y0, x0), wx0, wy0), (at(y0, x0 + 1), wx1, wy0),
+               (at(y0 + 1, x0), wx0, wy1), (at(y0 + 1, x0 + 1), wx1, wy1)]
+    gx = gg = None
+    if ctx.needs(0):
+        for (idx, ok), wx, wy in corners:
+            t = scatter(idx, gy * (wx * wy * ok))
+            gx = t if gx is None else gx + t
+        gx = gx.reshape(N, C, H, W)
+    if ctx.needs(1):
+        xf = x.reshape(N, C, H * W)
+        v00, v01, v10, v11 = (xf.gather(2, idx) * ok for (idx, ok), _, _ in corners)
+        gix = (gy * ((v01 - v00) * wy0 + (v11 - v10) * wy1)).sum(1) * const(sx)
+        giy = (gy * ((v10 - v00) * wx0 + (v11 - v01) * wx1)).sum(1) * const(sy)
+        gg = _C.stack([gix, giy], -1).reshape(N, Ho, Wo, 2)
+    return gx, gg
