@@ -6,6 +6,8 @@ saved in slot i when the op's backward needs it, the output in slot n (the opera
 """
 import math
 
+import numpy as np
+
 from ... import _C
 from .formula import formula, operand, sum_to
 
@@ -413,7 +415,9 @@ def _trigamma(x):
     refl = xc < 0.5
     u = _C.where(refl, 1 - x, x)                         # >= 1/2
     uc = u.detach()
-    steps = int(max(0.0, math.ceil(10.0 - float(uc.min())))) if uc.numel() else 0
+    fin = uc.to(_C.float64).numpy()
+    fin = fin[np.isfinite(fin)]
+    steps = int(max(0.0, math.ceil(10.0 - float(fin.min())))) if fin.size else 0
     r = _C.zeros_like(u)
     for k in range(steps):
         on = (uc + k < 10.0).to(u.dtype)
@@ -426,7 +430,8 @@ def _trigamma(x):
     t = r + 1 / v + 0.5 * z + series
     xr = _C.where(refl, x, 0.25)
     s = (xr * math.pi).sin()
-    return _C.where(refl, 9.869604401089358 / (s * s) - t, t)
+    pole = refl & (xc == xc.floor())                     # 0, -1, -2, ...: inf, as C's
+    return _C.where(pole, math.inf, _C.where(refl, 9.869604401089358 / (s * s) - t, t))
 
 
 # unary.c: lgamma' = digamma, digamma' = trigamma (slot 0 = the input)

@@ -55,8 +55,9 @@ _NUMPY_KINDS = {"f", "i", "u", "b"}
 
 def default_collate(batch):
     """torch's rules: tensors are stacked on a new dim 0, Python numbers become 1-D tensors
-    (float64 when the first is a float, else tensor(batch)'s inference), NumPy arrays are stacked as tensors, strings stay a
-    list, and tuples/lists/dicts are collated field by field."""
+    (float64 when the first is a float, else tensor(batch)'s inference), NumPy arrays are
+    stacked as tensors, strings stay a list, and tuples/lists/dicts are collated field by
+    field."""
     elem = batch[0]
     if isinstance(elem, Tensor):
         return _C.stack(list(batch), 0)
