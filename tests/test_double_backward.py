@@ -60,13 +60,28 @@ def test_hessian_vector_product_matches_finite_differences():
 
 def test_backward_create_graph_leaves_grad_with_history():
     x = t64([1.0, 2.0])
-    (x * x * x).sum().backward(create_graph=True)
+    with pytest.warns(UserWarning, match="reference cycle"):       # torch's warning
+        (x * x * x).sum().backward(create_graph=True)
     assert x.grad.grad_fn is not None
     np.testing.assert_allclose(x.grad.detach().numpy(), [3.0, 12.0])
     g = x.grad
     x.grad = None
     g.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [6.0, 12.0])
+
+
+def test_the_grad_graph_cycle_is_collected():
+    # leaf -> .grad -> its graph -> AccumulateGrad -> leaf: the cycle torch warns about is
+    # garbage the cyclic collector frees
+    import gc
+    import weakref
+    x = t64([1.0, 2.0])
+    with pytest.warns(UserWarning):
+        (x * x * x).sum().backward(create_graph=True)
+    ref = weakref.ref(x)
+    del x
+    gc.collect()
+    assert ref() is None
 
 
 def test_backward_create_graph_accumulates_like_torch():

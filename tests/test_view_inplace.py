@@ -254,3 +254,13 @@ def test_training_step_through_view_writes():
         return np.array(W.grad.tolist())
 
     np.testing.assert_allclose(loss(True), loss(False), rtol=1e-12, atol=1e-12)
+
+
+def test_repr_of_a_stale_view_names_its_current_grad_fn():
+    # repr reads grad_fn as torch does, so a view whose base was written since shows the
+    # rebuilt history, not the one it was made with
+    o = cddp.ones(2, 3, requires_grad=True) * 1
+    v = o[0]
+    assert "grad_fn=<SelectBackward0>" in repr(v)
+    o.mul_(2)
+    assert "grad_fn=<AsStridedBackward0>" in repr(v)

@@ -328,6 +328,8 @@ PyObject *cddp_tensor_repr(PyObject *self)
     PyObject *res = NULL;
     const char *tname = strrchr(Py_TYPE(self)->tp_name, '.');
 
+    if (cddp_view_sync(t) < 0)      /* a stale view prints its current grad_fn, as torch */
+        return NULL;
     tname = tname ? tname + 1 : Py_TYPE(self)->tp_name;
     /* torch prints "tensor(" for Tensor and Parameter (which adds its own wrapper) */
     if (Py_TYPE(self) == st->tensor_type || strcmp(tname, "Parameter") == 0) {

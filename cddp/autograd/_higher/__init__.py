@@ -6,6 +6,8 @@
 engine.py walks the graph; formula.py holds the registry and the node context; the formulas
 live by kind of op in pointwise.py, reduce.py, shape.py, linalg.py and nn.py.
 """
+import warnings
+
 from ... import _C
 from .engine import run
 from .formula import FORMULAS, Unsupported, _sink  # noqa: F401
@@ -56,6 +58,12 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
             _C._backward(tuple(tensors), None if grad_tensors is None else tuple(grad_tensors),
                          bool(retain_graph))
             return None
+        warnings.warn("Using backward() with create_graph=True will create a reference cycle "
+                      "between the parameter and its gradient which can cause a memory leak. "
+                      "We recommend using autograd.grad when creating the graph to avoid "
+                      "this. If you have to use this function, make sure to reset the .grad "
+                      "fields of your parameters to None after use to break the cycle and "
+                      "avoid the leak.", UserWarning, stacklevel=3)
         run(tensors, _seeds(tensors, grad_tensors))
         return None
     inputs = [inputs] if isinstance(inputs, _C.Tensor) else list(inputs)
