@@ -39,6 +39,21 @@ def mlp(F, p, x, act):
     return x
 
 
+def gp_step(lib, critic, p, real, fake, alpha):
+    """One WGAN-GP critic step on parameters p: the penalty's gradient with create_graph,
+    then backward of the penalised loss; the run returns a slice of the first gradient."""
+    def run():
+        for t in p:
+            t.grad = None
+        xh = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
+        d = critic(xh)
+        (g,) = lib.autograd.grad(d, xh, lib.ones_like(d), create_graph=True)
+        gp = ((g.reshape(g.shape[0], -1).norm(2, dim=1) - 1) ** 2).mean()
+        (critic(fake).mean() - critic(real).mean() + 10 * gp).backward()
+        return p[0].grad.numpy().ravel()[:64]
+    return run
+
+
 def wgan_mlp(lib):
     rng = np.random.default_rng(0)
     F = lib.nn.functional
@@ -47,17 +62,8 @@ def wgan_mlp(lib):
     fake = lib.tensor(rng.standard_normal((64, 64)).astype(np.float32))
     alpha = lib.tensor(rng.uniform(size=(64, 1)).astype(np.float32))
 
-    def run():
-        for t in p:
-            t.grad = None
-        xh = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
-        d = mlp(F, p, xh, lambda h: F.leaky_relu(h, 0.2))
-        (g,) = lib.autograd.grad(d, xh, lib.ones_like(d), create_graph=True)
-        gp = ((g.norm(2, dim=1) - 1) ** 2).mean()
-        (mlp(F, p, fake, lambda h: F.leaky_relu(h, 0.2)).mean()
-         - mlp(F, p, real, lambda h: F.leaky_relu(h, 0.2)).mean() + 10 * gp).backward()
-        return p[0].grad.numpy().ravel()[:64]
-    return run
+    return gp_step(lib, lambda x: mlp(F, p, x, lambda h: F.leaky_relu(h, 0.2)), p, real,
+                   fake, alpha)
 
 
 def wgan_conv(lib):
@@ -77,16 +83,7 @@ def wgan_conv(lib):
         x = F.leaky_relu(F.conv2d(x, p[4], p[5], stride=2, padding=1), 0.2)
         return F.linear(x.reshape(x.shape[0], -1), p[6], p[7])
 
-    def run():
-        for t in p:
-            t.grad = None
-        xh = (alpha * real + (1 - alpha) * fake).requires_grad_(True)
-        d = critic(xh)
-        (g,) = lib.autograd.grad(d, xh, lib.ones_like(d), create_graph=True)
-        gp = ((g.reshape(16, -1).norm(2, dim=1) - 1) ** 2).mean()
-        (critic(fake).mean() - critic(real).mean() + 10 * gp).backward()
-        return p[0].grad.numpy().ravel()[:64]
-    return run
+    return gp_step(lib, critic, p, real, fake, alpha)
 
 
 def maml(lib):

@@ -36,9 +36,11 @@ class Unsupported(NotImplementedError):
 
 def _sink(t):
     """(node, input_nr) an edge to t points at: its grad_fn and output number, or a leaf's
-    AccumulateGrad; (None, 0) when t needs no gradient. Read off the edge of a fresh alias,
-    which is wired exactly as any op's edge to t."""
-    if t.grad_fn is None and not t.requires_grad:
+    AccumulateGrad (read off the edge of a fresh alias, wired as any op's edge to a leaf);
+    (None, 0) when t needs no gradient."""
+    if t.grad_fn is not None:
+        return t.grad_fn, t.output_nr
+    if not t.requires_grad:
         return None, 0
     with enable_grad():
         return t.view_as(t).grad_fn.next_functions[0]
@@ -51,8 +53,17 @@ class Ctx:
         self.node = node
         self.name = node.name()
         self.next = node.next_functions
-        self.d, self.i, self.extra = node._scalars()
         self._meta = None
+        self._scalars = None
+
+    def _read_scalars(self):
+        if self._scalars is None:           # most formulas read none: built on first use
+            self._scalars = self.node._scalars()
+        return self._scalars
+
+    d = property(lambda self: self._read_scalars()[0], doc="the node's 4 float slots")
+    i = property(lambda self: self._read_scalars()[1], doc="the node's integer slots")
+    extra = property(lambda self: self._read_scalars()[2], doc="the node's object slot")
 
     def needs(self, edge):
         """Whether input `edge` wants a gradient (its edge leads somewhere)."""
