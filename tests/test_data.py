@@ -30,6 +30,19 @@ def test_sequential_batches_equal_slices():
     assert len(list(DataLoader(ds, batch_size=5, drop_last=True))) == 4
 
 
+def test_batching_attributes_are_fixed_after_init():
+    ds, X, _ = _ds()
+    dl = DataLoader(ds, batch_size=5)
+    for attr, val in (("batch_size", 7), ("drop_last", True), ("dataset", ds),
+                      ("sampler", None), ("batch_sampler", None), ("persistent_workers", True)):
+        with pytest.raises(ValueError, match=f"{attr} attribute should not be set after "
+                                             "DataLoader is initialized"):
+            setattr(dl, attr, val)
+    dl.num_workers = 0                    # the others stay assignable, as in torch
+    dl.collate_fn = lambda b: len(b)
+    assert [b for b in dl] == [5, 5, 5, 5, 3]
+
+
 def test_shuffle_is_a_permutation_and_seeded():
     ds, X, _ = _ds()
     g1 = cddp.Generator().manual_seed(3)

@@ -198,16 +198,39 @@ def test_generator_api():
     assert "Generator" in repr(g)
 
 
+STATE_SIZE, LEGACY_SIZE = 5056, 5048     # torch's CPUGeneratorImplState / ...StateLegacy
+
+
+def decode_state(st):
+    """The fields of torch's state layout, read with NumPy (not with the code under test)."""
+    b = n(st).tobytes()
+    return {"seed": int(np.frombuffer(b, "<u8", 1, 0)[0]),
+            "left": int(np.frombuffer(b, "<i4", 1, 8)[0]),
+            "seeded": int(np.frombuffer(b, "<i4", 1, 12)[0]),
+            "next": int(np.frombuffer(b, "<u8", 1, 16)[0]),
+            "words": np.frombuffer(b, "<u8", 624, 24),
+            "normal_y": float(np.frombuffer(b, "<f8", 1, 5024)[0]),
+            "normal_valid": int(np.frombuffer(b, "<i4", 1, 5040)[0]),
+            "float_normal": float(np.frombuffer(b, "<f4", 1, 5048)[0]),
+            "float_valid": b[5052]}
+
+
 def test_state_round_trip_includes_normal_cache():
     g = cddp.Generator().manual_seed(10)
     cddp.randn(3, generator=g)                  # odd count: a cached Box-Muller value remains
     st = g.get_state()
-    assert st.dtype == cddp.int64 and st.shape == (632,)
+    assert st.dtype == cddp.uint8 and st.shape == (STATE_SIZE,)
+    f = decode_state(st)
+    assert f["seed"] == 10 and f["seeded"] == 1 and 0 < f["left"] <= 624
+    assert f["normal_valid"] == 1 and f["words"].max() < 2 ** 32
     a = n(cddp.randn(5, generator=g))
     b = n(cddp.rand(700, generator=g))          # crosses a 624-word reload
     g.set_state(st)
     np.testing.assert_array_equal(n(cddp.randn(5, generator=g)), a)
     np.testing.assert_array_equal(n(cddp.rand(700, generator=g)), b)
+    # torch's legacy size (no float-normal slot) restores the same stream
+    g.set_state(st[:LEGACY_SIZE])
+    np.testing.assert_array_equal(n(cddp.randn(5, generator=g)), a)
     # module-level state of the default generator; copies on another generator
     cddp.manual_seed(1)
     s = cddp.get_rng_state()
@@ -221,19 +244,85 @@ def test_state_round_trip_includes_normal_cache():
     np.testing.assert_array_equal(n(cddp.rand(6, generator=g2)), n(cddp.rand(6, generator=g)))
 
 
+def old_words(st):
+    """The int64[632] state earlier cddp versions returned, built from torch's layout."""
+    f = decode_state(st)
+    w = np.zeros(632, np.int64)
+    w[0], w[1], w[2], w[3] = 1, np.uint64(f["seed"]).view(np.int64), f["left"], f["next"]
+    w[4:628] = f["words"].astype(np.int64)
+    w[630] = f["normal_valid"]
+    w[631] = np.float64(f["normal_y"]).view(np.int64)
+    return w
+
+
+def test_state_of_earlier_versions_still_loads():
+    g = cddp.Generator().manual_seed(77)
+    cddp.randn(5, generator=g)
+    st = g.get_state()
+    a = n(cddp.randn(9, generator=g))
+    words = old_words(st)
+    g.set_state(cddp.tensor(words))
+    np.testing.assert_array_equal(n(cddp.randn(9, generator=g)), a)
+    g.__setstate__(words.tobytes())               # a Generator pickled by an earlier version
+    np.testing.assert_array_equal(n(cddp.randn(9, generator=g)), a)
+
+
 def test_state_validation():
     g = cddp.Generator()
-    with pytest.raises(RuntimeError, match="632"):
+    with pytest.raises(RuntimeError, match="of size 5048 or a CPUGeneratorImplState of size 5056"):
+        g.set_state(cddp.zeros(5, dtype=cddp.uint8))
+    with pytest.raises(TypeError, match="uint8"):
+        g.set_state(cddp.zeros(STATE_SIZE))
+    with pytest.raises(TypeError, match="uint8"):
         g.set_state(cddp.zeros(5, dtype=cddp.int64))
-    with pytest.raises(RuntimeError, match="int64"):
-        g.set_state(cddp.zeros(632))
-    bad = g.get_state()
-    bad_np = n(bad)
-    bad_np[2] = 0                                # left out of range
+    good = n(g.get_state())
+    for offset, value in ((8, 0), (8, 625), (12, 0), (16, 625)):   # left, seeded, next
+        bad = good.copy()
+        bad[offset:offset + 4] = np.frombuffer(np.int32(value).tobytes(), np.uint8)
+        with pytest.raises(RuntimeError, match="Invalid mt19937 state"):
+            g.set_state(cddp.tensor(bad))
+    bad = old_words(g.get_state())
+    bad[2] = 0                                   # left out of range, earlier format
     with pytest.raises(RuntimeError, match="Invalid mt19937 state"):
-        g.set_state(cddp.tensor(bad_np))
+        g.set_state(cddp.tensor(bad))
+    with pytest.raises(RuntimeError, match="Invalid mt19937 state"):
+        g.__setstate__({"torch_state": b"\0" * STATE_SIZE})
+    with pytest.raises(RuntimeError, match="Invalid mt19937 state"):
+        g.__setstate__(b"\0" * STATE_SIZE)      # as earlier versions' words: version 0
+    with pytest.raises(RuntimeError, match="Invalid mt19937 state"):
+        g.__setstate__(b"\1" * 8)
     with pytest.raises(TypeError):
-        g.set_state(np.zeros(632, np.int64))
+        g.set_state(np.zeros(STATE_SIZE, np.uint8))
+    g.set_state(cddp.tensor(good))               # a failed set_state left nothing half-written
+    np.testing.assert_array_equal(n(g.get_state()), good)
+
+
+@pytest.mark.parametrize("seed", [0, 42, 2 ** 63 + 5])
+def test_state_is_torchs_bytes_and_moves_between_them(torch, seed):
+    tg, cg = pair(torch, seed)
+    for draw in (lambda m, g: m.randn(3, generator=g),                    # double normal cache
+                 lambda m, g: m.rand(700, generator=g),                   # a reload
+                 lambda m, g: m.randn(1, generator=g, dtype=m.float64)):
+        draw(torch, tg)
+        draw(cddp, cg)
+        eq(tg.get_state(), cg.get_state(), ("state bytes", seed))
+    # torch's state (as a checkpoint would carry it) continues torch's stream in cddp
+    cddp.set_rng_state(cddp.tensor(tg.get_state().numpy()))
+    eq(torch.randn(7, generator=tg), cddp.randn(7), "torch state -> cddp")
+    # and cddp's state continues in torch
+    torch.set_rng_state(torch.from_numpy(n(cddp.get_rng_state()).copy()))
+    eq(torch.rand(5), cddp.rand(5), "cddp state -> torch")
+
+
+def test_torch_checkpoint_rng_state_resumes_in_cddp(torch, tmp_path):
+    torch.manual_seed(5)
+    torch.rand(11)
+    path = tmp_path / "ckpt.pt"
+    torch.save({"rng_state": torch.get_rng_state(), "epoch": 3}, path)
+    expect = torch.rand(6)
+    ck = cddp.load(path)
+    cddp.set_rng_state(ck["rng_state"])
+    eq(expect, cddp.rand(6), "resumed stream")
 
 
 # ---- distributions ---------------------------------------------------------------------

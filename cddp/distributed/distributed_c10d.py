@@ -254,10 +254,15 @@ def _group_timeout(timeout, default):
     return timeout
 
 
+class _NotInitializedError(ValueError, RuntimeError):
+    """Use before init_process_group: torch >= 2 raises ValueError here and torch 1.x raised
+    RuntimeError; scripts catch either, so this is both."""
+
+
 def _default():
     if _world.default is None:
-        raise RuntimeError("Default process group has not been initialized, please make sure "
-                           "to call init_process_group.")
+        raise _NotInitializedError("Default process group has not been initialized, please "
+                                   "make sure to call init_process_group.")
     return _world.default
 
 

@@ -590,6 +590,18 @@ class DataLoader:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
         self._iterator = None       # persistent_workers: the iterator whose workers live on
+        self._initialized = True
+
+    _FROZEN = frozenset(("batch_size", "batch_sampler", "sampler", "drop_last", "dataset",
+                         "persistent_workers"))
+
+    def __setattr__(self, attr, val):
+        # the batch sampler is built from these in __init__: a later assignment would change
+        # nothing (torch refuses it the same way)
+        if attr in self._FROZEN and self.__dict__.get("_initialized"):
+            raise ValueError(f"{attr} attribute should not be set after "
+                             f"{type(self).__name__} is initialized")
+        super().__setattr__(attr, val)
 
     @property
     def _auto_collation(self):

@@ -7,13 +7,17 @@
  *
  *   g = cddp.Generator()            # seed 67280421310721, as torch.Generator()
  *   g.manual_seed(s) -> g           # s in [-2**63, 2**64): negative seeds wrap to uint64
- *   g.get_state() -> int64 tensor   # see STATE LAYOUT below (torch returns 5056 uint8; cddp
- *   g.set_state(t) -> g             #   has no uint8 dtype, so its state is its own format)
+ *   g.get_state() -> uint8 tensor   # torch's 5056-byte state (STATE LAYOUT below)
+ *   g.set_state(t) -> g             # torch's 5056 or legacy 5048 bytes, or the int64[632]
+ *                                   #   words earlier cddp versions returned
  *
- * STATE LAYOUT (int64 tensor of CDDP_STATE_LEN entries):
- *   [0] format version (1)  [1] seed (uint64 bits)  [2] left  [3] next
- *   [4 .. 627] the 624 mt19937 words   [628] has float normal  [629] its float bits
- *   [630] has double normal  [631] its double bits
+ * STATE LAYOUT: torch's CPUGeneratorImplState, byte for byte, so an RNG state saved with torch
+ * (a checkpoint's torch.get_rng_state()) restores cddp's stream and the other way round.
+ * Little-endian, natural x86-64 alignment:
+ *   0 seed u64 | 8 left i32 | 12 seeded i32 | 16 next u64 | 24 624 x u64 mt19937 words |
+ *   5016 normal_x f64 (0) | 5024 normal_y f64: the cached double normal | 5032 normal_rho (0) |
+ *   5040 normal_is_valid i32 | [5048: the legacy size ends] | 5048 float normal f32 |
+ *   5052 its valid flag u8 | 5056
  */
 #include "ops/random/random.h"
 #include "module.h"
@@ -23,7 +27,13 @@
 #include <time.h>
 
 #define CDDP_DEFAULT_SEED 67280421310721ULL
-#define CDDP_STATE_LEN (4 + CDDP_MT_N + 4)
+#define OLD_STATE_LEN (4 + CDDP_MT_N + 4)       /* int64 words of cddp's former format */
+enum {
+    ST_SEED = 0, ST_LEFT = 8, ST_SEEDED = 12, ST_NEXT = 16, ST_WORDS = 24,
+    ST_NORMAL_Y = ST_WORDS + 8 * CDDP_MT_N + 8, ST_NORMAL_VALID = ST_NORMAL_Y + 16,
+    ST_LEGACY_SIZE = ST_NORMAL_VALID + 8, ST_FLOAT = ST_LEGACY_SIZE,
+    ST_FLOAT_VALID = ST_FLOAT + 4, ST_SIZE = ST_FLOAT + 8
+};
 
 /* ---- engine --------------------------------------------------------------------------- */
 
@@ -233,75 +243,145 @@ static PyObject *gen_initial_seed(GeneratorObject *g, PyObject *unused)
 
 static PyObject *gen_get_state(GeneratorObject *g, PyObject *unused)
 {
-    int64_t shape[1] = {CDDP_STATE_LEN};
-    TensorObject *t = cddp_tensor_new(CDDP_INT64, 1, shape, 1);
-    int64_t *s;
+    int64_t shape[1] = {ST_SIZE};
+    TensorObject *t = cddp_tensor_new(CDDP_UINT8, 1, shape, 1);
+    unsigned char *b;
+    int32_t left, seeded = 1, dvalid;
+    uint64_t next, w;
     if (!t)
         return NULL;
-    s = (int64_t *)cddp_data(t);
+    b = (unsigned char *)cddp_data(t);       /* zeroed: normal_x, normal_rho and the padding */
     cddp_gen_acquire(g, 0);
-    s[0] = 1;
-    s[1] = (int64_t)g->seed;
-    s[2] = g->left;
-    s[3] = g->next;
-    for (int k = 0; k < CDDP_MT_N; k++)
-        s[4 + k] = g->state[k];
-    s[4 + CDDP_MT_N] = g->has_next_float;
-    {
-        uint32_t fb;
-        memcpy(&fb, &g->next_float, sizeof fb);
-        s[5 + CDDP_MT_N] = fb;
+    left = g->left;
+    next = g->next;
+    dvalid = g->has_next_double;
+    memcpy(b + ST_SEED, &g->seed, 8);
+    memcpy(b + ST_LEFT, &left, 4);
+    memcpy(b + ST_SEEDED, &seeded, 4);
+    memcpy(b + ST_NEXT, &next, 8);
+    for (int k = 0; k < CDDP_MT_N; k++) {
+        w = g->state[k];
+        memcpy(b + ST_WORDS + 8 * k, &w, 8);
     }
-    s[6 + CDDP_MT_N] = g->has_next_double;
-    memcpy(&s[7 + CDDP_MT_N], &g->next_double, sizeof(double));
+    if (dvalid)
+        memcpy(b + ST_NORMAL_Y, &g->next_double, 8);
+    memcpy(b + ST_NORMAL_VALID, &dvalid, 4);
+    if (g->has_next_float) {
+        memcpy(b + ST_FLOAT, &g->next_float, 4);
+        b[ST_FLOAT_VALID] = 1;
+    }
     cddp_gen_release(g);
     return (PyObject *)t;
+}
+
+/* An engine state read from outside, installed only once it is valid. */
+typedef struct {
+    uint64_t seed;
+    int left;
+    uint32_t next;
+    uint32_t words[CDDP_MT_N];
+    char has_double, has_float;
+    double next_double;
+    float next_float;
+} parsed_state_t;
+
+/* torch's layout (n = ST_SIZE or ST_LEGACY_SIZE bytes). Like torch's set_state, each 64-bit
+ * word slot keeps its low 32 bits and `next` is read as uint32. 1 if the state is valid. */
+static int parse_torch_state(parsed_state_t *p, const unsigned char *b, size_t n)
+{
+    int32_t left, seeded, dvalid;
+    uint64_t next, w;
+    memcpy(&p->seed, b + ST_SEED, 8);
+    memcpy(&left, b + ST_LEFT, 4);
+    memcpy(&seeded, b + ST_SEEDED, 4);
+    memcpy(&next, b + ST_NEXT, 8);
+    for (int k = 0; k < CDDP_MT_N; k++) {
+        memcpy(&w, b + ST_WORDS + 8 * k, 8);
+        p->words[k] = (uint32_t)w;
+    }
+    memcpy(&dvalid, b + ST_NORMAL_VALID, 4);
+    memcpy(&p->next_double, b + ST_NORMAL_Y, 8);
+    p->has_double = dvalid != 0;
+    p->has_float = n == ST_SIZE && b[ST_FLOAT_VALID] != 0;
+    p->next_float = 0;
+    if (p->has_float)
+        memcpy(&p->next_float, b + ST_FLOAT, 4);
+    p->left = left;
+    p->next = (uint32_t)next;
+    return seeded != 0 && left > 0 && left <= CDDP_MT_N && p->next <= CDDP_MT_N;
+}
+
+/* cddp's former int64 words: [0] version 1, [1] seed, [2] left, [3] next, [4..627] words,
+ * [628] has float normal, [629] its bits, [630] has double normal, [631] its bits. */
+static int parse_old_state(parsed_state_t *p, const int64_t *s)
+{
+    uint32_t fb = (uint32_t)s[5 + CDDP_MT_N];
+    int ok = s[0] == 1 && s[2] > 0 && s[2] <= CDDP_MT_N && s[3] >= 0 && s[3] <= CDDP_MT_N;
+    for (int k = 0; ok && k < CDDP_MT_N; k++) {
+        ok = s[4 + k] >= 0 && s[4 + k] <= 0xffffffffLL;
+        p->words[k] = (uint32_t)s[4 + k];
+    }
+    p->seed = (uint64_t)s[1];
+    p->left = (int)s[2];
+    p->next = (uint32_t)s[3];
+    p->has_float = s[4 + CDDP_MT_N] != 0;
+    memcpy(&p->next_float, &fb, sizeof fb);
+    p->has_double = s[6 + CDDP_MT_N] != 0;
+    memcpy(&p->next_double, &s[7 + CDDP_MT_N], sizeof(double));
+    return ok;
+}
+
+/* Install the state in `b` (n bytes; `old`: cddp's former int64 words). 0, or -1 with the
+ * exception set (torch's messages). */
+static int load_state(GeneratorObject *g, const void *b, size_t n, int old)
+{
+    parsed_state_t p;
+    int ok;
+    if (!old && n != ST_SIZE && n != ST_LEGACY_SIZE) {
+        PyErr_Format(PyExc_RuntimeError,
+                     "Expected either a CPUGeneratorImplStateLegacy of size %d or a "
+                     "CPUGeneratorImplState of size %d but found the input RNG state size to "
+                     "be %zu", (int)ST_LEGACY_SIZE, (int)ST_SIZE, n);
+        return -1;
+    }
+    ok = old ? parse_old_state(&p, (const int64_t *)b) : parse_torch_state(&p, b, n);
+    if (!ok) {
+        PyErr_SetString(PyExc_RuntimeError, "Invalid mt19937 state");
+        return -1;
+    }
+    cddp_gen_acquire(g, 0);
+    g->seed = p.seed;
+    g->left = p.left;
+    g->next = p.next;
+    memcpy(g->state, p.words, sizeof p.words);
+    g->has_next_float = p.has_float;
+    g->next_float = p.next_float;
+    g->has_next_double = p.has_double;
+    g->next_double = p.next_double;
+    cddp_gen_release(g);
+    return 0;
 }
 
 static PyObject *gen_set_state(GeneratorObject *g, PyObject *o)
 {
     TensorObject *t = (TensorObject *)o, *c;
-    const int64_t *s;
+    int old, rc;
     if (!cddp_tensor_check(o)) {
         PyErr_Format(PyExc_TypeError, "expected a cddp.Tensor as the RNG state, but got %s",
                      Py_TYPE(o)->tp_name);
         return NULL;
     }
-    if (t->dtype != CDDP_INT64 || cddp_numel(t) != CDDP_STATE_LEN) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "RNG state must be an int64 tensor of %d elements (from get_state()), "
-                     "got %s with %lld elements", CDDP_STATE_LEN, cddp_dtype_name[t->dtype],
-                     (long long)cddp_numel(t));
+    old = t->dtype == CDDP_INT64 && cddp_numel(t) == OLD_STATE_LEN;
+    if (t->dtype != CDDP_UINT8 && !old) {
+        PyErr_Format(PyExc_TypeError, "RNG state must be a uint8 tensor (torch.ByteTensor: "
+                     "from get_rng_state()), got %s", cddp_dtype_name[t->dtype]);
         return NULL;
     }
-    c = cddp_tensor_contiguous_raw(t);
-    if (!c)
+    if (!(c = cddp_tensor_contiguous_raw(t)))
         return NULL;
-    s = (const int64_t *)cddp_data(c);
-    int ok = s[0] == 1 && s[2] > 0 && s[2] <= CDDP_MT_N && s[3] >= 0 && s[3] <= CDDP_MT_N;
-    for (int k = 0; ok && k < CDDP_MT_N; k++)
-        ok = s[4 + k] >= 0 && s[4 + k] <= 0xffffffffLL;
-    if (!ok) {
-        Py_DECREF(c);
-        PyErr_SetString(PyExc_RuntimeError, "Invalid mt19937 state");
-        return NULL;
-    }
-    cddp_gen_acquire(g, 0);
-    g->seed = (uint64_t)s[1];
-    g->left = (int)s[2];
-    g->next = (uint32_t)s[3];
-    for (int k = 0; k < CDDP_MT_N; k++)
-        g->state[k] = (uint32_t)s[4 + k];
-    g->has_next_float = s[4 + CDDP_MT_N] != 0;
-    {
-        uint32_t fb = (uint32_t)s[5 + CDDP_MT_N];
-        memcpy(&g->next_float, &fb, sizeof fb);
-    }
-    g->has_next_double = s[6 + CDDP_MT_N] != 0;
-    memcpy(&g->next_double, &s[7 + CDDP_MT_N], sizeof(double));
-    cddp_gen_release(g);
+    rc = load_state(g, cddp_data(c), (size_t)cddp_numel(c) * (old ? 8 : 1), old);
     Py_DECREF(c);
-    return Py_NewRef(g);
+    return rc ? NULL : Py_NewRef(g);
 }
 
 static PyObject *gen_device(GeneratorObject *g, void *c)
@@ -314,43 +394,51 @@ static PyObject *gen_device(GeneratorObject *g, void *c)
     return PyUnicode_FromString(g->device < 0 ? "cpu" : "cuda");
 }
 
-/* pickling: Generator(device) then __setstate__(the state words as bytes), so pickling a
- * generator does not depend on tensors being picklable */
+/* pickling: Generator(device) then __setstate__({"torch_state": the state's bytes}), so
+ * pickling a generator does not depend on tensors being picklable. (The dict tells these
+ * bytes from the bare int64 words earlier versions pickled: both are 5056 bytes long.) */
 static PyObject *gen_reduce(GeneratorObject *g, PyObject *unused)
 {
     PyObject *dev = gen_device(g, NULL), *state = NULL, *bytes = NULL, *res = NULL;
     if (dev)
         state = gen_get_state(g, NULL);
     if (state)
-        bytes = PyBytes_FromStringAndSize(cddp_data((TensorObject *)state),
-                                          CDDP_STATE_LEN * (Py_ssize_t)sizeof(int64_t));
+        bytes = PyBytes_FromStringAndSize(cddp_data((TensorObject *)state), ST_SIZE);
     if (bytes)
-        res = Py_BuildValue("O(O)O", (PyObject *)Py_TYPE(g), dev, bytes);
+        res = Py_BuildValue("O(O){sO}", (PyObject *)Py_TYPE(g), dev, "torch_state", bytes);
     Py_XDECREF(dev);
     Py_XDECREF(state);
     Py_XDECREF(bytes);
     return res;
 }
 
+/* {"torch_state": bytes} from gen_reduce, the int64 words earlier versions pickled (bytes),
+ * or a state tensor */
 static PyObject *gen_setstate(GeneratorObject *g, PyObject *state)
 {
-    PyObject *r;
-    if (PyBytes_Check(state)) {
-        int64_t shape[1] = {CDDP_STATE_LEN};
-        TensorObject *t;
-        if (PyBytes_GET_SIZE(state) != CDDP_STATE_LEN * (Py_ssize_t)sizeof(int64_t)) {
+    PyObject *r, *b = state;
+    int old = PyBytes_Check(state);
+    if (PyDict_Check(state) && !(b = PyDict_GetItemString(state, "torch_state"))) {
+        PyErr_SetString(PyExc_RuntimeError, "Generator.__setstate__: no 'torch_state' entry");
+        return NULL;
+    }
+    if (PyBytes_Check(b)) {
+        size_t n = (size_t)PyBytes_GET_SIZE(b);
+        int64_t words[OLD_STATE_LEN];
+        const void *p = PyBytes_AS_STRING(b);
+        if (old && n != sizeof words) {
             PyErr_SetString(PyExc_RuntimeError, "Invalid mt19937 state");
             return NULL;
         }
-        if (!(t = cddp_tensor_new(CDDP_INT64, 1, shape, 0)))
+        if (old) {                               /* aligned copy of the words */
+            memcpy(words, p, sizeof words);
+            p = words;
+        }
+        if (load_state(g, p, n, old))
             return NULL;
-        memcpy(cddp_data(t), PyBytes_AS_STRING(state), (size_t)PyBytes_GET_SIZE(state));
-        r = gen_set_state(g, (PyObject *)t);
-        Py_DECREF(t);
-    } else {
-        r = gen_set_state(g, state);
+        Py_RETURN_NONE;
     }
-    if (!r)
+    if (!(r = gen_set_state(g, b)))
         return NULL;
     Py_DECREF(r);
     Py_RETURN_NONE;
@@ -367,7 +455,7 @@ static PyMethodDef gen_methods[] = {
     {"seed", (PyCFunction)gen_seed, METH_NOARGS, "seed() -> int: re-seed from the OS"},
     {"initial_seed", (PyCFunction)gen_initial_seed, METH_NOARGS, NULL},
     {"get_state", (PyCFunction)gen_get_state, METH_NOARGS,
-     "get_state() -> int64 Tensor of the engine state (cddp's layout, see ops/random/random.c)"},
+     "get_state() -> uint8 Tensor: the engine state in torch's 5056-byte layout"},
     {"set_state", (PyCFunction)gen_set_state, METH_O, "set_state(state) -> Generator"},
     {"__reduce__", (PyCFunction)gen_reduce, METH_NOARGS, NULL},
     {"__setstate__", (PyCFunction)gen_setstate, METH_O, NULL},
