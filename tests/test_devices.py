@@ -22,6 +22,19 @@ def test_cuda_module_api():
     assert cddp.rand(3).tolist() == a.tolist()        # the CPU generator was seeded
     with pytest.raises(TypeError):
         cddp.cuda.set_device([0])
+    # CUDA generator state, as torch's CPU-only build answers it: no devices, no states
+    state = cddp.get_rng_state()
+    cddp.cuda.seed()
+    cddp.cuda.seed_all()
+    assert cddp.equal(cddp.get_rng_state(), state)     # the CPU stream is untouched
+    assert cddp.cuda.get_rng_state_all() == []
+    cddp.cuda.set_rng_state_all([])
+    with pytest.raises(RuntimeError, match="2 CUDA generator states given"):
+        cddp.cuda.set_rng_state_all([state, state])
+    for call in (cddp.cuda.get_rng_state, cddp.cuda.initial_seed,
+                 lambda: cddp.cuda.set_rng_state(state)):
+        with pytest.raises(RuntimeError, match="no CUDA generator"):
+            call()
     cddp.backends.cudnn.benchmark = True
     assert cddp.backends.cudnn.benchmark is True
 

@@ -70,6 +70,48 @@ def manual_seed_all(seed):
     _C.manual_seed(int(seed))
 
 
+# The CUDA generators' own state: there are no CUDA devices (device_count() is 0), so the
+# per-device calls answer as torch's CPU-only build does — the "all devices" forms over an
+# empty list, the single-device forms with an error naming why.
+
+def seed():
+    """Accepted: no CUDA generator to re-seed (torch's CPU build queues it and never runs it)."""
+
+
+def seed_all():
+    """Accepted, as seed()."""
+
+
+def get_rng_state_all():
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states):
+    states = list(new_states)
+    if len(states) > device_count():
+        raise RuntimeError(f"set_rng_state_all: {len(states)} CUDA generator states given, but "
+                           f"cddp has {device_count()} CUDA devices (cuda.is_available() is "
+                           f"{is_available()})")
+
+
+def _no_generator(what):
+    raise RuntimeError(f"torch.cuda.{what}: cddp has no CUDA devices (cuda.is_available() is "
+                       "False), so there is no CUDA generator; CUDA work runs on the CPU and "
+                       "draws from the CPU generator (cddp.get_rng_state())")
+
+
+def get_rng_state(device="cuda"):
+    _no_generator("get_rng_state")
+
+
+def set_rng_state(new_state, device="cuda"):
+    _no_generator("set_rng_state")
+
+
+def initial_seed():
+    _no_generator("initial_seed")
+
+
 def synchronize(device=None):
     return None
 
