@@ -164,3 +164,7 @@ def __getattr__(name):
         value = getattr(value, attr)
     globals()[name] = value
     return value
+
+
+from . import _einops  # noqa: E402  (einops' functions take cddp tensors: cddp/_einops.py)
+_einops.install()
