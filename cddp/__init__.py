@@ -151,7 +151,8 @@ _LAZY.update({"i0": ("special", "i0"),
               "is_anomaly_enabled": ("autograd.anomaly_mode", "is_anomaly_enabled"),
               "conv3d": ("nn._functional_3d", "conv3d"),
               "conv_transpose3d": ("nn._functional_3d", "conv_transpose3d"),
-              "max_pool3d": ("nn._functional_3d", "_torch_max_pool3d")})
+              "max_pool3d": ("nn._functional_3d", "_torch_max_pool3d"),
+              "vmap": ("func", "vmap")})
 
 
 def __getattr__(name):

@@ -118,7 +118,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                       "True). To accumulate gradient for other parts of the graph, please use "
                       "torch.autograd.backward.", FutureWarning, stacklevel=2)
     if is_grads_batched:
-        raise NotImplementedError("cddp: is_grads_batched needs vmap, which cddp does not have")
+        return _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     single = isinstance(inputs, Tensor)
     inputs = [inputs] if single else list(inputs)
     outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
@@ -138,3 +139,35 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if materialize_grads:
         captured = [_C.zeros_like(x) if g is None else g for x, g in zip(inputs, captured)]
     return tuple(captured)
+
+
+def _batched_grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """grad(..., is_grads_batched=True): one backward per row of the grad_outputs' leading
+    dimension, each input's gradients stacked along a new first dimension. torch vmaps the
+    backward instead; the rows are the same vector-Jacobian products."""
+    gos = [grad_outputs] if isinstance(grad_outputs, Tensor) else list(grad_outputs or ())
+    n_out = 1 if isinstance(outputs, Tensor) else len(outputs)
+    if len(gos) != n_out or any(g is None or g.dim() == 0 for g in gos):
+        raise RuntimeError("is_grads_batched=True needs a grad_output with a leading batch "
+                           f"dimension for each of the {n_out} outputs")
+    batch = {int(g.shape[0]) for g in gos}
+    if len(batch) != 1:
+        raise RuntimeError("is_grads_batched=True: the grad_outputs' batch dimensions differ: "
+                           f"{[int(g.shape[0]) for g in gos]}")
+    rows = batch.pop()
+    single = isinstance(inputs, Tensor)
+    per_row = [grad(outputs, inputs, [g[i] for g in gos],
+                    retain_graph=True if i < rows - 1 else retain_graph,
+                    create_graph=create_graph, allow_unused=allow_unused,
+                    materialize_grads=materialize_grads) for i in range(rows)]
+    xs = [inputs] if single else list(inputs)
+    stacked = []
+    for j, x in enumerate(xs):
+        col = [r[j] for r in per_row]
+        if rows and col[0] is None:
+            stacked.append(None)
+        else:
+            stacked.append(_C.stack(col) if rows else
+                           _C.zeros((0, *x.shape), dtype=x.dtype))
+    return tuple(stacked)

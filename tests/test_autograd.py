@@ -279,3 +279,40 @@ def test_autograd_grad_leaves_every_grad_and_post_accumulate_hook_alone():
     (x * w).sum().backward()                          # and backward still accumulates
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 4.0])
     assert len(fired) == 1
+
+
+def test_is_grads_batched_gives_one_vjp_per_row():
+    x = cddp.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    w = cddp.tensor([[1.0, 2.0, 0.0], [0.0, -1.0, 3.0]], requires_grad=True)
+    y = w @ (x ** 2)                                   # (2,): Jacobian wrt x = w * 2x
+    eye = cddp.eye(2)
+    jx, jw = cddp.autograd.grad(y, (x, w), eye, is_grads_batched=True)
+    xs = np.array([0.5, -1.0, 2.0])
+    ws = np.array([[1.0, 2.0, 0.0], [0.0, -1.0, 3.0]])
+    np.testing.assert_allclose(n(jx), ws * 2 * xs, rtol=1e-6)
+    want_w = np.zeros((2, 2, 3))
+    want_w[0, 0], want_w[1, 1] = xs ** 2, xs ** 2      # d y_i / d w = e_i (x**2)^T
+    np.testing.assert_allclose(n(jw), want_w, rtol=1e-6)
+    assert x.grad is None and w.grad is None
+    with pytest.raises(RuntimeError, match="leading batch dimension"):
+        cddp.autograd.grad(y, x, None, is_grads_batched=True)
+    with pytest.raises(RuntimeError, match="batch dimensions differ"):
+        cddp.autograd.grad((y, y), x, (eye, cddp.ones(3, 2)), is_grads_batched=True)
+
+
+def test_is_grads_batched_matches_torch(torch):
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    m = rng.standard_normal((3, 5)).astype(np.float32)
+    v = rng.standard_normal((6, 4, 5)).astype(np.float32)
+    res = []
+    for mod in (torch, cddp):
+        x = mod.tensor(a, requires_grad=True)
+        p = mod.tensor(m, requires_grad=True)
+        y = mod.tanh(x @ p)
+        gx, gp = mod.autograd.grad(y, (x, p), mod.tensor(v), is_grads_batched=True,
+                                   create_graph=True)
+        (gh,) = mod.autograd.grad(gx.sum(), p)         # through the batched rows again
+        res.append([t.detach().numpy() for t in (gx, gp, gh)])
+    for t, c in zip(*res):
+        np.testing.assert_allclose(c, t, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,123 @@
+"""cddp.func._pytree — the nested containers the function transforms take and return.
+
+As torch.utils._pytree: tuples (named tuples and cddp.Size included), lists and dicts
+(OrderedDict kept) are walked, dicts in insertion order; anything else (a tensor, a number,
+None, a dict subclass) is a leaf.
+"""
+from collections import OrderedDict
+
+from .._size import Size
+
+
+class TreeSpec:
+    """The shape of a pytree without its leaves: equal specs flatten to lists that line up."""
+
+    __slots__ = ("type", "context", "children", "num_leaves")
+
+    def __init__(self, type_, context, children):
+        self.type = type_
+        self.context = context
+        self.children = children
+        self.num_leaves = 1 if type_ is None else sum(c.num_leaves for c in children)
+
+    def __eq__(self, other):
+        return (isinstance(other, TreeSpec) and self.type is other.type and
+                self.context == other.context and self.children == other.children)
+
+    def _named(self):
+        return self.type not in (tuple, list, Size) and self.context is None
+
+    def __repr__(self, indent=0):
+        """torch's TreeSpec repr (error messages quote it): TreeSpec(type, context, [...])."""
+        if self.type is None:
+            return "*"
+        name, ctx = self.type.__name__, self.context
+        if self._named():
+            name, ctx = "namedtuple", self.type
+        kids = ""
+        if self.children:
+            indent += 2
+            kids = (",\n" + " " * indent).join(c.__repr__(indent) for c in self.children)
+        return f"TreeSpec({name}, {ctx}, [{kids}])"
+
+    def pprint(self):
+        """The structure as a Python literal with * for leaves (torch's treespec_pprint)."""
+        if self.type is None:
+            return "*"
+        kids = [c.pprint() for c in self.children]
+        if self.type is dict:
+            return "{" + ", ".join(f"{k!r}: {c}" for k, c in zip(self.context, kids)) + "}"
+        if self.type is OrderedDict:
+            pairs = ", ".join(f"({k!r}, {c})" for k, c in zip(self.context, kids))
+            return f"OrderedDict([{pairs}])"
+        if self._named():
+            fields = ", ".join(f"{f}={c}" for f, c in zip(self.type._fields, kids))
+            return f"{self.type.__name__}({fields})"
+        if self.type is list:
+            return "[" + ", ".join(kids) + "]"
+        return "(" + ", ".join(kids) + ("," if len(kids) == 1 else "") + ")"
+
+
+LEAF = TreeSpec(None, None, ())
+
+
+def _node(x):
+    """(type, dict keys or None, children) for a container, None for a leaf."""
+    t = type(x)
+    if t in (tuple, list, Size) or (isinstance(x, tuple) and hasattr(t, "_fields")):
+        return t, None, list(x)
+    if t is dict or t is OrderedDict:
+        return t, list(x), list(x.values())
+    return None
+
+
+def tree_flatten(tree):
+    """(leaves in order, spec)."""
+    leaves = []
+
+    def walk(x):
+        node = _node(x)
+        if node is None:
+            leaves.append(x)
+            return LEAF
+        t, ctx, kids = node
+        return TreeSpec(t, ctx, [walk(k) for k in kids])
+    return leaves, walk(tree)
+
+
+def tree_unflatten(leaves, spec):
+    """The pytree of shape spec holding leaves (in tree_flatten's order)."""
+    it = iter(leaves)
+
+    def build(s):
+        if s.type is None:
+            return next(it)
+        kids = [build(c) for c in s.children]
+        if s.context is not None:
+            return s.type(zip(s.context, kids))
+        if s.type in (tuple, list, Size):
+            return s.type(kids)
+        return s.type(*kids)                       # a named tuple
+    return build(spec)
+
+
+def broadcast_prefix(prefix, spec):
+    """One entry of prefix per leaf of spec: a non-container in prefix stands for every leaf
+    below its place (vmap's in_dims and out_dims); None when prefix is no prefix of spec."""
+    node = _node(prefix)
+    if node is None:
+        return [prefix] * spec.num_leaves
+    t, ctx, kids = node
+    if t is not spec.type or len(kids) != len(spec.children):
+        return None
+    if ctx is not None:
+        if set(ctx) != set(spec.context):
+            return None
+        kids = [prefix[k] for k in spec.context]
+    out = []
+    for k, s in zip(kids, spec.children):
+        sub = broadcast_prefix(k, s)
+        if sub is None:
+            return None
+        out.extend(sub)
+    return out
