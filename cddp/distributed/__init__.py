@@ -12,6 +12,7 @@ from .distributed_c10d import (  # noqa: F401  (names torch scripts reach for)
     ReduceOp, Backend, GroupMember, group, ProcessGroup, Work, P2POp,
     DistBackendError, DistTimeoutError, default_pg_timeout,
 )
-from .store import TCPStore, FileStore, PrefixStore, HashStore, Store  # noqa: F401
+from .store import (TCPStore, FileStore, PrefixStore, HashStore, Store,  # noqa: F401
+                    DistError, DistStoreError, DistNetworkError)
 from .notebook import notebook_launch  # noqa: F401
 from . import algorithms  # noqa: F401
