@@ -7,7 +7,8 @@ at the origin, xlogy at x = 0, sinc at 0) the inputs are first replaced by safe 
 `where`, so the gradients are torch's.
 
 In-place forms compute the result and copy it back (one extra pass); lerp_ / addcmul_ /
-addcdiv_, the ones optimizers and EMA updates call per step, work in place on the tensor."""
+addcdiv_, the ones optimizers and EMA updates call per step, work in place on the tensor
+(float16 / bfloat16: computed in float32 and copied back, rounding once as torch does)."""
 import math
 
 from . import _C
@@ -39,9 +40,25 @@ def _float_pair(a, b):
     return tuple(v.to(dt) if isinstance(v, Tensor) else v for v in (a, b))
 
 
-def lerp(input, end, weight):  # noqa: A002
-    """input + weight * (end - input), from the nearer end as torch's kernel (|w| >= 0.5 uses
-    end - (end - input) * (1 - w)), so a weight of 1 gives end exactly."""
+_NARROW = (_C.float16, _C.bfloat16)
+
+
+def _wide(*xs):
+    """float16 / bfloat16 tensors as float32, the others as they are: torch computes these
+    ops in float32 for the 2-byte dtypes and rounds once (its opmath type), where a
+    composition in the narrow dtype would round every intermediate."""
+    return [x.float() if isinstance(x, Tensor) and x.dtype in _NARROW else x for x in xs]
+
+
+def _narrow_result(input, *others):  # noqa: A002
+    """The dtype to round to when input or others is float16/bfloat16, else None."""
+    dt = _C.result_type(input, *others[:1]) if others else input.dtype
+    for o in others[1:]:
+        dt = _C.promote_types(dt, o.dtype) if isinstance(o, Tensor) else dt
+    return dt if dt in _NARROW else None
+
+
+def _lerp(input, end, weight):  # noqa: A002
     diff = end - input
     if isinstance(weight, Tensor):
         return _C.where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
@@ -50,8 +67,18 @@ def lerp(input, end, weight):  # noqa: A002
     return end - diff * (1 - weight)
 
 
+def lerp(input, end, weight):  # noqa: A002
+    """input + weight * (end - input), from the nearer end as torch's kernel (|w| >= 0.5 uses
+    end - (end - input) * (1 - w)), so a weight of 1 gives end exactly; float16 / bfloat16
+    through float32 with one rounding (_wide)."""
+    narrow = _narrow_result(input, end, weight)
+    if narrow is None:
+        return _lerp(input, end, weight)
+    return _lerp(*_wide(input, end, weight)).to(narrow)
+
+
 def _lerp_(self, end, weight):
-    if isinstance(weight, Tensor):
+    if isinstance(weight, Tensor) or self.dtype in _NARROW:
         return self.copy_(lerp(self, end, weight))
     diff = end - self
     if abs(weight) < 0.5:
@@ -60,11 +87,16 @@ def _lerp_(self, end, weight):
 
 
 def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
-    """input + value * tensor1 * tensor2."""
+    """input + value * tensor1 * tensor2 (float16 / bfloat16 through float32, _wide)."""
+    narrow = _narrow_result(input, tensor1, tensor2)
+    if narrow is not None:
+        return addcmul(*_wide(input, tensor1, tensor2), value=value).to(narrow)
     return input.add(tensor1 * tensor2, alpha=value) if value != 1 else input + tensor1 * tensor2
 
 
 def _addcmul_(self, tensor1, tensor2, *, value=1):
+    if self.dtype in _NARROW:
+        return self.copy_(addcmul(self, tensor1, tensor2, value=value))
     return self.add_(tensor1 * tensor2, alpha=value)
 
 
@@ -82,11 +114,16 @@ def _check_addcdiv(tensor1, tensor2):
 def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
     """input + value * tensor1 / tensor2 (integer tensor1 and tensor2 refused, as torch)."""
     _check_addcdiv(tensor1, tensor2)
+    narrow = _narrow_result(input, tensor1, tensor2)
+    if narrow is not None:
+        return addcdiv(*_wide(input, tensor1, tensor2), value=value).to(narrow)
     return input.add(tensor1 / tensor2, alpha=value) if value != 1 else input + tensor1 / tensor2
 
 
 def _addcdiv_(self, tensor1, tensor2, *, value=1):
     _check_addcdiv(tensor1, tensor2)
+    if self.dtype in _NARROW:
+        return self.copy_(addcdiv(self, tensor1, tensor2, value=value))
     return self.add_(tensor1 / tensor2, alpha=value)
 
 

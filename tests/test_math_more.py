@@ -733,3 +733,34 @@ def test_unary_pointwise_vs_torch(torch):
         for v in ([1, 0], [True, False]):
             a, b = getattr(cddp, name)(cddp.tensor(v)), getattr(torch, name)(torch.tensor(v))
             assert str(a.dtype)[5:] == str(b.dtype)[6:], name
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_lerp_addcmul_addcdiv_round_once_in_narrow_dtypes(dt):
+    # torch computes these in float32 for 2-byte dtypes; rounding (end - input) to the narrow
+    # dtype first put ~28% of bfloat16 lerps one unit off
+    a, b = 0.640625, -1.6015625                     # exact in both; the midpoint is exact too
+    x = cddp.tensor([a]).to(getattr(cddp, dt))
+    y = cddp.tensor([b]).to(getattr(cddp, dt))
+    assert x.lerp(y, 0.5).item() == (a + b) / 2
+    x.lerp_(y, 0.5)
+    assert x.item() == (a + b) / 2
+    rng = np.random.default_rng(1)
+    xs, ys, zs = (rng.standard_normal(4000).astype(np.float32) for _ in range(3))
+    zs += 3
+    narrow = [cddp.tensor(v).to(getattr(cddp, dt)) for v in (xs, ys, zs)]
+    wide = [t.float().numpy().astype(np.float64) for t in narrow]      # the exact inputs
+    ulp = 2.0 ** -7 if dt == "bfloat16" else 2.0 ** -10
+    for w in (0.05, 0.5, 0.7):
+        got = {"lerp": cddp.lerp(narrow[0], narrow[1], w),
+               "addcmul": cddp.addcmul(narrow[0], narrow[1], narrow[2], value=w),
+               "addcdiv": cddp.addcdiv(narrow[0], narrow[1], narrow[2], value=w)}
+        want = {"lerp": wide[0] + w * (wide[1] - wide[0]),
+                "addcmul": wide[0] + w * wide[1] * wide[2],
+                "addcdiv": wide[0] + w * wide[1] / wide[2]}
+        for k in got:
+            g = got[k].float().numpy().astype(np.float64)
+            assert got[k].dtype == narrow[0].dtype
+            # one rounding of the exact value: within half a unit of its binade (+ float32 slack)
+            scale = 2.0 ** np.floor(np.log2(np.maximum(np.abs(want[k]), 1e-30)))
+            assert np.all(np.abs(g - want[k]) <= 0.5 * ulp * scale * (1 + 1e-3) + 1e-7), (k, w)

@@ -1,5 +1,5 @@
 """cddp.optim — torch.optim: Optimizer, SGD, Adam, AdamW, Adadelta, Adagrad, RMSprop,
-Adamax, NAdam, RAdam, ASGD, Rprop, LBFGS, lr_scheduler, swa_utils."""
+Adamax, NAdam, RAdam, ASGD, Rprop, LBFGS, Adafactor, Muon, lr_scheduler, swa_utils."""
 from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
@@ -12,7 +12,10 @@ from .radam import RAdam
 from .asgd import ASGD
 from .rprop import Rprop
 from .lbfgs import LBFGS
+from .adafactor import Adafactor
+from .muon import Muon
 from . import lr_scheduler, swa_utils
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "Adamax",
-           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "lr_scheduler", "swa_utils"]
+           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "Adafactor", "Muon", "lr_scheduler",
+           "swa_utils"]
