@@ -152,7 +152,7 @@ _LAZY.update({"i0": ("special", "i0"),
               "conv3d": ("nn._functional_3d", "conv3d"),
               "conv_transpose3d": ("nn._functional_3d", "conv_transpose3d"),
               "max_pool3d": ("nn._functional_3d", "_torch_max_pool3d"),
-              "vmap": ("func", "vmap")})
+              "vmap": ("func", "vmap"), "hub": ("hub", None)})
 
 
 def __getattr__(name):

@@ -206,6 +206,27 @@ class layout(_NamedConstant):
 strided = layout("strided")
 Tensor.layout = property(lambda self: strided, doc="torch.strided: cddp's only layout")
 Tensor.is_sparse = property(lambda self: False, doc="False: cddp's tensors are dense")
+# the other backends' and layouts' flags scripts test (`x.is_cuda or x.is_xpu`): cddp's
+# tensors are dense, unquantized CPU tensors
+for _flag in ("is_xpu", "is_mps", "is_meta", "is_xla", "is_ipu", "is_mtia", "is_maia",
+              "is_vulkan", "is_mkldnn", "is_quantized", "is_nested", "is_sparse_csr"):
+    setattr(Tensor, _flag, property(lambda self: False))
+del _flag
+Tensor.is_distributed = lambda self: False
+
+
+def _is_set_to(self, tensor):
+    """torch's Tensor.is_set_to: the same memory seen with the same geometry."""
+    return (self.data_ptr() == tensor.data_ptr() and self.dtype == tensor.dtype and
+            tuple(self.shape) == tuple(tensor.shape) and self.stride() == tensor.stride())
+
+
+def _is_coalesced(self):
+    raise RuntimeError("is_coalesced expected sparse coordinate tensor layout but got Strided")
+
+
+Tensor.is_set_to = _is_set_to
+Tensor.is_coalesced = _is_coalesced
 
 
 def spmm(input, mat2):  # noqa: A002

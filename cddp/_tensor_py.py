@@ -180,3 +180,165 @@ def _geometric_(self, p, *, generator=None):
 Tensor.cauchy_ = _cauchy_
 Tensor.log_normal_ = _log_normal_
 Tensor.geometric_ = _geometric_
+
+
+# ---- storages: Tensor.untyped_storage() / storage() as read-only descriptions of the memory a
+# tensor views (what scripts ask of them: its base address and size, to tell whether two
+# tensors share memory). They hold a detached alias of the tensor, which keeps the memory
+# alive; the base address and byte count come from the C storage (_C._storage_info /
+# _storage_view). Resizing, filling or copying a storage is not offered: that needs C.
+
+class UntypedStorage:
+    """A tensor's storage as bytes (torch.UntypedStorage): data_ptr() is the storage's first
+    byte (0 when it holds none, as torch), size() == len() == nbytes(), element_size() 1."""
+
+    def __init__(self, tensor):
+        self._t = tensor.detach()
+
+    @property
+    def _cdata(self):
+        """The storage's identity while it is alive (equal for all views of one storage)."""
+        return _C._storage_info(self._t)[0]
+
+    def nbytes(self):
+        return _C._storage_info(self._t)[1]
+
+    def data_ptr(self):
+        if self.nbytes() == 0:
+            return 0
+        t = self._t
+        return t.data_ptr() - t.storage_offset() * t.element_size()
+
+    def size(self):
+        return self.nbytes()
+
+    def __len__(self):
+        return self.size()
+
+    def element_size(self):
+        return 1
+
+    @property
+    def device(self):
+        return self._t.device
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    def get_device(self):
+        """The device index; -1 on the CPU."""
+        return self._t.get_device() if self.is_cuda else -1
+
+    def is_shared(self):
+        return self._t.is_shared()
+
+    def _whole(self):
+        """The whole storage as a flat tensor of the tensor's dtype (a view, no history)."""
+        t = self._t
+        return _C._storage_view(t, 0, (self.nbytes() // t.element_size(),), (1,))
+
+    def tolist(self):
+        """The storage's bytes as ints."""
+        if self.nbytes() == 0:
+            return []
+        return _to_array(self._whole()).view(np.uint8).reshape(-1).tolist()
+
+    def type(self):
+        return f"{__name__}.UntypedStorage"
+
+    def __repr__(self):
+        vals = "".join(f" {v}\n" for v in self.tolist())
+        return f"{vals}[{__name__}.UntypedStorage(device={self.device}) of size {self.size()}]"
+
+
+class TypedStorage:
+    """A tensor's storage in units of its dtype (torch.TypedStorage, what Tensor.storage()
+    gives): size() == len() is the element count, dtype and element_size() the tensor's;
+    untyped() is the UntypedStorage."""
+
+    def __init__(self, tensor):
+        self._untyped_storage = tensor.untyped_storage()
+        self._t = tensor.detach()
+        self.dtype = tensor.dtype
+
+    def untyped(self):
+        return self._untyped_storage
+
+    @property
+    def _cdata(self):
+        return self._untyped_storage._cdata
+
+    def data_ptr(self):
+        return self._untyped_storage.data_ptr()
+
+    def nbytes(self):
+        return self._untyped_storage.nbytes()
+
+    def element_size(self):
+        return self._t.element_size()
+
+    def size(self):
+        return self.nbytes() // self.element_size()
+
+    def __len__(self):
+        return self.size()
+
+    @property
+    def device(self):
+        return self._untyped_storage.device
+
+    @property
+    def is_cuda(self):
+        return self._untyped_storage.is_cuda
+
+    def get_device(self):
+        return self._untyped_storage.get_device()
+
+    def is_shared(self):
+        return self._untyped_storage.is_shared()
+
+    def tolist(self):
+        """The storage's elements as Python numbers."""
+        if self.nbytes() == 0:
+            return []
+        return _C._storage_view(self._t, 0, (self.size(),), (1,)).tolist()
+
+    def __repr__(self):
+        vals = "".join(f" {v}\n" for v in self.tolist())
+        return (f"{vals}[{__name__}.TypedStorage(dtype={self.dtype}, device={self.device}) of "
+                f"size {self.size()}]")
+
+
+# one UntypedStorage object per live storage, as torch keeps one Python object per storage
+# (`a.untyped_storage() is b.untyped_storage()` for views of one tensor); an entry is only
+# reused while its tensor still has that storage
+_storages = __import__("weakref").WeakValueDictionary()
+
+
+def _untyped_storage(self):
+    """The storage this tensor views, as an UntypedStorage (data_ptr, nbytes, size, ...)."""
+    key = _C._storage_info(self)[0]
+    s = _storages.get(key)
+    if s is None or _C._storage_info(s._t)[0] != key:
+        s = UntypedStorage(self)
+        _storages[key] = s
+    return s
+
+
+_typed_storage_warned = [False]
+
+
+def _storage(self):
+    """The storage this tensor views, typed by its dtype (torch's deprecated TypedStorage;
+    warns once per process, as torch does)."""
+    if not _typed_storage_warned[0]:
+        _typed_storage_warned[0] = True
+        import warnings
+        warnings.warn("TypedStorage is deprecated (as in torch): use tensor.untyped_storage() "
+                      "instead of tensor.storage()", UserWarning, stacklevel=2)
+    return TypedStorage(self)
+
+
+Tensor.untyped_storage = _untyped_storage
+Tensor.storage = _storage

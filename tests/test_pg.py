@@ -635,6 +635,11 @@ def test_use_before_init(dist):
         dist.all_reduce(cddp.from_numpy(np.ones(2, np.float32)))
     with pytest.raises(RuntimeError, match="has not been initialized"):
         dist.get_rank()
+    # torch's exception names for store and network failures, reachable from the package
+    from cddp.distributed import store
+    assert dist.DistError is store.DistError and dist.DistStoreError is store.DistStoreError
+    assert dist.DistNetworkError is store.DistNetworkError
+    assert issubclass(dist.DistBackendError, dist.DistError)
     # torch >= 2 raises ValueError, torch 1.x RuntimeError: scripts catch either
     for call in (dist.get_rank, dist.get_world_size, dist.barrier, dist.get_backend,
                  lambda: dist.new_group([0])):

@@ -1343,3 +1343,207 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     out = _i64([0] * (width // 8))
     pg._c.scatter(out, flat, root, True)
     scatter_object_output_list[0] = _decode(_rows_of(out, width)[0, :lens[me]].tobytes())
+
+
+# ---- node-local rank, object point-to-point, subgroups, backend and debug-level queries -------
+
+__all__ += [
+    "get_node_local_rank", "send_object_list", "recv_object_list", "new_subgroups",
+    "new_subgroups_by_enumeration", "is_backend_available", "DebugLevel", "get_debug_level",
+    "set_debug_level", "set_debug_level_from_env", "get_pg_count",
+]
+
+
+def get_node_local_rank(fallback_rank=None):
+    """This process's rank on its node: LOCAL_RANK (set by cddp.run / torchrun / srun's
+    SLURM_LOCALID path), else fallback_rank, else RuntimeError (torch's)."""
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError("LOCAL_RANK is not in the environment. Consider passing fallback_rank to "
+                       "allow `get_node_local_rank` to work, assuming you are not running in a "
+                       "multi-device context and want the code to run locally instead.")
+
+
+def _object_peer(object_list, peer, group, group_peer, opname, what):
+    """(ProcessGroup, group-local peer) for the object point-to-point ops, with torch's checks:
+    a peer is required (global or group rank), and it may not be this rank."""
+    pg = _resolve(group, opname)
+    if pg is None:
+        return None, None
+    if not isinstance(object_list, list):
+        raise TypeError(f"{opname}: object_list must be a list, got {type(object_list).__name__}")
+    gp = _group_rank(pg, peer, group_peer, what, opname)
+    if gp == pg.rank():
+        kind = "destination" if what == "dst" else "source"
+        raise ValueError(f"Invalid {kind} rank: {kind} rank should not be the same as the rank "
+                         "of the current process.")
+    return pg, gp
+
+
+def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None,
+                     use_batch=False):
+    """torch.distributed.send_object_list: the objects to rank dst, as torch sends them (the
+    per-object byte counts as one int64 tensor, then all the bytes as one uint8 tensor), but
+    serialized as the other object collectives here are: JSON, never pickle, so only JSON-able
+    objects (see broadcast_object_list) cross. device and use_batch are accepted and change
+    nothing (CPU engine; the two sends are the same either way)."""
+    pg, gd = _object_peer(object_list, dst, group, group_dst, "send_object_list", "dst")
+    if pg is None:
+        return None
+    blobs = [_encode(o, "send_object_list") for o in object_list]
+    pg._c.send(_i64([len(b) for b in blobs]), gd, 0, True)
+    payload = _from_np(np.frombuffer(b"".join(blobs), dtype=np.uint8).copy())
+    if payload.numel():
+        pg._c.send(payload, gd, 0, True)
+    return None
+
+
+def recv_object_list(object_list, src=None, group=None, device=None, group_src=None,
+                     use_batch=False):
+    """torch.distributed.recv_object_list: fills object_list in place with the objects rank
+    src sent (object_list must have as many entries as were sent) and returns src's global
+    rank; -1 on a rank outside `group`. src (or group_src) is required, as in torch 2.13."""
+    pg, gs = _object_peer(object_list, src, group, group_src, "recv_object_list", "src")
+    if pg is None:
+        return -1
+    sizes = _i64([0] * len(object_list))
+    pg._c.recv(sizes, gs, 0, True)
+    lens = [int(v) for v in _np(sizes)]
+    if any(v < 0 for v in lens):
+        raise RuntimeError(f"recv_object_list: rank {pg._ranks[gs]} sent invalid object sizes "
+                           f"{lens}")
+    payload = _from_np(np.zeros(sum(lens), dtype=np.uint8))
+    if payload.numel():
+        pg._c.recv(payload, gs, 0, True)
+    data = _np(payload).tobytes()
+    offset = 0
+    for i, n in enumerate(lens):
+        object_list[i] = _decode(data[offset:offset + n])
+        offset += n
+    return pg._ranks[gs]
+
+
+def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None,
+                  group_desc=None):
+    """Consecutive subgroups of group_size ranks of `group` (default: the world): returns
+    (this rank's subgroup, every subgroup). Every rank of the world must call it. Without
+    group_size torch uses the CUDA device count; cddp, like torch on a machine without CUDA,
+    requires it."""
+    if group_size is None:
+        from .. import cuda
+        if not cuda.is_available():
+            raise ValueError("Default group size only takes effect when CUDA is available."
+                             "If your subgroup using a backend that does not depend on CUDA,"
+                             "please pass in 'group_size' correctly.")
+        group_size = cuda.device_count()
+    if group_size <= 0:
+        raise ValueError(f"The arg 'group_size' ({group_size}) must be positive")
+    world_size = get_world_size(group)
+    if world_size < group_size:
+        raise ValueError(f"The arg 'group_size' ({group_size}) must not exceed the world size "
+                         f"({world_size})")
+    if world_size % group_size != 0:
+        raise ValueError(f"The world size ({world_size}) must be divisible by "
+                         f"'group_size={group_size}'")
+    ranks = get_process_group_ranks(group)
+    return new_subgroups_by_enumeration(
+        [ranks[i:i + group_size] for i in range(0, len(ranks), group_size)],
+        timeout=timeout, backend=backend, pg_options=pg_options, group_desc=group_desc)
+
+
+def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None,
+                                 pg_options=None, group_desc=None):
+    """One new_group per list of global ranks (disjoint; a rank may be in none): returns
+    (this rank's subgroup or None, every subgroup — NON_GROUP_MEMBER where this rank is not
+    a member, as new_group gives). Every rank of the world must call it."""
+    if ranks_per_subgroup_list is None or len(ranks_per_subgroup_list) == 0:
+        raise ValueError("The arg 'ranks_per_subgroup_list' cannot be empty")
+    subgroups, cur, owner = [], None, {}
+    me = get_rank()
+    for ranks in ranks_per_subgroup_list:
+        sub = new_group(ranks=ranks, timeout=timeout, backend=backend, pg_options=pg_options,
+                        group_desc=group_desc)
+        subgroups.append(sub)
+        for r in ranks:
+            if r in owner:
+                raise ValueError(f"Rank {r} has appeared in both subgroup {owner[r]} and {ranks}")
+            owner[r] = ranks
+            if r == me:
+                cur = sub
+    return cur, subgroups
+
+
+def _backend_available(name):
+    """One backend name: its is_<name>_available() where there is one, else whether
+    init_process_group takes it ('cpu', cddp's alias of the C engine)."""
+    name = str(name).lower()
+    fn = globals().get(f"is_{name}_available")
+    if callable(fn):
+        return bool(fn())
+    return name == "cpu"
+
+
+def is_backend_available(backend):
+    """torch.distributed.is_backend_available: gloo, nccl (cddp's CPU stand-in) and cpu are;
+    mpi when cddp was built with MPI; ucc and unknown names are not. A composite spec
+    ("cpu:gloo,cuda:nccl") is available when each of its backends is."""
+    b = str(backend).lower()
+    if ":" in b:
+        names = [p.split(":", 1)[1] for p in b.split(",") if ":" in p]
+        return bool(names) and all(_backend_available(n) for n in names)
+    return _backend_available(b)
+
+
+class DebugLevel(enum.Enum):
+    """torch.distributed.DebugLevel (TORCH_DISTRIBUTED_DEBUG). cddp records the level and
+    reports it; it does not change what cddp checks or logs."""
+    OFF = 0
+    INFO = 1
+    DETAIL = 2
+
+    def __int__(self):
+        return self.value
+
+
+_debug_level = [DebugLevel.OFF]
+
+
+def get_debug_level():
+    return _debug_level[0]
+
+
+def set_debug_level(level):
+    if not isinstance(level, DebugLevel):
+        raise TypeError(f"set_debug_level(): expected a DebugLevel (OFF, INFO or DETAIL), got "
+                        f"{type(level).__name__} {level!r}")
+    _debug_level[0] = level
+
+
+def set_debug_level_from_env():
+    """The level from TORCH_DISTRIBUTED_DEBUG (OFF / INFO / DETAIL, any case); unset means
+    OFF; anything else is torch's ValueError."""
+    value = os.environ.get("TORCH_DISTRIBUTED_DEBUG")
+    if value is None:
+        _debug_level[0] = DebugLevel.OFF
+        return
+    try:
+        _debug_level[0] = DebugLevel[value.upper()]
+    except KeyError:
+        raise ValueError("The value of TORCH_DISTRIBUTED_DEBUG must be OFF, INFO, or DETAIL.") \
+            from None
+
+
+try:        # torch reads the variable at import; a bad value must not break `import cddp`
+    set_debug_level_from_env()
+except ValueError as _e:
+    warnings.warn(f"{_e} Got {os.environ.get('TORCH_DISTRIBUTED_DEBUG')!r}; the debug level "
+                  "stays OFF.", stacklevel=2)
+
+
+def get_pg_count():
+    """Process groups made since init_process_group, the default one included (torch's count:
+    every new_group call counts on every rank, destroying one subgroup does not lower it,
+    destroy_process_group() resets it to 0)."""
+    return (_world.count + 1) if _world.default is not None else 0

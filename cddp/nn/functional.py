@@ -616,6 +616,50 @@ def hardsigmoid(input, inplace=False):  # noqa: A002
     return _C._hardsigmoid(input, inplace)
 
 
+# in-place forms (torch.nn.functional.relu_ ...): the inplace=True paths above, so the leaf
+# check, the version counter and the backward are the kernels' own
+
+def relu_(input):  # noqa: A002
+    """relu in place; returns input."""
+    return relu(input, inplace=True)
+
+
+def elu_(input, alpha=1.0):  # noqa: A002
+    """elu in place; returns input."""
+    return elu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):  # noqa: A002
+    """leaky_relu in place; returns input."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):  # noqa: A002
+    """hardtanh in place; returns input. Unlike hardtanh, torch's hardtanh_ takes
+    min_val > max_val and then gives max_val everywhere (clamp's rule), so that case is a
+    clamp_ here rather than hardtanh's ValueError."""
+    if min_val > max_val:
+        _check_tensor(input, "input")
+        if input.dtype == _C.bool:
+            raise RuntimeError("Bool inputs not supported for hardtanh")
+        if not input.is_floating_point():
+            min_val, max_val = int(min_val), int(max_val)
+        return input.clamp_(min_val, max_val)
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def selu_(input):  # noqa: A002
+    """selu in place; returns input."""
+    return selu(input, inplace=True)
+
+
+def celu_(input, alpha=1.0):  # noqa: A002
+    """celu in place; returns input."""
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    return celu(input, alpha, inplace=True)
+
+
 def softsign(input):  # noqa: A002
     return input / (input.abs() + 1)
 
@@ -737,3 +781,52 @@ from ._functional_layers import (  # noqa: E402,F401
 from ._functional_losses import (  # noqa: E402,F401
     multi_margin_loss, multilabel_margin_loss, triplet_margin_with_distance_loss)
 from ._functional_ctc import ctc_loss  # noqa: E402,F401  (csrc/nn/ctc.c)
+
+
+# ---- power-average pooling and 3-D unpooling, composed from the pooling ops above -------------
+
+def _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, nd):  # noqa: A002
+    """torch's definition: s = avg_pool(x ** p); (sign(s) * relu(|s|) * kernel volume) ** (1/p).
+    The sign * relu keeps a window whose p-th powers sum to zero at zero with a zero gradient;
+    p = +-inf is the max (min) of |x| over each window."""
+    avg = (avg_pool1d, avg_pool2d, avg_pool3d)[nd - 1]
+    if isinstance(norm_type, (int, float)) and abs(norm_type) == float("inf"):
+        mx = (max_pool1d, max_pool2d, max_pool3d)[nd - 1]
+        if norm_type > 0:
+            return mx(input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+        return -mx(-input.abs(), kernel_size, stride, 0, 1, ceil_mode)
+    k = _ntuple(kernel_size, nd, "kernel_size")
+    if len(k) != nd:
+        raise ValueError(f"lp_pool{nd}d: kernel_size must be an int or a tuple of {nd} ints, "
+                         f"got {kernel_size!r}")
+    volume = 1
+    for v in k:
+        volume *= v
+    if stride is not None:
+        out = avg(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    else:
+        out = avg(input.pow(norm_type), kernel_size, padding=0, ceil_mode=ceil_mode)
+    return (out.sign() * relu(out.abs())).mul(volume).pow(1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
+    """Power-average pooling over (N, C, L) or (C, L): (sum over the window of x ** p) ** (1/p)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 1)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
+    """Power-average pooling over (N, C, H, W) or (C, H, W)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 2)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # noqa: A002
+    """Power-average pooling over (N, C, D, H, W) or (C, D, H, W)."""
+    return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3)
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
+                 output_size=None):
+    """The inverse of max_pool3d(return_indices=True): (N, C, D, H, W) or (C, D, H, W);
+    indices are flat d*H*W + h*W + w per volume, as max_pool3d gives them."""
+    from ._functional_layers import _max_unpool_nd
+    return _max_unpool_nd(input, indices, kernel_size, stride, padding, output_size, 3)

@@ -42,3 +42,10 @@ from .pooling import MaxUnpool1d, MaxUnpool2d
 from .conv import Conv3d, ConvTranspose3d
 from .pooling import MaxPool3d, AvgPool3d, AdaptiveAvgPool3d, AdaptiveMaxPool3d
 from .sparse import EmbeddingBag
+from .pooling import MaxUnpool3d, LPPool1d, LPPool2d, LPPool3d
+from .lazy import (UninitializedBuffer, LazyConv1d, LazyConv2d, LazyConv3d,
+                   LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d,
+                   LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d,
+                   LazyInstanceNorm2d, LazyInstanceNorm3d)
+
+from . import flatten, pixelshuffle, utils  # noqa: E402,F401  (torch.nn.modules.<name> paths)

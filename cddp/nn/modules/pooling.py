@@ -1,7 +1,7 @@
 """Pooling modules (torch.nn.MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d,
 AdaptiveMaxPool1d/2d/3d) over cddp.nn.functional's pooling (csrc/nn/pool.c; the 3-D ones are
-two 2-D passes, nn/_functional_3d.py); MaxUnpool1d/2d over F.max_unpool1d/2d (a scatter into
-zeros)."""
+two 2-D passes, nn/_functional_3d.py); MaxUnpool1d/2d/3d over F.max_unpool1d/2d/3d (a scatter
+into zeros); LPPool1d/2d/3d over F.lp_pool1d/2d/3d (average pooling of x ** p)."""
 from .. import functional as F
 from .module import Module
 
@@ -175,3 +175,52 @@ class MaxUnpool2d(_MaxUnpoolNd):
     def forward(self, input, indices, output_size=None):  # noqa: A002
         return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
                               output_size)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = F._ntuple(kernel_size, 3, "kernel_size")
+        self.stride = F._ntuple(stride if stride is not None else kernel_size, 3, "stride")
+        self.padding = F._ntuple(padding, 3, "padding")
+
+    def forward(self, input, indices, output_size=None):  # noqa: A002
+        return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+
+class _LPPoolNd(Module):
+    """Power-average pooling: the arguments are kept as given (torch's), the forward passes
+    norm_type as a float."""
+    __constants__ = ["norm_type", "kernel_size", "stride", "ceil_mode"]
+    _nd = 2
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self):
+        return "norm_type={norm_type}, kernel_size={kernel_size}, stride={stride}, " \
+               "ceil_mode={ceil_mode}".format(**self.__dict__)
+
+    def forward(self, input):  # noqa: A002
+        fn = (F.lp_pool1d, F.lp_pool2d, F.lp_pool3d)[self._nd - 1]
+        return fn(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool1d(_LPPoolNd):
+    """Over (N, C, L) or (C, L)."""
+    _nd = 1
+
+
+class LPPool2d(_LPPoolNd):
+    """Over (N, C, H, W) or (C, H, W)."""
+    _nd = 2
+
+
+class LPPool3d(_LPPoolNd):
+    """Over (N, C, D, H, W) or (C, D, H, W)."""
+    _nd = 3
