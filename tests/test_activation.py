@@ -325,3 +325,8 @@ def test_dropout_masks_match_torch_with_same_seed(torch, name, shape):
             ours = getattr(F, name)(t(a), 0.3, training=True)
             ref = getattr(torch.nn.functional, name)(torch.tensor(a), 0.3, training=True)
         np.testing.assert_allclose(n(ours), ref.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_celu_zero_alpha_message_is_torchs():
+    with pytest.raises(RuntimeError, match="^ZeroDivisionError: alpha cannot be 0 for CELU$"):
+        cddp.nn.functional.celu(cddp.ones(2), 0.0)

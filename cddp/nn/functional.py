@@ -580,7 +580,7 @@ def selu(input, inplace=False):  # noqa: A002
 
 def celu(input, alpha=1.0, inplace=False):  # noqa: A002
     if alpha == 0:
-        raise RuntimeError("ZeroDivisionError")
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
     return _C._celu(input, alpha, 1.0, 1.0 / alpha, inplace)
 
 
