@@ -67,6 +67,20 @@ def numeric_grad(f, inputs, eps=1e-6):
     return w, grads
 
 
+def fd_jacobian(fn, args, which, out, h=1e-6):
+    """d fn(*args)[out] / d args[which] by central differences (NumPy arrays in and out):
+    shape out.shape + args[which].shape."""
+    base = np.asarray(fn(*args)[out])
+    jac = np.zeros(base.shape + args[which].shape)
+    for idx in np.ndindex(args[which].shape):
+        hi = [a.copy() for a in args]
+        lo = [a.copy() for a in args]
+        hi[which][idx] += h
+        lo[which][idx] -= h
+        jac[(...,) + idx] = (np.asarray(fn(*hi)[out]) - np.asarray(fn(*lo)[out])) / (2 * h)
+    return jac
+
+
 def graph_names(ys):
     """Names of every node in the graphs of the tensors ys."""
     seen, names, stack = set(), set(), [y.grad_fn for y in ys]

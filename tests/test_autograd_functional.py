@@ -7,7 +7,7 @@ import pytest
 
 import cddp
 from cddp.autograd import functional as AF
-from conftest import n, t
+from conftest import fd_jacobian, n, t
 
 RNG = np.random.default_rng(5)
 XS, YS = RNG.standard_normal(3), RNG.standard_normal((2, 2))
@@ -19,20 +19,6 @@ def f_np(x, y):
 
 def f_cddp(x, y):
     return x.sin() * y.sum(), (x * x).sum()
-
-
-def fd_jacobian(fn, args, which, out, h=1e-6):
-    """d out-th output / d args[which], by central differences: out.shape + arg.shape."""
-    base = np.asarray(fn(*args)[out])
-    arg = args[which]
-    jac = np.zeros(base.shape + arg.shape)
-    for idx in np.ndindex(arg.shape):
-        hi = [a.copy() for a in args]
-        lo = [a.copy() for a in args]
-        hi[which][idx] += h
-        lo[which][idx] -= h
-        jac[(...,) + idx] = (np.asarray(fn(*hi)[out]) - np.asarray(fn(*lo)[out])) / (2 * h)
-    return jac
 
 
 def test_jacobian_tuple_in_tuple_out_matches_finite_differences():

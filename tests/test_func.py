@@ -15,7 +15,7 @@ import cddp.nn as nn
 import cddp.nn.functional as F
 from cddp.func import (functional_call, functionalize, grad, grad_and_value, hessian, jacfwd,
                        jacrev, jvp, stack_module_state, vjp, vmap)
-from conftest import n, t
+from conftest import fd_jacobian, n, t
 
 RNG = np.random.default_rng(11)
 XS = RNG.standard_normal(3)
@@ -28,19 +28,6 @@ def f_np(x, y):
 
 def f_cddp(x, y):
     return x.sin() * (y ** 2).sum(), (x[:2].unsqueeze(1) * y).tanh()
-
-
-def fd_jacobian(fn, args, which, out, h=1e-6):
-    """d fn(*args)[out] / d args[which] by central differences: out.shape + arg.shape."""
-    base = np.asarray(fn(*args)[out])
-    jac = np.zeros(base.shape + args[which].shape)
-    for idx in np.ndindex(args[which].shape):
-        hi = [a.copy() for a in args]
-        lo = [a.copy() for a in args]
-        hi[which][idx] += h
-        lo[which][idx] -= h
-        jac[(...,) + idx] = (np.asarray(fn(*hi)[out]) - np.asarray(fn(*lo)[out])) / (2 * h)
-    return jac
 
 
 def assert_tree_close(got, want, rtol=1e-7, atol=1e-10):

@@ -28,7 +28,7 @@ and ignored here (the two torch paths agree to rounding); a tensor lr is read as
 float, so the scalar arithmetic on it is done in double rather than in the lr tensor's dtype.
 """
 from .. import _C, finfo
-from .optimizer import Optimizer, Tensor
+from .optimizer import Optimizer, Tensor, _dense_real_params_with_grad
 
 __all__ = ["Adafactor"]
 
@@ -90,15 +90,8 @@ class Adafactor(Optimizer):
             st["variance"] = _C.zeros_like(grad)
 
     def _update_group(self, group):
-        params = []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            if p.is_complex():
-                raise RuntimeError("Adafactor does not support complex parameters")
-            if p.grad.is_sparse:
-                raise RuntimeError("Adafactor does not support sparse gradients")
-            params.append(p)
+        params = _dense_real_params_with_grad(group, "Adafactor")
+        for p in params:
             if len(self.state[p]) == 0:
                 self._init_state(p, self.state[p])
         if not params:

@@ -23,7 +23,7 @@ arithmetic on it in double).
 import math
 
 from .. import _C
-from .optimizer import Optimizer, Tensor
+from .optimizer import Optimizer, Tensor, _dense_real_params_with_grad
 
 __all__ = ["Muon"]
 
@@ -95,15 +95,8 @@ class Muon(Optimizer):
                                      f"parameter with size: {p.size()}")
 
     def _update_group(self, group):
-        params = []
-        for p in group["params"]:
-            if p.grad is None:
-                continue
-            if p.is_complex():
-                raise RuntimeError("Muon does not support complex parameters")
-            if p.grad.is_sparse:
-                raise RuntimeError("Muon does not support sparse gradients")
-            params.append(p)
+        params = _dense_real_params_with_grad(group, "Muon")
+        for p in params:
             st = self.state[p]
             if "momentum_buffer" not in st:
                 st["momentum_buffer"] = _C.zeros_like(p.grad)

@@ -23,6 +23,21 @@ def _check_lr(lr):
         raise ValueError(f"Invalid learning rate: {lr}")
 
 
+def _dense_real_params_with_grad(group, name):
+    """The group's parameters that have a gradient, refusing complex parameters and sparse
+    gradients with torch's messages (optimizers written in tensor ops: Adafactor, Muon)."""
+    params = []
+    for p in group["params"]:
+        if p.grad is None:
+            continue
+        if p.is_complex():
+            raise RuntimeError(f"{name} does not support complex parameters")
+        if p.grad.is_sparse:
+            raise RuntimeError(f"{name} does not support sparse gradients")
+        params.append(p)
+    return params
+
+
 def _check_adam_hyperparameters(lr, betas, eps, weight_decay):
     """The checks (and torch's messages) Adam, AdamW, Adamax, NAdam and RAdam share."""
     _check_lr(lr)
