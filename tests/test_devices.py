@@ -39,6 +39,38 @@ def test_cuda_module_api():
     assert cddp.backends.cudnn.benchmark is True
 
 
+def test_cuda_streams_events_nvtx_and_memory_history(tmp_path):
+    import pickle
+    import time
+    start = cddp.cuda.Event(enable_timing=True)
+    end = cddp.cuda.Event(enable_timing=True)
+    with pytest.raises(RuntimeError, match="must be recorded"):
+        start.elapsed_time(end)
+    start.record()
+    time.sleep(0.02)
+    end.record()
+    end.synchronize()
+    assert 15 <= start.elapsed_time(end) < 2000          # host milliseconds between records
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        cddp.cuda.Event().elapsed_time(end)
+    s = cddp.cuda.Stream()
+    with cddp.cuda.stream(s) as got:
+        assert got is s
+    assert cddp.cuda.current_stream() is cddp.cuda.default_stream()
+    assert s.query() and isinstance(s.record_event(), cddp.cuda.Event)
+    assert cddp.cuda.nvtx.range_push("a") == 0 and cddp.cuda.nvtx.range_pop() == 0
+    with cddp.cuda.nvtx.range("step {}", 3):
+        pass
+    assert cddp.cuda.is_bf16_supported() is False
+    cddp.cuda.memory._record_memory_history(max_entries=100)
+    path = tmp_path / "snap.pickle"
+    cddp.cuda.memory._dump_snapshot(str(path))
+    assert pickle.loads(path.read_bytes()) == {"segments": [], "device_traces": []}
+    cddp.cuda.memory._record_memory_history(enabled=None)
+    assert cddp.cuda.memory.memory_allocated() == cddp.cuda.memory_allocated()
+    assert "allocated" in cddp.cuda.memory_summary()
+
+
 def test_device_objects():
     d = cddp.device("cuda:1")
     assert d.type == "cuda" and d.index == 1 and str(d) == "cuda:1"

@@ -189,4 +189,13 @@ class device:
         return False
 
 
+def is_bf16_supported(including_emulation=True):
+    """False, as torch's answer without a CUDA device."""
+    return False
+
+
 from . import amp  # noqa: E402,F401  (torch.cuda.amp: CPU fallback, see cddp/amp)
+from . import memory, nvtx  # noqa: E402,F401
+from .memory import memory_summary  # noqa: E402,F401
+from .streams import (Event, Stream, current_stream, default_stream,  # noqa: E402,F401
+                      set_stream, stream)

@@ -71,34 +71,36 @@ def _node(x):
     return None
 
 
-def tree_flatten(tree):
-    """(leaves in order, spec)."""
-    leaves = []
+def _flatten_into(x, leaves):
+    node = _node(x)
+    if node is None:
+        leaves.append(x)
+        return LEAF
+    t, ctx, kids = node
+    return TreeSpec(t, ctx, [_flatten_into(k, leaves) for k in kids])
 
-    def walk(x):
-        node = _node(x)
-        if node is None:
-            leaves.append(x)
-            return LEAF
-        t, ctx, kids = node
-        return TreeSpec(t, ctx, [walk(k) for k in kids])
-    return leaves, walk(tree)
+
+def tree_flatten(tree):
+    """(leaves in order, spec). Module-level recursion, not a nested closure: a recursive
+    closure is a reference cycle that would hold the leaves (tensors) until the cyclic GC."""
+    leaves = []
+    return leaves, _flatten_into(tree, leaves)
+
+
+def _build(s, it):
+    if s.type is None:
+        return next(it)
+    kids = [_build(c, it) for c in s.children]
+    if s.context is not None:
+        return s.type(zip(s.context, kids))
+    if s.type in (tuple, list, Size):
+        return s.type(kids)
+    return s.type(*kids)                       # a named tuple
 
 
 def tree_unflatten(leaves, spec):
     """The pytree of shape spec holding leaves (in tree_flatten's order)."""
-    it = iter(leaves)
-
-    def build(s):
-        if s.type is None:
-            return next(it)
-        kids = [build(c) for c in s.children]
-        if s.context is not None:
-            return s.type(zip(s.context, kids))
-        if s.type in (tuple, list, Size):
-            return s.type(kids)
-        return s.type(*kids)                       # a named tuple
-    return build(spec)
+    return _build(spec, iter(leaves))
 
 
 def broadcast_prefix(prefix, spec):

@@ -70,10 +70,11 @@ from . import _state_dict as _sd
 from ._flat_param import FLAT_PARAM, FlatParamHandle
 from ._process_groups import HYBRID, plan_groups
 from ._unshard import unshard_units
-from .api import (BackwardPrefetch, FullOptimStateDictConfig, FullStateDictConfig,
-                  LocalOptimStateDictConfig, LocalStateDictConfig,
-                  ShardedOptimStateDictConfig, ShardedStateDictConfig, ShardingStrategy,
-                  StateDictSettings, StateDictType)
+from .api import (BackwardPrefetch, CPUOffload, FullOptimStateDictConfig,  # noqa: F401
+                  FullStateDictConfig, LocalOptimStateDictConfig, LocalStateDictConfig,
+                  MixedPrecision, ShardedOptimStateDictConfig, ShardedStateDictConfig,
+                  ShardingStrategy, StateDictSettings, StateDictType)
+# (CPUOffload and MixedPrecision: scripts import them from this module, as torch's has them)
 from .wrap import _auto_wrap
 
 __all__ = ["FullyShardedDataParallel"]
