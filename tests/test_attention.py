@@ -455,3 +455,23 @@ def test_merge_masks_like_torch(torch):
                                       None if k is None else torch.tensor(k), torch.tensor(q))
         assert ctype == ttype
         np.testing.assert_array_equal(n(cmask), tmask.numpy())
+
+
+def test_sdpa_kernel_sets_the_backend_flags_for_the_block():
+    from cddp.nn.attention import SDPBackend, sdpa_kernel
+    flags = cddp.backends.cuda
+    q = cddp.randn(2, 3, 5, 8)
+    k, v = cddp.randn(2, 3, 6, 8), cddp.randn(2, 3, 6, 8)
+    want = n(F.scaled_dot_product_attention(q, k, v))
+    with sdpa_kernel(SDPBackend.MATH):
+        assert flags.math_sdp_enabled() and not flags.flash_sdp_enabled()
+        assert not flags.mem_efficient_sdp_enabled() and not flags.cudnn_sdp_enabled()
+        np.testing.assert_array_equal(n(F.scaled_dot_product_attention(q, k, v)), want)
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION]):
+        assert flags.flash_sdp_enabled() and flags.mem_efficient_sdp_enabled()
+        assert not flags.math_sdp_enabled()
+    assert flags.flash_sdp_enabled() and flags.math_sdp_enabled()      # restored
+    with pytest.raises(AssertionError, match="SDPBackend"):
+        with sdpa_kernel("math"):
+            pass
+    assert int(SDPBackend.CUDNN_ATTENTION) == 3 and int(SDPBackend.ERROR) == -1

@@ -592,3 +592,48 @@ def test_own_sgemm_chosen_only_when_openblas_runs_older_kernels(openblas_core, o
     if core != openblas_core:
         pytest.skip(f"the BLAS is not an OpenBLAS that reports its kernel family ({core})")
     assert (calls == 1) == own and kernel.startswith("cddp avx512") == own, (calls, kernel)
+
+
+@pytest.mark.parametrize("scale", [0.05, 1.0, 30.0])
+def test_matrix_exp_against_the_eigendecomposition(scale):
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((3, 5, 5))
+    a = (m + m.transpose(0, 2, 1)) * scale / 2                 # symmetric: exp = V e^L V^T
+    lam, v = np.linalg.eigh(a)
+    want = np.einsum("bij,bj,bkj->bik", v, np.exp(lam), v)
+    got = n(cddp.linalg.matrix_exp(cddp.tensor(a)))
+    np.testing.assert_allclose(got, want, rtol=1e-11 * max(1.0, scale), atol=1e-13)
+    th = 0.7                                                    # a rotation generator
+    rot = n(cddp.matrix_exp(cddp.tensor([[0.0, -th], [th, 0.0]])))
+    np.testing.assert_allclose(rot, [[np.cos(th), -np.sin(th)], [np.sin(th), np.cos(th)]],
+                               atol=1e-15)
+    assert cddp.tensor(a).matrix_exp().shape == (3, 5, 5)
+    assert cddp.linalg.matrix_exp(cddp.zeros(0, 0)).shape == (0, 0)
+
+
+def test_matrix_exp_gradient_and_errors():
+    rng = np.random.default_rng(4)
+    gradcheck(lambda x: cddp.linalg.matrix_exp(x), rng.standard_normal((2, 3, 3)))
+    gradcheck(lambda x: cddp.linalg.matrix_exp(x), rng.standard_normal((4, 4)) * 8)  # squarings
+    with pytest.raises(RuntimeError, match="must be batches of square matrices, but they are "
+                                           "2 by 3 matrices"):
+        cddp.linalg.matrix_exp(cddp.ones(2, 3))
+    with pytest.raises(RuntimeError, match="Expected a floating point"):
+        cddp.linalg.matrix_exp(cddp.ones(2, 2, dtype=cddp.int64))
+
+
+def test_matrix_exp_matches_torch(torch):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((2, 6, 6)) * 4
+    w = rng.standard_normal((2, 6, 6))
+    for dt in ("float64", "float32"):
+        x = cddp.tensor(a).to(getattr(cddp, dt)).requires_grad_()
+        xt = torch.tensor(a).to(getattr(torch, dt)).requires_grad_()
+        y, yt = cddp.matrix_exp(x), torch.matrix_exp(xt)
+        (y * cddp.tensor(w).to(y.dtype)).sum().backward()
+        (yt * torch.tensor(w).to(yt.dtype)).sum().backward()
+        tol = 1e-12 if dt == "float64" else 2e-5
+        scale = np.abs(yt.detach().numpy()).max()
+        assert np.abs(n(y) - yt.detach().numpy()).max() <= tol * scale
+        gscale = np.abs(xt.grad.numpy()).max()
+        assert np.abs(n(x.grad) - xt.grad.numpy()).max() <= tol * gscale

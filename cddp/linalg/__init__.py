@@ -20,7 +20,7 @@ from ._factor import LinAlgError, check_float, check_matrix, check_square
 __all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "inv", "inv_ex", "det",
            "slogdet", "solve", "cholesky", "cholesky_ex", "qr", "svd", "svdvals", "eigh",
            "eigvalsh", "pinv", "matrix_power", "matrix_rank", "cross", "multi_dot", "vecdot",
-           "diagonal", "matmul", "householder_product"]
+           "diagonal", "matmul", "householder_product", "matrix_exp"]
 
 _slogdet_result = _return_type("linalg_slogdet", ("sign", "logabsdet"))
 _qr_result = _return_type("linalg_qr", ("Q", "R"))
@@ -290,6 +290,48 @@ def matrix_power(A, n):
     return result
 
 
+# Padé(13) coefficients and the 1-norm below which it is accurate to double precision
+# (Higham, "The scaling and squaring method for the matrix exponential revisited", 2005)
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+           129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,
+           40840800., 960960., 16380., 182., 1.)
+_THETA13 = 5.371920351148152
+
+
+def matrix_exp(A):
+    """exp(A) of (batches of) square matrices by scaling and squaring with the Padé(13)
+    approximant: A / 2^s has 1-norm at most theta_13 (s from the largest norm of the batch),
+    exp ~ (V - U)^-1 (V + U), then s squarings. Built from matmul and solve, so autograd
+    differentiates the approximant itself (exact to its accuracy)."""
+    if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
+        raise RuntimeError("linalg.matrix_exp: A must be batches of square matrices, but they "
+                           f"are {A.shape[-2] if A.dim() > 1 else 1} by {A.shape[-1]} matrices")
+    if not A.is_floating_point():
+        raise RuntimeError("linalg.matrix_exp: Expected a floating point or complex tensor as "
+                           f"input. Got {str(A.dtype).split('.')[-1].capitalize()}")
+    if A.numel() == 0:
+        return A.clone()
+    narrow = A.dtype in (_C.float16, _C.bfloat16)
+    X = A.float() if narrow else A
+    norm = float(X.detach().abs().sum(-2).amax())
+    s = max(0, math.ceil(math.log2(norm / _THETA13))) if norm > _THETA13 else 0
+    if s:
+        X = X / (2.0 ** s)
+    b = _PADE13
+    eye = _C.eye(X.shape[-1], dtype=X.dtype)
+    X2 = X.matmul(X)
+    X4 = X2.matmul(X2)
+    X6 = X4.matmul(X2)
+    U = X.matmul(X6.matmul(b[13] * X6 + b[11] * X4 + b[9] * X2) + b[7] * X6 + b[5] * X4 +
+                 b[3] * X2 + b[1] * eye)
+    V = X6.matmul(b[12] * X6 + b[10] * X4 + b[8] * X2) + b[6] * X6 + b[4] * X4 + b[2] * X2 + \
+        b[0] * eye
+    R = solve(V - U, V + U)
+    for _ in range(s):
+        R = R.matmul(R)
+    return R.to(A.dtype) if narrow else R
+
+
 def _check_square_any(A):
     """matrix_power's check: any dtype (positive powers are matmuls; inv checks the rest)."""
     if A.dim() < 2 or A.shape[-1] != A.shape[-2]:
@@ -395,8 +437,8 @@ def chain_matmul(*matrices):
 TOP_LEVEL = {"inverse": inv, "det": det, "logdet": logdet, "slogdet": _slogdet_top,
              "matrix_power": matrix_power, "pinverse": pinverse, "cholesky": _cholesky_top,
              "qr": _qr_top, "svd": _svd_top, "chain_matmul": chain_matmul, "geqrf": geqrf,
-             "orgqr": householder_product}
+             "orgqr": householder_product, "matrix_exp": matrix_exp}
 for _name in ("inverse", "det", "logdet", "slogdet", "matrix_power", "pinverse", "cholesky",
-              "qr", "svd"):
+              "qr", "svd", "matrix_exp"):
     setattr(_C.Tensor, _name, TOP_LEVEL[_name])
 del _name

@@ -10,20 +10,18 @@ parameter names and state dict keys are torch's:
     orthogonal     parametrizations.<name>.original, and .0.base with use_trivialization
 
 orthogonal's three maps are composed of cddp ops, so autograd differentiates them as
-written: matrix_exp is a degree-12 Taylor polynomial with scaling and squaring (error below
-1e-15 relative at the scaled norm 1/2, i.e. exact in float64 for these skew matrices);
-cddp.linalg.householder_product applies the k reflectors one column at a time; cayley solves with
+written: matrix_exp is cddp.linalg.matrix_exp (scaling and squaring with Padé(13), matmul and
+solve); cddp.linalg.householder_product applies the k reflectors one column at a time; cayley solves with
 cddp.linalg.solve. The QR that right_inverse uses (no gradient) is NumPy's, with
 torch's sign convention (R's diagonal positive), which makes it equal to torch's.
 """
 from enum import Enum
-import math
 
 import numpy as np
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
-from ...linalg import geqrf, householder_product, solve
+from ...linalg import geqrf, householder_product, matrix_exp, solve
 from .. import functional as F
 from ..modules.module import Module
 from . import parametrize
@@ -40,22 +38,6 @@ __all__ = ["orthogonal", "spectral_norm", "weight_norm"]
 def _eye_like(A):
     """The identity of A's last two dims (n x k), in A's dtype."""
     return _C.eye(A.size(-2), A.size(-1), dtype=A.dtype)
-
-
-def _matrix_exp(A):
-    """exp(A) for square matrices (..., n, n), differentiable: exp(A) = (T12(A / 2^s))^(2^s)
-    with T12 the degree-12 Taylor polynomial, s chosen so ||A / 2^s||_1 <= 1/2."""
-    with no_grad():
-        norm1 = A.abs().sum(-2).max().item() if A.numel() else 0.0
-    s = max(0, math.ceil(math.log2(norm1 / 0.5))) if norm1 > 0.5 else 0
-    X = A / (2.0 ** s) if s else A
-    eye = _eye_like(A)
-    P = eye + X / 12.0
-    for j in range(11, 0, -1):  # Horner: I + X/j * P
-        P = eye + (X @ P) / float(j)
-    for _ in range(s):
-        P = P @ P
-    return P
 
 
 def _is_orthogonal(Q):
@@ -100,7 +82,7 @@ class _Orthogonal(Module):
                 X = _C.cat([X, X.new_zeros(n, n - k).expand(*X.shape[:-2], -1, -1)], dim=-1)
             A = X - X.transpose(-2, -1)
             if self.orthogonal_map == _OrthMaps.matrix_exp:
-                Q = _matrix_exp(A)
+                Q = matrix_exp(A)
             else:   # the Cayley retraction (I + A/2)(I - A/2)^{-1}, as torch writes it
                 Id = _C.eye(n, dtype=A.dtype)
                 Q = solve(Id - 0.5 * A, Id + 0.5 * A)
