@@ -14,9 +14,11 @@ meta-gradients and loss.backward() through a grad all see through. Otherwise the
 plain tensors with no graph, as torch's are.
 
 jvp is the double-vjp trick (the vjp u -> J^T u is linear in u; its derivative in u along a
-tangent is J v), and jacfwd is jacrev's computation, one vjp per output element: there is no
-forward-mode AD underneath, and jacfwd's randomness flag only decides whether func may draw
-random numbers (its single forward pass is all the draws there are).
+tangent is J v). jacrev takes one vjp per output element; jacfwd takes one such
+Jacobian-vector product per input element when the inputs are fewer than the outputs (forward
+mode's cost), else jacrev's rows. There is no forward-mode AD underneath, and jacfwd's
+randomness flag only decides whether func may draw random numbers (its single forward pass is
+all the draws there are).
 """
 import functools
 
@@ -316,7 +318,9 @@ def _jacobian(func, argnums, has_aux, forward, randomness=None):
     """The function computing func's Jacobian, as jacrev / jacfwd (forward) return it: per
     output leaf (output structure outside), per differentiated argument (argnums structure
     inside), a tensor of shape output.shape + input.shape, of the input's dtype (a gradient)
-    or for jacfwd the output's (a tangent); one vjp per output element."""
+    or for jacfwd the output's (a tangent); one vjp per output element (rows) or one
+    Jacobian-vector product per input element (columns: jacfwd with fewer inputs than
+    outputs)."""
     api = "jvp(f, primals, tangents)" if forward else "vjp(f, *primals)"
     jac_api = "jacfwd" if forward else "jacrev"
 
@@ -340,23 +344,69 @@ def _jacobian(func, argnums, has_aux, forward, randomness=None):
                     raise RuntimeError(f"{jac_api}: Expected all {what} to be real but received "
                                        f"complex tensor at flattened input idx: {i}")
         keep = _outer_sees(outer, originals, flat_out, own)
+        n_in = sum(x.numel() for x in own)
+        if forward and n_in < sum(o.numel() for o in flat_out):
+            blocks = _jacobian_by_columns(flat_out, own, keep)
+        else:
+            blocks = _jacobian_by_rows(flat_out, own, keep)
         jac = []
-        for o in flat_out:
-            rows = []
-            for k in range(o.numel()):
-                seed = _C.zeros(o.numel(), dtype=o.dtype, device=o.device)
-                seed[k] = 1
-                rows.append(_vjp([o], own, [seed.reshape(o.shape)], keep))
-            blocks = []
-            for j, x in enumerate(own):
-                shape = tuple(o.shape) + tuple(x.shape)
-                dtype = o.dtype if forward else x.dtype
-                blocks.append(_C.stack([r[j] for r in rows]).reshape(shape).to(dtype) if rows
-                              else _C.zeros(shape, dtype=dtype, device=x.device))
-            jac.append(tree_unflatten(blocks, spec))
+        for o, row in zip(flat_out, blocks):
+            dtype = [o.dtype if forward else x.dtype for x in own]
+            jac.append(tree_unflatten([b.to(d) for b, d in zip(row, dtype)], spec))
         jac = tree_unflatten(jac, out_spec)
         return (jac, _unwrap(aux, own, outer)) if has_aux else jac
     return wrapper
+
+
+def _basis(t, k):
+    e = _C.zeros(t.numel(), dtype=t.dtype, device=t.device)
+    e[k] = 1
+    return e.reshape(t.shape)
+
+
+def _jacobian_by_rows(flat_out, own, keep):
+    """Blocks [output][input] of shape output.shape + input.shape, one vjp per output
+    element (reverse mode: cost grows with the outputs)."""
+    blocks = []
+    for o in flat_out:
+        rows = [_vjp([o], own, [_basis(o, k)], keep) for k in range(o.numel())]
+        blocks.append([_C.stack([r[j] for r in rows]).reshape(tuple(o.shape) + tuple(x.shape))
+                       if rows else _C.zeros(tuple(o.shape) + tuple(x.shape), dtype=x.dtype,
+                                             device=x.device)
+                       for j, x in enumerate(own)])
+    return blocks
+
+
+def _jacobian_by_columns(flat_out, own, keep):
+    """The same blocks, one Jacobian-vector product per input element (forward mode's cost,
+    for jacfwd of a function with fewer inputs than outputs): with g = J^T u from one
+    create_graph backward against dummy cotangents u, J e_k = d(g . e_k)/du."""
+    live = [i for i, o in enumerate(flat_out) if o.requires_grad]
+    cols = [[None] * len(flat_out) for _ in own]      # [input][output] -> list over k
+    with enable_grad():
+        us = [_C.zeros_like(flat_out[i]).requires_grad_(True) for i in live]
+        gs = (_autograd_grad([flat_out[i] for i in live], own, us, create_graph=True)
+              if live else [None] * len(own))
+        for j, (x, g) in enumerate(zip(own, gs)):
+            if g is None or not g.requires_grad:
+                continue
+            per_k = [_autograd_grad([g], us, [_basis(x, k)], retain_graph=True,
+                                    create_graph=keep) for k in range(x.numel())]
+            for slot, i in enumerate(live):
+                cols[j][i] = [_C.zeros_like(flat_out[i]) if r[slot] is None else r[slot]
+                              for r in per_k]
+    blocks = []
+    for i, o in enumerate(flat_out):
+        row = []
+        for j, x in enumerate(own):
+            shape = tuple(o.shape) + tuple(x.shape)
+            if cols[j][i] is None or x.numel() == 0:
+                row.append(_C.zeros(shape, dtype=o.dtype, device=o.device))
+            else:                                    # (x.numel(), o.numel()) -> o x x
+                row.append(_C.stack(cols[j][i]).reshape(x.numel(), o.numel()).t()
+                           .reshape(shape))
+        blocks.append(row)
+    return blocks
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):
@@ -369,8 +419,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_
 
 
 def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
-    """torch's forward-mode Jacobian, same results and structure as jacrev: computed by
-    reverse mode (there is no forward-mode AD in cddp). randomness='error' refuses a func that
+    """torch's forward-mode Jacobian, same results and structure as jacrev: by columns (one
+    double-vjp Jacobian-vector product per input element) when the inputs are fewer than the
+    outputs, else by jacrev's rows (there is no forward-mode AD in cddp). randomness='error' refuses a func that
     draws random numbers, as torch's vmap over the tangents would (an unknown flag is refused
     at the call, as in torch)."""
     return _jacobian(func, argnums, has_aux, True, randomness)
