@@ -28,7 +28,7 @@ and ignored here (the two torch paths agree to rounding); a tensor lr is read as
 float, so the scalar arithmetic on it is done in double rather than in the lr tensor's dtype.
 """
 from .. import _C, finfo
-from .optimizer import Optimizer, Tensor, _dense_real_params_with_grad
+from .optimizer import Optimizer, Tensor, _dense_real_params_with_grad, _first_violation
 
 __all__ = ["Adafactor"]
 
@@ -39,20 +39,19 @@ def _scalar_dtype():
 
 
 def _validate(lr, beta2_decay, eps, d, weight_decay):
+    """torch's hyperparameter checks, its messages and order (a NaN fails every check)."""
     if isinstance(lr, Tensor) and lr.numel() != 1:
         raise ValueError("Tensor lr must be 1-element")
-    if not 0.0 <= lr:
-        raise ValueError(f"Learning rate should be >= 0 but is: {lr}")
-    if not 0.0 >= beta2_decay:
-        raise ValueError(f"beta2_decay should be <= 0 but is: {beta2_decay}")
-    if eps[0] is not None and not 0.0 <= eps[0]:
-        raise ValueError(f"epsilon1 should be >= 0 but is: {eps[0]}")
-    if not 0.0 <= eps[1]:
-        raise ValueError(f"epsilon2 should be >= 0 but is: {eps[1]}")
-    if not 1.0 <= d:
-        raise ValueError(f"Clipping threshold d should be >= 1 but is: {d}")
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"weight_decay should be >= 0 but is: {weight_decay}")
+    eps1, eps2 = eps
+    bad = _first_violation((
+        (lr >= 0, f"Learning rate should be >= 0 but is: {lr}"),
+        (beta2_decay <= 0, f"beta2_decay should be <= 0 but is: {beta2_decay}"),
+        (eps1 is None or eps1 >= 0, f"epsilon1 should be >= 0 but is: {eps1}"),
+        (eps2 >= 0, f"epsilon2 should be >= 0 but is: {eps2}"),
+        (d >= 1, f"Clipping threshold d should be >= 1 but is: {d}"),
+        (weight_decay >= 0, f"weight_decay should be >= 0 but is: {weight_decay}")))
+    if bad is not None:
+        raise ValueError(bad)
 
 
 def _rms(x):

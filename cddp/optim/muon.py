@@ -23,16 +23,15 @@ arithmetic on it in double).
 import math
 
 from .. import _C
-from .optimizer import Optimizer, Tensor, _dense_real_params_with_grad
+from .optimizer import Optimizer, Tensor, _dense_real_params_with_grad, _first_violation
 
 __all__ = ["Muon"]
 
 # Keller Jordan's coefficients, iteration count and eps (torch's defaults)
-EPS = 1e-7
-DEFAULT_A = 3.4445
-DEFAULT_B = -4.7750
-DEFAULT_C = 2.0315
-DEFAULT_NS_STEPS = 5
+# the quintic Newton-Schulz iteration's coefficients, step count and norm floor (torch's)
+_NS_COEFFICIENTS = (3.4445, -4.7750, 2.0315)
+_NS_STEPS = 5
+_EPS = 1e-7
 
 
 def _newton_schulz(m, ns_coefficients, ns_steps, eps):
@@ -67,22 +66,23 @@ def _lr_ratio(adjust_lr_fn, shape):
 
 
 def _validate(lr, weight_decay, momentum, adjust_lr_fn):
+    """torch's hyperparameter checks, its messages and order."""
     if isinstance(lr, Tensor) and lr.numel() != 1:
         raise ValueError("Tensor lr must be 1-element")
-    if not 0.0 <= lr:
-        raise ValueError(f"Learning rate should be >= 0 but is: {lr}")
-    if not 0.0 <= momentum:
-        raise ValueError(f"momentum should be >= 0 but is: {momentum}")
-    if not 0.0 <= weight_decay:
-        raise ValueError(f"weight decay should be >= 0 but is: {weight_decay}")
-    if adjust_lr_fn is not None and adjust_lr_fn not in ("original", "match_rms_adamw"):
-        raise ValueError(f"Adjust learning rate function {adjust_lr_fn} is not supported")
+    bad = _first_violation((
+        (lr >= 0, f"Learning rate should be >= 0 but is: {lr}"),
+        (momentum >= 0, f"momentum should be >= 0 but is: {momentum}"),
+        (weight_decay >= 0, f"weight decay should be >= 0 but is: {weight_decay}"),
+        (adjust_lr_fn in (None, "original", "match_rms_adamw"),
+         f"Adjust learning rate function {adjust_lr_fn} is not supported")))
+    if bad is not None:
+        raise ValueError(bad)
 
 
 class Muon(Optimizer):
     def __init__(self, params, lr=1e-3, weight_decay=0.1, momentum=0.95, nesterov=True,
-                 ns_coefficients=(DEFAULT_A, DEFAULT_B, DEFAULT_C), eps=EPS,
-                 ns_steps=DEFAULT_NS_STEPS, adjust_lr_fn=None):
+                 ns_coefficients=_NS_COEFFICIENTS, eps=_EPS, ns_steps=_NS_STEPS,
+                 adjust_lr_fn=None):
         _validate(lr, weight_decay, momentum, adjust_lr_fn)
         defaults = {"lr": lr, "weight_decay": weight_decay, "momentum": momentum,
                     "nesterov": nesterov, "ns_coefficients": ns_coefficients, "eps": eps,

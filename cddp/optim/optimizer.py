@@ -23,6 +23,11 @@ def _check_lr(lr):
         raise ValueError(f"Invalid learning rate: {lr}")
 
 
+def _first_violation(rules):
+    """The message of the first (holds, message) pair that does not hold, else None."""
+    return next((message for holds, message in rules if not holds), None)
+
+
 def _dense_real_params_with_grad(group, name):
     """The group's parameters that have a gradient, refusing complex parameters and sparse
     gradients with torch's messages (optimizers written in tensor ops: Adafactor, Muon)."""

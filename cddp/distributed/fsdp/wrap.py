@@ -82,12 +82,8 @@ class CustomPolicy(_Policy):
             if not isinstance(res, (dict, bool)):
                 raise ValueError("The lambda_fn passed to CustomPolicy should return "
                                  f"False/True or a kwarg dict, but it returned {res}")
-            if not res:
-                continue
-            kwargs = copy.copy(root_kwargs)
-            if isinstance(res, dict):
-                kwargs.update(res)
-            out[m] = kwargs
+            if res:                  # True: the root's kwargs; a dict overrides some of them
+                out[m] = {**root_kwargs, **(res if isinstance(res, dict) else {})}
         return out
 
 

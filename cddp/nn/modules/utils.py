@@ -1,30 +1,26 @@
 """torch.nn.modules.utils: the argument normalisers layer code imports (_pair & co.) and
 consume_prefix_in_state_dict_if_present (a DDP checkpoint's "module." prefix removed)."""
 import collections.abc
-from itertools import repeat
+from itertools import chain
 
 __all__ = ["consume_prefix_in_state_dict_if_present"]
 
 
 def _ntuple(n, name="parse"):
-    """x as an n-tuple: an iterable as it is (a tuple of it), a scalar repeated n times."""
+    """A normaliser: an iterable becomes the tuple of its items, anything else n copies."""
     def parse(x):
-        if isinstance(x, collections.abc.Iterable):
-            return tuple(x)
-        return tuple(repeat(x, n))
+        return tuple(x) if isinstance(x, collections.abc.Iterable) else (x,) * n
     parse.__name__ = name
     return parse
 
 
-_single = _ntuple(1, "_single")
-_pair = _ntuple(2, "_pair")
-_triple = _ntuple(3, "_triple")
-_quadruple = _ntuple(4, "_quadruple")
+_single, _pair, _triple, _quadruple = (_ntuple(k, name) for k, name in enumerate(
+    ("_single", "_pair", "_triple", "_quadruple"), start=1))
 
 
 def _reverse_repeat_tuple(t, n):
     """t reversed, each entry n times: a layer's padding in F.pad's (last dim first) order."""
-    return tuple(x for x in reversed(t) for _ in range(n))
+    return tuple(chain.from_iterable((x,) * n for x in t[::-1]))
 
 
 def _list_with_default(out_size, defaults):
