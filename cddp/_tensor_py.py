@@ -1,5 +1,7 @@
 """The few Tensor attributes that are plain Python over C methods: transposed views as
 properties, and pickling / deepcopy (cold paths: DataLoader workers, copy.deepcopy(model))."""
+import weakref
+
 import numpy as np
 
 from . import _C
@@ -313,7 +315,7 @@ class TypedStorage:
 # one UntypedStorage object per live storage, as torch keeps one Python object per storage
 # (`a.untyped_storage() is b.untyped_storage()` for views of one tensor); an entry is only
 # reused while its tensor still has that storage
-_storages = __import__("weakref").WeakValueDictionary()
+_storages = weakref.WeakValueDictionary()
 
 
 def _untyped_storage(self):

@@ -92,7 +92,8 @@ def _outer_sees(outer, originals, outputs, own):
 def _unwrap(tree, own, outer):
     """tree (of tensors only, as torch insists for outputs and aux) with each tensor that only
     this transform could differentiate detached: results keep the caller's graph, never the
-    transform's own stand-ins."""
+    transform's own stand-ins. outer False (nothing outside can see them, e.g. the caller's
+    _outer_sees already said so for these outputs) detaches without walking any graph."""
     leaves, spec = tree_flatten(tree)
     for x in leaves:
         if not isinstance(x, Tensor):
@@ -246,7 +247,7 @@ def vjp(func, *primals, has_aux=False):
                                          for c in flat_ct))
         return tree_unflatten(_vjp(flat_out, own, flat_ct, build, retain_graph), spec)
 
-    result = _unwrap(out, own, outer)
+    result = _unwrap(out, own, keep)            # keep: _outer_sees over these outputs
     if has_aux:
         return result, vjp_fn, _unwrap(aux, own, outer)
     return result, vjp_fn
@@ -310,7 +311,7 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
                                "independent of the inputs. This is not allowed with "
                                "strict=True.")
         tangents_out.append(found.get(i, _C.zeros_like(o)))
-    result = (_unwrap(out, own, outer), tree_unflatten(tangents_out, out_spec))
+    result = (_unwrap(out, own, keep), tree_unflatten(tangents_out, out_spec))
     return result + (_unwrap(aux, own, outer),) if has_aux else result
 
 
