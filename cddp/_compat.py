@@ -71,15 +71,20 @@ def get_float32_matmul_precision():
 
 
 def set_default_device(device):
-    """torch.set_default_device: cddp makes every tensor on the CPU; a CUDA device goes
-    through the device policy (one warning, or an error under CDDP_STRICT_DEVICE=1)."""
-    if device is not None:
-        _C.zeros(0).to(device)
+    """torch.set_default_device: cddp makes tensors on the CPU, or on "meta" (no values) when
+    that is the default; a CUDA device goes through the device policy (one warning, or an
+    error under CDDP_STRICT_DEVICE=1)."""
+    meta = device is not None and str(device).split(":")[0] == "meta"
+    if device is not None and not meta:
+        _C.zeros(0, device="cpu").to(device)
+    _C._set_default_meta(meta)
 
 
 def get_default_device():
     from ._device import device
-    return device("cpu")
+    previous = _C._set_default_meta(False)
+    _C._set_default_meta(previous)
+    return device("meta" if previous else "cpu")
 
 
 def is_autocast_cpu_enabled():
@@ -207,8 +212,8 @@ strided = layout("strided")
 Tensor.layout = property(lambda self: strided, doc="torch.strided: cddp's only layout")
 Tensor.is_sparse = property(lambda self: False, doc="False: cddp's tensors are dense")
 # the other backends' and layouts' flags scripts test (`x.is_cuda or x.is_xpu`): cddp's
-# tensors are dense, unquantized CPU tensors
-for _flag in ("is_xpu", "is_mps", "is_meta", "is_xla", "is_ipu", "is_mtia", "is_maia",
+# tensors are dense, unquantized CPU (or meta: Tensor.is_meta, in C) tensors
+for _flag in ("is_xpu", "is_mps", "is_xla", "is_ipu", "is_mtia", "is_maia",
               "is_vulkan", "is_mkldnn", "is_quantized", "is_nested", "is_sparse_csr"):
     setattr(Tensor, _flag, property(lambda self: False))
 del _flag

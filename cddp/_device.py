@@ -1,8 +1,10 @@
-"""cddp.device — torch.device: ("cpu" | "cuda", index); `with cddp.device(d):` sets the
-default device for the factory calls inside it, as torch's (through set_default_device, so a
-CUDA device meets the device policy there: cddp's factories make CPU tensors)."""
+"""cddp.device — torch.device: ("cpu" | "cuda" | "meta", index); `with cddp.device(d):` sets
+the default device for the factory calls inside it and restores the previous one after, as
+torch's (through set_default_device, so a CUDA device meets the device policy there: cddp's
+factories make CPU tensors; "meta" makes tensors without values)."""
 
-# the devices of the `with device(...)` blocks being run, innermost last
+# the devices of the `with device(...)` blocks being run, innermost last, each with the default
+# device it replaced
 _context_stack = []
 
 
@@ -21,8 +23,9 @@ class device:
             if not idx.isdigit():
                 raise RuntimeError(f"Invalid device string: '{type}:{idx}'")
             index = int(idx)
-        if type not in ("cpu", "cuda"):
-            raise RuntimeError(f"Expected one of cpu, cuda device type at start of device string: {type}")
+        if type not in ("cpu", "cuda", "meta"):
+            raise RuntimeError(f"Expected one of cpu, cuda, meta device type at start of device "
+                               f"string: {type}")
         object.__setattr__(self, "type", type)
         object.__setattr__(self, "index", index)
 
@@ -44,13 +47,15 @@ class device:
         return hash((self.type, self.index))
 
     def __enter__(self):
-        from ._compat import set_default_device
+        from ._compat import get_default_device, set_default_device
+        previous = get_default_device()
         set_default_device(self)
-        _context_stack.append(self)
+        _context_stack.append((self, previous))
         return self
 
     def __exit__(self, *exc):
-        _context_stack.pop()
+        from ._compat import set_default_device
+        set_default_device(_context_stack.pop()[1])
         return False
 
     def __reduce__(self):

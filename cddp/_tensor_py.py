@@ -22,12 +22,17 @@ def _from_array(array, bf16=False):
 
 
 def _rebuild(array, requires_grad, cls=None, bf16=False):
-    t = _from_array(array, bf16)
+    return _rebuild_as(_from_array(array, bf16), requires_grad, cls)
+
+
+def _rebuild_meta(shape, dtype, requires_grad, cls=None):
+    return _rebuild_as(_C.empty(shape, dtype=dtype, device="meta"), requires_grad, cls)
+
+
+def _rebuild_as(t, requires_grad, cls):
     if cls is not None and cls is not Tensor:
-        t = Tensor._make_subclass(cls, t, requires_grad)
-    elif requires_grad:
-        t.requires_grad_(True)
-    return t
+        return Tensor._make_subclass(cls, t, requires_grad)
+    return t.requires_grad_(True) if requires_grad else t
 
 
 def _reduce_ex(self, proto):
@@ -35,8 +40,13 @@ def _reduce_ex(self, proto):
         raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
                            "pickling and deepcopy; detach() it first")
     state = self.__dict__ if type(self) is not Tensor and self.__dict__ else None
-    args = (_to_array(self), self.requires_grad, type(self), self.dtype == _C.bfloat16)
-    return (_rebuild, args, state) if state else (_rebuild, args)
+    if self.is_meta:          # no values: shape and dtype are all there is to keep
+        func, args = _rebuild_meta, (tuple(self.shape), self.dtype, self.requires_grad,
+                                     type(self))
+    else:
+        func, args = _rebuild, (_to_array(self), self.requires_grad, type(self),
+                                self.dtype == _C.bfloat16)
+    return (func, args, state) if state else (func, args)
 
 
 def _deepcopy(self, memo):

@@ -206,6 +206,10 @@ def _serialize(obj):
     structure = _encode(obj, tensors, "", set())
     header, chunks, offset = {}, [], 0
     for key, t in tensors.items:
+        if t.is_meta:
+            raise RuntimeError(f"cddp.save: the tensor at {key} is on the meta device and has "
+                               "no values to save; materialize it first (module.to_empty("
+                               "device='cpu'), then initialize or load it)")
         if t.dtype == _C.bfloat16:          # its raw 16-bit words: NumPy has no bfloat16
             arr = t.reshape(-1).view(_C.int16).numpy().reshape(tuple(t.shape))
         else:

@@ -84,6 +84,8 @@ def zeros_(tensor):
 def eye_(tensor):
     if tensor.dim() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
+    if tensor.is_meta:       # no values to initialize (torch's meta kernels do nothing)
+        return tensor
     from .. import eye
     with no_grad():
         tensor.copy_(eye(*tensor.shape))
@@ -133,6 +135,8 @@ def dirac_(tensor, groups=1):
     sizes = tensor.shape
     if sizes[0] % groups != 0:
         raise ValueError("dim 0 must be divisible by groups")
+    if tensor.is_meta:       # no values to initialize (torch's meta kernels do nothing)
+        return tensor
     from .. import arange
     out_chans_per_grp = sizes[0] // groups
     min_dim = min(out_chans_per_grp, sizes[1])
@@ -153,6 +157,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     mass, normal_ draws with each out-of-range value redrawn (a full-size normal_ per round);
     otherwise uniform_(a, b) proposals accepted when log(uniform_()) <= the log density
     relative to its peak, pending values redrawn the same way."""
+    if tensor.is_meta:       # no values to initialize (torch's meta kernels do nothing)
+        return tensor
     def norm_cdf(x):
         return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
 
@@ -203,6 +209,8 @@ def orthogonal_(tensor, gain=1, generator=None):
     of an N(0, 1) draw, each column signed by diag(R) as torch's."""
     if tensor.dim() < 2:
         raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.is_meta:       # no values to initialize (torch's meta kernels do nothing)
+        return tensor
     if tensor.numel() == 0:
         return tensor
     from .. import empty, from_numpy
@@ -226,6 +234,8 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     randperm of the rows per column, from the default generator, as torch's)."""
     if tensor.dim() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
+    if tensor.is_meta:       # no values to initialize (torch's meta kernels do nothing)
+        return tensor
     from .. import arange, randperm, stack
     rows, cols = tensor.shape
     num_zeros = int(math.ceil(sparsity * rows))

@@ -159,6 +159,7 @@ class Optimizer:
         return h
 
     def _run_step(self, closure):
+        self._refuse_meta()
         for hook in list(self._step_pre_hooks.values()):
             res = hook(self, (), {})
             if res is not None:
@@ -177,6 +178,18 @@ class Optimizer:
 
     def step(self, closure=None):
         return self._run_step(closure)
+
+    def _refuse_meta(self):
+        # cddp's ops compute on a meta tensor's placeholder zeros instead of giving meta
+        # results, so a model never materialized would otherwise train without an error
+        for group in self.param_groups:
+            for i, p in enumerate(group["params"]):
+                if p.is_meta:
+                    raise RuntimeError(
+                        f"optimizer step: parameter {i} of group {self.param_groups.index(group)}"
+                        f" (shape {tuple(p.shape)}) is on the meta device and has no values; "
+                        "materialize the module first (module.to_empty(device='cpu'), then "
+                        "initialize or load its weights)")
 
     def _update_group(self, group):
         raise NotImplementedError

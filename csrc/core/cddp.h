@@ -169,6 +169,10 @@ void cddp_convert(cddp_dtype ddt, char *dst, int64_t dstride, cddp_dtype sdt, co
 
 /* A refcounted block of bytes. `device` is -1 for CPU, >= 0 for a CUDA ordinal: a CUDA
  * allocation is a storage with another `release`, so tensors need no redesign for GPUs.
+ * CDDP_DEVICE_META marks torch's "meta" device: a tensor with a shape and dtype and no values.
+ * Its bytes are a lazily-zero address-space reservation (cddp_storage_new_meta), so a kernel
+ * that reads one anyway stays in bounds; factories, fills, copies and conversions check for it
+ * and never touch them.
  * `version` is the in-place modification counter shared by every view (torch's _version). */
 typedef struct cddp_storage {
     Py_ssize_t refcnt;
@@ -181,8 +185,13 @@ typedef struct cddp_storage {
     void (*release)(struct cddp_storage *self);   /* frees data / drops owner; NULL = free() */
 } cddp_storage;
 
+#define CDDP_DEVICE_META (-2)
+
 /* New CPU storage of nbytes (64-byte aligned; zeroed if zero != 0). NULL + MemoryError. */
 cddp_storage *cddp_storage_new(size_t nbytes, int zero);
+/* New meta storage of nbytes (address space only: MAP_NORESERVE, never written by cddp).
+ * NULL + MemoryError. */
+cddp_storage *cddp_storage_new_meta(size_t nbytes);
 /* Storage over memory owned by a Python object (kept alive by a reference). */
 cddp_storage *cddp_storage_from_pyobject(void *data, size_t nbytes, PyObject *owner);
 static inline void cddp_storage_incref(cddp_storage *s) { s->refcnt++; }
@@ -261,6 +270,9 @@ static inline cddp_state_t *cddp_state(void) { return cddp_state_ptr; }
 static inline int cddp_tensor_check(PyObject *o) {
     return PyObject_TypeCheck(o, cddp_state()->tensor_type);
 }
+static inline int cddp_is_meta(const TensorObject *t) {
+    return t->storage->device == CDDP_DEVICE_META;
+}
 static inline char *cddp_data(const TensorObject *t) {
     return (char *)t->storage->data + t->offset * (int64_t)cddp_dtype_size[t->dtype];
 }
@@ -270,6 +282,11 @@ void cddp_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 
 /* New contiguous tensor with fresh storage (uninitialized unless zero). */
 TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int zero);
+/* New contiguous meta tensor (no values: cddp_storage_new_meta). */
+TensorObject *cddp_tensor_new_meta(cddp_dtype dt, int ndim, const int64_t *shape);
+/* 0 unless t is a meta tensor; then -1 with NotImplementedError naming op: for the paths that
+ * read values (item, tolist, numpy, the buffer protocol, pickling the bytes). */
+int cddp_refuse_meta(const TensorObject *t, const char *op);
 /* A view sharing base's storage; no autograd history (callers add it). */
 TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *shape,
                                 const int64_t *strides, int64_t offset);
@@ -287,7 +304,9 @@ int cddp_refuse_narrow(const TensorObject *t, const char *op);
 TensorObject *cddp_tensor_cast_raw(TensorObject *t, cddp_dtype dt);
 /* The same, consuming t (NULL passes through, for chaining after a call that may fail). */
 TensorObject *cddp_tensor_cast_steal(TensorObject *t, cddp_dtype dt);
-/* dst[...] = src broadcast to dst's shape, with dtype conversion. Bumps dst's version. */
+/* dst[...] = src broadcast to dst's shape, with dtype conversion. Bumps dst's version. A meta
+ * dst takes nothing; a meta src gives its placeholder zeros (ops compute on those; the
+ * user-facing copy_ refuses it as torch does). */
 int cddp_copy_into(TensorObject *dst, TensorObject *src);
 /* t takes `shape` (ndim dims) with contiguous strides at its offset, its storage grown (a
  * copy, zero-filled beyond the old bytes) when too small (core/resize.c). 0, or -1 with

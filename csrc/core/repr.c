@@ -341,8 +341,10 @@ PyObject *cddp_tensor_repr(PyObject *self)
     indent = (int)b.len;
     if (t->storage->device >= 0)
         PyOS_snprintf(suffixes[ns++], 160, "device='cuda:%d'", t->storage->device);
-    if (numel == 0 || opts.edgeitems == 0) {
-        if (numel > 0 || t->ndim != 1) {
+    if (cddp_is_meta(t))
+        PyOS_snprintf(suffixes[ns++], 160, "device='meta'");
+    if (numel == 0 || opts.edgeitems == 0 || cddp_is_meta(t)) {
+        if (numel > 0 || t->ndim != 1 || cddp_is_meta(t)) {
             size_t k = (size_t)PyOS_snprintf(suffixes[ns], 160, "size=(");
             for (int d = 0; d < t->ndim && k < 120; d++)
                 k += (size_t)PyOS_snprintf(suffixes[ns] + k, 160 - k, d ? ", %lld" : "%lld",
@@ -351,7 +353,11 @@ PyObject *cddp_tensor_repr(PyObject *self)
             ns++;
         }
     }
-    if (numel == 0) {
+    if (cddp_is_meta(t)) {            /* torch: no values to show */
+        if (t->dtype != st->default_dtype)
+            PyOS_snprintf(suffixes[ns++], 160, "dtype=cddp.%s", cddp_dtype_name[t->dtype]);
+        sb_str(&b, "...");
+    } else if (numel == 0) {
         if (t->dtype != st->default_dtype)
             PyOS_snprintf(suffixes[ns++], 160, "dtype=cddp.%s", cddp_dtype_name[t->dtype]);
         sb_str(&b, "[]");

@@ -268,6 +268,35 @@ fail:
     return NULL;
 }
 
+static void release_meta(cddp_storage *s)
+{
+    munmap(s->data, round_up(s->nbytes));
+}
+
+cddp_storage *cddp_storage_new_meta(size_t nbytes)
+{
+    cddp_storage *s = PyMem_RawCalloc(1, sizeof *s);
+    void *p;
+    if (!s)
+        return (cddp_storage *)PyErr_NoMemory();
+    /* MAP_NORESERVE: not counted against the commit limit, so a model larger than the
+     * machine can be described; untouched pages read as the kernel's shared zero page */
+    p = mmap(NULL, round_up(nbytes), PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        PyMem_RawFree(s);
+        PyErr_Format(PyExc_MemoryError, "cddp: cannot reserve %zu bytes of address space for "
+                     "a meta tensor", nbytes);
+        return NULL;
+    }
+    s->refcnt = 1;
+    s->data = p;
+    s->nbytes = nbytes;
+    s->device = CDDP_DEVICE_META;
+    s->release = release_meta;
+    return s;
+}
+
 cddp_storage *cddp_storage_from_pyobject(void *data, size_t nbytes, PyObject *owner)
 {
     cddp_storage *s = PyMem_RawCalloc(1, sizeof *s);
@@ -413,7 +442,7 @@ int cddp_storage_share(cddp_storage *s)
     int fd;
     if (s->release == release_shm)
         return 0;
-    if (s->device >= 0) {
+    if (s->device != -1) {
         PyErr_SetString(PyExc_RuntimeError, "share_memory_: only CPU storages can be shared");
         return -1;
     }

@@ -48,7 +48,8 @@ static TensorObject *tensor_alloc(void)
     return (TensorObject *)tp->tp_alloc(tp, 0);
 }
 
-TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int zero)
+/* zero: 0 uninitialized, 1 zeroed, 2 a meta storage */
+static TensorObject *tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int zero)
 {
     int64_t n = 1;
     TensorObject *t = NULL;
@@ -73,7 +74,8 @@ TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int
     t = tensor_alloc();
     if (!t)
         return NULL;
-    t->storage = cddp_storage_new((size_t)n * cddp_dtype_size[dt], zero);
+    t->storage = zero == 2 ? cddp_storage_new_meta((size_t)n * cddp_dtype_size[dt])
+                           : cddp_storage_new((size_t)n * cddp_dtype_size[dt], zero);
     if (!t->storage) {
         Py_DECREF(t);
         return NULL;
@@ -84,6 +86,26 @@ TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int
         memcpy(t->shape, shape, sizeof(int64_t) * ndim);
     cddp_contiguous_strides(ndim, t->shape, t->strides);
     return t;
+}
+
+TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int zero)
+{
+    return tensor_new(dt, ndim, shape, zero != 0);
+}
+
+TensorObject *cddp_tensor_new_meta(cddp_dtype dt, int ndim, const int64_t *shape)
+{
+    return tensor_new(dt, ndim, shape, 2);
+}
+
+int cddp_refuse_meta(const TensorObject *t, const char *op)
+{
+    if (!cddp_is_meta(t))
+        return 0;
+    PyErr_Format(PyExc_NotImplementedError,
+                 "%s: the tensor is on the meta device and has no data (materialize it first, "
+                 "e.g. module.to_empty(device='cpu') and initialize it)", op);
+    return -1;
 }
 
 TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *shape,
@@ -155,6 +177,8 @@ int cddp_copy_into(TensorObject *dst, TensorObject *src)
     copy_ctx c = {dst->dtype, src->dtype};
     if (cddp_broadcast_strides(src, dst->ndim, dst->shape, sst) < 0)
         return -1;
+    if (cddp_is_meta(dst))              /* shapes checked; a meta tensor keeps no values */
+        return 0;
     for (int d = 0; d < dst->ndim; d++) {
         bst[0][d] = dst->strides[d] * (int64_t)cddp_dtype_size[dst->dtype];
         bst[1][d] = sst[d] * (int64_t)cddp_dtype_size[src->dtype];

@@ -115,6 +115,9 @@ static PyObject *get_dtype(TensorObject *self, void *c)
 static PyObject *get_device(TensorObject *self, void *c)
 {
     cddp_state_t *st = cddp_state();
+    if (cddp_is_meta(self))
+        return st->device_factory ? PyObject_CallFunction(st->device_factory, "s", "meta")
+                                  : PyUnicode_FromString("meta");
     if (self->storage->device < 0 && st->device_cpu)
         return Py_NewRef(st->device_cpu);
     if (st->device_factory)
@@ -125,6 +128,11 @@ static PyObject *get_device(TensorObject *self, void *c)
 static PyObject *get_is_cuda(TensorObject *self, void *c)
 {
     return PyBool_FromLong(self->storage->device >= 0);
+}
+
+static PyObject *get_is_meta(TensorObject *self, void *c)
+{
+    return PyBool_FromLong(cddp_is_meta(self));
 }
 
 static PyObject *get_requires_grad(TensorObject *self, void *c)
@@ -272,6 +280,7 @@ static PyGetSetDef tensor_getset[] = {
     {"dtype", (getter)get_dtype, NULL, NULL, NULL},
     {"device", (getter)get_device, NULL, NULL, NULL},
     {"is_cuda", (getter)get_is_cuda, NULL, NULL, NULL},
+    {"is_meta", (getter)get_is_meta, NULL, NULL, NULL},
     {"requires_grad", (getter)get_requires_grad, (setter)set_requires_grad, NULL, NULL},
     {"grad", (getter)get_grad, (setter)set_grad, NULL, NULL},
     {"grad_fn", (getter)get_grad_fn, NULL, NULL, NULL},
@@ -368,12 +377,14 @@ static PyObject *tensor_is_floating_point(TensorObject *self, PyObject *unused)
 
 static PyObject *tensor_data_ptr(TensorObject *self, PyObject *unused)
 {
+    if (cddp_is_meta(self))             /* torch: a meta tensor has no data pointer */
+        return PyLong_FromLong(0);
     return PyLong_FromVoidPtr(cddp_data(self));
 }
 
 static PyObject *tensor_get_device(TensorObject *self, PyObject *unused)
 {
-    return PyLong_FromLong(self->storage->device);
+    return PyLong_FromLong(self->storage->device >= 0 ? self->storage->device : -1);
 }
 
 static PyObject *tensor_detach(TensorObject *self, PyObject *unused)
@@ -413,10 +424,10 @@ static PyObject *tensor_numpy(TensorObject *self, PyObject *args, PyObject *kw)
                         "tensor.detach().numpy() instead.");
         return NULL;
     }
-    if (self->storage->device >= 0) {
-        PyErr_SetString(PyExc_TypeError,
-                        "can't convert cuda tensor to numpy. Use Tensor.cpu() to copy the tensor "
-                        "to host memory first.");
+    if (self->storage->device >= 0 || cddp_is_meta(self)) {
+        PyErr_Format(PyExc_TypeError,
+                     "can't convert %s tensor to numpy. Use Tensor.cpu() to copy the tensor "
+                     "to host memory first.", cddp_is_meta(self) ? "meta device type" : "cuda");
         return NULL;
     }
     return cddp_tensor_to_numpy(self);
@@ -527,6 +538,10 @@ static int tensor_bool(TensorObject *self)
                      cddp_numel(self) ? "more than one" : "no");
         return -1;
     }
+    if (cddp_is_meta(self)) {
+        PyErr_SetString(PyExc_RuntimeError, "Tensor.item() cannot be called on meta tensors");
+        return -1;
+    }
     return cddp_get_double(self, 0) != 0;
 }
 
@@ -583,8 +598,9 @@ static int tensor_getbuffer(TensorObject *self, Py_buffer *view, int flags)
     static const char *fmt[CDDP_NDTYPES] = {"f", "d", "q", "i", "?", "e", "H", "B", "b", "h"};
     Py_ssize_t *meta;
     size_t isz = cddp_dtype_size[self->dtype];
-    if (self->storage->device >= 0) {
-        PyErr_SetString(PyExc_BufferError, "cannot export a CUDA tensor's memory");
+    if (self->storage->device >= 0 || cddp_is_meta(self)) {
+        PyErr_Format(PyExc_BufferError, "cannot export a %s tensor's memory",
+                     cddp_is_meta(self) ? "meta" : "CUDA");
         return -1;
     }
     if (!cddp_is_contiguous(self) && (flags & PyBUF_STRIDES) != PyBUF_STRIDES) {

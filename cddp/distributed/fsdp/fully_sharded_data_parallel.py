@@ -39,8 +39,10 @@ Differences from torch:
 - Accepted without effect (CPU tensors, synchronous collectives): cpu_offload (parameters
   already live in host memory), backward_prefetch, forward_prefetch, limit_all_gathers,
   device_id (torch's FSDP needs device_id=cpu to run on the CPU at all; cddp needs nothing).
-  param_init_fn is called, as in torch, only for modules with meta-device
-  parameters, which cddp cannot create: it is never called.
+- A unit whose own modules hold meta-device parameters or buffers is materialized first, as
+  torch's: param_init_fn(module) when given, else each own module (breadth first, nested
+  units and ignored modules excluded) gets to_empty(device="cpu", recurse=False) and then its
+  reset_parameters().
 - Memory: a unit's full parameters stay alive from its forward until autograd frees the
   graph (after backward), for every sharding strategy (see _flat_param.py). Outside forward
   the original parameter names hold zero-memory placeholders of the right shape and dtype
@@ -57,7 +59,9 @@ Differences from torch:
   scatter_full_optim_state_dict raise NotImplementedError.
 """
 import math
+from collections import deque
 from contextlib import contextmanager
+from itertools import chain
 
 from ... import _C
 from ... import linalg as _linalg
@@ -182,6 +186,33 @@ def _broadcast_tensors(tensors, groups):
                 off += n
 
 
+def _materialize_meta(module, param_init_fn, ignored):
+    """Give a unit built on the meta device its memory and initial values (torch's
+    _materialize_meta_module): only the modules this unit owns."""
+    own, queue = [], deque([module])
+    while queue:
+        m = queue.popleft()
+        if isinstance(m, FullyShardedDataParallel) or id(m) in ignored:
+            continue
+        own.append(m)
+        queue.extend(m.children())
+    if not any(t.is_meta for m in own
+               for t in chain(m.parameters(recurse=False), m.buffers(recurse=False))):
+        return
+    if param_init_fn is not None:
+        if not callable(param_init_fn):
+            raise ValueError(f"Expected {param_init_fn} to be callable but got "
+                             f"{type(param_init_fn)}")
+        param_init_fn(module)
+        return
+    with no_grad():
+        for m in own:
+            m.to_empty(device="cpu", recurse=False)
+        for m in own:
+            if callable(getattr(m, "reset_parameters", None)):
+                m.reset_parameters()
+
+
 class FullyShardedDataParallel(Module):
     """Fully sharded data parallelism (see the module docstring): torch's signature."""
 
@@ -249,6 +280,7 @@ class FullyShardedDataParallel(Module):
                 root_kwargs["process_group"] = (plan.shard, plan.replicate)
             _auto_wrap(module, auto_wrap_policy, ignored_mods, ignored_params, root_kwargs,
                        FullyShardedDataParallel)
+        _materialize_meta(module, param_init_fn, {id(m) for m in ignored_mods})
         self._fsdp_wrapped_module = module
         params, buffers = _collect(module, {id(m) for m in ignored_mods},
                                    {id(p) for p in ignored_params})

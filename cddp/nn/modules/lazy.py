@@ -103,11 +103,11 @@ class LazyModuleMixin:
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs, assign)
 
-    def _apply(self, fn):
+    def _apply(self, fn, recurse=True):
         # Module._apply stores fn(buffer), a plain tensor: an uninitialized buffer takes the
         # new data (dtype) instead and stays itself, as the uninitialized parameters do
         lazy = {k: b for k, b in self._buffers.items() if isinstance(b, UninitializedBuffer)}
-        super()._apply(fn)
+        super()._apply(fn, recurse)
         for k, b in lazy.items():
             new = self._buffers[k]
             if new is not b:

@@ -17,6 +17,7 @@ hand-writing that fix).
 """
 from collections import OrderedDict, namedtuple
 import functools
+import inspect
 import itertools
 import warnings
 import weakref
@@ -148,12 +149,38 @@ def register_module_full_backward_hook(hook):
     return handle
 
 
+def _built_on_meta(init):
+    """cddp's layers make their parameters on the CPU and move them to `device` after
+    reset_parameters; with device="meta" they are made there from the start instead, so the
+    construction takes no memory and draws no random numbers (torch's behaviour)."""
+    names = list(inspect.signature(init).parameters)
+    at = names.index("device") - 1             # positional index, after self
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        device = args[at] if len(args) > at else kwargs.get("device")
+        if device is None or str(device).split(":")[0] != "meta":
+            return init(self, *args, **kwargs)
+        from ..._device import device as _device
+        with _device("meta"):
+            return init(self, *args, **kwargs)
+
+    return __init__
+
+
 class Module:
     """Base class for all neural network modules (torch.nn.Module)."""
 
     training: bool
     _version = 1
     call_super_init = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and cls.__module__.startswith("cddp.") and \
+                "device" in inspect.signature(init).parameters:
+            cls.__init__ = _built_on_meta(init)
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
@@ -632,9 +659,9 @@ class Module:
         fn(self)
         return self
 
-    def _apply(self, fn):
+    def _apply(self, fn, recurse=True):
         """Replace every parameter's and buffer's data by fn(data), keeping the objects."""
-        for m in self.children():
+        for m in self.children() if recurse else ():
             m._apply(fn)
         with no_grad():
             for key, p in self._parameters.items():
@@ -684,7 +711,21 @@ class Module:
                 return t.to(device, dtype) if device is not None else t.to(dtype)
             return t.to(device) if device is not None else t
 
-        return self._apply(convert)
+        try:
+            return self._apply(convert)
+        except NotImplementedError as e:
+            if "Cannot copy out of meta tensor" not in str(e):
+                raise
+            raise NotImplementedError(
+                f"{e} Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() "
+                "when moving module from meta to a different device.") from None
+
+    def to_empty(self, *, device, recurse=True):
+        """Every parameter and buffer replaced by an uninitialized tensor of its shape and
+        dtype on `device` (the objects kept): how a module built on the meta device gets
+        memory before its weights are initialized or loaded."""
+        from ... import empty_like
+        return self._apply(lambda t: empty_like(t, device=device), recurse)
 
     def cuda(self, device=None):
         return self._apply(lambda t: t.cuda(device))

@@ -166,6 +166,13 @@ class DistributedDataParallel(Module):
         if not named:
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have "
                                "any parameter that requires a gradient.")
+        meta = [n for n, p in module.named_parameters() if p.is_meta]
+        meta += [n for n, b in module.named_buffers() if b.is_meta]
+        if meta:
+            raise RuntimeError(
+                f"DistributedDataParallel: {meta[0]} (and {len(meta) - 1} more) is on the meta "
+                "device and has no values to broadcast; materialize the module first "
+                "(module.to_empty(device='cpu'), then initialize or load its weights)")
         self._param_names = [n for n, _ in named]
         self._params = [p for _, p in named]
         self._check_shapes(named)

@@ -175,14 +175,28 @@ int cddp_parse_dtype_opt(PyObject *o, int *has, cddp_dtype *dt)
     return 0;
 }
 
-int cddp_parse_device_opt(PyObject *o)
+/* set_default_device("meta") / `with cddp.device("meta")`: factories without a device make
+ * meta tensors. Read and written with the GIL held. */
+static int default_meta;
+
+int cddp_default_meta(void)
+{
+    return default_meta;
+}
+
+int cddp_parse_device_opt(PyObject *o, int dflt)
 {
     cddp_state_t *st = cddp_state();
-    PyObject *dev;
-    if (!o || o == Py_None || o == st->device_cpu)
+    PyObject *dev, *type;
+    int meta;
+    if (!o || o == Py_None)
+        return dflt;
+    if (o == st->device_cpu)
         return 0;
     if (PyUnicode_Check(o) && PyUnicode_CompareWithASCIIString(o, "cpu") == 0)
         return 0;
+    if (cddp_tensor_check(o))
+        return cddp_is_meta((TensorObject *)o);
     if (!st->device_factory)
         return 0;
     /* validates "cuda:1", device objects, ordinals; CUDA tensors are not built yet, so the
@@ -190,8 +204,46 @@ int cddp_parse_device_opt(PyObject *o)
     dev = PyObject_CallOneArg(st->device_factory, o);
     if (!dev)
         return -1;
+    type = PyObject_GetAttrString(dev, "type");
     Py_DECREF(dev);
-    return 0;
+    if (!type)
+        return -1;
+    meta = PyUnicode_Check(type) && PyUnicode_CompareWithASCIIString(type, "meta") == 0;
+    Py_DECREF(type);
+    return meta;
+}
+
+/* _C._set_default_meta(flag) -> the previous flag (cddp.set_default_device) */
+PyObject *cddp_py_set_default_meta(PyObject *m, PyObject *flag)
+{
+    int v = PyObject_IsTrue(flag), old = default_meta;
+    if (v < 0)
+        return NULL;
+    default_meta = v;
+    return PyBool_FromLong(old);
+}
+
+PyObject *cddp_factory_place(PyObject *res, int meta)
+{
+    TensorObject *t = (TensorObject *)res, *m;
+    cddp_storage *s;
+    if (!res || meta != 1 || cddp_is_meta(t))
+        return res;
+    /* a fresh result owns its storage alone: swap the bytes for a reservation in place, so
+     * requires_grad and the object stay; anything shared gets a new meta tensor instead */
+    if (t->storage->refcnt == 1 && t->offset == 0 && !t->grad_fn && cddp_is_contiguous(t)) {
+        if (!(s = cddp_storage_new_meta(t->storage->nbytes)))
+            goto fail;
+        cddp_storage_decref(t->storage);
+        t->storage = s;
+        return res;
+    }
+    m = cddp_tensor_new_meta(t->dtype, t->ndim, t->shape);
+    Py_DECREF(res);
+    return (PyObject *)m;
+fail:
+    Py_DECREF(res);
+    return NULL;
 }
 
 int cddp_parse_flag(PyObject *o, int *out)
@@ -203,9 +255,9 @@ int cddp_parse_flag(PyObject *o, int *out)
     return *out < 0 ? -1 : 0;
 }
 
-PyObject *cddp_factory_finish(TensorObject *t, int requires_grad)
+PyObject *cddp_factory_finish(TensorObject *t, int requires_grad, int meta)
 {
-    if (!t)
+    if (!(t = (TensorObject *)cddp_factory_place((PyObject *)t, meta)))
         return NULL;
     if (requires_grad) {
         if (!cddp_is_floating(t->dtype)) {
@@ -440,6 +492,8 @@ int cddp_fill_raw(TensorObject *t, const cddp_scalar *s)
     c.isz = cddp_dtype_size[t->dtype];
     if (cddp_scalar_store(s, t->dtype, c.v) < 0)
         return -1;
+    if (cddp_is_meta(t))                /* checked (the overflow error above), not written */
+        return 0;
     c.zero = 1;
     for (size_t k = 0; k < c.isz; k++)
         c.zero &= c.v[k] == 0;

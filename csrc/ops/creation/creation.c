@@ -17,20 +17,20 @@
 
 /* ---- zeros / ones / empty / full ------------------------------------------------------ */
 
-/* fill: 0 zeros, 1 ones, 2 uninitialized */
+/* fill: 0 zeros, 1 ones, 2 uninitialized; meta: no values at all (nothing filled) */
 static PyObject *make_filled(const char *fname, int ndim, const int64_t *shape, cddp_dtype dt,
-                             int fill, int rg)
+                             int fill, int rg, int meta)
 {
     TensorObject *t;
     if (cddp_check_sizes(fname, ndim, shape) < 0)
         return NULL;
-    t = cddp_tensor_new(dt, ndim, shape, fill == 0);
-    if (t && fill == 1) {
+    t = meta ? cddp_tensor_new_meta(dt, ndim, shape) : cddp_tensor_new(dt, ndim, shape, fill == 0);
+    if (t && fill == 1 && !meta) {
         cddp_scalar one = {1, 1, 1.0};
         if (cddp_fill_raw(t, &one) < 0)
             Py_CLEAR(t);
     }
-    return cddp_factory_finish(t, rg);
+    return cddp_factory_finish(t, rg, 0);
 }
 
 static const char *const sized_names[] = {"size", "dtype", "device", "requires_grad", "layout",
@@ -40,19 +40,21 @@ static PyObject *sized_factory(const char *fname, int fill, PyObject *const *arg
                                Py_ssize_t nargs, PyObject *kw)
 {
     PyObject *v[8] = {NULL};
-    int ndim, has_dt, rg;
+    int ndim, has_dt, rg, meta;
     int64_t shape[CDDP_MAX_DIMS];
     cddp_dtype dt;
     if (cddp_kw_parse(fname, args, nargs, kw, sized_names, v) < 0 ||
         cddp_parse_size(fname, args, nargs, v[0], &ndim, shape) < 0 ||
-        cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[2]) < 0 ||
+        cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[2], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[3], &rg) < 0)
         return NULL;
     if (v[6] && v[6] != Py_None) {
         PyErr_Format(PyExc_TypeError, "%s(): out= is not supported by cddp", fname);
         return NULL;
     }
-    return make_filled(fname, ndim, shape, has_dt ? dt : cddp_state()->default_dtype, fill, rg);
+    return make_filled(fname, ndim, shape, has_dt ? dt : cddp_state()->default_dtype, fill, rg,
+                       meta);
 }
 
 static PyObject *py_zeros(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
@@ -71,16 +73,18 @@ static PyObject *py_empty(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
 }
 
 static PyObject *make_full(const char *fname, int ndim, const int64_t *shape, PyObject *value,
-                           int has_dt, cddp_dtype dt, int rg)
+                           int has_dt, cddp_dtype dt, int rg, int meta)
 {
     cddp_scalar s;
     TensorObject *t;
     if (cddp_scalar_from_py(value, &s, fname) < 0 || cddp_check_sizes(fname, ndim, shape) < 0)
         return NULL;
-    t = cddp_tensor_new(has_dt ? dt : cddp_scalar_dtype(&s), ndim, shape, 0);
-    if (t && cddp_fill_raw(t, &s) < 0)
+    if (!has_dt)
+        dt = cddp_scalar_dtype(&s);
+    t = meta ? cddp_tensor_new_meta(dt, ndim, shape) : cddp_tensor_new(dt, ndim, shape, 0);
+    if (t && !meta && cddp_fill_raw(t, &s) < 0)
         Py_CLEAR(t);
-    return cddp_factory_finish(t, rg);
+    return cddp_factory_finish(t, rg, 0);
 }
 
 /* full(size, fill_value, *, dtype=None, ...) */
@@ -89,7 +93,7 @@ static PyObject *py_full(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
     static const char *const names[] = {"size", "fill_value", "dtype", "device", "requires_grad",
                                         "layout", "pin_memory", "out", NULL};
     PyObject *v[8] = {NULL};
-    int ndim, has_dt, rg;
+    int ndim, has_dt, rg, meta;
     int64_t shape[CDDP_MAX_DIMS];
     cddp_dtype dt;
     if (nargs > 2) {
@@ -111,10 +115,11 @@ static PyObject *py_full(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         return NULL;
     }
     if (cddp_parse_size_obj("full", v[0], &ndim, shape) < 0 ||
-        cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[3]) < 0 ||
+        cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[3], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[4], &rg) < 0)
         return NULL;
-    return make_full("full", ndim, shape, v[1], has_dt, dt, rg);
+    return make_full("full", ndim, shape, v[1], has_dt, dt, rg, meta);
 }
 
 /* zeros_like / ones_like / empty_like / full_like(input, [fill_value,] *, dtype=None, ...) */
@@ -126,7 +131,7 @@ static PyObject *like_factory(const char *fname, int fill, PyObject *const *args
                                         "memory_format", NULL};
     PyObject *v[8] = {NULL};
     Py_ssize_t npos = fill == 3 ? 2 : 1;
-    int has_dt, rg;
+    int has_dt, rg, meta;
     cddp_dtype dt;
     TensorObject *in;
     if (nargs > npos) {
@@ -148,14 +153,15 @@ static PyObject *like_factory(const char *fname, int fill, PyObject *const *args
         return NULL;
     }
     in = (TensorObject *)v[0];
-    if (cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[3]) < 0 ||
+    if (cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[3], cddp_is_meta(in))) < 0 ||
         cddp_parse_flag(v[4], &rg) < 0)
         return NULL;
     if (!has_dt)
         dt = in->dtype;
     if (fill == 3)
-        return make_full(fname, in->ndim, in->shape, v[1], 1, dt, rg);
-    return make_filled(fname, in->ndim, in->shape, dt, fill, rg);
+        return make_full(fname, in->ndim, in->shape, v[1], 1, dt, rg, meta);
+    return make_filled(fname, in->ndim, in->shape, dt, fill, rg, meta);
 }
 
 static PyObject *py_zeros_like(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObject *kw)
@@ -185,15 +191,16 @@ static PyObject *new_sized(TensorObject *self, const char *fname, int fill, PyOb
                            Py_ssize_t nargs, PyObject *kw)
 {
     PyObject *v[8] = {NULL};
-    int ndim, has_dt, rg;
+    int ndim, has_dt, rg, meta;
     int64_t shape[CDDP_MAX_DIMS];
     cddp_dtype dt;
     if (cddp_kw_parse(fname, args, nargs, kw, sized_names, v) < 0 ||
         cddp_parse_size(fname, args, nargs, v[0], &ndim, shape) < 0 ||
-        cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[2]) < 0 ||
+        cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[2], cddp_is_meta(self))) < 0 ||
         cddp_parse_flag(v[3], &rg) < 0)
         return NULL;
-    return make_filled(fname, ndim, shape, has_dt ? dt : self->dtype, fill, rg);
+    return make_filled(fname, ndim, shape, has_dt ? dt : self->dtype, fill, rg, meta);
 }
 
 static PyObject *t_new_zeros(PyObject *s, PyObject *const *a, Py_ssize_t n, PyObject *kw)
@@ -216,7 +223,7 @@ static PyObject *t_new_full(PyObject *s, PyObject *const *args, Py_ssize_t nargs
     static const char *const names[] = {"size", "fill_value", "dtype", "device", "requires_grad",
                                         "layout", "pin_memory", NULL};
     PyObject *v[7] = {NULL};
-    int ndim, has_dt, rg;
+    int ndim, has_dt, rg, meta;
     int64_t shape[CDDP_MAX_DIMS];
     cddp_dtype dt;
     if (nargs > 2) {
@@ -233,11 +240,12 @@ static PyObject *t_new_full(PyObject *s, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     if (cddp_parse_size_obj("new_full", v[0], &ndim, shape) < 0 ||
-        cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[3]) < 0 ||
+        cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[3], cddp_is_meta((TensorObject *)s))) < 0 ||
         cddp_parse_flag(v[4], &rg) < 0)
         return NULL;
     return make_full("new_full", ndim, shape, v[1], 1, has_dt ? dt : ((TensorObject *)s)->dtype,
-                     rg);
+                     rg, meta);
 }
 
 /* ---- in-place: zero_ / fill_ / copy_ -------------------------------------------------- */
@@ -363,6 +371,10 @@ static PyObject *t_copy_(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     src = (TensorObject *)v[0];
+    if (cddp_is_meta(src) && !cddp_is_meta(dst)) {
+        PyErr_SetString(PyExc_NotImplementedError, "Cannot copy out of meta tensor; no data!");
+        return NULL;
+    }
     if (cddp_check_inplace(dst) < 0)
         return NULL;
     if (!same_view(src, dst) && may_overlap(src, dst)) {
@@ -407,6 +419,10 @@ static PyObject *t_item(PyObject *self, PyObject *unused)
 PyObject *cddp_tensor_item(TensorObject *t)
 {
     char *p = cddp_data(t);   /* one element: every index is 0 */
+    if (cddp_is_meta(t)) {
+        PyErr_SetString(PyExc_RuntimeError, "Tensor.item() cannot be called on meta tensors");
+        return NULL;
+    }
     if (cddp_numel(t) != 1) {
         PyErr_Format(PyExc_RuntimeError,
                      "a Tensor with %lld elements cannot be converted to Scalar",
@@ -475,6 +491,8 @@ PyMethodDef cddp_creation_module_methods[] = {
     FK("bernoulli", cddp_py_bernoulli, "bernoulli(input, p=None, *, generator=None)"),
     FK("multinomial", cddp_py_multinomial,
        "multinomial(input, num_samples, replacement=False, *, generator=None)"),
+    {"_set_default_meta", cddp_py_set_default_meta, METH_O,
+     "_set_default_meta(flag) -> previous: factories without a device make meta tensors"},
     {"set_printoptions", (PyCFunction)(void (*)(void))cddp_py_set_printoptions,
      METH_VARARGS | METH_KEYWORDS,
      "set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, "

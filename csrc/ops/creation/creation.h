@@ -35,13 +35,22 @@ int cddp_parse_size(const char *fname, PyObject *const *args, Py_ssize_t n, PyOb
 int cddp_parse_size_obj(const char *fname, PyObject *o, int *ndim, int64_t *shape);
 /* dtype=None -> *has = 0. */
 int cddp_parse_dtype_opt(PyObject *o, int *has, cddp_dtype *dt);
-/* device=None / "cpu" / "cuda[:n]" / cddp.device / int: validated; tensors stay on the CPU. */
-int cddp_parse_device_opt(PyObject *o);
+/* device=None / "cpu" / "cuda[:n]" / "meta" / cddp.device / int / a Tensor (its device):
+ * validated. 1 for the meta device, dflt when o is NULL/None, 0 for the others (CUDA tensors
+ * stay on the CPU), -1 on error. Factories pass cddp_default_meta() as dflt, *_like and
+ * new_* their input's cddp_is_meta. */
+int cddp_parse_device_opt(PyObject *o, int dflt);
+/* Whether factories without a device make meta tensors (set_default_device("meta")). */
+int cddp_default_meta(void);
+PyObject *cddp_py_set_default_meta(PyObject *m, PyObject *flag);
+/* A factory's result res (consumed) placed on the device: itself unless meta == 1, then a meta
+ * tensor of its dtype and shape (its own object when it owned its storage alone). */
+PyObject *cddp_factory_place(PyObject *res, int meta);
 /* requires_grad=... (NULL -> 0). -1 on error. */
 int cddp_parse_flag(PyObject *o, int *out);
-/* Apply factory `requires_grad` (floating dtypes only, torch's message). Steals t: returns it
- * or NULL after releasing it. */
-PyObject *cddp_factory_finish(TensorObject *t, int requires_grad);
+/* Apply factory `requires_grad` (floating dtypes only, torch's message) and the device
+ * (cddp_factory_place). Steals t: returns it or NULL after releasing it. */
+PyObject *cddp_factory_finish(TensorObject *t, int requires_grad, int meta);
 /* After an in-place overwrite of t: if grad mode is on and t has history, give it a node
  * `name` whose gradient to the old value is zero (torch's FillBackward / ZeroBackward ...),
  * through cddp_set_inplace_history (a view's base sees the write). */

@@ -468,7 +468,7 @@ PyObject *cddp_py_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
     static const char *const names[] = {"data", "dtype", "device", "requires_grad",
                                         "pin_memory", NULL};
     PyObject *v[5] = {NULL};
-    int has_dt, rg;
+    int has_dt, rg, meta;
     cddp_dtype dt;
     if (nargs != 1 && !(nargs == 0 && kw)) {
         PyErr_Format(PyExc_TypeError, "tensor() takes 1 positional argument but %zd were given",
@@ -483,10 +483,11 @@ PyObject *cddp_py_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         PyErr_SetString(PyExc_TypeError, "tensor() missing required argument 'data'");
         return NULL;
     }
-    if (cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[2]) < 0 ||
+    if (cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[2], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[3], &rg) < 0)
         return NULL;
-    return finish_data(cddp_tensor_from_data(v[0], has_dt, dt), rg);
+    return cddp_factory_place(finish_data(cddp_tensor_from_data(v[0], has_dt, dt), rg), meta);
 }
 
 /* as_tensor(data, dtype=None, device=None): shares memory with a tensor of that dtype (the
@@ -495,7 +496,7 @@ PyObject *cddp_py_as_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs
 {
     static const char *const names[] = {"data", "dtype", "device", NULL};
     PyObject *v[3] = {NULL};
-    int has_dt;
+    int has_dt, meta;
     cddp_dtype dt;
     if (nargs > 3) {
         PyErr_SetString(PyExc_TypeError, "as_tensor() takes at most 3 arguments");
@@ -509,16 +510,18 @@ PyObject *cddp_py_as_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "as_tensor() missing required argument 'data'");
         return NULL;
     }
-    if (cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[2]) < 0)
+    if (cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[2], cddp_default_meta())) < 0)
         return NULL;
     if (cddp_tensor_check(v[0])) {
         TensorObject *t = (TensorObject *)v[0];
         if (!has_dt || t->dtype == dt)
-            return Py_NewRef(v[0]);
+            return cddp_factory_place(Py_NewRef(v[0]), meta);
         /* through Tensor.to when another file provides it, so autograd sees the cast */
         if (PyObject_HasAttrString(v[0], "to"))
-            return PyObject_CallMethod(v[0], "to", "O", cddp_dtype_to_py(dt));
-        return (PyObject *)cddp_tensor_cast_raw(t, dt);
+            return cddp_factory_place(
+                PyObject_CallMethod(v[0], "to", "O", cddp_dtype_to_py(dt)), meta);
+        return cddp_factory_place((PyObject *)cddp_tensor_cast_raw(t, dt), meta);
     }
     if (PyArray_Check(v[0])) {
         PyArrayObject *a = (PyArrayObject *)v[0];
@@ -533,9 +536,9 @@ PyObject *cddp_py_as_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs
             shareable = PyArray_STRIDES(a)[d] >= 0 &&
                         PyArray_STRIDES(a)[d] % (npy_intp)PyArray_ITEMSIZE(a) == 0;
         if (shareable)
-            return (PyObject *)cddp_tensor_from_numpy(v[0]);
+            return cddp_factory_place((PyObject *)cddp_tensor_from_numpy(v[0]), meta);
     }
-    return (PyObject *)cddp_tensor_from_data(v[0], has_dt, dt);
+    return cddp_factory_place((PyObject *)cddp_tensor_from_data(v[0], has_dt, dt), meta);
 }
 
 /* Tensor.new_tensor(data, *, dtype=None, device=None, requires_grad=False): a copy, in
@@ -546,7 +549,7 @@ PyObject *cddp_tensor_new_tensor(PyObject *self, PyObject *const *args, Py_ssize
     static const char *const names[] = {"data", "dtype", "device", "requires_grad",
                                         "layout", "pin_memory", NULL};
     PyObject *v[6] = {NULL};
-    int has_dt, rg;
+    int has_dt, rg, meta;
     cddp_dtype dt;
     if (nargs > 1) {
         PyErr_SetString(PyExc_TypeError, "new_tensor() takes 1 positional argument");
@@ -560,11 +563,13 @@ PyObject *cddp_tensor_new_tensor(PyObject *self, PyObject *const *args, Py_ssize
         PyErr_SetString(PyExc_TypeError, "new_tensor() missing required argument 'data'");
         return NULL;
     }
-    if (cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[2]) < 0 ||
+    if (cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[2], cddp_is_meta((TensorObject *)self))) < 0 ||
         cddp_parse_flag(v[3], &rg) < 0)
         return NULL;
-    return finish_data(cddp_tensor_from_data(v[0], 1, has_dt ? dt : ((TensorObject *)self)->dtype),
-                       rg);
+    return cddp_factory_place(
+        finish_data(cddp_tensor_from_data(v[0], 1, has_dt ? dt : ((TensorObject *)self)->dtype),
+                    rg), meta);
 }
 
 /* ---- tolist --------------------------------------------------------------------------- */
@@ -608,5 +613,9 @@ static PyObject *tolist_rec(TensorObject *t, const char *p, int d)
 PyObject *cddp_tensor_tolist(PyObject *self, PyObject *unused)
 {
     TensorObject *t = (TensorObject *)self;
+    if (cddp_is_meta(t)) {
+        PyErr_SetString(PyExc_NotImplementedError, "Cannot copy out of meta tensor; no data!");
+        return NULL;
+    }
     return tolist_rec(t, cddp_data(t), 0);
 }

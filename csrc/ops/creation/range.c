@@ -110,7 +110,7 @@ PyObject *cddp_py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
                                         "requires_grad", "layout", "pin_memory", "out", NULL};
     PyObject *v[9] = {NULL};
     cddp_scalar sv[3] = {{1, 0, 0.0}, {1, 0, 0.0}, {1, 1, 1.0}};
-    int has_dt, rg, isfloat = 0;
+    int has_dt, rg, meta, isfloat = 0;
     cddp_dtype dt;
     int64_t n;
     TensorObject *t;
@@ -134,7 +134,8 @@ PyObject *cddp_py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
             return NULL;
         isfloat |= sv[k].kind == 2;
     }
-    if (cddp_parse_dtype_opt(v[3], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[4]) < 0 ||
+    if (cddp_parse_dtype_opt(v[3], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[4], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[5], &rg) < 0)
         return NULL;
     if (!has_dt)
@@ -165,7 +166,7 @@ PyObject *cddp_py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         int64_t *d = (int64_t *)cddp_data(t);
         for (int64_t i = 0; i < n; i++)
             d[i] = a + st * i;
-        return cddp_factory_finish(t, rg);
+        return cddp_factory_finish(t, rg, meta);
     }
     double a = scalar_d(&sv[0]), b = scalar_d(&sv[1]), st = scalar_d(&sv[2]);
     if (st == 0) {
@@ -207,7 +208,7 @@ PyObject *cddp_py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
                 cddp_store_int64(dt, p + i * (int64_t)cddp_dtype_size[dt],
                                  (int64_t)((uint64_t)ia + (uint64_t)ist * (uint64_t)i));
     }
-    return cddp_factory_finish(t, rg);
+    return cddp_factory_finish(t, rg, meta);
 }
 
 /* float16 / bfloat16 linspace as torch's kernel with step_t = Half: start, end, the step
@@ -240,7 +241,7 @@ PyObject *cddp_py_linspace(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                                         "requires_grad", "layout", "pin_memory", "out", NULL};
     PyObject *v[9] = {NULL};
     cddp_scalar s0, s1;
-    int has_dt, rg;
+    int has_dt, rg, meta;
     cddp_dtype dt;
     int64_t steps, half;
     TensorObject *t;
@@ -272,7 +273,8 @@ PyObject *cddp_py_linspace(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         PyErr_SetString(PyExc_RuntimeError, "number of steps must be non-negative");
         return NULL;
     }
-    if (cddp_parse_dtype_opt(v[3], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[4]) < 0 ||
+    if (cddp_parse_dtype_opt(v[3], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[4], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[5], &rg) < 0)
         return NULL;
     if (!has_dt)
@@ -316,7 +318,7 @@ PyObject *cddp_py_linspace(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
             }
         }
     }
-    return cddp_factory_finish(t, rg);
+    return cddp_factory_finish(t, rg, meta);
 }
 
 /* eye(n, m=None): ones on the main diagonal of an (n, m) matrix */
@@ -326,7 +328,7 @@ PyObject *cddp_py_eye(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyOb
                                         "pin_memory", "out", NULL};
     PyObject *v[8] = {NULL};
     int64_t shape[2];
-    int has_dt, rg;
+    int has_dt, rg, meta;
     cddp_dtype dt;
     TensorObject *t;
     if (nargs > 2) {
@@ -357,7 +359,8 @@ PyObject *cddp_py_eye(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyOb
             return NULL;
         }
     }
-    if (cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[3]) < 0 ||
+    if (cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[3], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[4], &rg) < 0)
         return NULL;
     if (!has_dt)
@@ -372,5 +375,5 @@ PyObject *cddp_py_eye(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyOb
         for (int64_t i = 0; i < k; i++)
             cddp_scalar_store(&one, dt, cddp_data(t) + (i * shape[1] + i) * (int64_t)isz);
     }
-    return cddp_factory_finish(t, rg);
+    return cddp_factory_finish(t, rg, meta);
 }

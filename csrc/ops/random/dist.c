@@ -162,7 +162,7 @@ int cddp_draw_into(TensorObject *t, cddp_draw *c)
     int64_t n = cddp_numel(t);
     int fast_normal = c->kind == CDDP_D_NORMAL && n >= 16 && cddp_is_contiguous(t);
     GeneratorObject *g = c->g;
-    if (n == 0)
+    if (n == 0 || cddp_is_meta(t))     /* no values to draw: torch's meta kernels draw none */
         return 0;
     if (!fast_normal && memory_order(t, shape, bst) < 0)
         return -1;
@@ -503,6 +503,8 @@ int cddp_random_bernoulli_fill(TensorObject *t, PyObject *p_obj, GeneratorObject
     cddp_draw c = {0};
     double p = 0.5;
     c.g = g;
+    if (cddp_is_meta(t))
+        return 0;
     if (p_obj && cddp_tensor_check(p_obj)) {
         /* per-element probabilities: bernoulli_distribution<float> for float32 p (24-bit
          * uniforms), <double> for float64 p; uniforms drawn in t's (contiguous) order */

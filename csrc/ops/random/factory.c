@@ -11,16 +11,20 @@
 /* Common tail of the factories: out-of-range dtype check, allocation, draw, requires_grad.
  * shape given; dtype resolved by the caller. */
 static PyObject *make_random(int ndim, const int64_t *shape, cddp_dtype dt, cddp_draw *c,
-                             int requires_grad, const char *fname)
+                             int requires_grad, const char *fname, int meta)
 {
     TensorObject *t;
-    if (cddp_check_sizes(fname, ndim, shape) < 0 || !(t = cddp_tensor_new(dt, ndim, shape, 0)))
+    if (cddp_check_sizes(fname, ndim, shape) < 0)
+        return NULL;
+    if (meta)                     /* no values: nothing drawn, the generator does not advance */
+        return cddp_factory_finish(cddp_tensor_new_meta(dt, ndim, shape), requires_grad, 0);
+    if (!(t = cddp_tensor_new(dt, ndim, shape, 0)))
         return NULL;
     if (cddp_draw_into(t, c) < 0) {
         Py_DECREF(t);
         return NULL;
     }
-    return cddp_factory_finish(t, requires_grad);
+    return cddp_factory_finish(t, requires_grad, 0);
 }
 
 /* rand / randn: (*size, generator=None, dtype=None, device=None, requires_grad=False, ...) */
@@ -30,7 +34,7 @@ static PyObject *rand_common(const char *fname, int normal, PyObject *const *arg
     static const char *const names[] = {"size", "generator", "dtype", "device", "requires_grad",
                                         "layout", "pin_memory", NULL};
     PyObject *v[7] = {NULL};
-    int ndim, has_dt, rg;
+    int ndim, has_dt, rg, meta;
     int64_t shape[CDDP_MAX_DIMS];
     cddp_dtype dt;
     cddp_draw c = {0};
@@ -38,7 +42,8 @@ static PyObject *rand_common(const char *fname, int normal, PyObject *const *arg
     if (cddp_kw_parse(fname, args, nargs, kw, names, v) < 0 ||
         cddp_parse_size(fname, args, nargs, v[0], &ndim, shape) < 0 ||
         !(c.g = cddp_generator_get(v[1], fname)) ||
-        cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[3]) < 0 ||
+        cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[3], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[4], &rg) < 0)
         return NULL;
     if (!has_dt)
@@ -46,7 +51,7 @@ static PyObject *rand_common(const char *fname, int normal, PyObject *const *arg
     probe.dtype = dt;
     if (normal ? cddp_draw_normal(&c, &probe, 0.0, 1.0) < 0 : cddp_draw_uniform(&c, &probe, 0.0, 1.0) < 0)
         return NULL;
-    return make_random(ndim, shape, dt, &c, rg, fname);
+    return make_random(ndim, shape, dt, &c, rg, fname, meta);
 }
 
 PyObject *cddp_py_rand(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
@@ -65,7 +70,7 @@ PyObject *cddp_py_randint(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
     static const char *const names[] = {"low", "high", "size", "generator", "dtype", "device",
                                         "requires_grad", "layout", "pin_memory", NULL};
     PyObject *v[9] = {NULL};
-    int ndim, has_dt, rg;
+    int ndim, has_dt, rg, meta;
     int64_t shape[CDDP_MAX_DIMS], low = 0, high;
     cddp_dtype dt;
     cddp_draw c = {0};
@@ -109,7 +114,8 @@ PyObject *cddp_py_randint(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
     }
     if (cddp_parse_size_obj("randint", v[2], &ndim, shape) < 0 ||
         !(c.g = cddp_generator_get(v[3], "randint")) ||
-        cddp_parse_dtype_opt(v[4], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[5]) < 0 ||
+        cddp_parse_dtype_opt(v[4], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[5], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[6], &rg) < 0)
         return NULL;
     if (!has_dt)
@@ -117,7 +123,7 @@ PyObject *cddp_py_randint(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
     probe.dtype = dt;
     if (cddp_draw_from_to(&c, &probe, low, high) < 0)
         return NULL;
-    return make_random(ndim, shape, dt, &c, rg, "randint");
+    return make_random(ndim, shape, dt, &c, rg, "randint", meta);
 }
 
 PyObject *cddp_py_randperm(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
@@ -125,7 +131,7 @@ PyObject *cddp_py_randperm(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
     static const char *const names[] = {"n", "generator", "dtype", "device", "requires_grad",
                                         "layout", "pin_memory", NULL};
     PyObject *v[7] = {NULL};
-    int has_dt, rg;
+    int has_dt, rg, meta;
     int64_t n, shape[1];
     cddp_dtype dt;
     TensorObject *t = NULL, *tmp;
@@ -142,7 +148,8 @@ PyObject *cddp_py_randperm(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         return NULL;
     }
     if (cddp_arg_int64(v[0], &n, "randperm", "n") < 0 || !cddp_generator_get(v[1], "randperm") ||
-        cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[3]) < 0 ||
+        cddp_parse_dtype_opt(v[2], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[3], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[4], &rg) < 0)
         return NULL;
     if (!has_dt)
@@ -183,7 +190,7 @@ PyObject *cddp_py_randperm(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
         if (!(t = tmp))
             return NULL;
     }
-    return cddp_factory_finish(t, rg);
+    return cddp_factory_finish(t, rg, meta);
 }
 
 /* rand_like / randn_like / randint_like(input, [low,] high) */
@@ -194,7 +201,7 @@ static PyObject *like_common(const char *fname, int kind, PyObject *const *args,
                                         "requires_grad", "layout", "pin_memory",
                                         "memory_format", NULL};
     PyObject *v[10] = {NULL};
-    int has_dt, rg;
+    int has_dt, rg, meta;
     cddp_dtype dt;
     cddp_draw c = {0};
     TensorObject *in, probe;
@@ -222,7 +229,8 @@ static PyObject *like_common(const char *fname, int kind, PyObject *const *args,
     }
     in = (TensorObject *)v[0];
     if (!(c.g = cddp_generator_get(v[3], fname)) ||
-        cddp_parse_dtype_opt(v[4], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[5]) < 0 ||
+        cddp_parse_dtype_opt(v[4], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[5], cddp_is_meta(in))) < 0 ||
         cddp_parse_flag(v[6], &rg) < 0)
         return NULL;
     if (!has_dt)
@@ -241,7 +249,7 @@ static PyObject *like_common(const char *fname, int kind, PyObject *const *args,
             cddp_arg_int64(v[2], &high, fname, "high") < 0 || cddp_draw_from_to(&c, &probe, low, high) < 0)
             return NULL;
     }
-    return make_random(in->ndim, in->shape, dt, &c, rg, fname);
+    return make_random(in->ndim, in->shape, dt, &c, rg, fname, meta);
 }
 
 PyObject *cddp_py_rand_like(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)

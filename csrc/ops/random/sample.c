@@ -91,7 +91,7 @@ PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
                                         "requires_grad", "layout", "pin_memory", "out", NULL};
     PyObject *v[10] = {NULL};
     GeneratorObject *g;
-    int has_dt, rg, ndim;
+    int has_dt, rg, meta, ndim;
     int64_t shape[CDDP_MAX_DIMS];
     cddp_dtype dt;
     TensorObject *out;
@@ -103,7 +103,8 @@ PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         v[i] = args[i];
     if (cddp_kw_parse("normal", args, nargs, kw, names, v) < 0 ||
         !(g = cddp_generator_get(v[3], "normal")) ||
-        cddp_parse_dtype_opt(v[4], &has_dt, &dt) < 0 || cddp_parse_device_opt(v[5]) < 0 ||
+        cddp_parse_dtype_opt(v[4], &has_dt, &dt) < 0 ||
+        (meta = cddp_parse_device_opt(v[5], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[6], &rg) < 0)
         return NULL;
     int mt = v[0] && cddp_tensor_check(v[0]), stt = v[1] && cddp_tensor_check(v[1]);
@@ -128,7 +129,7 @@ PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
             Py_DECREF(out);
             return NULL;
         }
-        return cddp_factory_finish(out, rg);
+        return cddp_factory_finish(out, rg, meta);
     }
     if (!v[0] || (!v[1] && !mt)) {      /* normal(mean_tensor) draws with std 1, as torch */
         PyErr_SetString(PyExc_TypeError, "normal() missing 'mean' or 'std'");
@@ -173,7 +174,7 @@ PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
             Py_DECREF(out);
             return NULL;
         }
-        return cddp_factory_finish(out, rg);
+        return cddp_factory_finish(out, rg, meta);
     }
 }
 

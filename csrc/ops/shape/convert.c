@@ -15,7 +15,9 @@
  *
  * Device policy (cddp_device_fallback): cddp has no CUDA backend yet, so a CUDA request runs on
  * the CPU after one UserWarning per process; CDDP_STRICT_DEVICE=1 turns it into a RuntimeError
- * for users who would rather fail than train on the CPU by accident.
+ * for users who would rather fail than train on the CPU by accident. "meta" is a real device:
+ * to("meta") / clone / casts of a meta tensor give meta tensors without copying anything, and
+ * leaving meta (to("cpu"), cpu(), cuda()) raises torch's NotImplementedError.
  */
 #include "ops/shape/shape.h"
 #include <stdlib.h>
@@ -25,8 +27,11 @@
 
 static int warned_cuda_fallback;          /* once per process: module state is one per process */
 
-/* "cpu", "cpu:N", "cuda", "cuda:N" -> *is_cuda, *index (-1 when absent). RuntimeError with
- * torch's wording otherwise. */
+/* *is_cuda after parsing: the kind of device named */
+enum { DEV_CPU = 0, DEV_CUDA = 1, DEV_META = 2 };
+
+/* "cpu", "cpu:N", "cuda", "cuda:N", "meta" -> *is_cuda (a DEV_* kind), *index (-1 when
+ * absent). RuntimeError with torch's wording otherwise. */
 static int parse_device_string(PyObject *s, int *is_cuda, long *index)
 {
     Py_ssize_t n;
@@ -39,10 +44,13 @@ static int parse_device_string(PyObject *s, int *is_cuda, long *index)
     if (tlen == 3 && memcmp(str, "cpu", 3) == 0)
         *is_cuda = 0;
     else if (tlen == 4 && memcmp(str, "cuda", 4) == 0)
-        *is_cuda = 1;
+        *is_cuda = DEV_CUDA;
+    else if (tlen == 4 && memcmp(str, "meta", 4) == 0)
+        *is_cuda = DEV_META;
     else {
         PyErr_Format(PyExc_RuntimeError,
-                     "Expected one of cpu, cuda device type at start of device string: %s", str);
+                     "Expected one of cpu, cuda, meta device type at start of device string: %s",
+                     str);
         return -1;
     }
     *index = -1;
@@ -85,8 +93,8 @@ static int parse_device(PyObject *spec, int *is_cuda, long *index)
     }
     if (cddp_tensor_check(spec)) {
         int dev = ((TensorObject *)spec)->storage->device;
-        *is_cuda = dev >= 0;
-        *index = dev;
+        *is_cuda = dev >= 0 ? DEV_CUDA : dev == CDDP_DEVICE_META ? DEV_META : DEV_CPU;
+        *index = dev >= 0 ? dev : -1;
         return 0;
     }
     if (!PyType_Check(spec)) {
@@ -145,15 +153,25 @@ static int cuda_fallback(long index)
 }
 
 /* Contract: 0 when tensors may stay on (or go to) the CPU for this device request — a CPU
- * spec, no spec (None/NULL), or a CUDA spec under the warn-once fallback; -1 with an exception
- * for malformed specs (RuntimeError/TypeError as torch) and CUDA under CDDP_STRICT_DEVICE=1. */
+ * spec, no spec (None/NULL), or a CUDA spec under the warn-once fallback; 1 for the meta
+ * device; -1 with an exception for malformed specs (RuntimeError/TypeError as torch) and CUDA
+ * under CDDP_STRICT_DEVICE=1. */
 int cddp_device_fallback(PyObject *device_spec)
 {
     int is_cuda;
     long index;
     if (parse_device(device_spec, &is_cuda, &index) < 0)
         return -1;
+    if (is_cuda == DEV_META)
+        return 1;
     return is_cuda ? cuda_fallback(index) : 0;
+}
+
+/* torch's message for moving a meta tensor off the meta device (Module.to adds the advice) */
+static PyObject *meta_copy_out(void)
+{
+    PyErr_SetString(PyExc_NotImplementedError, "Cannot copy out of meta tensor; no data!");
+    return NULL;
 }
 
 /* ---- copies with history -------------------------------------------------------------- */
@@ -175,14 +193,16 @@ static int to_copy_backward(NodeObject *self, TensorObject **gout, TensorObject 
 
 /* A fresh contiguous copy of x in dtype dt, with history `name` when both dtypes are floating
  * (a cast to integers has no gradient, as in torch). */
-static PyObject *copy_as(TensorObject *x, cddp_dtype dt, const char *name, cddp_backward_fn fn)
+static PyObject *copy_as(TensorObject *x, cddp_dtype dt, const char *name, cddp_backward_fn fn,
+                         int meta)
 {
-    TensorObject *out = cddp_tensor_new(dt, x->ndim, x->shape, 0);
+    TensorObject *out = meta ? cddp_tensor_new_meta(dt, x->ndim, x->shape)
+                             : cddp_tensor_new(dt, x->ndim, x->shape, 0);
     NodeObject *node;
     int err = 0;
     if (!out)
         return NULL;
-    if (cddp_numel(x) > 0 && cddp_copy_into(out, x) < 0)
+    if (!meta && cddp_numel(x) > 0 && cddp_copy_into(out, x) < 0)
         goto fail;
     out->storage->version = 0;           /* a new tensor: its filling is not a modification */
     if (cddp_is_floating(dt) && cddp_is_floating(x->dtype)) {
@@ -212,7 +232,7 @@ PyObject *cddp_convert_contiguous(PyObject *self, PyObject *const *args, Py_ssiz
         return NULL;
     if (cddp_is_contiguous(x))
         return Py_NewRef(self);
-    return copy_as(x, x->dtype, "CloneBackward0", clone_backward);
+    return copy_as(x, x->dtype, "CloneBackward0", clone_backward, cddp_is_meta(x));
 }
 
 PyObject *cddp_convert_clone(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -223,7 +243,7 @@ PyObject *cddp_convert_clone(PyObject *self, PyObject *const *args, Py_ssize_t n
     if ((nargs || kwnames) &&
         cddp_shape_parse_args("clone", args, nargs, kwnames, memfmt_names, 1, 0, a) < 0)
         return NULL;
-    return copy_as(x, x->dtype, "CloneBackward0", clone_backward);
+    return copy_as(x, x->dtype, "CloneBackward0", clone_backward, cddp_is_meta(x));
 }
 
 /* cddp.clone(input, *, memory_format=None) */
@@ -240,17 +260,26 @@ PyObject *cddp_convert_clone_fn(PyObject *m, PyObject *const *args, Py_ssize_t n
 
 /* ---- to ------------------------------------------------------------------------------- */
 
-/* The result of to(): self when nothing changes, else a copy (see copy_as). */
+/* The result of to(): self when nothing changes, else a copy (see copy_as). A meta tensor
+ * stays meta without a device, goes to meta with one, and cannot leave it (no values). */
 static PyObject *to_impl(TensorObject *x, int has_dtype, cddp_dtype dt, PyObject *device,
                          int copy)
 {
-    if (device && cddp_device_fallback(device) < 0)
-        return NULL;
+    int meta = cddp_is_meta(x), to_meta = meta;
+    if (device) {
+        int kind = cddp_device_fallback(device);
+        if (kind < 0)
+            return NULL;
+        if (device != Py_None)
+            to_meta = kind == 1;
+    }
+    if (meta && !to_meta)
+        return meta_copy_out();
     if (!has_dtype)
         dt = x->dtype;
-    if (dt == x->dtype && !copy)
+    if (dt == x->dtype && !copy && meta == to_meta)
         return Py_NewRef(x);
-    return copy_as(x, dt, "ToCopyBackward0", to_copy_backward);
+    return copy_as(x, dt, "ToCopyBackward0", to_copy_backward, to_meta);
 }
 
 PyObject *cddp_shape_to_dtype(TensorObject *x, cddp_dtype dt)
@@ -425,7 +454,8 @@ PyObject *cddp_convert_type(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (cddp_shape_parse_args("type", args, nargs, kwnames, names, 2, 2, a) < 0)
         return NULL;
     if (!a[0] || a[0] == Py_None)
-        return PyUnicode_FromFormat("torch.%s%s", x->storage->device >= 0 ? "cuda." : "",
+        return PyUnicode_FromFormat("torch.%s%s", x->storage->device >= 0 ? "cuda."
+                                    : cddp_is_meta(x) ? "meta." : "",
                                     legacy_names[x->dtype]);
     if (PyUnicode_Check(a[0])) {
         const char *s = PyUnicode_AsUTF8(a[0]), *tail;
@@ -470,6 +500,8 @@ PyObject *cddp_convert_cpu(PyObject *self, PyObject *const *args, Py_ssize_t nar
                         "(cddp._cuda)");
         return NULL;
     }
+    if (cddp_is_meta((TensorObject *)self))
+        return meta_copy_out();
     return Py_NewRef(self);
 }
 
@@ -484,11 +516,13 @@ PyObject *cddp_convert_cuda(PyObject *self, PyObject *const *args, Py_ssize_t na
         return NULL;
     if (parse_device(a[0], &is_cuda, &index) < 0)
         return NULL;
-    if (a[0] && a[0] != Py_None && !is_cuda) {
+    if (a[0] && a[0] != Py_None && is_cuda != DEV_CUDA) {
         PyErr_SetString(PyExc_RuntimeError, "Invalid device, must be cuda device");
         return NULL;
     }
     if (cuda_fallback(index) < 0)
         return NULL;
+    if (cddp_is_meta((TensorObject *)self))
+        return meta_copy_out();
     return Py_NewRef(self);
 }
