@@ -725,3 +725,180 @@ def test_jacfwd_by_columns_when_inputs_are_fewer():
            np.sum((1 - np.tanh(wn @ (xs - h * e)) ** 2)[:, None] * wn)) / (2 * h)
           for e in np.eye(3)]
     np.testing.assert_allclose(n(g), fd, rtol=1e-6, atol=1e-8)
+
+
+# ---------------------------------------------------------------- fast paths
+# (functional_call's direct module walk, vmap's per-argument slicing, the pytree shortcuts,
+# the byte-wise generator check): each against the generic code it stands in for.
+
+from collections import OrderedDict, namedtuple  # noqa: E402
+
+from cddp.func import _pytree  # noqa: E402
+from cddp.nn.utils import stateless  # noqa: E402
+
+_Pair = namedtuple("_Pair", "a b")
+
+
+def _generic_named(m):
+    return (list(m.named_parameters(remove_duplicate=False)) +
+            list(m.named_buffers(remove_duplicate=False)))
+
+
+def _shared_tree():
+    """Tied weights, a submodule registered twice, a None parameter and buffers."""
+    inner = nn.Linear(3, 3)
+    m = nn.Sequential(nn.Linear(3, 3), inner, nn.Tanh(), inner, nn.BatchNorm1d(3))
+    m[0].weight = m[1].weight
+    m[0].register_parameter("bias", None)
+    m.register_buffer("scale", cddp.ones(3))
+    return m
+
+
+def test_functional_call_walk_lists_what_named_parameters_and_buffers_list():
+    m = _shared_tree()
+    got = stateless._named_tensors(m)
+    want = _generic_named(m)
+    assert [k for k, _ in got] == [k for k, _ in want]
+    assert all(a is b for (_, a), (_, b) in zip(got, want))
+
+
+def test_functional_call_walk_defers_to_overridden_traversals():
+    class Hidden(nn.Module):                  # its own weight is not listed by the override
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+            yield "lin.bias", self.lin.bias
+
+    class Child(nn.Linear):                   # lists itself twice
+        def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+            yield prefix, self
+            yield prefix + ".alias", self
+
+    h = Hidden()
+    assert stateless._named_tensors(h) == _generic_named(h)
+    with pytest.raises(RuntimeError, match="Unexpected key\\(s\\): 'lin.weight'"):
+        functional_call(h, {"lin.weight": cddp.zeros(2, 2), "lin.bias": cddp.zeros(2)},
+                        (cddp.zeros(1, 2),), strict=True)
+    m = nn.Sequential(Child(2, 2), nn.Linear(2, 2))
+    got, want = stateless._named_tensors(m), _generic_named(m)
+    assert [k for k, _ in got] == [k for k, _ in want]
+    assert "0.alias.weight" in dict(got)
+    with pytest.raises(ValueError, match="which are tied"):
+        functional_call(m, {"0.weight": cddp.zeros(2, 2), "0.alias.weight": cddp.ones(2, 2)},
+                        (cddp.zeros(1, 2),))
+    m.register_buffer("b", None)
+    m.add_module("gone", None)
+    got, want = stateless._named_tensors(m), _generic_named(m)
+    assert [k for k, _ in got] == [k for k, _ in want]
+
+
+def test_functional_call_ties_strict_and_restore_through_the_walk():
+    m = _shared_tree()
+    originals = {k: v for k, v in _generic_named(m)}
+    x = cddp.randn(4, 3)
+    w = cddp.randn(3, 3)
+    # the tie reaches 0.weight and 3.weight (the same module as 1): all three use w
+    h = x @ w.t()
+    h = (h @ w.t() + m[1].bias).tanh() @ w.t() + m[1].bias
+    with pytest.raises(ValueError, match="which are tied"):
+        functional_call(m, {"0.weight": w, "1.weight": cddp.randn(3, 3)}, (x,))
+    with pytest.raises(RuntimeError, match="Missing key\\(s\\)"):
+        functional_call(m, {"1.weight": w}, (x,), strict=True)
+    with pytest.raises(AttributeError, match="Sequential has no attribute `9`"):
+        functional_call(m, {"1.weight": w, "9.weight": w}, (x,))
+    with pytest.raises(AttributeError, match="`2` is not|Tanh has no attribute"):
+        functional_call(m, {"2.x.weight": w}, (x,))
+    for k, v in _generic_named(m):
+        assert originals[k] is v
+    # values: the walk's result used with eval-mode BatchNorm equals a manual computation
+    m.eval()
+    got = functional_call(m, {"1.weight": w}, (x,))
+    bn = m[4]
+    want = (h - bn.running_mean) / (bn.running_var + bn.eps).sqrt() * bn.weight + bn.bias
+    np.testing.assert_allclose(n(got), n(want), rtol=1e-5, atol=1e-6)
+
+
+def test_vmap_slices_each_argument_as_the_whole_tree_rebuild_did():
+    xs = t(RNG.standard_normal((3, 4)))
+    ys = t(RNG.standard_normal((4, 3)))
+    c = t(RNG.standard_normal(4))
+    seen = []
+
+    def f(p, x, pair, y):
+        seen.append(p)
+        p["k"] = 1                            # a fresh container per call: nothing leaks
+        return p["w"] * x + pair.a.sum() * pair.b + y
+
+    got = vmap(f, in_dims=({"w": None}, 0, _Pair(None, 1), 1))(
+        {"w": c}, xs, _Pair(c, ys), ys)
+    want = cddp.stack([c * xs[i] + c.sum() * ys[:, i] + ys[:, i] for i in range(3)])
+    np.testing.assert_allclose(n(got), n(want), rtol=1e-12)
+    assert len({id(p) for p in seen}) == 3 and all(list(p) == ["w", "k"] for p in seen)
+
+
+def test_vmap_of_grad_matches_a_loop_of_autograd_grad():
+    w = t(RNG.standard_normal((3, 4)), requires_grad=True)     # closed over, stays live
+    xs = t(RNG.standard_normal((5, 4)))
+    b = t(RNG.standard_normal(3))
+
+    def loss(p, x):
+        return ((p["b"] + w @ x).tanh() ** 2).sum() * p["s"]
+
+    p = {"b": b, "s": cddp.tensor(2.0, dtype=cddp.float64)}
+    got = vmap(grad(loss), in_dims=(None, 0))(p, xs)
+    for i in range(5):
+        q = {k: v.detach().requires_grad_() for k, v in p.items()}
+        want = cddp.autograd.grad(loss(q, xs[i]), list(q.values()))
+        for k, g in zip(q, want):
+            np.testing.assert_allclose(n(got[k][i].detach()), n(g), rtol=1e-12)
+    assert got["b"].requires_grad                # w requires grad: the outer graph is kept
+    (gw,) = cddp.autograd.grad(got["b"].sum(), [w])
+    assert tuple(gw.shape) == (3, 4)
+
+
+def test_vmap_randomness_error_sees_a_draw_in_any_sample():
+    xs = cddp.zeros(4, 2)
+
+    def f(x):
+        return x + (cddp.rand(2) if float(x.sum()) > 0 else 0)
+
+    vmap(f)(xs)                                  # no draw: allowed
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        vmap(f)(xs + cddp.tensor([0.0, 0.0, 1.0, 0.0]).unsqueeze(1))
+    before = cddp.get_rng_state()
+    out = vmap(lambda x: x + cddp.rand(2), randomness="same")(xs)
+    assert (out[0] == out[3]).all()
+    assert not (before == cddp.get_rng_state()).all()
+
+
+_ONE, _TWO = cddp.ones(1), cddp.zeros(2)
+
+
+@pytest.mark.parametrize("tree, leaves", [
+    (((), (1, 2)), [1, 2]),                      # an empty child beside a flat one
+    ([(), [_ONE], {}], [_ONE]),
+    ({"a": (_ONE, ()), "b": OrderedDict(x=2, y=[3, _TWO])}, [_ONE, 2, 3, _TWO]),
+    (_Pair(_ONE, _Pair((), None)), [_ONE, None]),
+    (cddp.Size([2, 3]), [2, 3]),
+    (_TWO, [_TWO]),
+    (5, [5]),
+])
+def test_pytree_round_trip_and_leaf_order(tree, leaves):
+    got, spec = _pytree.tree_flatten(tree)
+    assert len(got) == len(leaves) and all(a is b for a, b in zip(got, leaves))
+    assert spec.num_leaves == len(leaves)
+    back = _pytree.tree_unflatten(got, spec)
+
+    def same(a, b):
+        assert type(a) is type(b)
+        if isinstance(a, dict):
+            assert list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+        elif isinstance(a, (tuple, list)):
+            assert len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+        else:
+            assert a is b
+        return True
+    assert same(back, tree)
+    assert _pytree.tree_flatten(back)[1] == spec

@@ -6,19 +6,29 @@ None, a dict subclass) is a leaf.
 """
 from collections import OrderedDict
 
+from .. import _C
 from .._size import Size
+
+_Tensor = _C.Tensor
 
 
 class TreeSpec:
     """The shape of a pytree without its leaves: equal specs flatten to lists that line up."""
 
-    __slots__ = ("type", "context", "children", "num_leaves")
+    __slots__ = ("type", "context", "children", "num_leaves", "flat")
 
     def __init__(self, type_, context, children):
         self.type = type_
         self.context = context
         self.children = children
-        self.num_leaves = 1 if type_ is None else sum(c.num_leaves for c in children)
+        if type_ is None:
+            self.num_leaves, self.flat = 1, False
+        else:                                  # a plain loop: generators cost more here
+            n, flat = 0, True
+            for c in children:
+                n += c.num_leaves
+                flat = flat and c.type is None
+            self.num_leaves, self.flat = n, flat
 
     def __eq__(self, other):
         return (isinstance(other, TreeSpec) and self.type is other.type and
@@ -64,10 +74,10 @@ LEAF = TreeSpec(None, None, ())
 def _node(x):
     """(type, dict keys or None, children) for a container, None for a leaf."""
     t = type(x)
-    if t in (tuple, list, Size) or (isinstance(x, tuple) and hasattr(t, "_fields")):
-        return t, None, list(x)
     if t is dict or t is OrderedDict:
         return t, list(x), list(x.values())
+    if t is tuple or t is list or t is Size or (isinstance(x, tuple) and hasattr(t, "_fields")):
+        return t, None, list(x)
     return None
 
 
@@ -77,20 +87,33 @@ def _flatten_into(x, leaves):
         leaves.append(x)
         return LEAF
     t, ctx, kids = node
-    return TreeSpec(t, ctx, [_flatten_into(k, leaves) for k in kids])
+    specs = []
+    for k in kids:
+        if type(k) is _Tensor:                 # the usual leaf: no call, no _node tests
+            leaves.append(k)
+            specs.append(LEAF)
+        else:
+            specs.append(_flatten_into(k, leaves))
+    return TreeSpec(t, ctx, specs)
 
 
 def tree_flatten(tree):
     """(leaves in order, spec). Module-level recursion, not a nested closure: a recursive
     closure is a reference cycle that would hold the leaves (tensors) until the cyclic GC."""
     leaves = []
+    if type(tree) is _Tensor:
+        leaves.append(tree)
+        return leaves, LEAF
     return leaves, _flatten_into(tree, leaves)
 
 
 def _build(s, it):
     if s.type is None:
         return next(it)
-    kids = [_build(c, it) for c in s.children]
+    if s.flat:                                 # all children leaves: no recursion needed
+        kids = [next(it) for _ in s.children]
+    else:
+        kids = [_build(c, it) for c in s.children]
     if s.context is not None:
         return s.type(zip(s.context, kids))
     if s.type in (tuple, list, Size):

@@ -23,6 +23,7 @@ all the draws there are).
 import functools
 
 from .. import _C
+from .. import autograd as _autograd
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ._pytree import tree_flatten, tree_unflatten
 
@@ -43,9 +44,15 @@ def check_randomness_arg(randomness):
                            f"'same'. Got {randomness}")
 
 
+def rng_snapshot():
+    """The CPU generator's state as bytes (through the tensor's buffer): comparing two costs a
+    memcmp, where Tensor.equal on the state tensors runs several kernels (vmap and jacfwd
+    check it around every call)."""
+    return bytes(_C.get_rng_state())
+
+
 def _autograd_grad(outputs, inputs, grad_outputs, **kw):
-    from ..autograd import grad as autograd_grad
-    return autograd_grad(outputs, inputs, grad_outputs=grad_outputs, allow_unused=True, **kw)
+    return _autograd.grad(outputs, inputs, grad_outputs=grad_outputs, allow_unused=True, **kw)
 
 
 def _stand_in(x, outer):
@@ -72,14 +79,18 @@ def _reaches_outside(tensors, own):
                 stack.append(t.grad_fn)
     while stack:
         node = stack.pop()
-        if id(node) in seen:
+        key = id(node)
+        if key in seen:
             continue
-        seen[id(node)] = node                       # held: ids stay unique during the walk
-        if node.name() == "AccumulateGrad":
-            if id(node.variable) not in own_ids:
+        seen[key] = node                            # held: ids stay unique during the walk
+        nexts = node.next_functions
+        if not nexts:                               # a leaf's node has no inputs to follow
+            if node.name() == "AccumulateGrad" and id(node.variable) not in own_ids:
                 return True
             continue
-        stack.extend(m for m, _ in node.next_functions if m is not None)
+        for m, _ in nexts:                          # a loop: extend(genexpr) costs more
+            if m is not None:
+                stack.append(m)
     return False
 
 
@@ -108,14 +119,20 @@ def _vjp(outputs, inputs, cotangents, create_graph, retain_graph=True):
     pairs = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad]
     got = [None] * len(inputs)
     if pairs:
-        with enable_grad():
+        prev = _C._set_grad_enabled(True)      # enable_grad's switch, without its object
+        try:
             got = _autograd_grad([o for o, _ in pairs], inputs, [c for _, c in pairs],
                                  retain_graph=retain_graph, create_graph=create_graph)
+        finally:
+            _C._set_grad_enabled(prev)
     return [_C.zeros_like(x) if g is None else g for x, g in zip(inputs, got)]
 
 
 def _wrap_argnums(argnums, num_args):
     """argnums checked against the positional arguments, negatives wrapped."""
+    if type(argnums) is int and -num_args <= argnums < num_args:
+        return argnums % num_args                   # the usual case, without the closure
+
     def one(a):
         if not isinstance(a, int):
             raise RuntimeError(f"argnum must be int, got: {type(a)}")
@@ -144,7 +161,8 @@ def _run(func, args, kwargs, argnums, outer):
         nums = _wrap_argnums(argnums, len(args))
         diff = args[nums] if isinstance(nums, int) else tuple(args[i] for i in nums)
     originals, spec = tree_flatten(diff)
-    with enable_grad():
+    prev = _C._set_grad_enabled(True)          # enable_grad's switch, without its object
+    try:
         own = [_stand_in(x, outer) for x in originals]
         new = tree_unflatten(own, spec)
         if argnums is None:
@@ -154,6 +172,8 @@ def _run(func, args, kwargs, argnums, outer):
         else:
             args = tuple(new[nums.index(i)] if i in nums else a for i, a in enumerate(args))
         out = func(*args, **kwargs)
+    finally:
+        _C._set_grad_enabled(prev)
     return out, own, originals, spec
 
 
@@ -330,9 +350,9 @@ def _jacobian(func, argnums, has_aux, forward, randomness=None):
         if randomness is not None:
             check_randomness_arg(randomness)
         outer = is_grad_enabled()
-        state = _C.get_rng_state() if randomness == "error" else None
+        state = rng_snapshot() if randomness == "error" else None
         out, own, originals, spec = _run(func, args, {}, argnums, outer)
-        if state is not None and not state.equal(_C.get_rng_state()):
+        if state is not None and state != rng_snapshot():
             raise RuntimeError(RANDOMNESS_ERROR)
         out, aux = _split_aux(out, has_aux, api)
         flat_out, out_spec = tree_flatten(out)

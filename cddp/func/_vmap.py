@@ -25,7 +25,7 @@ import functools
 
 from .. import _C
 from ._pytree import LEAF, broadcast_prefix, tree_flatten, tree_unflatten
-from ._transforms import RANDOMNESS_ERROR, check_randomness_arg
+from ._transforms import RANDOMNESS_ERROR, check_randomness_arg, rng_snapshot
 
 __all__ = ["vmap"]
 
@@ -106,15 +106,41 @@ def _sample(x, d, i):
     return x.select(d, i)
 
 
-def _call(func, flat, dims, spec, kwargs, index, randomness, start):
+def _per_argument(flat, dims, spec):
+    """[(argument's spec, its leaves, their in_dims)] per positional argument: a tensor
+    argument is then sliced directly, and only container arguments are rebuilt per sample
+    (fresh containers at every call, as the whole-tree rebuild gave)."""
+    plan, start = [], 0
+    for s in spec.children:                     # args is a tuple: one child per argument
+        end = start + s.num_leaves
+        plan.append((s, flat[start:end], dims[start:end]))
+        start = end
+    return plan
+
+
+def _arguments(plan, index):
+    if index is None:
+        return [tree_unflatten([_sample(x, d, None) for x, d in zip(xs, ds)], s)
+                for s, xs, ds in plan]
+    args = []                          # _sample inlined: this runs once per sample
+    for s, xs, ds in plan:
+        if s.type is None:
+            x, d = xs[0], ds[0]
+            args.append(x if d is None else x.select(d, index))
+        else:
+            args.append(tree_unflatten([x if d is None else x.select(d, index)
+                                        for x, d in zip(xs, ds)], s))
+    return args
+
+
+def _call(func, plan, kwargs, index, randomness, start, untouched):
     """func on the sample at index, under the randomness mode (start: the generator state
-    before the first call, for 'same')."""
+    before the first call, for 'same'; untouched: its bytes then, for 'error', which is also
+    the state before every later call, since a call that moved it has raised)."""
     if randomness == "same":
         _C.set_rng_state(start)
-    before = _C.get_rng_state() if randomness == "error" else None
-    out = func(*tree_unflatten([_sample(x, d, index) for x, d in zip(flat, dims)], spec),
-               **kwargs)
-    if before is not None and not before.equal(_C.get_rng_state()):
+    out = func(*_arguments(plan, index), **kwargs)
+    if untouched is not None and untouched != rng_snapshot():
         raise RuntimeError(RANDOMNESS_ERROR)
     return out
 
@@ -160,9 +186,11 @@ def _vmap_call(func, in_dims, out_dims, randomness, args, kwargs):
     _check_out_dims(out_dims, func)
     size, flat, dims, spec = _mapped_inputs(func, in_dims, args)
     start = _C.get_rng_state() if randomness == "same" or size == 0 else None
+    untouched = rng_snapshot() if randomness == "error" else None
+    plan = _per_argument(flat, dims, spec)
     results, out_spec = [], None
     for i in range(size) if size else [None]:
-        leaves, s = tree_flatten(_call(func, flat, dims, spec, kwargs, i, randomness, start))
+        leaves, s = tree_flatten(_call(func, plan, kwargs, i, randomness, start, untouched))
         if out_spec is None:
             out_spec = s
         elif s != out_spec:
