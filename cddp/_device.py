@@ -3,9 +3,10 @@ the default device for the factory calls inside it and restores the previous one
 torch's (through set_default_device, so a CUDA device meets the device policy there: cddp's
 factories make CPU tensors; "meta" makes tensors without values)."""
 
-# the devices of the `with device(...)` blocks being run, innermost last, each with the default
-# device it replaced
+# the devices of the `with device(...)` blocks being run, innermost last, and the default
+# devices they replaced (restored on exit)
 _context_stack = []
+_replaced_defaults = []
 
 
 class device:
@@ -50,12 +51,14 @@ class device:
         from ._compat import get_default_device, set_default_device
         previous = get_default_device()
         set_default_device(self)
-        _context_stack.append((self, previous))
+        _context_stack.append(self)
+        _replaced_defaults.append(previous)
         return self
 
     def __exit__(self, *exc):
         from ._compat import set_default_device
-        set_default_device(_context_stack.pop()[1])
+        _context_stack.pop()
+        set_default_device(_replaced_defaults.pop())
         return False
 
     def __reduce__(self):

@@ -13,6 +13,7 @@ import inspect
 import itertools
 
 from .. import _C
+from . import forward_ad as _forward_ad
 from .grad_mode import no_grad
 
 __all__ = ["Function", "FunctionCtx", "BackwardCFunction", "FunctionMeta",
@@ -107,7 +108,10 @@ class _SingleLevelFunction(FunctionCtx, _HookMixin, metaclass=FunctionMeta):
 
     @staticmethod
     def jvp(ctx, *grad_inputs):
-        raise NotImplementedError("cddp: forward-mode AD (jvp) is not supported")
+        """Forward-mode derivative: one tangent per output from one per input (used by
+        cddp.autograd.forward_ad when a dual tensor goes in)."""
+        raise NotImplementedError("You must implement the jvp function for custom "
+                                  "autograd.Function to use it with forward mode AD.")
 
 
 def _is_setup_context_defined(fn):
@@ -163,6 +167,10 @@ class Function(_SingleLevelFunction):
             bound.apply_defaults()
             args = bound.args if new_style else bound.args[1:]
             kwargs = bound.kwargs
+        if _forward_ad._levels and not kwargs:
+            routed = _forward_ad._function_duals(cls, args)
+            if routed is not None:
+                return _forward_ad._apply_with_jvp(cls, args, *routed)
         return _C._function_apply(cls, cls._backward_cls, new_style, args, kwargs or None)
 
 
