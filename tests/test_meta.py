@@ -69,6 +69,14 @@ def test_factories_make_meta_tensors_of_the_cpu_shape_and_dtype(name):
         assert not make(device="cpu").is_meta
 
 
+def test_as_tensor_to_meta_leaves_its_input_alone():
+    x = cddp.ones(3)
+    arr = np.ones(3, dtype=np.float32)
+    assert _meta(cddp.as_tensor(x, device="meta")) and _meta(cddp.as_tensor(arr, device="meta"))
+    assert not x.is_meta and x.tolist() == [1.0, 1.0, 1.0] and arr.tolist() == [1.0] * 3
+    assert cddp.as_tensor(x) is x
+
+
 def test_meta_factories_draw_nothing_from_the_generator():
     # torch's meta kernels never touch the generator: the CPU stream goes on unchanged
     cddp.manual_seed(3)

@@ -505,8 +505,8 @@ def test_to_overloads_and_identity():
     assert x.to(np.float64).dtype == cddp.float64
     assert x.to(float).dtype == cddp.float64
     assert x.to(cddp.float64, non_blocking=True).dtype == cddp.float64
-    with pytest.raises(RuntimeError, match="Expected one of cpu, cuda device type at start of "
-                       "device string: foo"):
+    with pytest.raises(RuntimeError, match="Expected one of cpu, cuda, meta device type at "
+                       "start of device string: foo"):
         x.to("foo")
     with pytest.raises(RuntimeError, match=r"Invalid device string: 'cuda:x'"):
         x.to("cuda:x")

@@ -195,8 +195,6 @@ int cddp_parse_device_opt(PyObject *o, int dflt)
         return 0;
     if (PyUnicode_Check(o) && PyUnicode_CompareWithASCIIString(o, "cpu") == 0)
         return 0;
-    if (cddp_tensor_check(o))
-        return cddp_is_meta((TensorObject *)o);
     if (!st->device_factory)
         return 0;
     /* validates "cuda:1", device objects, ordinals; CUDA tensors are not built yet, so the
@@ -229,9 +227,11 @@ PyObject *cddp_factory_place(PyObject *res, int meta)
     cddp_storage *s;
     if (!res || meta != 1 || cddp_is_meta(t))
         return res;
-    /* a fresh result owns its storage alone: swap the bytes for a reservation in place, so
-     * requires_grad and the object stay; anything shared gets a new meta tensor instead */
-    if (t->storage->refcnt == 1 && t->offset == 0 && !t->grad_fn && cddp_is_contiguous(t)) {
+    /* a fresh result (no other reference to the object, none to its storage) is turned into
+     * a meta tensor in place, so requires_grad stays; anything shared (as_tensor returns its
+     * input) gets a new meta tensor instead */
+    if (Py_REFCNT(res) == 1 && t->storage->refcnt == 1 && t->offset == 0 && !t->grad_fn &&
+        cddp_is_contiguous(t)) {
         if (!(s = cddp_storage_new_meta(t->storage->nbytes)))
             goto fail;
         cddp_storage_decref(t->storage);

@@ -35,8 +35,7 @@ int cddp_parse_size(const char *fname, PyObject *const *args, Py_ssize_t n, PyOb
 int cddp_parse_size_obj(const char *fname, PyObject *o, int *ndim, int64_t *shape);
 /* dtype=None -> *has = 0. */
 int cddp_parse_dtype_opt(PyObject *o, int *has, cddp_dtype *dt);
-/* device=None / "cpu" / "cuda[:n]" / "meta" / cddp.device / int / a Tensor (its device):
- * validated. 1 for the meta device, dflt when o is NULL/None, 0 for the others (CUDA tensors
+/* device=None / "cpu" / "cuda[:n]" / "meta" / cddp.device / int: validated. 1 for the meta device, dflt when o is NULL/None, 0 for the others (CUDA tensors
  * stay on the CPU), -1 on error. Factories pass cddp_default_meta() as dflt, *_like and
  * new_* their input's cddp_is_meta. */
 int cddp_parse_device_opt(PyObject *o, int dflt);
