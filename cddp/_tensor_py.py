@@ -216,9 +216,13 @@ class UntypedStorage:
         return _C._storage_info(self._t)[1]
 
     def data_ptr(self):
-        if self.nbytes() == 0:
+        nbytes = self.nbytes()
+        if nbytes == 0:
             return 0
         t = self._t
+        if t.numel() == 0 and nbytes >= t.element_size():
+            # an empty view's data_ptr() is 0 (torch's); the storage still has an address
+            return _C._storage_view(t, 0, (nbytes // t.element_size(),), (1,)).data_ptr()
         return t.data_ptr() - t.storage_offset() * t.element_size()
 
     def size(self):

@@ -377,7 +377,7 @@ static PyObject *tensor_is_floating_point(TensorObject *self, PyObject *unused)
 
 static PyObject *tensor_data_ptr(TensorObject *self, PyObject *unused)
 {
-    if (cddp_is_meta(self))             /* torch: a meta tensor has no data pointer */
+    if (cddp_is_meta(self) || cddp_numel(self) == 0)   /* torch: no data, pointer 0 */
         return PyLong_FromLong(0);
     return PyLong_FromVoidPtr(cddp_data(self));
 }
