@@ -459,3 +459,85 @@ dist.destroy_process_group()
     for rank in (0, 1):
         want = np.concatenate([[10.0 * s + rank] * (rank + 1) for s in (0, 1)])
         np.testing.assert_array_equal(load(tmp_path, f"a2a{rank}.npy"), want)
+
+
+
+BUFFER_SCHEDULE_BODY = """
+import os, sys
+import numpy as np
+LIB = sys.argv[1]
+if LIB == "torch":
+    import torch as lib
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+else:
+    import cddp as lib
+    import cddp.distributed as dist
+    from cddp.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+
+class M(lib.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = lib.nn.Linear(3, 2)
+        self.register_buffer("b", lib.zeros(2))
+        self.register_buffer("c", lib.zeros(2))
+    def forward(self, x):
+        return self.lin(x) + self.b + self.c
+
+model = M()
+with lib.no_grad():
+    model.lin.bias.fill_(float(rank))
+    model.c.fill_(float(10 + rank))
+    model.b.fill_(float(20 + rank))
+DDP._set_params_and_buffers_to_ignore_for_model(model, ["c", "lin.bias"])
+m = DDP(model)
+x = lib.ones(4, 3)
+rec = [float(model.lin.bias[0]), float(model.c[0]), float(model.b[0])]
+def mark(v):
+    with lib.no_grad():
+        model.b.fill_(float(v))
+def train():
+    (m(x) * (rank + 1)).sum().backward()
+mark(30 + rank)
+if rank == 0:                     # an evaluation on rank 0 only
+    with lib.no_grad():
+        m(x)
+        m(x)
+rec.append(float(model.b[0]))
+mark(40 + rank)
+train()
+rec.append(float(model.b[0]))
+mark(50 + rank)
+train()
+rec.append(float(model.b[0]))
+with m.no_sync():
+    train()
+mark(60 + rank)
+train()
+rec.append(float(model.b[0]))
+rec.append(float(model.lin.bias.grad[0]))
+np.save(os.path.join(OUT, f"{LIB}{rank}.npy"), np.array(rec))
+dist.destroy_process_group()
+"""
+
+
+def test_buffer_broadcast_schedule_and_ignored_names(tmp_path):
+    """torch's schedule: buffers go out from rank 0 before the first forward and before any
+    forward that follows a synced training forward, so an evaluation under no_grad on one rank
+    misses no collective (its first forward's broadcast pairs with the other rank's next
+    training forward); names in _ddp_params_and_buffers_to_ignore are neither broadcast nor
+    reduced."""
+    r = run_ranks(tmp_path, BUFFER_SCHEDULE_BODY, args=("cddp",))
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = {k: load(tmp_path, f"cddp{k}.npy") for k in (0, 1)}
+    # columns: ignored bias, ignored buffer c, b after construction, after rank 0's eval,
+    # after the next training forward, after a synced one, after a no_sync one, and the
+    # ignored bias's gradient (4 backward passes of 4 rows times (rank + 1), never averaged)
+    np.testing.assert_array_equal(got[0], [0, 10, 20, 30, 40, 50, 60, 16])
+    np.testing.assert_array_equal(got[1], [1, 11, 20, 31, 30, 50, 61, 32])
+    torch = pytest.importorskip("torch")  # noqa: F841 (the oracle runs in subprocesses)
+    run_ranks(tmp_path, BUFFER_SCHEDULE_BODY, args=("torch",))
+    for rank in (0, 1):
+        np.testing.assert_array_equal(got[rank], load(tmp_path, f"torch{rank}.npy"))

@@ -162,7 +162,12 @@ class DistributedDataParallel(Module):
         self._pg = pg
         self.world_size = dist.get_world_size(pg)
         self.rank = dist.get_rank(pg)
-        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        # torch's opt-out (_set_params_and_buffers_to_ignore_for_model): neither broadcast
+        # nor reduced
+        self.parameters_to_ignore = set(getattr(module, "_ddp_params_and_buffers_to_ignore",
+                                                ()))
+        named = [(n, p) for n, p in module.named_parameters()
+                 if p.requires_grad and n not in self.parameters_to_ignore]
         if not named:
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have "
                                "any parameter that requires a gradient.")
@@ -190,6 +195,7 @@ class DistributedDataParallel(Module):
         self._hook_handles = [p.register_post_accumulate_grad_hook(partial(mark, i))
                               for i, p in enumerate(self._params)]
         self.require_backward_grad_sync = True
+        self.require_forward_param_sync = True
         self._join_active = False
         self._comm_hook = None
         self._comm_hook_run = None
@@ -230,10 +236,23 @@ class DistributedDataParallel(Module):
                     off += n
 
     def _sync_module_states(self):
-        tensors = [p for p in self.module.parameters()] + \
-            [b for b in self.module.buffers()]
+        tensors = [p for n, p in self.module.named_parameters()
+                   if n not in self.parameters_to_ignore] + self._module_buffers()
         if self.world_size > 1 and tensors:
             self._broadcast_coalesced(tensors)
+
+    def _module_buffers(self):
+        return [b for n, b in self.module.named_buffers() if n not in self.parameters_to_ignore]
+
+    @staticmethod
+    def _set_params_and_buffers_to_ignore_for_model(module, params_and_buffers_to_ignore):
+        """Names (as in module.named_parameters/named_buffers) DDP leaves alone: not
+        broadcast, not reduced (torch's)."""
+        module._ddp_params_and_buffers_to_ignore = params_and_buffers_to_ignore
+
+    def will_sync_module_buffers(self):
+        return (self.require_forward_param_sync and self.broadcast_buffers and
+                self.world_size > 1 and bool(self._module_buffers()))
 
     # ---- forward -------------------------------------------------------------------------
 
@@ -243,12 +262,16 @@ class DistributedDataParallel(Module):
             self._join_iters += 1
         if self.reducer.unready():
             self._raise_unready()
-        if self.broadcast_buffers and self.world_size > 1:
-            bufs = list(self.module.buffers())
+        # torch's rule: buffers go out from rank 0 before a forward that follows a synced
+        # training forward (or the first one), not after an eval forward under no_grad, which
+        # may run on some ranks only
+        if self.require_forward_param_sync and self.broadcast_buffers and self.world_size > 1:
+            bufs = self._module_buffers()
             if bufs:
                 self._broadcast_coalesced(bufs)
         out = self._modules["module"](*inputs, **kwargs)
         sync = self.require_backward_grad_sync
+        self.require_forward_param_sync = sync and _C.is_grad_enabled()
         if not (sync and self.find_unused_parameters and _C.is_grad_enabled()):
             self.reducer.after_forward(sync)   # C: sync only under grad mode; prepare
             return out
