@@ -278,10 +278,8 @@ def test_parameter_difference_names_what_differs():
         "name 'l.weight' vs 'x', shape [10, 512] vs [1], dtype cddp.float32 vs cddp.int64"
 
 
-def test_same_losses_as_torch_ddp(tmp_path):
-    torch = pytest.importorskip("torch")  # noqa: F841 (the oracle runs in subprocesses)
-    steps, B = 6, 8
-    body = """
+# the head of a job script run with "cddp" or "torch" as its argument (torch: the oracle)
+LIB_SWITCH = """
 import os, sys
 import numpy as np
 LIB = sys.argv[1]
@@ -295,6 +293,13 @@ else:
     from cddp.nn.parallel import DistributedDataParallel as DDP
 dist.init_process_group("gloo")
 rank = dist.get_rank()
+"""
+
+
+def test_same_losses_as_torch_ddp(tmp_path):
+    torch = pytest.importorskip("torch")  # noqa: F841 (the oracle runs in subprocesses)
+    steps, B = 6, 8
+    body = LIB_SWITCH + """
 rng = np.random.default_rng(7)
 W1 = rng.standard_normal((16, 6)).astype(np.float32) * 0.3
 W2 = rng.standard_normal((3, 16)).astype(np.float32) * 0.3
@@ -462,20 +467,7 @@ dist.destroy_process_group()
 
 
 
-BUFFER_SCHEDULE_BODY = """
-import os, sys
-import numpy as np
-LIB = sys.argv[1]
-if LIB == "torch":
-    import torch as lib
-    import torch.distributed as dist
-    from torch.nn.parallel import DistributedDataParallel as DDP
-else:
-    import cddp as lib
-    import cddp.distributed as dist
-    from cddp.nn.parallel import DistributedDataParallel as DDP
-dist.init_process_group("gloo")
-rank = dist.get_rank()
+BUFFER_SCHEDULE_BODY = LIB_SWITCH + """
 
 class M(lib.nn.Module):
     def __init__(self):

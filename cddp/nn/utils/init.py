@@ -16,6 +16,5 @@ def skip_init(module_cls, *args, **kwargs):
         raise RuntimeError(f"Expected a Module; got {module_cls}")
     if "device" not in inspect.signature(module_cls).parameters:
         raise RuntimeError("Module must support a 'device' arg to skip initialization")
-    final_device = kwargs.pop("device", "cpu")
-    kwargs["device"] = "meta"
-    return module_cls(*args, **kwargs).to_empty(device=final_device)
+    target = kwargs.pop("device", "cpu")
+    return module_cls(*args, device="meta", **kwargs).to_empty(device=target)

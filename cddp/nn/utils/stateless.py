@@ -121,22 +121,14 @@ def _submodule(root, path):
 def _put(module, attr, name, value):
     """Put value (_MISSING: nothing) at module's attr, the name being the dotted one; return
     what was there (_MISSING when nothing)."""
-    params = module._parameters
-    if attr in params:
-        old = params[attr]
-        if value is _MISSING:
-            del params[attr]
-        else:
-            params[attr] = value
-        return old
-    buffers = module._buffers
-    if attr in buffers:
-        old = buffers[attr]
-        if value is _MISSING:
-            del buffers[attr]
-        else:
-            buffers[attr] = value
-        return old
+    for store in (module._parameters, module._buffers):
+        if attr in store:
+            old = store[attr]
+            if value is _MISSING:
+                del store[attr]
+            else:
+                store[attr] = value
+            return old
     old = getattr(module, attr, _MISSING)
     if old is not _MISSING and not isinstance(old, Tensor):
         raise TypeError(f"{name} is {type(old).__name__}, not a Tensor")
