@@ -74,7 +74,8 @@ def set_default_device(device):
     """torch.set_default_device: cddp makes tensors on the CPU, or on "meta" (no values) when
     that is the default; a CUDA device goes through the device policy (one warning, or an
     error under CDDP_STRICT_DEVICE=1)."""
-    meta = device is not None and str(device).split(":")[0] == "meta"
+    from ._device import _is_meta
+    meta = _is_meta(device)
     if device is not None and not meta:
         _C.zeros(0, device="cpu").to(device)
     _C._set_default_meta(meta)
@@ -82,9 +83,7 @@ def set_default_device(device):
 
 def get_default_device():
     from ._device import device
-    previous = _C._set_default_meta(False)
-    _C._set_default_meta(previous)
-    return device("meta" if previous else "cpu")
+    return device("meta" if _C._set_default_meta(None) else "cpu")
 
 
 def is_autocast_cpu_enabled():

@@ -9,6 +9,11 @@ _context_stack = []
 _replaced_defaults = []
 
 
+def _is_meta(spec):
+    """Whether a device spec (str, cddp.device, torch.device, None) names the meta device."""
+    return spec is not None and str(spec).split(":")[0] == "meta"
+
+
 class device:
     __slots__ = ("type", "index")
 

@@ -27,6 +27,7 @@ One level at a time, as torch (nesting raises torch's error).
 from collections import namedtuple
 
 from .. import _C
+from .grad_mode import enable_grad
 
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual",
            "unpack_dual", "dual_level"]
@@ -107,22 +108,10 @@ def make_dual(tensor, tangent, *, level=None):
                            f"size {list(tensor.shape)} while the given forward gradient is of "
                            f"size {list(tangent.shape)}.")
     needs = tensor.requires_grad
-    with _enabled():
+    with enable_grad():
         dual = tensor.view_as(tensor) if needs else tensor.detach().requires_grad_()
     lvl.duals[id(dual)] = (dual, tangent, needs)
     return dual
-
-
-class _enabled:
-    """Grad mode on for the block (a dual must be connected even under no_grad)."""
-
-    def __enter__(self):
-        from .grad_mode import enable_grad
-        self._ctx = enable_grad()
-        self._ctx.__enter__()
-
-    def __exit__(self, *exc):
-        return self._ctx.__exit__(*exc)
 
 
 def unpack_dual(tensor, *, level=None):
@@ -148,7 +137,7 @@ def _jvp(y, lvl):
     on none of them)."""
     from .._extras import grad
     duals = [(d, t) for d, t, _ in lvl.duals.values()]
-    with _enabled():
+    with enable_grad():
         u = _C.zeros_like(y).requires_grad_()
         vjps = grad(y, [d for d, _ in duals], u, retain_graph=True, create_graph=True,
                     allow_unused=True)

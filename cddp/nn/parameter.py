@@ -33,7 +33,9 @@ class Parameter(Tensor):
         from .._tensor_py import _to_array
         from .._C import bfloat16
         if self.is_meta:          # no values: shape and dtype are all there is to keep
-            return (_rebuild_meta_parameter, (tuple(self.shape), self.dtype, self.requires_grad))
+            from .._tensor_py import _rebuild_meta
+            return (_rebuild_meta, (tuple(self.shape), self.dtype, self.requires_grad,
+                                    Parameter))
         return (_rebuild_parameter, (_to_array(self), self.requires_grad,
                                      self.dtype == bfloat16))
 
@@ -41,11 +43,6 @@ class Parameter(Tensor):
 def _rebuild_parameter(array, requires_grad, bf16=False):
     from .._tensor_py import _from_array
     return Parameter(_from_array(array, bf16), requires_grad)
-
-
-def _rebuild_meta_parameter(shape, dtype, requires_grad):
-    from .. import empty
-    return Parameter(empty(shape, dtype=dtype, device="meta"), requires_grad)
 
 
 class Buffer:

@@ -182,12 +182,12 @@ class Optimizer:
     def _refuse_meta(self):
         # cddp's ops compute on a meta tensor's placeholder zeros instead of giving meta
         # results, so a model never materialized would otherwise train without an error
-        for group in self.param_groups:
+        for g, group in enumerate(self.param_groups):
             for i, p in enumerate(group["params"]):
                 if p.is_meta:
                     raise RuntimeError(
-                        f"optimizer step: parameter {i} of group {self.param_groups.index(group)}"
-                        f" (shape {tuple(p.shape)}) is on the meta device and has no values; "
+                        f"optimizer step: parameter {i} of group {g} (shape {tuple(p.shape)}) "
+                        "is on the meta device and has no values; "
                         "materialize the module first (module.to_empty(device='cpu'), then "
                         "initialize or load its weights)")
 

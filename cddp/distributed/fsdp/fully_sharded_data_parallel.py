@@ -280,10 +280,10 @@ class FullyShardedDataParallel(Module):
                 root_kwargs["process_group"] = (plan.shard, plan.replicate)
             _auto_wrap(module, auto_wrap_policy, ignored_mods, ignored_params, root_kwargs,
                        FullyShardedDataParallel)
-        _materialize_meta(module, param_init_fn, {id(m) for m in ignored_mods})
+        ignored_ids = {id(m) for m in ignored_mods}
+        _materialize_meta(module, param_init_fn, ignored_ids)
         self._fsdp_wrapped_module = module
-        params, buffers = _collect(module, {id(m) for m in ignored_mods},
-                                   {id(p) for p in ignored_params})
+        params, buffers = _collect(module, ignored_ids, {id(p) for p in ignored_params})
         if sync_module_states and plan.dp_world > 1:
             bufs = [getattr(m, "_buffers")[n] for m, n in buffers]
             if bufs:

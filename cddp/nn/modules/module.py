@@ -24,6 +24,7 @@ import weakref
 
 from ... import _C
 from ..._compat import memory_format as _memory_format
+from ..._device import _is_meta, device as _device
 from ...autograd.grad_mode import no_grad
 from ...utils.hooks import RemovableHandle, BackwardHook
 from ..parameter import Parameter, Buffer
@@ -158,10 +159,8 @@ def _built_on_meta(init):
 
     @functools.wraps(init)
     def __init__(self, *args, **kwargs):
-        device = args[at] if len(args) > at else kwargs.get("device")
-        if device is None or str(device).split(":")[0] != "meta":
+        if not _is_meta(args[at] if len(args) > at else kwargs.get("device")):
             return init(self, *args, **kwargs)
-        from ..._device import device as _device
         with _device("meta"):
             return init(self, *args, **kwargs)
 

@@ -242,7 +242,17 @@ class DistributedDataParallel(Module):
             self._broadcast_coalesced(tensors)
 
     def _module_buffers(self):
+        if not self.parameters_to_ignore:          # the usual case: no names to look at
+            return list(self.module.buffers())
         return [b for n, b in self.module.named_buffers() if n not in self.parameters_to_ignore]
+
+    def _buffers_to_sync(self):
+        """The buffers the next forward broadcasts from rank 0 (torch's rule: before the
+        first forward and after a synced training forward, not after a forward under
+        no_grad or no_sync, which may run on some ranks only)."""
+        if self.require_forward_param_sync and self.broadcast_buffers and self.world_size > 1:
+            return self._module_buffers()
+        return []
 
     @staticmethod
     def _set_params_and_buffers_to_ignore_for_model(module, params_and_buffers_to_ignore):
@@ -251,8 +261,7 @@ class DistributedDataParallel(Module):
         module._ddp_params_and_buffers_to_ignore = params_and_buffers_to_ignore
 
     def will_sync_module_buffers(self):
-        return (self.require_forward_param_sync and self.broadcast_buffers and
-                self.world_size > 1 and bool(self._module_buffers()))
+        return bool(self._buffers_to_sync())
 
     # ---- forward -------------------------------------------------------------------------
 
@@ -262,13 +271,9 @@ class DistributedDataParallel(Module):
             self._join_iters += 1
         if self.reducer.unready():
             self._raise_unready()
-        # torch's rule: buffers go out from rank 0 before a forward that follows a synced
-        # training forward (or the first one), not after an eval forward under no_grad, which
-        # may run on some ranks only
-        if self.require_forward_param_sync and self.broadcast_buffers and self.world_size > 1:
-            bufs = self._module_buffers()
-            if bufs:
-                self._broadcast_coalesced(bufs)
+        bufs = self._buffers_to_sync()
+        if bufs:
+            self._broadcast_coalesced(bufs)
         out = self._modules["module"](*inputs, **kwargs)
         sync = self.require_backward_grad_sync
         self.require_forward_param_sync = sync and _C.is_grad_enabled()

@@ -211,10 +211,11 @@ int cddp_parse_device_opt(PyObject *o, int dflt)
     return meta;
 }
 
-/* _C._set_default_meta(flag) -> the previous flag (cddp.set_default_device) */
+/* _C._set_default_meta(flag) -> the previous flag (cddp.set_default_device); None only
+ * reads it (get_default_device) */
 PyObject *cddp_py_set_default_meta(PyObject *m, PyObject *flag)
 {
-    int v = PyObject_IsTrue(flag), old = default_meta;
+    int v = flag == Py_None ? default_meta : PyObject_IsTrue(flag), old = default_meta;
     if (v < 0)
         return NULL;
     default_meta = v;

@@ -492,7 +492,8 @@ PyMethodDef cddp_creation_module_methods[] = {
     FK("multinomial", cddp_py_multinomial,
        "multinomial(input, num_samples, replacement=False, *, generator=None)"),
     {"_set_default_meta", cddp_py_set_default_meta, METH_O,
-     "_set_default_meta(flag) -> previous: factories without a device make meta tensors"},
+     "_set_default_meta(flag) -> previous (None: read only): factories without a device "
+     "make meta tensors"},
     {"set_printoptions", (PyCFunction)(void (*)(void))cddp_py_set_printoptions,
      METH_VARARGS | METH_KEYWORDS,
      "set_printoptions(precision=None, threshold=None, edgeitems=None, linewidth=None, "

@@ -27,12 +27,12 @@
 
 static int warned_cuda_fallback;          /* once per process: module state is one per process */
 
-/* *is_cuda after parsing: the kind of device named */
+/* the kind of device a spec names */
 enum { DEV_CPU = 0, DEV_CUDA = 1, DEV_META = 2 };
 
-/* "cpu", "cpu:N", "cuda", "cuda:N", "meta" -> *is_cuda (a DEV_* kind), *index (-1 when
+/* "cpu", "cpu:N", "cuda", "cuda:N", "meta" -> *kind (a DEV_* kind), *index (-1 when
  * absent). RuntimeError with torch's wording otherwise. */
-static int parse_device_string(PyObject *s, int *is_cuda, long *index)
+static int parse_device_string(PyObject *s, int *kind, long *index)
 {
     Py_ssize_t n;
     const char *str = PyUnicode_AsUTF8AndSize(s, &n), *colon, *p;
@@ -42,11 +42,11 @@ static int parse_device_string(PyObject *s, int *is_cuda, long *index)
     colon = memchr(str, ':', (size_t)n);
     tlen = colon ? (size_t)(colon - str) : (size_t)n;
     if (tlen == 3 && memcmp(str, "cpu", 3) == 0)
-        *is_cuda = 0;
+        *kind = DEV_CPU;
     else if (tlen == 4 && memcmp(str, "cuda", 4) == 0)
-        *is_cuda = DEV_CUDA;
+        *kind = DEV_CUDA;
     else if (tlen == 4 && memcmp(str, "meta", 4) == 0)
-        *is_cuda = DEV_META;
+        *kind = DEV_META;
     else {
         PyErr_Format(PyExc_RuntimeError,
                      "Expected one of cpu, cuda, meta device type at start of device string: %s",
@@ -71,14 +71,14 @@ bad:
 
 /* Any device spec torch accepts: None (no device), str, int (a CUDA ordinal), cddp.device or an
  * object with .type/.index (torch.device too), a Tensor (its device). */
-static int parse_device(PyObject *spec, int *is_cuda, long *index)
+static int parse_device(PyObject *spec, int *kind, long *index)
 {
-    *is_cuda = 0;
+    *kind = DEV_CPU;
     *index = -1;
     if (!spec || spec == Py_None)
         return 0;
     if (PyUnicode_Check(spec))
-        return parse_device_string(spec, is_cuda, index);
+        return parse_device_string(spec, kind, index);
     if (PyLong_Check(spec) && !PyBool_Check(spec)) {
         long v = PyLong_AsLong(spec);
         if (v == -1 && PyErr_Occurred())
@@ -87,13 +87,13 @@ static int parse_device(PyObject *spec, int *is_cuda, long *index)
             PyErr_SetString(PyExc_RuntimeError, "Device index must not be negative");
             return -1;
         }
-        *is_cuda = 1;
+        *kind = DEV_CUDA;
         *index = v;
         return 0;
     }
     if (cddp_tensor_check(spec)) {
         int dev = ((TensorObject *)spec)->storage->device;
-        *is_cuda = dev >= 0 ? DEV_CUDA : dev == CDDP_DEVICE_META ? DEV_META : DEV_CPU;
+        *kind = dev >= 0 ? DEV_CUDA : dev == CDDP_DEVICE_META ? DEV_META : DEV_CPU;
         *index = dev >= 0 ? dev : -1;
         return 0;
     }
@@ -105,7 +105,7 @@ static int parse_device(PyObject *spec, int *is_cuda, long *index)
         idx = PyObject_GetAttrString(spec, "index");
         if (!idx || (idx != Py_None && !PyLong_Check(idx)))
             goto not_device;
-        if (parse_device_string(type, is_cuda, index) < 0)
+        if (parse_device_string(type, kind, index) < 0)
             goto done;
         if (idx != Py_None && (*index = PyLong_AsLong(idx)) == -1 && PyErr_Occurred())
             goto done;
@@ -158,13 +158,13 @@ static int cuda_fallback(long index)
  * under CDDP_STRICT_DEVICE=1. */
 int cddp_device_fallback(PyObject *device_spec)
 {
-    int is_cuda;
+    int kind;
     long index;
-    if (parse_device(device_spec, &is_cuda, &index) < 0)
+    if (parse_device(device_spec, &kind, &index) < 0)
         return -1;
-    if (is_cuda == DEV_META)
+    if (kind == DEV_META)
         return 1;
-    return is_cuda ? cuda_fallback(index) : 0;
+    return kind == DEV_CUDA ? cuda_fallback(index) : 0;
 }
 
 /* torch's message for moving a meta tensor off the meta device (Module.to adds the advice) */
@@ -267,11 +267,11 @@ static PyObject *to_impl(TensorObject *x, int has_dtype, cddp_dtype dt, PyObject
 {
     int meta = cddp_is_meta(x), to_meta = meta;
     if (device) {
-        int kind = cddp_device_fallback(device);
-        if (kind < 0)
+        int onto_meta = cddp_device_fallback(device);
+        if (onto_meta < 0)
             return NULL;
         if (device != Py_None)
-            to_meta = kind == 1;
+            to_meta = onto_meta;
     }
     if (meta && !to_meta)
         return meta_copy_out();
@@ -510,13 +510,13 @@ PyObject *cddp_convert_cuda(PyObject *self, PyObject *const *args, Py_ssize_t na
 {
     static const char *const names[] = {"device", "non_blocking", "memory_format"};
     PyObject *a[3];
-    int is_cuda;
+    int kind;
     long index;
     if (cddp_shape_parse_args("cuda", args, nargs, kwnames, names, 3, 2, a) < 0)
         return NULL;
-    if (parse_device(a[0], &is_cuda, &index) < 0)
+    if (parse_device(a[0], &kind, &index) < 0)
         return NULL;
-    if (a[0] && a[0] != Py_None && is_cuda != DEV_CUDA) {
+    if (a[0] && a[0] != Py_None && kind != DEV_CUDA) {
         PyErr_SetString(PyExc_RuntimeError, "Invalid device, must be cuda device");
         return NULL;
     }
