@@ -260,6 +260,38 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     return t.requires_grad_(True) if requires_grad else t
 
 
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """torch.frombuffer: a 1-D tensor over the bytes of an object with the buffer protocol,
+    sharing its memory (writes through the tensor reach the buffer). Torch's argument
+    checks and messages. Differs from torch: a read-only buffer (bytes) is copied, with a
+    warning, instead of being shared and writable through the tensor."""
+    import cddp
+    view = memoryview(buffer).cast("B")
+    n = view.nbytes
+    size = cddp.empty(0, dtype=dtype).element_size()
+    if n == 0 or count == 0:
+        raise ValueError(f"both buffer length ({n}) and count ({count}) must not be 0")
+    if not 0 <= offset < n:
+        raise ValueError(f"offset ({offset} bytes) must be non-negative and no greater than "
+                         f"buffer length ({n} bytes) minus 1")
+    if count < 0:
+        if (n - offset) % size:
+            raise ValueError(f"buffer length ({n - offset} bytes) after offset ({offset} bytes) "
+                             f"must be a multiple of element size ({size})")
+        count = (n - offset) // size
+    elif count * size > n - offset:
+        raise ValueError(f"requested buffer length ({count} * {size} bytes) after offset "
+                         f"({offset} bytes) must not be greater than actual buffer length "
+                         f"({n} bytes)")
+    raw = np.frombuffer(view, dtype=np.uint8, count=count * size, offset=offset)
+    if view.readonly:
+        warnings.warn("The given buffer is not writable; cddp copies it (torch would share "
+                      "it and let the tensor write into it)", UserWarning, stacklevel=2)
+        raw = raw.copy()
+    t = _C.from_numpy(raw).view(dtype)
+    return t.requires_grad_(True) if requires_grad else t
+
 def numel(input):  # noqa: A002
     return input.numel()
 
@@ -559,4 +591,5 @@ Tensor.select_scatter = select_scatter
 Tensor.slice_scatter = slice_scatter
 Tensor.masked_scatter = masked_scatter
 Tensor.masked_scatter_ = lambda self, mask, source: self.copy_(masked_scatter(self, mask, source))
-__all__ += ["select_scatter", "slice_scatter", "masked_scatter", "unravel_index", "vander"]
+__all__ += ["select_scatter", "slice_scatter", "masked_scatter", "unravel_index", "vander",
+            "frombuffer"]
