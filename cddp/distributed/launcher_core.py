@@ -34,13 +34,16 @@ are most likely failing too (a host or a link is gone) and each then reports wha
 """
 import argparse
 import collections
+import json
 import os
 import queue
 import secrets
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -395,6 +398,7 @@ class Agent:
         self.out = _Sink(sys.stdout)
         self.err = _Sink(sys.stderr)
         self.workers = []
+        self.error_dir = None               # the workers' TORCHELASTIC_ERROR_FILEs (@record)
 
     # -- messages ------------------------------------------------------------------------------
     def say(self, msg):
@@ -417,6 +421,7 @@ class Agent:
             # one node: rank 0 hosts the store; several: node 0's launcher does
             "TORCHELASTIC_USE_AGENT_STORE": "True" if self.rdzv is not None else "False",
             "CDDP_TOKEN": self.token, "PYTHONUNBUFFERED": "1",
+            "TORCHELASTIC_ERROR_FILE": self._error_file(w),
         })
         env.setdefault("OMP_NUM_THREADS", "1")
         return env
@@ -514,11 +519,30 @@ class Agent:
             for t in w.pumps:
                 t.join(max(0.0, deadline - time.monotonic()))
 
+    def _error_file(self, w):
+        if self.error_dir is None:
+            self.error_dir = tempfile.mkdtemp(prefix="cddp-run-errors-")
+        return os.path.join(self.error_dir, f"attempt{self.gen}_rank{w.rank}.json")
+
+    def _root_cause(self, w):
+        """The exception a worker's @record wrote (torch's error file), or None."""
+        try:
+            with open(self._error_file(w), "rb") as f:
+                data = json.loads(f.read(1 << 20).decode("utf-8", "replace"))
+            msg = data["message"]
+            return msg if isinstance(msg, str) else str(msg["message"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
     def _report(self, w):
         code, what = _describe(w.returncode)
         self._join_pumps([w], 1.0)   # its last lines, unless a grandchild holds the pipe
         lines = [f"{self.cfg.prog}: rank {w.rank} (local_rank {w.local_rank}, pid {w.proc.pid}) "
                  f"failed with {what}"]
+        cause = self._root_cause(w)
+        if cause is not None:
+            lines.append(f"{self.cfg.prog}: root cause (first observed failure, rank {w.rank}): "
+                         f"{cause}")
         if w.tail:
             lines.append(f"{self.cfg.prog}: last {len(w.tail)} lines of rank {w.rank}:")
             lines += ["    " + t for t in w.tail]
@@ -652,6 +676,8 @@ class Agent:
                     _killpg(w.proc.pid, signal.SIGKILL)
             if self.rdzv is not None:
                 self.rdzv.close()
+            if self.error_dir is not None:
+                shutil.rmtree(self.error_dir, ignore_errors=True)
             for s, h in installed.items():
                 signal.signal(s, h)
 

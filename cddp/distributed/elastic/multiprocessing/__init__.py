@@ -1,0 +1,1 @@
+"""cddp.distributed.elastic.multiprocessing — errors (record, ChildFailedError)."""
