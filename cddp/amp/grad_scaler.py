@@ -28,6 +28,7 @@ def _refresh_per_optimizer_state():
 
 
 class GradScaler:
+    _ALLOW_FP16_GRADS = False     # ShardedGradScaler: FSDP's float16 gradient shards are fine
     def __init__(self, device="cuda", init_scale=2.0**16, growth_factor=2.0, backoff_factor=0.5,
                  growth_interval=2000, enabled=True):
         self._device = device
@@ -108,8 +109,8 @@ class GradScaler:
             raise RuntimeError("unscale_() is being called after step().")
         inv_scale = self._scale.double().reciprocal().float()
         found_inf = _C.full((), 0.0, dtype=_C.float32)
-        optimizer_state["found_inf_per_device"] = self._unscale_grads_(optimizer, inv_scale,
-                                                                       found_inf, False)
+        optimizer_state["found_inf_per_device"] = self._unscale_grads_(
+            optimizer, inv_scale, found_inf, self._ALLOW_FP16_GRADS)
         optimizer_state["stage"] = OptState.UNSCALED
 
     def _maybe_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
