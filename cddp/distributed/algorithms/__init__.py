@@ -1,2 +1,3 @@
-"""cddp.distributed.algorithms — DDP communication hooks (torch's module path)."""
-from . import ddp_comm_hooks  # noqa: F401
+"""cddp.distributed.algorithms — DDP communication hooks and the join context (torch's module
+paths)."""
+from . import ddp_comm_hooks, join  # noqa: F401

@@ -196,7 +196,8 @@ class DistributedDataParallel(Module):
                               for i, p in enumerate(self._params)]
         self.require_backward_grad_sync = True
         self.require_forward_param_sync = True
-        self._join_active = False
+        self._join_config = _join()._JoinConfig.construct_disabled_join_config()
+        self._join_iters = 0
         self._comm_hook = None
         self._comm_hook_run = None
 
@@ -266,8 +267,8 @@ class DistributedDataParallel(Module):
     # ---- forward -------------------------------------------------------------------------
 
     def forward(self, *inputs, **kwargs):
-        if self._join_active:
-            self._join_announce(1)
+        if self._join_config.enable:
+            _join().Join.notify_join_context(self)
             self._join_iters += 1
         if self.reducer.unready():
             self._raise_unready()
@@ -335,54 +336,54 @@ class DistributedDataParallel(Module):
         self._comm_hook_run = run
         self.reducer.set_comm_hook(run)
 
-    @contextmanager
     def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
-        """Uneven inputs: a rank whose data ran out keeps shadowing the others' all_reduces
-        (contributing zeros) until every rank has left its loop."""
-        if not enable:
-            yield
-            return
-        self._join_active = True
-        self._join_iters = 0
-        try:
-            yield
-        finally:
-            self._join_active = False
-            self._join_drain(throw_on_early_termination)
+        """Uneven inputs (torch's Join over this model): a rank whose data ran out keeps
+        shadowing the others' all_reduces (contributing zeros, so gradients stay divided by the
+        initial world size) until every rank has left its loop; then every rank takes the model
+        of the rank that ran the most iterations."""
+        return _join().Join([self], enable, throw_on_early_termination,
+                            divide_by_initial_world_size=divide_by_initial_world_size)
 
-    def _join_announce(self, flag):
-        dist = _dist()
-        t = _C.tensor([flag], dtype=_C.int64)
-        dist.all_reduce(t, group=self._pg)
-        return int(t.item())
+    # ---- Joinable (cddp.distributed.algorithms.join) ---------------------------------------
 
-    def _join_drain(self, throw):
+    def join_hook(self, **kwargs):
+        return _DDPJoinHook(self)
+
+    @property
+    def join_device(self):
+        from ..._device import device
+        return device("cpu")
+
+    @property
+    def join_process_group(self):
+        return self._pg
+
+    def _shadow_iteration(self):
+        """The collectives one training iteration makes, with zero gradients, in the order the
+        active ranks make them."""
         dist = _dist()
-        while True:
-            active = self._join_announce(0)
-            if active == 0:
-                break
-            if throw:
-                raise RuntimeError(f"Rank {self.rank} exhausted all inputs.")
-            # shadow one iteration: zero buckets, in the same order the active ranks use
-            if self.broadcast_buffers and self.world_size > 1:
-                bufs = list(self.module.buffers())
-                if bufs:
-                    self._broadcast_coalesced(bufs)
-            for numel, dtype, bucket in self.reducer.units():
-                zero = _C.zeros(numel, dtype=dtype)
-                if self._comm_hook_run is not None:
-                    self._comm_hook_run(bucket, zero).wait()
-                else:
-                    dist.all_reduce(zero, op=dist.ReduceOp.AVG, group=self._pg)
-        # as torch's _sync_final_model: the rank that ran the most iterations (the highest
-        # such rank on ties) holds the model everyone should end with
+        if self.broadcast_buffers and self.world_size > 1:
+            bufs = list(self.module.buffers())
+            if bufs:
+                self._broadcast_coalesced(bufs)
+        for numel, dtype, bucket in self.reducer.units():
+            zero = _C.zeros(numel, dtype=dtype)
+            if self._comm_hook_run is not None:
+                self._comm_hook_run(bucket, zero).wait()
+            else:
+                dist.all_reduce(zero, op=dist.ReduceOp.AVG, group=self._pg)
+
+    def _sync_final_model(self):
+        """As torch's: the rank that ran the most iterations (the highest such rank on ties)
+        holds the model everyone should end with."""
+        dist = _dist()
         key = _C.tensor([self._join_iters * self.world_size + self.rank], dtype=_C.int64)
         dist.all_reduce(key, op=dist.ReduceOp.MAX, group=self._pg)
         src = int(key.item()) % self.world_size
         if self.world_size > 1:
             self._broadcast_coalesced(list(self.module.parameters()) + list(self.module.buffers()),
                                       src=src)
+        self._join_iters = 0
 
     def __getattr__(self, name):
         try:
@@ -411,3 +412,20 @@ def _flatten_tensors(out):
         return res
     return []
 
+
+def _join():
+    from ...distributed.algorithms import join
+    return join
+
+
+class _DDPJoinHook:
+    """DDP's part in Join: shadow each iteration the others still run; sync the final model."""
+
+    def __init__(self, ddp):
+        self.ddp = ddp
+
+    def main_hook(self):
+        self.ddp._shadow_iteration()
+
+    def post_hook(self, is_last_joiner):
+        self.ddp._sync_final_model()
