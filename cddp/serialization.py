@@ -217,7 +217,7 @@ def _serialize(obj):
         if not arr.flags.c_contiguous:       # (np.ascontiguousarray would make 0-d arrays 1-d)
             arr = arr.copy(order="C")
         name, _np = _DTYPES[str(t.dtype).split(".")[-1]]
-        raw = arr.tobytes()
+        raw = arr.reshape(-1).view(np.uint8)    # the tensor's own bytes: no copy
         header[key] = {"dtype": name, "shape": list(arr.shape),
                            "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
