@@ -1,8 +1,10 @@
-"""cddp.func._pytree — the nested containers the function transforms take and return.
+"""cddp.func._pytree — the nested containers the function transforms take and return (and
+cddp.utils._pytree's core).
 
 As torch.utils._pytree: tuples (named tuples and cddp.Size included), lists and dicts
-(OrderedDict kept) are walked, dicts in insertion order; anything else (a tensor, a number,
-None, a dict subclass) is a leaf.
+(OrderedDict kept) are walked, dicts in insertion order, and the classes registered with
+register_node (flatten_fn(x) -> (children, context), unflatten_fn(children, context) -> x);
+anything else (a tensor, a number, None, a dict subclass) is a leaf.
 """
 from collections import OrderedDict
 
@@ -68,12 +70,50 @@ class TreeSpec:
         return "(" + ", ".join(kids) + ("," if len(kids) == 1 else "") + ")"
 
 
-LEAF = TreeSpec(None, None, ())
+    def is_leaf(self):
+        return self.type is None
+
+    @property
+    def num_children(self):
+        return len(self.children)
+
+    @property
+    def children_specs(self):
+        return list(self.children)
+
+    @property
+    def num_nodes(self):
+        return 1 + sum(c.num_nodes for c in self.children)
+
+
+class LeafSpec(TreeSpec):
+    """The spec of a leaf (torch's LeafSpec)."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        super().__init__(None, None, ())
+
+
+LEAF = LeafSpec()
+
+# registered container classes: cls -> (flatten_fn, unflatten_fn)
+_REGISTRY = {}
+
+
+def register_node(cls, flatten_fn, unflatten_fn):
+    if cls in _REGISTRY or cls in (dict, OrderedDict, tuple, list, Size):
+        raise ValueError(f"{cls} is already registered as pytree node.")
+    _REGISTRY[cls] = (flatten_fn, unflatten_fn)
 
 
 def _node(x):
-    """(type, dict keys or None, children) for a container, None for a leaf."""
+    """(type, dict keys / registered context or None, children) for a container, None for a
+    leaf."""
     t = type(x)
+    if t in _REGISTRY:
+        kids, ctx = _REGISTRY[t][0](x)
+        return t, _Context(ctx), list(kids)
     if t is dict or t is OrderedDict:
         return t, list(x), list(x.values())
     if t is tuple or t is list or t is Size or (isinstance(x, tuple) and hasattr(t, "_fields")):
@@ -107,6 +147,21 @@ def tree_flatten(tree):
     return leaves, _flatten_into(tree, leaves)
 
 
+class _Context:
+    """A registered class's context, told apart from a dict's key list."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, _Context) and self.value == other.value
+
+    def __repr__(self):
+        return repr(self.value)
+
+
 def _build(s, it):
     if s.type is None:
         return next(it)
@@ -114,6 +169,8 @@ def _build(s, it):
         kids = [next(it) for _ in s.children]
     else:
         kids = [_build(c, it) for c in s.children]
+    if type(s.context) is _Context:
+        return _REGISTRY[s.type][1](kids, s.context.value)
     if s.context is not None:
         return s.type(zip(s.context, kids))
     if s.type in (tuple, list, Size):
@@ -135,7 +192,10 @@ def broadcast_prefix(prefix, spec):
     t, ctx, kids = node
     if t is not spec.type or len(kids) != len(spec.children):
         return None
-    if ctx is not None:
+    if type(ctx) is _Context:
+        if ctx != spec.context:
+            return None
+    elif ctx is not None:
         if set(ctx) != set(spec.context):
             return None
         kids = [prefix[k] for k in spec.context]
