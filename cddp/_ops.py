@@ -214,6 +214,9 @@ def block_diag(*tensors):
     return _C.cat(rows, dim=0)
 
 
+_MAX_SECTIONS = 1 << 31
+
+
 def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
     """Views of input along dim: n nearly equal sections, or cut at the given indices."""
     nd = input.dim()
@@ -234,6 +237,9 @@ def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
     if isinstance(ios, int) and not isinstance(ios, bool):
         if ios <= 0:
             raise RuntimeError(f"number of sections must be larger than 0, got {ios}")
+        if ios > _MAX_SECTIONS:      # one tensor object each: this many cannot be made
+            raise RuntimeError(f"tensor_split: cannot create {ios} sections (at most "
+                               f"{_MAX_SECTIONS})")
         q, r = divmod(size, ios)
         cuts, at = [], 0
         for k in range(ios - 1):

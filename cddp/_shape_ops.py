@@ -580,10 +580,9 @@ def vander(x, N=None, increasing=False):  # noqa: N803 (torch's argument name)
     if n == 0:
         return _C.zeros((x.shape[0], 0), dtype=x.dtype if x.is_floating_point() else _C.int64)
     base = x if x.is_floating_point() else x.long()
-    cols = [_C.ones_like(base)]
-    for _ in range(n - 1):
-        cols.append(cols[-1] * base)
-    out = _C.stack(cols, -1)
+    # columns 1, x, x*x, ...: a running product along the rows of [1, x, x, ...]  (L, n)
+    rows = _C.cat([_C.ones_like(base).unsqueeze(1), base.unsqueeze(1).expand(-1, n - 1)], 1)
+    out = rows.cumprod(1)
     return out if increasing else out.flip(-1)
 
 

@@ -60,8 +60,13 @@ static PyMethodDef *concat_tables(PyMethodDef **tables)
 
 /* ---- small module-level functions that belong to no op file --------------------------- */
 
+/* The class Tensor.shape returns: a tuple subclass (cddp.Size), called through tp_new. */
 static PyObject *py_set_size_type(PyObject *m, PyObject *tp)
 {
+    if (!PyType_Check(tp) || !PyType_IsSubtype((PyTypeObject *)tp, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "_set_size_type: expected a subclass of tuple");
+        return NULL;
+    }
     Py_XSETREF(cddp_state()->size_type, Py_NewRef(tp));
     Py_RETURN_NONE;
 }

@@ -290,7 +290,7 @@ def test_arange_keywords_and_dtypes():
     same(cddp.arange(1, 4, dtype=cddp.float64), [1.0, 2.0, 3.0], cddp.float64)
     same(cddp.arange(0.5, 10.5, 2.5, dtype=cddp.int64), [0, 2, 4, 6, 8])   # torch truncates
     same(cddp.arange(cddp.tensor(3)), [0, 1, 2])
-    with pytest.raises(ValueError, match="step must be nonzero"):
+    with pytest.raises(RuntimeError, match="step must be nonzero"):     # torch 2.13's type
         cddp.arange(0, 5, 0)
     with pytest.raises(RuntimeError, match="step must be nonzero"):
         cddp.arange(0, 5.0, 0.0)

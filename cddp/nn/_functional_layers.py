@@ -15,6 +15,10 @@ from ..autograd.grad_mode import no_grad
 Tensor = _C.Tensor
 
 
+_TORCH_TYPE_NAMES = {"cddp.int64": "Long", "cddp.int32": "Int", "cddp.int16": "Short",
+                     "cddp.int8": "Char", "cddp.uint8": "Byte", "cddp.bool": "Bool"}
+
+
 def _reduced(t):
     return t.dtype == _C.float16 or t.dtype == _C.bfloat16
 
@@ -30,6 +34,9 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
         raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape "
                            f"[*{', '.join(str(s) for s in shape)}], but got input of size"
                            f"{list(input.shape)}")
+    if not input.is_floating_point():
+        raise NotImplementedError(f'"rms_norm" not implemented for '
+                                  f"'{_TORCH_TYPE_NAMES.get(str(input.dtype), input.dtype)}'")
     if eps is None:
         from .._finfo import finfo
         eps = finfo(input.dtype).eps

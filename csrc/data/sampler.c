@@ -25,12 +25,18 @@ static PyObject *py_sampler_indices(PyObject *m, PyObject *args)
                      "[0, %lld] (dataset length %lld)", rank, reps - 1, n);
         return NULL;
     }
-    int64_t num_samples = (drop_last && n % reps != 0) ? (n - reps + reps - 1) / reps
-                                                        : (n + reps - 1) / reps;
-    perm = PyMem_Malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    if (!perm)
-        return PyErr_NoMemory();
-    if (shuffle) {
+    /* ceil((n - R) / R) = (n - 1) / R when dropping (n - R may be negative: 0 then), else
+     * ceil(n / R), written so that n near INT64_MAX does not overflow */
+    int64_t num_samples = (drop_last && n % reps != 0) ? (n - 1) / reps
+                                                        : n / reps + (n % reps != 0);
+    if (shuffle) {                              /* unshuffled, the list is 0..n-1: no table */
+        if ((uint64_t)n > PY_SSIZE_T_MAX / sizeof(int64_t)) {
+            PyErr_Format(PyExc_MemoryError, "DistributedSampler: cannot shuffle %lld indices "
+                         "(the permutation would not fit in memory)", n);
+            return NULL;
+        }
+        if (!(perm = PyMem_Malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1))))
+            return PyErr_NoMemory();
         PyObject *gen = PyObject_CallMethod(PyImport_AddModule("cddp._C"), "Generator", NULL);
         PyObject *r = gen ? PyObject_CallMethod(gen, "manual_seed", "L", seed) : NULL;
         int rc = r ? cddp_randperm_fill(gen, n, perm) : -1;
@@ -38,16 +44,14 @@ static PyObject *py_sampler_indices(PyObject *m, PyObject *args)
         Py_XDECREF(gen);
         if (rc < 0)
             goto done;
-    } else {
-        for (int64_t i = 0; i < n; i++)
-            perm[i] = i;
     }
     out = PyList_New(num_samples);
     if (!out)
         goto done;
     for (int64_t k = 0; k < num_samples; k++) {
         int64_t pos = rank + k * reps;          /* position in the padded/cut list */
-        int64_t v = n ? perm[pos % n] : 0;      /* padding repeats the list from its start */
+        int64_t at = n ? pos % n : 0;           /* padding repeats the list from its start */
+        int64_t v = perm ? perm[at] : at;
         PyObject *o = PyLong_FromLongLong(v);
         if (!o) {
             Py_CLEAR(out);

@@ -108,10 +108,26 @@ static int parse_window(PyObject *const *a, cddp_win2d *g)
     return 0;
 }
 
+/* Windows along one dim; -1 when an intermediate overflows int64 (absurd sizes). */
 static int64_t blocks(int64_t in, int64_t k, int64_t p, int64_t d, int64_t s)
 {
-    int64_t span = in + 2 * p - (d * (k - 1) + 1);
+    int64_t pp, reach, span;
+    if (__builtin_mul_overflow(p, 2, &pp) || __builtin_add_overflow(in, pp, &span) ||
+        __builtin_mul_overflow(d, k - 1, &reach) || __builtin_add_overflow(reach, 1, &reach) ||
+        __builtin_sub_overflow(span, reach, &span))
+        return -1;
     return span < 0 ? 0 : span / s + 1;
+}
+
+/* *out = a * b * c; RuntimeError naming `fn` when it does not fit int64. */
+static int product3(const char *fn, int64_t a, int64_t b, int64_t c, int64_t *out)
+{
+    if (__builtin_mul_overflow(a, b, out) || __builtin_mul_overflow(*out, c, out)) {
+        PyErr_Format(PyExc_RuntimeError, "%s: the sizes (%lld x %lld x %lld) overflow int64",
+                     fn, (long long)a, (long long)b, (long long)c);
+        return -1;
+    }
+    return 0;
 }
 
 /* Record the node (is_unfold selects the name and the direction of its backward). */
@@ -159,6 +175,13 @@ static PyObject *py_unfold(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     f.g.W = x->shape[3];
     f.g.OH = blocks(f.g.H, f.g.kh, f.g.ph, f.g.dh, f.g.sh);
     f.g.OW = blocks(f.g.W, f.g.kw, f.g.pw, f.g.dw, f.g.sw);
+    int64_t K, L;
+    if (f.g.OH < 0 || f.g.OW < 0 || product3("unfold", f.C, f.g.kh, f.g.kw, &K) < 0 ||
+        product3("unfold", f.g.OH, f.g.OW, 1, &L) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "unfold: the window sizes overflow int64");
+        return NULL;
+    }
     if (f.g.OH < 1 || f.g.OW < 1) {
         PyErr_Format(PyExc_RuntimeError, "Given input with spatial size (%lld, %lld), "
                      "kernel_size=(%lld, %lld), dilation=(%lld, %lld), padding=(%lld, %lld), "
@@ -170,7 +193,7 @@ static PyObject *py_unfold(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     }
     if (!(xc = cddp_float_contiguous(x, "unfold")))
         return NULL;
-    int64_t shape[3] = {f.N, f.C * f.g.kh * f.g.kw, f.g.OH * f.g.OW};
+    int64_t shape[3] = {f.N, K, L};
     if (!(y = cddp_tensor_new(x->dtype, 3, shape, 0))) {
         Py_DECREF(xc);
         return NULL;
@@ -202,7 +225,9 @@ static PyObject *py_fold(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
                      cddp_shape_str(x->ndim, x->shape, xs, sizeof xs));
         return NULL;
     }
-    int64_t kk = f.g.kh * f.g.kw;
+    int64_t kk, L;
+    if (product3("fold", f.g.kh, f.g.kw, 1, &kk) < 0)
+        return NULL;
     if (x->shape[1] % kk != 0) {
         PyErr_Format(PyExc_RuntimeError, "Expected size of input's dimension 1 to be divisible "
                      "by the product of kernel_size, but got input.size(1)=%lld and "
@@ -216,7 +241,12 @@ static PyObject *py_fold(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
     f.g.W = osz[1];
     f.g.OH = blocks(osz[0], f.g.kh, f.g.ph, f.g.dh, f.g.sh);
     f.g.OW = blocks(osz[1], f.g.kw, f.g.pw, f.g.dw, f.g.sw);
-    if (osz[0] < 1 || osz[1] < 1 || f.g.OH * f.g.OW != x->shape[2] || f.g.OH < 1 || f.g.OW < 1) {
+    if (f.g.OH < 0 || f.g.OW < 0 || product3("fold", f.g.OH, f.g.OW, 1, &L) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "fold: the window sizes overflow int64");
+        return NULL;
+    }
+    if (osz[0] < 1 || osz[1] < 1 || L != x->shape[2] || f.g.OH < 1 || f.g.OW < 1) {
         PyErr_Format(PyExc_RuntimeError, "Given output_size=(%lld, %lld), kernel_size=(%lld, "
                      "%lld), dilation=(%lld, %lld), padding=(%lld, %lld), stride=(%lld, %lld), "
                      "expected size of input's dimension 2 to match the calculated number of "
@@ -224,7 +254,7 @@ static PyObject *py_fold(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
                      (long long)osz[0], (long long)osz[1], (long long)f.g.kh, (long long)f.g.kw,
                      (long long)f.g.dh, (long long)f.g.dw, (long long)f.g.ph, (long long)f.g.pw,
                      (long long)f.g.sh, (long long)f.g.sw, (long long)f.g.OH, (long long)f.g.OW,
-                     (long long)(f.g.OH * f.g.OW), (long long)x->shape[2]);
+                     (long long)L, (long long)x->shape[2]);
         return NULL;
     }
     if (!(xc = cddp_float_contiguous(x, "fold")))

@@ -144,8 +144,9 @@ static int plan_init(padplan *pp, int ndim, const int64_t *shape, const int64_t 
     return 0;
 }
 
-/* y[b, od, oh, ow] = x[b, map0[od], map1[oh], map2[ow]] by element size; backward (floats):
- * dx[...] += dy[...] through the same maps. */
+/* y[b, od, oh, ow] = x[b, map0[od], map1[oh], map2[ow]] by element size (1, 2, 4, 8 bytes);
+ * backward: dx[...] += dy[...] through the same maps, in float32 or float64 (map_backward
+ * widens float16 / bfloat16 to float32 first). */
 #define DEFINE_PADMAP(T, SFX)                                                                  \
 static void pad_gather_##SFX(const padplan *pp, const T *x, T *y, int add)                     \
 {                                                                                              \
@@ -164,6 +165,7 @@ static void pad_gather_##SFX(const padplan *pp, const T *x, T *y, int add)      
             }                                                                                  \
 }
 DEFINE_PADMAP(uint8_t, u8)
+DEFINE_PADMAP(uint16_t, u16)
 DEFINE_PADMAP(uint32_t, u32)
 DEFINE_PADMAP(uint64_t, u64)
 DEFINE_PADMAP(float, f32)
@@ -174,10 +176,12 @@ static void pad_map_run(cddp_dtype dt, const padplan *pp, const void *x, void *y
     size_t isz = cddp_dtype_size[dt];
     if (add && dt == CDDP_FLOAT32)
         pad_gather_f32(pp, x, y, 1);
-    else if (add)
+    else if (add)                         /* float64: the only other dtype backward passes */
         pad_gather_f64(pp, x, y, 1);
     else if (isz == 1)
         pad_gather_u8(pp, x, y, 0);
+    else if (isz == 2)
+        pad_gather_u16(pp, x, y, 0);
     else if (isz == 4)
         pad_gather_u32(pp, x, y, 0);
     else
@@ -188,27 +192,35 @@ static void pad_map_run(cddp_dtype dt, const padplan *pp, const void *x, void *y
 static int map_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
     cddp_meta *mt = &self->meta[0];
-    TensorObject *gy;
+    cddp_dtype acc = mt->dtype == CDDP_FLOAT64 ? CDDP_FLOAT64 : CDDP_FLOAT32;  /* sums' dtype */
+    TensorObject *gy, *dx;
     padplan pp;
     if (!gout[0] || !self->next[0].node)
         return 0;
-    gy = cddp_tensor_cast_raw(gout[0], mt->dtype);
+    gy = cddp_tensor_cast_raw(gout[0], acc);
     if (gy && !cddp_is_contiguous(gy))
         Py_SETREF(gy, cddp_tensor_contiguous_raw(gy));
     if (!gy)
         return -1;
-    if (plan_init(&pp, mt->ndim, mt->shape, self->i + 1, (int)self->i[0], (int)self->i[7]) < 0 ||
-        !(gin[0] = cddp_tensor_new(mt->dtype, mt->ndim, mt->shape, 1))) {
+    if (plan_init(&pp, mt->ndim, mt->shape, self->i + 1, (int)self->i[0], (int)self->i[7]) < 0) {
         Py_DECREF(gy);
         return -1;
     }
-    void *dx = cddp_data(gin[0]), *dy = cddp_data(gy);
+    if (!(dx = cddp_tensor_new(acc, mt->ndim, mt->shape, 1))) {
+        plan_free(&pp);
+        Py_DECREF(gy);
+        return -1;
+    }
+    void *dxp = cddp_data(dx), *dyp = cddp_data(gy);
     Py_BEGIN_ALLOW_THREADS
-    pad_map_run(mt->dtype, &pp, dx, dy, 1);
+    pad_map_run(acc, &pp, dxp, dyp, 1);
     Py_END_ALLOW_THREADS
     plan_free(&pp);
     Py_DECREF(gy);
-    return 0;
+    gin[0] = acc == mt->dtype ? dx : cddp_tensor_cast_raw(dx, mt->dtype);
+    if (acc != mt->dtype)
+        Py_DECREF(dx);
+    return gin[0] ? 0 : -1;
 }
 
 /* ---- entry ------------------------------------------------------------------------------ */

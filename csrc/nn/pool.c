@@ -128,6 +128,24 @@ static void tap_span(int64_t off, int64_t s, int64_t W, int64_t OW, int64_t *lo,
         *hi = *lo;
 }
 
+/* The first of start, start + d, start + 2d, ... that is >= 0 (a window starting in the
+ * padding: its first tap inside the input). */
+static int64_t first_tap(int64_t start, int64_t d)
+{
+    return start >= 0 ? start : start + (-start + d - 1) / d * d;
+}
+
+/* Kernel columns j in [*j0, *j1) whose column ow*sw + j*dw - pw is inside [0, W) for some
+ * window ow: the others read only padding, so a huge kernel costs only the taps that land. */
+static void tap_range(const pool2d *p, int64_t *j0, int64_t *j1)
+{
+    int64_t lo = p->pw - (p->OW - 1) * p->sw, hi = p->W - 1 + p->pw;   /* bounds of j*dw */
+    *j0 = lo <= 0 ? 0 : (lo + p->dw - 1) / p->dw;
+    *j1 = hi / p->dw + 1 < p->kw ? hi / p->dw + 1 : p->kw;
+    if (*j0 > *j1)
+        *j0 = *j1;
+}
+
 #define DEFINE_POOL(T, SFX)                                                                    \
 /* One tap of one input row against the windows ow in [lo, hi): a NaN always wins, else only  \
  * a strictly larger value (the first maximum stays). Branch-free: the data decides nothing. */\
@@ -155,15 +173,15 @@ NN_CLONES static void max_fwd_##SFX(const pool2d *p, const T *x, T *y, int64_t *
             int64_t *ir = idx + (pl * p->OH + oh) * p->OW;                                     \
             int64_t h0 = oh * p->sh - p->ph, h1 = h0 + (p->kh - 1) * p->dh + 1;                \
             if (h1 > p->H) h1 = p->H;                                                          \
-            while (h0 < 0) h0 += p->dh;                                                        \
+            h0 = first_tap(h0, p->dh);                                                         \
             for (int64_t ow = 0; ow < p->OW; ow++) {                                           \
-                int64_t w0 = ow * p->sw - p->pw;                                               \
-                while (w0 < 0) w0 += p->dw;                                                    \
                 yr[ow] = -INFINITY;                                                            \
-                ir[ow] = h0 * p->W + w0;                                                       \
+                ir[ow] = h0 * p->W + first_tap(ow * p->sw - p->pw, p->dw);                     \
             }                                                                                  \
+            int64_t j0, j1;                                                                    \
+            tap_range(p, &j0, &j1);                                                            \
             for (int64_t h = h0; h < h1; h += p->dh)                                           \
-                for (int64_t j = 0; j < p->kw; j++) {                                          \
+                for (int64_t j = j0; j < j1; j++) {                                            \
                     int64_t off = j * p->dw - p->pw, lo, hi;                                   \
                     tap_span(off, p->sw, p->W, p->OW, &lo, &hi);                               \
                     max_tap_##SFX(xp + h * p->W, h * p->W, off, p->sw, lo, hi, yr, ir);        \

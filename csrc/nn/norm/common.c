@@ -190,8 +190,6 @@ int cddp_norm_opt_tensor(PyObject *o, const char *fname, const char *what, Tenso
     return 0;
 }
 
-static const char *const torch_name[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int", "Bool"};
-
 int cddp_norm_check_param(TensorObject *t, const char *what, int64_t C, cddp_dtype dt)
 {
     int64_t k = cddp_numel(t);
@@ -206,7 +204,7 @@ int cddp_norm_check_param(TensorObject *t, const char *what, int64_t C, cddp_dty
                             "mixed dtype (CPU): all inputs must share same datatype.");
         else
             PyErr_Format(PyExc_RuntimeError, "mixed dtype (CPU): expect parameter to have "
-                         "scalar type of %s", torch_name[dt]);
+                         "scalar type of %s", cddp_dtype_torch_name[dt]);
         return -1;
     }
     return 0;

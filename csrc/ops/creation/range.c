@@ -150,7 +150,7 @@ PyObject *cddp_py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
             scalar_i64(&sv[2], &st) < 0)
             return NULL;
         if (st == 0) {
-            PyErr_SetString(PyExc_ValueError, "step must be nonzero");
+            PyErr_SetString(PyExc_RuntimeError, "step must be nonzero");
             return NULL;
         }
         if (!((st > 0 && b >= a) || (st < 0 && b <= a))) {
@@ -158,8 +158,13 @@ PyObject *cddp_py_arange(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
                             "upper bound and lower bound inconsistent with step sign");
             return NULL;
         }
-        int64_t sgn = (st > 0) - (st < 0);
-        n = ((b - a) + st - sgn) / st;
+        int64_t sgn = (st > 0) - (st < 0), span;
+        if (__builtin_sub_overflow(b, a, &span) || __builtin_add_overflow(span, st - sgn, &span)) {
+            PyErr_Format(PyExc_RuntimeError, "arange: the range %lld to %lld does not fit int64",
+                         (long long)a, (long long)b);
+            return NULL;
+        }
+        n = span / st;
         t = cddp_tensor_new(dt, 1, &n, 0);
         if (!t)
             return NULL;

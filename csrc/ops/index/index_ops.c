@@ -41,16 +41,17 @@ static int plan_dim(TensorObject *t, int dim, TensorObject *idx, int wrap, const
 {
     int64_t n = cddp_numel(idx), size = t->ndim ? t->shape[dim] : 1, tv[CDDP_MAX_DIMS];
     int64_t ist = idx->ndim ? idx->strides[0] : 0;
-    cddp_contiguous_strides(t->ndim, t->shape, tv);
+    int nd = t->ndim ? t->ndim : 1;       /* a 0-d target: planned as shape [1] along dim 0, */
+    cddp_contiguous_strides(t->ndim, t->shape, tv);   /* so an empty index plans nothing */
     if (cddp_ix_plan_alloc(real, n) < 0 || (virt && cddp_ix_plan_alloc(virt, n) < 0))
         return -1;
     for (int q = 0; q < 2; q++) {
         cddp_iplan *p = q ? virt : real;
         if (!p)
             continue;
-        p->ndim = t->ndim;
+        p->ndim = nd;
         p->base = q ? 0 : t->offset;
-        for (int d = 0; d < t->ndim; d++) {
+        for (int d = 0; d < nd; d++) {
             p->shape[d] = d == dim ? n : t->shape[d];
             p->sstride[d] = d == dim ? 0 : q ? tv[d] : t->strides[d];
             p->bstride[d] = d == dim ? 1 : 0;
@@ -87,8 +88,7 @@ static TensorObject *target(TensorObject *self, int inplace)
 
 static const char *scalar_name(cddp_dtype d)
 {
-    static const char *const n[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int", "Bool"};
-    return n[d];
+    return cddp_dtype_torch_name[d];
 }
 
 /* The index vector checks of index_add_/index_copy_/index_fill_ (torch's texts). */

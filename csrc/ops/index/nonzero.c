@@ -258,7 +258,6 @@ static int take_backward(NodeObject *self, TensorObject **gout, TensorObject **g
 
 static PyObject *take_impl(TensorObject *x, TensorObject *index)
 {
-    static const char *const tn[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int", "Bool"};
     TensorObject *ix = NULL, *xc = NULL, *out = NULL;
     int64_t n, numel = cddp_numel(x);
     size_t isz = cddp_dtype_size[x->dtype];
@@ -266,7 +265,7 @@ static PyObject *take_impl(TensorObject *x, TensorObject *index)
     int err;
     if (index->dtype != CDDP_INT64) {
         PyErr_Format(PyExc_RuntimeError, "take(): Expected a long tensor for index, but got %s",
-                     tn[index->dtype]);
+                     cddp_dtype_torch_name[index->dtype]);
         return NULL;
     }
     ix = cddp_tensor_contiguous_raw(index);

@@ -132,8 +132,7 @@ done:
 
 static const char *scalar_name(cddp_dtype d)
 {
-    static const char *const n[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int", "Bool"};
-    return n[d];
+    return cddp_dtype_torch_name[d];
 }
 
 /* Operand checks (torch's texts) and the result shape. */

@@ -106,8 +106,7 @@ static int flag(PyObject *o, int dflt)
 
 static const char *type_name(cddp_dtype d)
 {
-    static const char *const n[CDDP_NDTYPES] = {"Float", "Double", "Long", "Int", "Bool"};
-    return n[d];
+    return cddp_dtype_torch_name[d];
 }
 
 /* ---- searchsorted / bucketize --------------------------------------------------------- */

@@ -1,0 +1,115 @@
+"""What the robustness fuzz sweep crashed, segfaulted, aborted or hung on: each call must now
+raise a Python exception that says what is wrong, or compute the right value. The calls run in
+a child process, so a regression fails this test instead of killing pytest."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cddp
+from conftest import subprocess_env
+
+RAISES = [
+    # error paths that indexed a 5-entry dtype-name table with a 2-byte or 1-byte dtype
+    ("T.bincount(T.tensor([1., 2.]).half())", "NotImplementedError", "'Half'"),
+    ("T.histc(T.tensor([1, 2], dtype=T.int8))", "NotImplementedError", "'Char'"),
+    ("T.take(T.ones(3), T.tensor([0], dtype=T.int16))", "RuntimeError", "but got Short"),
+    ("T.ones(3).take(T.tensor([0], dtype=T.uint8))", "RuntimeError", "but got Byte"),
+    ("T.index_add(T.ones(3), 0, T.tensor([0], dtype=T.int16), T.ones(1))", "RuntimeError",
+     "got: Short"),
+    ("T.index_add(T.ones(3), 0, T.tensor([0]), T.ones(1).half())", "RuntimeError",
+     "source (Half)"),
+    ("T.ones(3).index_copy_(0, T.tensor([0], dtype=T.int8), T.ones(1))", "RuntimeError",
+     "got: Char"),
+    ("T.addmv(T.ones(3).half(), T.ones(3, 4), T.ones(4))", "RuntimeError", "found Half"),
+    ("T.addr(T.ones(3, 4, dtype=T.int8), T.ones(3), T.ones(4))", "RuntimeError", "found Char"),
+    ("T.baddbmm(T.ones(2, 3, 5).bfloat16(), T.ones(2, 3, 4), T.ones(2, 4, 5))", "RuntimeError",
+     "found BFloat16"),
+    ("T.addbmm(T.ones(3, 5), T.ones(2, 3, 4, dtype=T.uint8), T.ones(2, 4, 5))", "RuntimeError",
+     "Byte"),
+    # window products that overflowed int64 (a division by zero, an out-of-bounds write)
+    ("F.fold(T.ones(1, 1, 1), (1, 1), 2**32)", "RuntimeError", "overflow int64"),
+    ("F.unfold(T.ones(1, 1, 2, 2), 2**32, padding=2**31)", "RuntimeError", "overflow int64"),
+    # an allocation size that wrapped to 0
+    ("class D:\n    def __len__(self): return 2**62\n"
+     "list(iter(T.utils.data.DistributedSampler(D(), num_replicas=2, rank=0, shuffle=True)))",
+     "MemoryError", "cannot shuffle"),
+    ("T._C._set_size_type(None)", "TypeError", "subclass of tuple"),
+    # loops that ran for minutes
+    ("T.tensor_split(T.ones(3, 4), 2**62)", "RuntimeError", "cannot create"),
+    ("T.vander(T.ones(4), 2**62)", "RuntimeError", "overflows int64"),
+    # exception types torch 2.13 raises
+    ("T.arange(0, 10, 0)", "RuntimeError", "step must be nonzero"),
+    ("T.arange(-2**62, 2**62)", "RuntimeError", "does not fit int64"),
+    ("F.rms_norm(T.ones(2, 3, dtype=T.int64), (3,))", "NotImplementedError", "'Long'"),
+]
+
+CHILD = """
+import json, sys
+import cddp as T
+F = T.nn.functional
+out = []
+for code, _, _ in json.loads(sys.argv[1]):
+    try:
+        exec(code, {"T": T, "F": F})
+        out.append(["ok", ""])
+    except BaseException as e:
+        out.append([type(e).__name__, str(e)])
+print(json.dumps(out))
+"""
+
+
+def test_former_crashes_raise():
+    r = subprocess.run([sys.executable, "-c", CHILD, json.dumps(RAISES)], env=subprocess_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"the child died (rc {r.returncode}): {r.stderr[-2000:]}"
+    for (code, kind, text), (got, msg) in zip(RAISES, json.loads(r.stdout)):
+        assert got == kind and text in msg, (code, got, msg)
+
+
+def _pad_ref(a, left, right, mode):
+    np_mode = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}[mode]
+    return np.pad(a, [(0, 0)] * (a.ndim - 1) + [(left, right)], mode=np_mode)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int16", "float64"])
+def test_pad_two_byte_and_other_dtypes(mode, dtype):
+    a = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    x = cddp.tensor(a).to(getattr(cddp, dtype))
+    y = cddp.nn.functional.pad(x, (1, 2), mode=mode)
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(y.double().numpy(), _pad_ref(a, 1, 2, mode))
+    if dtype != "int16":                        # backward: each input gets its readers' sum
+        xr = x.detach().requires_grad_()
+        cddp.nn.functional.pad(xr, (1, 2), mode=mode).sum().backward()
+        counts = _pad_ref(np.arange(4.0), 1, 2, mode)
+        want = np.array([(counts == i).sum() for i in range(4)], dtype=np.float64)
+        assert xr.grad.dtype == x.dtype
+        np.testing.assert_array_equal(xr.grad.double().numpy(), np.broadcast_to(want, (2, 3, 4)))
+
+
+def test_zero_dim_index_fill_and_huge_pool_window():
+    x = cddp.tensor(1.5)
+    assert cddp.index_fill(x, 0, cddp.tensor([], dtype=cddp.int64), 9.0).item() == 1.5
+    assert cddp.index_fill(x, 0, cddp.tensor([0]), 9.0).item() == 9.0
+    xr = cddp.tensor(2.0, requires_grad=True)
+    y = cddp.index_add(xr * 1, 0, cddp.tensor([0]), cddp.tensor(3.0))
+    y.backward()
+    assert y.item() == 5.0 and xr.grad.item() == 1.0
+    # a 2^40 window over 2x2 (half of it padding): one output, the maximum, at once
+    t = cddp.tensor([[[[1.0, 4.0], [3.0, 2.0]]]])
+    out, idx = cddp.nn.functional.max_pool2d(t, 2**40, padding=2**39, return_indices=True)
+    assert out.item() == 4.0 and idx.item() == 1
+
+
+def test_vander_by_running_product():
+    x = cddp.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    v = cddp.vander(x, 4)
+    np.testing.assert_array_equal(v.detach().numpy(), np.vander([1.0, 2.0, 3.0], 4))
+    v.sum().backward()                                   # d/dx (x^3 + x^2 + x + 1)
+    np.testing.assert_array_equal(x.grad.numpy(), [6.0, 17.0, 34.0])
+    np.testing.assert_array_equal(cddp.vander(cddp.tensor([2, -3]), increasing=True).numpy(),
+                                  [[1, 2], [1, -3]])
