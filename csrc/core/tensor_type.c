@@ -545,10 +545,19 @@ static int tensor_bool(TensorObject *self)
     return cddp_get_double(self, 0) != 0;
 }
 
+/* float(t): torch warns once per process when t requires grad (its TORCH_WARN_ONCE). */
 static PyObject *tensor_float(TensorObject *self)
 {
-    PyObject *v = scalar_or_raise(self, "Scalar"), *r;
-    if (!v)
+    static int warned;
+    PyObject *v, *r;
+    if (!warned && cddp_needs_grad(self)) {
+        warned = 1;
+        if (PyErr_WarnEx(PyExc_UserWarning, "Converting a tensor with requires_grad=True to a "
+                         "scalar may lead to unexpected behavior.\nConsider using "
+                         "tensor.detach() first.", 1) < 0)
+            return NULL;
+    }
+    if (!(v = scalar_or_raise(self, "Scalar")))
         return NULL;
     r = PyNumber_Float(v);
     Py_DECREF(v);

@@ -41,6 +41,7 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 import weakref
 
 import numpy as np
@@ -624,7 +625,30 @@ class DataLoader:
             return it
         return self._get_iterator()
 
+    def _check_worker_number_rationality(self):
+        """torch's warning when more workers than this process's CPUs are asked for."""
+        if not self.num_workers:
+            return
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if cpus is None or self.num_workers > cpus:
+            suggest = (f"Our suggested max number of worker in current system is {cpus}"
+                       f"{'' if hasattr(os, 'sched_getaffinity') else ' (`cpuset` is not taken into account)'}"
+                       ", which is smaller than what this DataLoader is going to create."
+                       if cpus is not None else "DataLoader is not able to compute a suggested "
+                       "max number of worker in current system.")
+            warnings.warn(f"This DataLoader will create {self.num_workers} worker processes in "
+                          f"total. {suggest} Please be aware that excessive worker creation "
+                          "might get DataLoader running slow or even freeze, lower the worker "
+                          "number to avoid potential slowness/freeze if necessary.", stacklevel=4)
+
     def _get_iterator(self):
+        # torch's warnings: more workers than CPUs, pin_memory without an accelerator
+        self._check_worker_number_rationality()
+        if self.pin_memory:
+            from ...accelerator import is_available
+            if not is_available():
+                warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
+                              "then device pinned memory won't be used.", stacklevel=3)
         # torch draws a base seed from the global generator for every iterator
         base_seed = int(_C.empty((), dtype=_C.int64).random_(generator=self.generator).item())
         if self._is_iterable:
