@@ -448,8 +448,8 @@ class _Source:
             buf = np.frombuffer(self._map, np.uint8, k, self._pos)
             self._pos += k
             return buf
-        if self.size is not None:
-            buf = np.empty(n, np.uint8)
+        if self.size is not None:    # cddp's allocator: large blocks on huge pages (a cold
+            buf = _C.empty(n, dtype=_C.uint8).numpy()   # 256 MiB read: 0.04 s, not 0.46)
             view, got = memoryview(buf), 0
             readinto = getattr(self._fh, "readinto", None)
             while got < n:
