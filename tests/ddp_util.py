@@ -1,5 +1,6 @@
 """Helpers for multi-process DDP tests: run a script on N ranks under `python -m cddp.run`
 on a free loopback port, with a hard timeout, and collect what each rank saved."""
+import json
 import os
 import signal
 import socket
@@ -44,3 +45,18 @@ def run_ranks(tmp_path, body, nprocs=2, timeout=120, extra_env=None, launcher="c
 
 def load(tmp_path, name):
     return np.load(os.path.join(tmp_path, name))
+
+
+def run_torch_or_cddp(tmp_path, script, lib, nprocs=2, timeout=120):
+    """Run `script` on nprocs ranks under torch's launcher (lib "torch") or cddp.run (lib
+    "cddp"), with $LIB set to lib and the output folder as argv[1]; the script writes
+    <folder>/<lib><rank>.json, returned as one record per rank."""
+    path = tmp_path / f"script_{lib}.py"
+    path.write_text(script)
+    launcher = ["-m", "torch.distributed.run"] if lib == "torch" else ["-m", "cddp.run"]
+    r = subprocess.run([sys.executable, *launcher, f"--nproc-per-node={nprocs}",
+                        f"--master-port={free_port()}", str(path), str(tmp_path)],
+                       env=subprocess_env(LIB=lib), capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [json.loads((tmp_path / f"{lib}{k}.json").read_text()) for k in range(nprocs)]

@@ -2,15 +2,12 @@
 features on 2 ranks has the gradient of the same loss computed in one process on the global
 batch, and every collective's values and input gradients equal torch's on 2 ranks."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import cddp
-from conftest import subprocess_env
-from ddp_util import free_port, run_ranks
+from ddp_util import run_ranks, run_torch_or_cddp
 
 CONTRASTIVE = """
 import json, os
@@ -90,14 +87,7 @@ dist.destroy_process_group()
 
 
 def _launch(tmp_path, lib):
-    script = tmp_path / "probe.py"
-    script.write_text(PROBE)
-    launcher = (["-m", "torch.distributed.run"] if lib == "torch" else ["-m", "cddp.run"])
-    r = subprocess.run([sys.executable, *launcher, "--nproc-per-node=2",
-                        f"--master-port={free_port()}", str(script), str(tmp_path)],
-                       env=subprocess_env(LIB=lib), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return [json.loads((tmp_path / f"{lib}{k}.json").read_text()) for k in (0, 1)]
+    return run_torch_or_cddp(tmp_path, PROBE, lib)
 
 
 def test_each_collective_matches_torch(tmp_path):

@@ -1,14 +1,10 @@
 """torch.distributed.algorithms.join: the tutorial's custom Joinable (a counter with uneven
 inputs), DDP through Join([model]), throw_on_early_termination on every rank, and an exception
 inside the block. Closed-form expectations; the tutorial's numbers also against torch."""
-import json
-import subprocess
-import sys
 
 import pytest
 
-from conftest import subprocess_env
-from ddp_util import free_port
+from ddp_util import run_torch_or_cddp
 
 TUTORIAL = """
 import json, os, sys
@@ -90,14 +86,7 @@ dist.destroy_process_group()
 
 
 def _launch(tmp_path, lib):
-    script = tmp_path / "tutorial.py"
-    script.write_text(TUTORIAL)
-    launcher = ["-m", "torch.distributed.run"] if lib == "torch" else ["-m", "cddp.run"]
-    r = subprocess.run([sys.executable, *launcher, "--nproc-per-node=2",
-                        f"--master-port={free_port()}", str(script), str(tmp_path)],
-                       env=subprocess_env(LIB=lib), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return [json.loads((tmp_path / f"{lib}{k}.json").read_text()) for k in (0, 1)]
+    return run_torch_or_cddp(tmp_path, TUTORIAL, lib)
 
 
 def test_tutorial_counter_ddp_and_throw(tmp_path):

@@ -1,15 +1,11 @@
 """Post-local SGD: DDP with post_localSGD_hook (each rank its own subgroup after the start
 iteration) and PostLocalSGDOptimizer + PeriodicModelAverager. 2-rank weights equal torch's,
 and (without torch) the ranks differ between averagings and agree right after one."""
-import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import subprocess_env
-from ddp_util import free_port
+from ddp_util import run_torch_or_cddp
 
 SCRIPT = """
 import os, sys, json
@@ -52,14 +48,7 @@ dist.destroy_process_group()
 
 
 def _launch(tmp_path, lib):
-    script = tmp_path / "local_sgd.py"
-    script.write_text(SCRIPT)
-    launcher = ["-m", "torch.distributed.run"] if lib == "torch" else ["-m", "cddp.run"]
-    r = subprocess.run([sys.executable, *launcher, "--nproc-per-node=2",
-                        f"--master-port={free_port()}", str(script), str(tmp_path)],
-                       env=subprocess_env(LIB=lib), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return [json.loads((tmp_path / f"{lib}{k}.json").read_text()) for k in (0, 1)]
+    return run_torch_or_cddp(tmp_path, SCRIPT, lib)
 
 
 def test_ranks_drift_and_meet_at_averaging(tmp_path):

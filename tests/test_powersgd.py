@@ -2,14 +2,11 @@
 one compressed step of each hook equals a NumPy computation of PowerSGD from the ranks'
 buckets (so the math is checked without torch too)."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import subprocess_env
-from ddp_util import free_port, run_ranks
+from ddp_util import run_ranks, run_torch_or_cddp
 
 TRAIN = """
 import os, sys, json
@@ -48,14 +45,7 @@ dist.destroy_process_group()
 
 
 def _launch(tmp_path, lib):
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN)
-    launcher = ["-m", "torch.distributed.run"] if lib == "torch" else ["-m", "cddp.run"]
-    r = subprocess.run([sys.executable, *launcher, "--nproc-per-node=2",
-                        f"--master-port={free_port()}", str(script), str(tmp_path)],
-                       env=subprocess_env(LIB=lib), capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return [json.loads((tmp_path / f"{lib}{k}.json").read_text()) for k in (0, 1)]
+    return run_torch_or_cddp(tmp_path, TRAIN, lib)
 
 
 def test_training_equals_torchs_powersgd(tmp_path):

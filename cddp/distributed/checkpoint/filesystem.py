@@ -9,14 +9,11 @@ import os
 __all__ = ["FileSystemWriter", "FileSystemReader"]
 
 
-class FileSystemWriter:
-    def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
-                 per_thread_copy_ahead=10_000_000, cache_staged_state_dict=False,
-                 overwrite=True, _extensions=None, serialization_format=None):
+class _Directory:
+    """A checkpoint directory's path; checkpoint_id resets it (torch's storage API)."""
+
+    def __init__(self, path):
         self.path = os.fspath(path)
-        self.overwrite = bool(overwrite)
-        if thread_count < 1:
-            raise ValueError(f"thread_count must be >= 1, got {thread_count}")
 
     def reset(self, checkpoint_id=None):
         if checkpoint_id is not None:
@@ -25,23 +22,25 @@ class FileSystemWriter:
     @property
     def checkpoint_id(self):
         return self.path
+
+
+class FileSystemWriter(_Directory):
+    def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
+                 per_thread_copy_ahead=10_000_000, cache_staged_state_dict=False,
+                 overwrite=True, _extensions=None, serialization_format=None):
+        super().__init__(path)
+        self.overwrite = bool(overwrite)
+        if thread_count < 1:
+            raise ValueError(f"thread_count must be >= 1, got {thread_count}")
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id):
         return isinstance(checkpoint_id, (str, os.PathLike))
 
 
-class FileSystemReader:
+class FileSystemReader(_Directory):
     def __init__(self, path, _extension_registry=None):
-        self.path = os.fspath(path)
-
-    def reset(self, checkpoint_id=None):
-        if checkpoint_id is not None:
-            self.path = os.fspath(checkpoint_id)
-
-    @property
-    def checkpoint_id(self):
-        return self.path
+        super().__init__(path)
 
     def read_metadata(self):
         from ._layout import read_metadata

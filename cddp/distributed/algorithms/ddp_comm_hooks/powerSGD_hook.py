@@ -128,29 +128,53 @@ def _random_like(state, shapes, dtype):
         _random.set_rng_state(saved)
 
 
-def _plain_average(group, buf):
+def _warmup(state, bucket):
+    """Before start_powerSGD_iter: the bucket averaged plainly (allreduce_hook's future);
+    after: None."""
+    if state.iter >= state.start_powerSGD_iter:
+        return None
     dist = _dist()
+    group, buf = _group(state), bucket.buffer()
+    state.maybe_increase_iter(bucket)
     buf.div_(dist.get_world_size(group))
     dist.all_reduce(buf, group=group)
     return _done(buf)
 
 
+def _error_in(state, index, tensor):
+    """Error feedback: tensor += what compression lost last step (zeros the first time);
+    returns a copy of the sum, the reference for this step's error (None without feedback)."""
+    if not state.use_error_feedback:
+        return None
+    if index in state.error_dict:
+        tensor.add_(state.error_dict[index])
+    else:
+        state.error_dict[index] = _C.zeros(tensor.shape[0], dtype=tensor.dtype)
+    return tensor.detach().clone()
+
+
+def _finish(state, bucket, entered, now, buf):
+    """Keep this step's error (entered - what was sent back), drop the factors without warm
+    start, count the step; the hook's future."""
+    if entered is not None:
+        state.error_dict[bucket.index()] = entered - now
+    if not state.warm_start:
+        state.p_memory_dict.clear()
+        state.q_memory_dict.clear()
+    state.maybe_increase_iter(bucket)
+    return _done(buf)
+
+
 def powerSGD_hook(state, bucket):
+    early = _warmup(state, bucket)
+    if early is not None:
+        return early
     dist = _dist()
     group = _group(state)
     world = dist.get_world_size(group)
     buf = bucket.buffer()                                      # (total,)
-    if state.iter < state.start_powerSGD_iter:
-        state.maybe_increase_iter(bucket)
-        return _plain_average(group, buf)
     index = bucket.index()
-    entered = None
-    if state.use_error_feedback:
-        if index in state.error_dict:
-            buf.add_(state.error_dict[index])
-        else:
-            state.error_dict[index] = _C.zeros(buf.shape[0], dtype=buf.dtype)
-        entered = buf.detach().clone()
+    entered = _error_in(state, index, buf)
 
     compress, plain = [], []
     p_size = q_size = 0
@@ -220,25 +244,19 @@ def powerSGD_hook(state, bucket):
         else:
             for i, original in enumerate(originals):
                 original.copy_(approx[i])
-    if state.use_error_feedback:
-        state.error_dict[index] = entered - buf
-    if not state.warm_start:
-        state.p_memory_dict.clear()
-        state.q_memory_dict.clear()
-    state.maybe_increase_iter(bucket)
-    return _done(buf)
+    return _finish(state, bucket, entered, buf, buf)
 
 
 def batched_powerSGD_hook(state, bucket):
     """The whole bucket as one (s, s) matrix, s = ceil(sqrt(numel)), zero-padded; Q is
     orthogonalized every step, the error kept over the padded length (torch's)."""
+    early = _warmup(state, bucket)
+    if early is not None:
+        return early
     dist = _dist()
     group = _group(state)
     world = dist.get_world_size(group)
     buf = bucket.buffer()                                      # (total,)
-    if state.iter < state.start_powerSGD_iter:
-        state.maybe_increase_iter(bucket)
-        return _plain_average(group, buf)
     index = bucket.index()
     total = buf.shape[0]
     side = math.ceil(math.sqrt(total))
@@ -246,13 +264,7 @@ def batched_powerSGD_hook(state, bucket):
     state.total_numel_after_compression += side * state.matrix_approximation_rank * 2
     padded = _C.zeros(side * side, dtype=buf.dtype)
     padded[:total] = buf
-    entered = None
-    if state.use_error_feedback:
-        if index in state.error_dict:
-            padded.add_(state.error_dict[index])
-        else:
-            state.error_dict[index] = _C.zeros(side * side, dtype=buf.dtype)
-        entered = padded.clone()
+    entered = _error_in(state, index, padded)
     matrix = padded.view(side, side)                           # (s, s)
     r = state.matrix_approximation_rank
     if not state.warm_start or index not in state.p_memory_dict:
@@ -267,11 +279,5 @@ def batched_powerSGD_hook(state, bucket):
     dist.all_reduce(q, group=group)
     q.div_(world)
     matrix.copy_(_C.matmul(p, q.t()))
-    if state.use_error_feedback:
-        state.error_dict[index] = entered - padded
     buf.copy_(padded[:total])
-    if not state.warm_start:
-        state.p_memory_dict.clear()
-        state.q_memory_dict.clear()
-    state.maybe_increase_iter(bucket)
-    return _done(buf)
+    return _finish(state, bucket, entered, padded, buf)
