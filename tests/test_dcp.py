@@ -411,8 +411,26 @@ m2, o2 = build(4)
 dcp.load({"app": AppState(m2, o2)}, checkpoint_id=C)
 train(m2, o2, 2)
 resumed = {k: v.numpy().tolist() for k, v in m2.state_dict().items()}
+
+# the older recipe: SHARDED_STATE_DICT + FSDP.optim_state_dict straight into dcp
+from cddp.distributed.fsdp import StateDictType
+S = os.path.join(OUT, "fsdp_sharded")
+with FSDP.state_dict_type(m, StateDictType.SHARDED_STATE_DICT):
+    dcp.save({"model": m.state_dict(), "optim": FSDP.optim_state_dict(m, o)}, checkpoint_id=S)
+m3, o3 = build(6)
+with FSDP.state_dict_type(m3, StateDictType.SHARDED_STATE_DICT):
+    sd = {"model": m3.state_dict()}
+    dcp.load(sd, checkpoint_id=S)
+    m3.load_state_dict(sd["model"])
+    osd = dcp.load_sharded_optimizer_state_dict(sd["model"], optimizer_key="optim",
+                                                storage_reader=dcp.FileSystemReader(S))
+    o3.load_state_dict(FSDP.optim_state_dict_to_load(m3, o3, osd["optim"]))
+train(m, o, 1)
+train(m3, o3, 1)
+sharded_same = all(np.array_equal(a.numpy(), b.numpy())
+                   for a, b in zip(m.state_dict().values(), m3.state_dict().values()))
 with open(os.path.join(OUT, f"f{rank}.json"), "w") as f:
-    json.dump({"full": full, "after": after, "resumed": resumed}, f)
+    json.dump({"full": full, "after": after, "resumed": resumed, "sharded": sharded_same}, f)
 dist.destroy_process_group()
 """
 
@@ -423,6 +441,7 @@ def test_fsdp_tutorial_appstate_resumes(tmp_path):
     recs = [json.loads((tmp_path / f"f{k}.json").read_text()) for k in (0, 1)]
     for rec in recs:
         assert rec["resumed"] == recs[0]["after"]
+        assert rec["sharded"]              # SHARDED_STATE_DICT round trip, then one step alike
     # one process reads the 2-rank FSDP checkpoint into a plain model
     cddp.manual_seed(11)
     plain = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 3))

@@ -21,6 +21,7 @@ from .api import CheckpointException
 from .default_planner import DefaultLoadPlanner, DefaultSavePlanner
 from .filesystem import FileSystemReader, FileSystemWriter
 from .metadata import BytesStorageMetadata, ChunkStorageMetadata, Metadata, TensorStorageMetadata
+from .optimizer import load_sharded_optimizer_state_dict
 from .state_dict_loader import load, load_state_dict
 from .state_dict_saver import AsyncCheckpointerType, async_save, save, save_state_dict
 from .stateful import Stateful
@@ -29,4 +30,4 @@ __all__ = ["CheckpointException", "DefaultLoadPlanner", "DefaultSavePlanner",
            "FileSystemReader", "FileSystemWriter", "BytesStorageMetadata",
            "ChunkStorageMetadata", "Metadata", "TensorStorageMetadata", "load",
            "load_state_dict", "async_save", "save", "save_state_dict", "AsyncCheckpointerType",
-           "Stateful"]
+           "Stateful", "load_sharded_optimizer_state_dict"]

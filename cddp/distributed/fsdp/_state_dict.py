@@ -16,8 +16,10 @@ Contract (torch's FULL_STATE_DICT):
   into the shard and takes "_fsdp_wrapped_module." out of the missing/unexpected key lists,
   so strict errors name keys as the caller wrote them. Every rank passes the full dict.
 
-Differences from torch: LOCAL_STATE_DICT and SHARDED_STATE_DICT raise NotImplementedError
-(they need ShardedTensor/DTensor); offload_to_cpu has no effect (tensors are on the CPU).
+Differences from torch: SHARDED_STATE_DICT gives and takes the same full state dict (no
+ShardedTensor/DTensor in cddp: every rank holds the whole model's tensors for the moment, and
+torch.distributed.checkpoint writes each once); LOCAL_STATE_DICT raises NotImplementedError;
+offload_to_cpu has no effect (tensors are on the CPU).
 """
 from collections import OrderedDict
 
@@ -40,11 +42,14 @@ def clean_module_path(path):
 
 
 def _check_full(unit, what):
+    """FULL_STATE_DICT, and SHARDED_STATE_DICT served as full (cddp has no ShardedTensor /
+    DTensor: the sharded type's consumer, torch.distributed.checkpoint, takes full tensors
+    held by every rank and writes each once); LOCAL_STATE_DICT is refused."""
     t = unit._state_dict_type
-    if t is not StateDictType.FULL_STATE_DICT:
-        raise NotImplementedError(f"FSDP {what} with {t}: cddp supports only "
-                                  "StateDictType.FULL_STATE_DICT (the sharded and local types "
-                                  "need ShardedTensor/DTensor, which cddp does not have)")
+    if t is StateDictType.LOCAL_STATE_DICT:
+        raise NotImplementedError(f"FSDP {what} with {t}: cddp supports FULL_STATE_DICT and "
+                                  "SHARDED_STATE_DICT (given as full tensors); the local type "
+                                  "needs ShardedTensor/DTensor, which cddp does not have")
 
 
 def _rank0_skip(unit):
