@@ -179,7 +179,7 @@ def test_partition_matches_torch():
 def test_constructor_errors():
     from cddp.distributed.optim import ZeroRedundancyOptimizer
     import cddp.distributed.optim as zero_pkg
-    assert zero_pkg.__all__ == ["ZeroRedundancyOptimizer"]
+    assert zero_pkg.__all__ == ["ZeroRedundancyOptimizer", "PostLocalSGDOptimizer"]
     assert issubclass(ZeroRedundancyOptimizer, cddp.optim.Optimizer)
     w = cddp.zeros(3, requires_grad=True)
     with pytest.raises(TypeError, match="subclass of cddp.optim.Optimizer"):
