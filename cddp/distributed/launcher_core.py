@@ -12,6 +12,8 @@ launcher hosts on the master port (launcher_rdzv.py: the shared secret, joining,
 failure records): a node that fails, never comes, or goes silent stops every node's workers
 within seconds, and every launcher exits non-zero naming it. The workers of a multi-node job
 use that store too (TORCHELASTIC_USE_AGENT_STORE=True, keys under /worker/attempt_<restart>).
+Each worker gets TORCHELASTIC_ERROR_FILE (a private directory, removed when the launcher
+exits): what a worker's `@record` writes there is printed as the root cause of its failure.
 
     launcher (this process)
       ├── worker rank R  (own session = own process group; stdout/stderr are pipes)
