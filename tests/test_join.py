@@ -2,6 +2,7 @@
 inputs), DDP through Join([model]), throw_on_early_termination on every rank, and an exception
 inside the block. Closed-form expectations; the tutorial's numbers also against torch."""
 
+import numpy as np
 import pytest
 
 from ddp_util import run_torch_or_cddp
@@ -70,6 +71,24 @@ with Join([model]):
         opt.step()
 rec["weight"] = model.module.weight.detach().tolist()
 
+# the tutorial's ZeRO example: Join([model, optimizer]) with uneven inputs
+if os.environ["LIB"] == "torch":
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+else:
+    from cddp.distributed.optim import ZeroRedundancyOptimizer
+for kind in ("zero", "plain"):            # plain: every rank steps Adam on all parameters
+    T.manual_seed(1)
+    zmodel = T.nn.parallel.DistributedDataParallel(T.nn.Sequential(T.nn.Linear(4, 6),
+                                                                   T.nn.Linear(6, 2)))
+    zopt = (ZeroRedundancyOptimizer(zmodel.parameters(), optimizer_class=T.optim.Adam, lr=0.01)
+            if kind == "zero" else T.optim.Adam(zmodel.parameters(), lr=0.01))
+    with Join([zmodel, zopt] if kind == "zero" else [zmodel]):
+        for s in range(3 + 2 * rank):
+            zopt.zero_grad()
+            zmodel(T.ones(5, 4) * (s + rank + 1)).pow(2).sum().backward()
+            zopt.step()
+    rec[kind] = [p.detach().tolist() for p in zmodel.parameters()]
+
 # throw_on_early_termination: every rank raises
 try:
     with Join([counter], throw_on_early_termination=True):
@@ -95,6 +114,11 @@ def test_tutorial_counter_ddp_and_throw(tmp_path):
     # the max count is rank 1's: 5 joint iterations (+2 each) and 2 alone (+1 each)
     assert r0["counter"] == [10, 12] and r1["counter"] == [12, 12]
     assert r0["weight"] == r1["weight"]
+    assert r0["zero"] == r1["zero"]          # ZeRO's shards met again after the join
+    # and equal plain Adam under Join: the joined rank stepped its shard on the averaged
+    # gradients (torch's joined rank steps on its last, stale ones: see test below)
+    for a, b in zip(r0["zero"], r0["plain"]):
+        np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6)
     assert "exhausted all inputs" in r0["throw"]
     assert "Detected at least one rank that exhausted inputs" in r1["throw"]
 
@@ -107,3 +131,7 @@ def test_tutorial_matches_torch(tmp_path):
         assert ours[k]["throw"] == theirs[k]["throw"]
         for a, b in zip(ours[k]["weight"], theirs[k]["weight"]):
             assert a == pytest.approx(b, rel=1e-5)
+        for a, b in zip(ours[k]["plain"], theirs[k]["plain"]):
+            np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6)
+        # ZeRO under Join differs from torch by design: torch's joined rank shadows the
+        # all-reduces but discards their results, so its shard steps on stale gradients

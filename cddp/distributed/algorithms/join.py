@@ -8,8 +8,11 @@ Protocol (torch's): every iteration, the first joinable calls Join.notify_join_c
 which all-reduces a 1 over the joinables' process group: the number of ranks still in their
 loop. A rank whose loop ended enters __exit__ and, until that count reaches 0, all-reduces a 0
 in its place and runs every joinable's JoinHook.main_hook(), which shadows the collectives one
-iteration of the active ranks makes (DDP: the buffer broadcast and the bucket all-reduces, with
-zeros). When all ranks have left their loops, each runs post_hook(is_last_joiner) (DDP: every
+iteration of the active ranks makes (DDP: the buffer broadcast and its reducer run on zero
+gradients, which leaves the averaged gradients in .grad; ZeroRedundancyOptimizer: a step of
+its shard on them and the owners' broadcasts — torch's joined rank discards the averages and
+steps its shard on stale gradients, so cddp's ZeRO-under-Join result differs from torch's and
+equals plain training under Join). When all ranks have left their loops, each runs post_hook(is_last_joiner) (DDP: every
 rank takes the model of the rank that ran the most iterations). throw_on_early_termination:
 the first rank to run out tells the others through a second all-reduce per iteration, and
 every rank raises RuntimeError instead of shadowing. An exception inside the block skips the

@@ -136,6 +136,7 @@ class ZeroRedundancyOptimizer(Optimizer):
                               for r in range(world_size)]
         self.global_rank = self._global_ranks[rank]
         self.parameters_as_bucket_view = bool(parameters_as_bucket_view)
+        self._join_config = _join()._JoinConfig.construct_disabled_join_config()
         self._shards = self._partition_params()
         self.optim = optimizer_class([self._local_group(g, ps) for g, ps in
                                       zip(self.param_groups, self._shards[rank])], **defaults)
@@ -178,6 +179,7 @@ class ZeroRedundancyOptimizer(Optimizer):
     def step(self, closure=None, **kwargs):
         """Step this rank's shard, then broadcast every parameter from its owner. Extra keyword
         arguments go to the local optimizer's step, as torch."""
+        _join().Join.notify_join_context(self)
         for hook in list(self._step_pre_hooks.values()):
             if hook(self, (), {}) is not None:
                 raise RuntimeError("optimizer step pre-hooks must return None")
@@ -188,6 +190,21 @@ class ZeroRedundancyOptimizer(Optimizer):
         for hook in list(self._step_post_hooks.values()):
             hook(self, (), {})
         return loss
+
+    # ---- Joinable (cddp.distributed.algorithms.join): a joined rank keeps stepping its shard
+    # on the gradients DDP's join hook averaged, and keeps broadcasting it
+
+    def join_hook(self, **kwargs):
+        return _ZeROJoinHook(self)
+
+    @property
+    def join_device(self):
+        from ..._device import device
+        return device("cpu")
+
+    @property
+    def join_process_group(self):
+        return self.process_group
 
     def _sync_params(self):
         """All broadcasts are issued before any is waited on, so they pipeline."""
@@ -290,3 +307,22 @@ class ZeroRedundancyOptimizer(Optimizer):
             local["params"] = list(range(n - len(params), n))
             local_groups.append(local)
         self.optim.load_state_dict({"state": local_state, "param_groups": local_groups})
+
+
+def _join():
+    from ..algorithms import join
+    return join
+
+
+class _ZeROJoinHook:
+    """ZeRO's part in Join: each iteration the others still run, one step (this rank's shard
+    on the averaged gradients, then the owners' broadcasts)."""
+
+    def __init__(self, zero):
+        self.zero = zero
+
+    def main_hook(self):
+        self.zero.step()
+
+    def post_hook(self, is_last_joiner):
+        pass

@@ -359,19 +359,23 @@ class DistributedDataParallel(Module):
         return self._pg
 
     def _shadow_iteration(self):
-        """The collectives one training iteration makes, with zero gradients, in the order the
-        active ranks make them."""
-        dist = _dist()
+        """The collectives one training iteration makes, in the order the active ranks make
+        them, with zero gradients: the buffer broadcast, then the reducer's own units, so the
+        averaged gradients land in .grad as theirs do (a ZeRO joinable steps on them)."""
         if self.broadcast_buffers and self.world_size > 1:
             bufs = list(self.module.buffers())
             if bufs:
                 self._broadcast_coalesced(bufs)
-        for numel, dtype, bucket in self.reducer.units():
-            zero = _C.zeros(numel, dtype=dtype)
-            if self._comm_hook_run is not None:
-                self._comm_hook_run(bucket, zero).wait()
+        for p in self._params:
+            if p.grad is None:
+                p.grad = _C.zeros_like(p)
             else:
-                dist.all_reduce(zero, op=dist.ReduceOp.AVG, group=self._pg)
+                p.grad.detach().zero_()
+        from ...autograd.grad_mode import enable_grad
+        with enable_grad():                  # the reducer syncs only under grad mode
+            self.reducer.after_forward(True)
+            for i, p in enumerate(self._params):
+                self.reducer.mark_ready(i, p)
 
     def _sync_final_model(self):
         """As torch's: the rank that ran the most iterations (the highest such rank on ties)
