@@ -50,13 +50,18 @@ def load(tmp_path, name):
 def run_torch_or_cddp(tmp_path, script, lib, nprocs=2, timeout=120):
     """Run `script` on nprocs ranks under torch's launcher (lib "torch") or cddp.run (lib
     "cddp"), with $LIB set to lib and the output folder as argv[1]; the script writes
-    <folder>/<lib><rank>.json, returned as one record per rank."""
+    <folder>/<lib><rank>.json, returned as one record per rank. cddp's run must exit 0. torch is
+    only the oracle: a torch rank that aborts in its teardown after every rank wrote its
+    record ("terminate called without an active exception" from gloo's threads, seen in CI)
+    still yields the records."""
     path = tmp_path / f"script_{lib}.py"
     path.write_text(script)
     launcher = ["-m", "torch.distributed.run"] if lib == "torch" else ["-m", "cddp.run"]
+    outs = [tmp_path / f"{lib}{k}.json" for k in range(nprocs)]
     r = subprocess.run([sys.executable, *launcher, f"--nproc-per-node={nprocs}",
                         f"--master-port={free_port()}", str(path), str(tmp_path)],
                        env=subprocess_env(LIB=lib), capture_output=True, text=True,
                        timeout=timeout)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return [json.loads((tmp_path / f"{lib}{k}.json").read_text()) for k in range(nprocs)]
+    if not (r.returncode == 0 or (lib == "torch" and all(o.exists() for o in outs))):
+        raise AssertionError(r.stderr[-3000:])
+    return [json.loads(o.read_text()) for o in outs]
