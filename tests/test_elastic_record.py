@@ -79,3 +79,20 @@ def test_launcher_prints_root_cause_and_cleans_up(tmp_path):
     assert "root cause (first observed failure, rank 1): ValueError: bad batch 7 on 1" in r.stderr, \
         r.stderr[-3000:]
     assert [p for p in os.listdir(tmp) if p.startswith("cddp-run-errors-")] == []
+
+
+def test_killed_launchers_error_dir_is_swept_by_the_next(tmp_path):
+    import subprocess
+    import sys
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()                                       # a pid that is gone
+    stale = tmp / f"cddp-run-errors-{dead.pid}-abc123"
+    stale.mkdir()
+    (stale / "attempt1_rank0.json").write_text("{}")
+    alive = tmp / f"cddp-run-errors-{os.getpid()}-def456"   # a live launcher's: kept
+    alive.mkdir()
+    r = run_ranks(tmp_path, "print('ok')\n", nprocs=1, timeout=90, extra_env={"TMPDIR": str(tmp)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert sorted(p.name for p in tmp.iterdir()) == [alive.name]

@@ -12,8 +12,9 @@ launcher hosts on the master port (launcher_rdzv.py: the shared secret, joining,
 failure records): a node that fails, never comes, or goes silent stops every node's workers
 within seconds, and every launcher exits non-zero naming it. The workers of a multi-node job
 use that store too (TORCHELASTIC_USE_AGENT_STORE=True, keys under /worker/attempt_<restart>).
-Each worker gets TORCHELASTIC_ERROR_FILE (a private directory, removed when the launcher
-exits): what a worker's `@record` writes there is printed as the root cause of its failure.
+Each worker gets TORCHELASTIC_ERROR_FILE (a private directory named after the launcher's pid,
+removed when the launcher exits, or by the next launcher when this one was SIGKILLed): what a
+worker's `@record` writes there is printed as the root cause of its failure.
 
     launcher (this process)
       ├── worker rank R  (own session = own process group; stdout/stderr are pipes)
@@ -377,6 +378,24 @@ def _describe(code):
     return code, f"exit code {code}"
 
 
+ERROR_DIR_PREFIX = "cddp-run-errors-"      # + the launcher's pid + "-" + mkdtemp's suffix
+
+
+def _sweep_error_dirs():
+    """Remove the error-file directories of launchers that are gone (a launcher killed with
+    SIGKILL cannot remove its own; the next one on this machine does)."""
+    from cddp.serialization import _pid_alive
+    root = tempfile.gettempdir()
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return
+    for name in names:
+        pid = name[len(ERROR_DIR_PREFIX):].split("-", 1)[0]
+        if name.startswith(ERROR_DIR_PREFIX) and pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
+
+
 def _killpg(pid, sig):
     try:
         os.killpg(pid, sig)
@@ -523,7 +542,8 @@ class Agent:
 
     def _error_file(self, w):
         if self.error_dir is None:
-            self.error_dir = tempfile.mkdtemp(prefix="cddp-run-errors-")
+            _sweep_error_dirs()
+            self.error_dir = tempfile.mkdtemp(prefix=f"{ERROR_DIR_PREFIX}{os.getpid()}-")
         return os.path.join(self.error_dir, f"attempt{self.gen}_rank{w.rank}.json")
 
     def _root_cause(self, w):

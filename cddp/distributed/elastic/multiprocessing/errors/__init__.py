@@ -1,6 +1,6 @@
 """cddp.distributed.elastic.multiprocessing.errors — torch's `@record` and its error file.
 
-    from torch.distributed.elastic.multiprocessing.errors import record
+    from cddp.distributed.elastic.multiprocessing.errors import record   # torch's path, cddp's name
 
     @record
     def main(): ...
