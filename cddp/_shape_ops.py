@@ -266,10 +266,9 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
     sharing its memory (writes through the tensor reach the buffer). Torch's argument
     checks and messages. Differs from torch: a read-only buffer (bytes) is copied, with a
     warning, instead of being shared and writable through the tensor."""
-    import cddp
     view = memoryview(buffer).cast("B")
     n = view.nbytes
-    size = cddp.empty(0, dtype=dtype).element_size()
+    size = dtype.itemsize
     if n == 0 or count == 0:
         raise ValueError(f"both buffer length ({n}) and count ({count}) must not be 0")
     if not 0 <= offset < n:

@@ -111,13 +111,13 @@ def _node(x):
     """(type, dict keys / registered context or None, children) for a container, None for a
     leaf."""
     t = type(x)
-    if t in _REGISTRY:
-        kids, ctx = _REGISTRY[t][0](x)
-        return t, _Context(ctx), list(kids)
     if t is dict or t is OrderedDict:
         return t, list(x), list(x.values())
     if t is tuple or t is list or t is Size or (isinstance(x, tuple) and hasattr(t, "_fields")):
         return t, None, list(x)
+    if t in _REGISTRY:                        # after the built-in containers: the hot cases
+        kids, ctx = _REGISTRY[t][0](x)
+        return t, _Context(ctx), list(kids)
     return None
 
 

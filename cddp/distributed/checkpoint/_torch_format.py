@@ -28,8 +28,7 @@ Tensor = _C.Tensor
 class _Record:
     """A plain record standing in for one of torch's metadata dataclasses."""
 
-    def __init__(self, *args, **kwargs):
-        self.args, self.__dict__["_kw"] = args, kwargs
+    def __init__(self, **kwargs):             # the pickle builds records through __setstate__
         self.__dict__.update(kwargs)
 
     def __setstate__(self, state):
