@@ -362,10 +362,9 @@ class DistributedDataParallel(Module):
         """The collectives one training iteration makes, in the order the active ranks make
         them, with zero gradients: the buffer broadcast, then the reducer's own units, so the
         averaged gradients land in .grad as theirs do (a ZeRO joinable steps on them)."""
-        if self.broadcast_buffers and self.world_size > 1:
-            bufs = list(self.module.buffers())
-            if bufs:
-                self._broadcast_coalesced(bufs)
+        bufs = self._buffers_to_sync()          # forward's rule and ignore list
+        if bufs:
+            self._broadcast_coalesced(bufs)
         for p in self._params:
             if p.grad is None:
                 p.grad = _C.zeros_like(p)
@@ -385,7 +384,7 @@ class DistributedDataParallel(Module):
         dist.all_reduce(key, op=dist.ReduceOp.MAX, group=self._pg)
         src = int(key.item()) % self.world_size
         if self.world_size > 1:
-            self._broadcast_coalesced(list(self.module.parameters()) + list(self.module.buffers()),
+            self._broadcast_coalesced(list(self.module.parameters()) + self._module_buffers(),
                                       src=src)
         self._join_iters = 0
 
