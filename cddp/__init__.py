@@ -72,6 +72,7 @@ _OUT_CREATION = ("arange", "empty", "eye", "full", "linspace", "logspace", "ones
 if _PathFinder.find_spec(f"{__name__}._C", __path__) is None:    # a source tree, not built
     _use_installed_package()
 else:
+    import math
     from . import _C
     from ._C import Tensor, dtype, float32, float64, int64, int32, float, double, long, int  # noqa: A004
     from ._C import bool  # noqa: A004  (torch.bool, as torch names it)
@@ -119,6 +120,12 @@ else:
             globals()[_n] = _C._OutFunction(globals()[_n], _n, _n in _OUT_CREATION)
     del _n
     from . import cuda, backends, version  # noqa: F401
+    OutOfMemoryError = cuda.OutOfMemoryError          # torch.OutOfMemoryError is the same class
+    # torch's aten-signature functional forms, windows, predicates: cddp/_variable_functions.py
+    from . import _variable_functions
+    globals().update((_n, getattr(_variable_functions, _n))
+                     for _n in _variable_functions.__all__ if _n not in globals())
+    pi, e, inf, nan, newaxis = math.pi, math.e, math.inf, math.nan, None
     _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
     _amp_update_scale_ = _C._amp_update_scale_
 
@@ -152,7 +159,8 @@ _LAZY.update({"i0": ("special", "i0"),
               "conv3d": ("nn._functional_3d", "conv3d"),
               "conv_transpose3d": ("nn._functional_3d", "conv_transpose3d"),
               "max_pool3d": ("nn._functional_3d", "_torch_max_pool3d"),
-              "vmap": ("func", "vmap"), "hub": ("hub", None)})
+              "vmap": ("func", "vmap"), "hub": ("hub", None),
+              "GradScaler": ("amp", "GradScaler"), "Future": ("futures", "Future")})
 
 
 def __getattr__(name):

@@ -6,6 +6,9 @@
 #include "module.h"
 #define PY_ARRAY_UNIQUE_SYMBOL cddp_ARRAY_API
 #include <numpy/arrayobject.h>
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
 
 static PyMethodDef *tensor_tables[] = {
     cddp_tensor_core_methods, cddp_autograd_tensor_methods, cddp_elementwise_tensor_methods,
@@ -109,7 +112,24 @@ static PyObject *py_set_default_dtype(PyObject *m, PyObject *o)
     Py_RETURN_NONE;
 }
 
+/* _set_flush_denormal(on): FTZ (bit 15) and DAZ (bit 6) of the calling thread's MXCSR, as
+ * torch.set_flush_denormal sets them; True when applied, False off x86. */
+static PyObject *py_set_flush_denormal(PyObject *m, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+#if defined(__SSE2__)
+    unsigned int csr = _mm_getcsr();
+    _mm_setcsr(on ? csr | 0x8040u : csr & ~0x8040u);
+    Py_RETURN_TRUE;
+#else
+    Py_RETURN_FALSE;
+#endif
+}
+
 PyMethodDef cddp_core_module_methods[] = {
+    {"_set_flush_denormal", py_set_flush_denormal, METH_O, NULL},
     {"_set_size_type", py_set_size_type, METH_O, NULL},
     {"_set_device_objects", py_set_device_objects, METH_VARARGS, NULL},
     {"from_numpy", py_from_numpy, METH_O, "from_numpy(ndarray) -> Tensor sharing its memory"},
