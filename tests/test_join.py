@@ -135,3 +135,83 @@ def test_tutorial_matches_torch(tmp_path):
             np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-5, atol=1e-6)
         # ZeRO under Join differs from torch by design: torch's joined rank shadows the
         # all-reduces but discards their results, so its shard steps on stale gradients
+
+
+# DDP under Join with find_unused_parameters=True: layer `b` is used by some ranks in some
+# steps (rank r uses it when (s + r) is even); at step 2 no active rank uses it, so it keeps
+# .grad None and SGD leaves it. Rank r runs 2 + 2r steps; with divide_by_initial_world_size
+# False the gradients are divided by the number of ranks still in their loop (also without
+# find_unused_parameters, where every step uses b).
+UNUSED = """
+import json, os, sys
+if os.environ["LIB"] == "torch":
+    import torch as T, torch.distributed as dist
+    from torch.distributed.algorithms.join import Join
+else:
+    import cddp as T, cddp.distributed as dist
+    from cddp.distributed.algorithms.join import Join
+
+class Net(T.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = T.nn.Linear(3, 2), T.nn.Linear(3, 2)
+    def forward(self, x, use_b):
+        return self.a(x) + self.b(x) if use_b else self.a(x)
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+rec = {}
+for unused, divide in ((True, True), (True, False), (False, False)):
+    T.manual_seed(0)
+    model = T.nn.parallel.DistributedDataParallel(Net(), find_unused_parameters=unused)
+    key = f"{unused}{divide}"
+    rec["init" + key] = [p.detach().tolist() for p in model.module.parameters()]
+    opt = T.optim.SGD(model.parameters(), lr=0.1)
+    with model.join(divide_by_initial_world_size=divide):
+        for s in range(2 + 2 * rank):
+            opt.zero_grad()
+            use_b = (s + rank) % 2 == 0 or not unused
+            model(T.ones(4, 3) * (s + 1 + rank), use_b).sum().backward()
+            opt.step()
+    rec["final" + key] = [p.detach().tolist() for p in model.module.parameters()]
+dist.barrier()
+with open(os.path.join(sys.argv[1], os.environ["LIB"] + str(rank) + ".json"), "w") as f:
+    json.dump(rec, f)
+dist.destroy_process_group()
+"""
+
+
+def _unused_expected(init, unused, divide):
+    """The closed form: sum(x @ W.T + b) over a 4x3 batch of value v has dW = 4v everywhere
+    and db = 4; rank 1 (4 steps) holds the final model, rank 0 is active in steps 0-1."""
+    wa, ba, wb, bb = (np.array(p, dtype=np.float64) for p in init)
+    for s in range(4):
+        active = [r for r in (0, 1) if s < 2 + 2 * r]
+        users = [r for r in active if (s + r) % 2 == 0 or not unused]
+        d = 2 if divide else len(active)
+        wa -= 0.1 * sum(4.0 * (s + 1 + r) for r in active) / d
+        ba -= 0.1 * 4.0 * len(active) / d
+        if users:                              # no user anywhere: .grad None, no step
+            wb -= 0.1 * sum(4.0 * (s + 1 + r) for r in users) / d
+            bb -= 0.1 * 4.0 * len(users) / d
+    return [wa, ba, wb, bb]
+
+
+def test_join_find_unused_parameters_and_divide_factor(tmp_path):
+    recs = run_torch_or_cddp(tmp_path, UNUSED, "cddp")
+    for unused, divide in ((True, True), (True, False), (False, False)):
+        key = f"{unused}{divide}"
+        want = _unused_expected(recs[0]["init" + key], unused, divide)
+        for rec in recs:                         # every rank ends with rank 1's model
+            for got, w in zip(rec["final" + key], want):
+                np.testing.assert_allclose(np.array(got), w, rtol=1e-6, atol=1e-6)
+
+
+def test_join_find_unused_parameters_matches_torch(tmp_path):
+    pytest.importorskip("torch")
+    ours = run_torch_or_cddp(tmp_path, UNUSED, "cddp")
+    theirs = run_torch_or_cddp(tmp_path, UNUSED, "torch")
+    for k in (0, 1):
+        for key in ("finalTrueTrue", "finalTrueFalse", "finalFalseFalse"):
+            for a, b in zip(ours[k][key], theirs[k][key]):
+                np.testing.assert_allclose(np.array(a), np.array(b), rtol=1e-6, atol=1e-6)

@@ -36,6 +36,8 @@ class JoinHook:
     def main_hook(self):
         pass
 
+    active_ranks = None     # set by Join before each main_hook: ranks still in their loop
+
     def post_hook(self, is_last_joiner):
         pass
 
@@ -101,12 +103,13 @@ class Join:
             if not self._enable or exc_type is not None:
                 return
             is_last_joiner = True
-            while _count(0, self._process_group) > 0:
+            while (active := _count(0, self._process_group)) > 0:
                 if self._throw_on_early_termination:
                     _count(1, self._process_group)      # the others' should-throw check
                     raise RuntimeError(f"Rank {self._rank} exhausted all inputs.")
                 is_last_joiner = False
                 for hook in self._join_hooks:
+                    hook.active_ranks = active
                     hook.main_hook()
             for hook in self._join_hooks:
                 hook.post_hook(is_last_joiner)
@@ -118,13 +121,15 @@ class Join:
     def notify_join_context(joinable):
         """Called by a joinable once per iteration: the first joinable counts this rank as
         still running (and, with throw_on_early_termination, raises on every rank once one
-        has run out). Returns None (the all-reduce is done)."""
+        has run out). Returns the completed Work of that all-reduce (its result(): the number of
+        ranks still in their loop), or None for the other joinables, as torch does."""
         config = getattr(joinable, "_join_config", None)
         if config is None or not (config.enable and config.is_first_joinable):
             return None
         group = joinable.join_process_group
-        _count(1, group)
+        work = dist.all_reduce(_C.ones(1, dtype=_C.int64), group=group, async_op=True)
+        work.wait()
         if config.throw_on_early_termination and _count(0, group) > 0:
             raise RuntimeError("Detected at least one rank that exhausted inputs. Throwing "
                                "across all ranks.")
-        return None
+        return work

@@ -198,6 +198,7 @@ class DistributedDataParallel(Module):
         self.require_forward_param_sync = True
         self._join_config = _join()._JoinConfig.construct_disabled_join_config()
         self._join_iters = 0
+        self._divide_by_initial_world_size = True
         self._comm_hook = None
         self._comm_hook_run = None
 
@@ -268,8 +269,10 @@ class DistributedDataParallel(Module):
 
     def forward(self, *inputs, **kwargs):
         if self._join_config.enable:
-            _join().Join.notify_join_context(self)
+            work = _join().Join.notify_join_context(self)
             self._join_iters += 1
+            if work is not None and not self._divide_by_initial_world_size:
+                self.reducer.set_divide_factor(int(work.result()[0].item()))
         if self.reducer.unready():
             self._raise_unready()
         bufs = self._buffers_to_sync()
@@ -281,17 +284,20 @@ class DistributedDataParallel(Module):
         if not (sync and self.find_unused_parameters and _C.is_grad_enabled()):
             self.reducer.after_forward(sync)   # C: sync only under grad mode; prepare
             return out
-        self.reducer.set_sync(True)
         reached = _C._reachable_leaves(_flatten_tensors(out))
-        unused = [i for i, p in enumerate(self._params) if id(p) not in reached]
-        # torch leaves .grad alone for parameters that no rank used: count users
+        self._prepare_unused([i for i, p in enumerate(self._params) if id(p) not in reached])
+        return out
+
+    def _prepare_unused(self, unused):
+        """find_unused_parameters: count each parameter's users over the group (torch leaves
+        .grad alone for a parameter no rank used), then start the reducer's iteration."""
+        self.reducer.set_sync(True)
         used = _C.ones(len(self._params), dtype=_C.int32)
         for i in unused:
             used[i] = 0
         _dist().all_reduce(used, group=self._pg)
         skip = [i for i, c in enumerate(used.tolist()) if c == 0]
         self.reducer.prepare_for_backward(unused, skip)
-        return out
 
     def _raise_unready(self):
         names = ", ".join(self._param_names[i] for i in self.reducer.unready())
@@ -347,6 +353,7 @@ class DistributedDataParallel(Module):
     # ---- Joinable (cddp.distributed.algorithms.join) ---------------------------------------
 
     def join_hook(self, **kwargs):
+        self._divide_by_initial_world_size = kwargs.get("divide_by_initial_world_size", True)
         return _DDPJoinHook(self)
 
     @property
@@ -358,9 +365,10 @@ class DistributedDataParallel(Module):
     def join_process_group(self):
         return self._pg
 
-    def _shadow_iteration(self):
+    def _shadow_iteration(self, active_ranks):
         """The collectives one training iteration makes, in the order the active ranks make
-        them, with zero gradients: the buffer broadcast, then the reducer's own units, so the
+        them, with zero gradients: the buffer broadcast, the count of each parameter's users
+        (find_unused_parameters; this rank used none), then the reducer's own units, so the
         averaged gradients land in .grad as theirs do (a ZeRO joinable steps on them)."""
         bufs = self._buffers_to_sync()          # forward's rule and ignore list
         if bufs:
@@ -370,6 +378,11 @@ class DistributedDataParallel(Module):
                 p.grad = _C.zeros_like(p)
             else:
                 p.grad.detach().zero_()
+        if not self._divide_by_initial_world_size:
+            self.reducer.set_divide_factor(active_ranks)
+        if self.find_unused_parameters:
+            self._prepare_unused(range(len(self._params)))   # every unit reduces at once
+            return
         from ...autograd.grad_mode import enable_grad
         with enable_grad():                  # the reducer syncs only under grad mode
             self.reducer.after_forward(True)
@@ -428,7 +441,7 @@ class _DDPJoinHook:
         self.ddp = ddp
 
     def main_hook(self):
-        self.ddp._shadow_iteration()
+        self.ddp._shadow_iteration(self.active_ranks)
 
     def post_hook(self, is_last_joiner):
         self.ddp._sync_final_model()

@@ -13,6 +13,10 @@
  *   r.mark_ready(i, param=None)               post-accumulate-grad hook of parameter i
  *   r.finalize()                              wait for every unit, leave averaged grads in .grad
  *   r.set_sync(flag)                          no_sync(): hooks do nothing while False
+ *   r.set_divide_factor(n)                    this iteration's gradients are sums divided by n
+ *                                             (Join's divide_by_initial_world_size=False: the
+ *                                             ranks still active), not by the group's size;
+ *                                             0 or the end of the iteration restores that
  *   r.unready() -> list[int]                  parameters of an unfinished iteration
  *   r.set_comm_hook(fn | None)                fn(bucket_index, buffer) -> object with wait()
  *                                             returning the reduced buffer
@@ -43,6 +47,7 @@
  * hook that completes the last unit waits for all of them (torch's finalize callback).
  */
 #include "module.h"
+#include "distributed/pg/reduce_kernels.h"
 #include <string.h>
 #include <time.h>
 
@@ -75,6 +80,7 @@ typedef struct {
     int as_view;
     int bypass;               /* world 1, no hook: bookkeeping only */
     int inline_all;           /* every unit runs synchronously on the calling thread */
+    int divide;               /* > 0: reduce as SUM, then divide by it (this iteration only) */
     double t_copy, t_launch, t_wait, t_write;   /* seconds, since reset_stats */
     int64_t n_iters, n_launches, copy_bytes;
 } ReducerObject;
@@ -394,7 +400,8 @@ static int launch(ReducerObject *self, Py_ssize_t j)
     if (self->hook)
         w = PyObject_CallFunction(self->hook, "nO", u->bucket, t);
     else
-        w = PyObject_CallMethod(self->pg, "allreduce", "Oii", t, 1 /* AVG */, sync);
+        w = PyObject_CallMethod(self->pg, "allreduce", "Oii", t,
+                                self->divide > 0 ? CDDP_RED_SUM : CDDP_RED_AVG, sync);
     if (!w)
         return -1;
     if (w == Py_None)                 /* done already: nothing to wait for in finalize */
@@ -418,6 +425,7 @@ static int launch_ready(ReducerObject *self)
 
 static void end_iteration(ReducerObject *self)
 {
+    self->divide = 0;
     self->started = 0;
     self->in_iter = 0;
     self->n_iters++;
@@ -485,6 +493,11 @@ static int finalize(ReducerObject *self)
     if (wait_all(self) < 0)
         return -1;
     t0 = now_s();
+    for (Py_ssize_t j = 0; self->divide > 0 && !self->hook && j < self->nunits; j++) {
+        TensorObject *t = (TensorObject *)self->u[j].tensor;    /* contiguous (launch) */
+        if (t)
+            pg_divide(cddp_data(t), cddp_numel(t), t->dtype, self->divide);
+    }
     for (Py_ssize_t i = 0; i < self->nparams; i++)
         if (!self->skip[i] && self->poffset[i] >= 0 && write_back(self, i) < 0)
             return -1;
@@ -698,6 +711,20 @@ static PyObject *reducer_set_sync(ReducerObject *self, PyObject *flag)
     Py_RETURN_NONE;
 }
 
+static PyObject *reducer_set_divide_factor(ReducerObject *self, PyObject *arg)
+{
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0 || n > self->world) {
+        PyErr_Format(PyExc_ValueError, "set_divide_factor: %ld is not in [0, %d]", n,
+                     self->world);
+        return NULL;
+    }
+    self->divide = (int)n;
+    Py_RETURN_NONE;
+}
+
 static PyObject *reducer_set_comm_hook(ReducerObject *self, PyObject *fn)
 {
     if (fn != Py_None && !PyCallable_Check(fn)) {
@@ -778,6 +805,7 @@ static PyMethodDef reducer_methods[] = {
     {"unready", (PyCFunction)reducer_unready, METH_NOARGS, NULL},
     {"set_sync", (PyCFunction)reducer_set_sync, METH_O, NULL},
     {"set_comm_hook", (PyCFunction)reducer_set_comm_hook, METH_O, NULL},
+    {"set_divide_factor", (PyCFunction)reducer_set_divide_factor, METH_O, NULL},
     {"bucket_params", (PyCFunction)reducer_bucket_params, METH_O, NULL},
     {"units", (PyCFunction)reducer_units, METH_NOARGS, NULL},
     {"stats", (PyCFunction)reducer_stats, METH_NOARGS, NULL},
