@@ -585,9 +585,93 @@ def vander(x, N=None, increasing=False):  # noqa: N803 (torch's argument name)
     return out if increasing else out.flip(-1)
 
 
+def _put(self, index, source, accumulate=False):
+    """A copy of self with source written (or added) at flat row-major positions index
+    (negative from the end), as torch's Tensor.put."""
+    n = self.numel()
+    if index.numel() != source.numel():
+        raise IndexError("put_(): Expected source and index to have the same number of "
+                         f"elements, but got source.numel() = {source.numel()}, "
+                         f"index.numel() = {index.numel()}")
+    idx = index.reshape(-1).long()
+    if idx.numel() and bool(((idx < -n) | (idx >= n)).any()):
+        bad = int(idx[(idx < -n) | (idx >= n)][0])
+        raise IndexError(f"out of range: tried to access index {bad} on a tensor of {n} "
+                         "elements.")
+    flat = self.reshape(-1).index_put((_C.where(idx < 0, idx + n, idx),), source.reshape(-1),
+                                      accumulate)
+    return flat.view(tuple(self.shape))
+
+
+def _put_(self, index, source, accumulate=False):
+    return self.copy_(_put(self, index, source, accumulate))
+
+
+_INDEX_REDUCE = ("prod", "mean", "amax", "amin")
+
+
+def _index_reduce(self, dim, index, source, reduce, *, include_self=True):
+    """A copy of self whose slices index[i] along dim are reduced with source's slice i
+    (torch's index_reduce: scatter_reduce with the index spread over source's shape)."""
+    if reduce not in _INDEX_REDUCE:
+        raise RuntimeError("index_reduce(): Expected reduce to be one of prod, mean, amax or "
+                           f"amin but got {reduce}.")
+    d = _dim(dim, max(self.dim(), 1))
+    if index.dim() > 1 or index.numel() != (source.shape[d] if source.dim() else 1):
+        raise IndexError("index_reduce_(): Index should have dimension 1 and as many elements "
+                         "as source has along dim")
+    shape = [1] * source.dim()
+    if shape:
+        shape[d] = index.numel()
+    spread = index.long().view(shape).expand(tuple(source.shape))
+    return self.scatter_reduce(d, spread, source, reduce, include_self=include_self)
+
+
+def _index_reduce_(self, dim, index, source, reduce, *, include_self=True):
+    return self.copy_(_index_reduce(self, dim, index, source, reduce,
+                                    include_self=include_self))
+
+
+def _python_elementwise(name, self, others, fn):
+    """self[i] = fn(self[i], other[i], ...) through Python numbers (torch's CPU-only apply_ /
+    map_ / map2_: a Python call per element either way)."""
+    if self.requires_grad:
+        raise RuntimeError(f"Can't call {name}() on Variable that requires grad. Use "
+                           f"var.detach().{name}() instead.")
+    cols = [self.reshape(-1).tolist()] + [o.expand(tuple(self.shape)).reshape(-1).tolist()
+                                         for o in others]
+    out = [fn(*vals) for vals in zip(*cols)]
+    return self.copy_(_C.tensor(out, dtype=self.dtype).view(tuple(self.shape)))
+
+
+Tensor.put = _put
+Tensor.put_ = _put_
+Tensor.index_reduce = _index_reduce
+Tensor.index_reduce_ = _index_reduce_
+Tensor.apply_ = lambda self, callable: _python_elementwise("apply_", self, (), callable)
+Tensor.map_ = lambda self, tensor, callable: _python_elementwise("map_", self, (tensor,),
+                                                                 callable)
+Tensor.map2_ = lambda self, x, y, callable: _python_elementwise("map2_", self, (x, y), callable)
+Tensor.hardshrink = lambda self, lambd=0.5: _functional().hardshrink(self, lambd)
+Tensor.prelu = lambda self, weight: _functional().prelu(self, weight)
+
+
+def _functional():
+    from .nn import functional
+    return functional
+
+
+def put(input, index, source, accumulate=False):  # noqa: A002
+    return _put(input, index, source, accumulate)
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):  # noqa: A002
+    return _index_reduce(input, dim, index, source, reduce, include_self=include_self)
+
+
 Tensor.select_scatter = select_scatter
 Tensor.slice_scatter = slice_scatter
 Tensor.masked_scatter = masked_scatter
 Tensor.masked_scatter_ = lambda self, mask, source: self.copy_(masked_scatter(self, mask, source))
 __all__ += ["select_scatter", "slice_scatter", "masked_scatter", "unravel_index", "vander",
-            "frombuffer"]
+            "frombuffer", "put", "index_reduce"]

@@ -283,3 +283,75 @@ def test_windows_match_torch(name):
             np.testing.assert_allclose(_np(getattr(cddp, name)(n, periodic)),
                                        getattr(torch, name)(n, periodic).numpy(),
                                        rtol=2e-6 if name == "kaiser_window" else 0, atol=2e-7)
+
+
+# ---- Tensor.put / index_reduce / apply_ / map_ / map2_ ---------------------------------------
+
+def test_put_against_numpy_and_its_gradient():
+    a = rng.standard_normal((3, 4))
+    idx, src = np.array([[-1, 0], [5, 7]]), rng.standard_normal((2, 2))
+    want = a.copy()
+    np.put(want, np.where(idx < 0, idx + a.size, idx), src)
+    np.testing.assert_array_equal(_np(_t(a).put(_t(idx), _t(src))), want)
+    acc = a.copy().reshape(-1)
+    np.add.at(acc, [3, 3, 0], [1.0, 2.0, 4.0])
+    got = _t(a).put(_t(np.array([3, 3, 0])), _t(np.array([1.0, 2.0, 4.0])), accumulate=True)
+    np.testing.assert_array_equal(_np(got), acc.reshape(3, 4))
+    x, s = _t(a, grad=True), _t(src, grad=True)
+    x.put(_t(idx), s * 3).sum().backward()
+    g = np.ones(12)
+    g[[11, 0, 5, 7]] = 0                                  # overwritten positions get nothing
+    np.testing.assert_array_equal(_np(x.grad), g.reshape(3, 4))
+    np.testing.assert_array_equal(_np(s.grad), np.full((2, 2), 3.0))
+    t = _t(a.copy())
+    assert t.put_(_t(np.array([1])), _t(np.array([9.0]))) is t and t.reshape(-1)[1].item() == 9
+    with pytest.raises(IndexError, match="out of range"):
+        _t(a).put(_t(np.array([12])), _t(np.array([1.0])))
+    with pytest.raises(IndexError, match="same number of elements"):
+        _t(a).put(_t(np.array([1, 2])), _t(np.array([1.0])))
+
+
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_against_a_loop(reduce, include_self):
+    base = rng.standard_normal((4, 3))
+    src = rng.standard_normal((5, 3))
+    index = np.array([0, 2, 0, 3, 0])
+    want = base.copy()
+    for row in range(4):
+        picked = [src[i] for i in range(5) if index[i] == row]
+        if not picked:
+            continue
+        vals = ([base[row]] if include_self else []) + picked
+        op = {"prod": np.prod, "mean": np.mean, "amax": np.max, "amin": np.min}[reduce]
+        want[row] = op(np.stack(vals), 0)
+    got = _t(base).index_reduce(0, _t(index), _t(src), reduce, include_self=include_self)
+    np.testing.assert_allclose(_np(got), want, rtol=1e-12)
+    with pytest.raises(RuntimeError, match="prod, mean, amax or amin"):
+        _t(base).index_reduce(0, _t(index), _t(src), "sum")
+
+
+def test_index_reduce_matches_torch_along_dim_1():
+    torch = pytest.importorskip("torch")
+    base, src = rng.standard_normal((2, 4)), rng.standard_normal((2, 3))
+    index = np.array([3, 0, 3])
+    for reduce in ("prod", "mean", "amax", "amin"):
+        np.testing.assert_allclose(
+            _np(_t(base).index_reduce(1, _t(index), _t(src), reduce)),
+            _t(base, torch).index_reduce(1, _t(index, torch), _t(src, torch), reduce).numpy(),
+            rtol=1e-12)
+
+
+def test_apply_map_map2_against_python():
+    vals = [0.5, -1.0, 2.0, 3.5]
+    t = cddp.tensor(vals)
+    assert t.apply_(lambda v: v * v + 1) is t
+    assert t.tolist() == [v * v + 1 for v in vals]
+    t.map_(cddp.tensor([1.0]), lambda a, b: a - b)           # broadcast other
+    assert t.tolist() == [v * v for v in vals]
+    t.map2_(cddp.tensor(vals), cddp.full((4,), 2.0), lambda a, b, c: a + b * c)
+    assert t.tolist() == [v * v + 2 * v for v in vals]
+    ints = cddp.tensor([1, 2, 3])
+    assert ints.apply_(lambda v: v * 10).tolist() == [10, 20, 30] and ints.dtype == cddp.int64
+    with pytest.raises(RuntimeError, match="requires grad"):
+        cddp.ones(2, requires_grad=True).apply_(lambda v: v)
