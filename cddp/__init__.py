@@ -160,7 +160,8 @@ _LAZY.update({"i0": ("special", "i0"),
               "conv_transpose3d": ("nn._functional_3d", "conv_transpose3d"),
               "max_pool3d": ("nn._functional_3d", "_torch_max_pool3d"),
               "vmap": ("func", "vmap"), "hub": ("hub", None),
-              "GradScaler": ("amp", "GradScaler"), "Future": ("futures", "Future")})
+              "GradScaler": ("amp", "GradScaler"), "Future": ("futures", "Future"),
+              "types": ("types", None)})
 
 
 def __getattr__(name):

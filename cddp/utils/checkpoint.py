@@ -13,6 +13,7 @@ use_reentrant=True: a Function whose forward runs the segment under no_grad and 
 backward reruns it with grad on and calls backward inside (the engine lends the nested run
 the leaves' accumulators: csrc/autograd/engine.c).
 """
+import contextlib
 import warnings
 
 import cddp
@@ -20,7 +21,40 @@ from ..autograd.function import Function
 from ..autograd.graph import saved_tensors_hooks
 
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointFunction",
-           "detach_variable", "check_backward_validity"]
+           "detach_variable", "check_backward_validity", "noop_context_fn",
+           "set_checkpoint_early_stop", "set_checkpoint_debug_enabled", "get_device_states",
+           "set_device_states"]
+
+
+def noop_context_fn():
+    """The default context_fn: no context around the forward or the recomputation."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+@contextlib.contextmanager
+def set_checkpoint_early_stop(enable):
+    """torch's switch for stopping a recomputation once the tensors backward needs exist. cddp
+    always reruns the whole segment once per checkpoint (the results are the same either
+    way), so the flag only scopes."""
+    yield
+
+
+@contextlib.contextmanager
+def set_checkpoint_debug_enabled(enabled):
+    """torch's debug traces of recomputations: cddp's CheckpointError messages already name the
+    tensor and metadata that differ; the flag only scopes."""
+    yield
+
+
+def get_device_states(*args):
+    """The accelerator RNG states of the devices args live on: none (tensors are on the CPU,
+    whose state checkpoint itself saves)."""
+    return [], []
+
+
+def set_device_states(devices, states, *, device_type=None):
+    if devices or states:
+        raise RuntimeError("set_device_states: cddp has no accelerator RNG states to restore")
 
 
 class CheckpointError(RuntimeError):
@@ -133,8 +167,9 @@ class _Holder:
 class _Frame:
     """One checkpointed call: how to rerun it, and what it saved."""
 
-    def __init__(self, fn, args, kwargs, rng_state, check):
+    def __init__(self, fn, args, kwargs, rng_state, check, recompute_ctx):
         self.fn, self.args, self.kwargs = fn, args, kwargs
+        self.recompute_ctx = recompute_ctx
         self.rng_state, self.check = rng_state, check
         self.metas = []            # (shape, dtype) of each tensor the forward saved, in order
         self.recomputed = {}       # index -> recomputed tensor, taken by unpack
@@ -168,7 +203,8 @@ class _Frame:
             raise CheckpointError("torch.utils.checkpoint: a recomputed graph was "
                                   "differentiated")
 
-        with _fork_rng(self.rng_state), cddp.enable_grad(), saved_tensors_hooks(pack, unpack):
+        with _fork_rng(self.rng_state), cddp.enable_grad(), saved_tensors_hooks(pack, unpack), \
+                self.recompute_ctx:
             self.fn(*self.args, **self.kwargs)
         if count[0] != len(self.metas):
             raise CheckpointError("torch.utils.checkpoint: A different number of tensors was "
@@ -189,13 +225,15 @@ def _unpack(holder):
     return frame.recomputed.pop(holder.index)
 
 
-def _checkpoint_without_reentrant(function, preserve, determinism_check, *args, **kwargs):
+def _checkpoint_without_reentrant(function, preserve, determinism_check, context_fn, *args,
+                                  **kwargs):
     if determinism_check not in ("default", "none"):
         raise ValueError("determinism_check should be one of ['default', 'none'], but got "
                          f"{determinism_check}")
+    forward_ctx, recompute_ctx = context_fn()
     frame = _Frame(function, args, kwargs, cddp.get_rng_state() if preserve else None,
-                   determinism_check == "default")
-    with saved_tensors_hooks(frame.pack, _unpack):
+                   determinism_check == "default", recompute_ctx)
+    with saved_tensors_hooks(frame.pack, _unpack), forward_ctx:
         return function(*args, **kwargs)
 
 
@@ -220,9 +258,10 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None,
             raise ValueError("Passing `context_fn` or `debug` is only supported when "
                              "use_reentrant=False.")
         return CheckpointFunction.apply(function, preserve, *args)
-    if context_fn is not None:
-        raise NotImplementedError("cddp: checkpoint(context_fn=...) is not supported")
-    return _checkpoint_without_reentrant(function, preserve, determinism_check, *args, **kwargs)
+    # context_fn() -> (forward context, recompute context), each entered around its run (a
+    # recompute context is entered once: the segment is recomputed once per backward)
+    return _checkpoint_without_reentrant(function, preserve, determinism_check,
+                                         context_fn or noop_context_fn, *args, **kwargs)
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):  # noqa: A002

@@ -1,0 +1,99 @@
+"""torch's small modules scripts import: torch.jit's eager-mode helpers (fork/wait, isinstance
+on typing containers, Attribute), torch.nn.common_types, torch.types, torch.utils.model_zoo,
+and checkpoint's context_fn / noop_context_fn / early-stop and device-state helpers."""
+import contextlib
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+import pytest
+
+import cddp
+import cddp.jit as jit
+from cddp.utils.checkpoint import (checkpoint, get_device_states, noop_context_fn,
+                                   set_checkpoint_early_stop, set_device_states)
+
+
+def test_jit_fork_wait_and_errors():
+    fut = jit.fork(lambda a, b: a * b, 6, b=7)
+    assert jit.wait(fut) == 42
+    bad = jit.fork(lambda: [][1])
+    with pytest.raises(IndexError):
+        jit.wait(bad)
+    assert issubclass(jit.Error, Exception)
+
+
+def test_jit_isinstance_checks_containers():
+    t = cddp.ones(1)
+    assert jit.isinstance([1, 2], List[int]) and not jit.isinstance([1, "a"], List[int])
+    assert jit.isinstance({"a": t}, Dict[str, cddp.Tensor])
+    assert not jit.isinstance({"a": 1}, Dict[str, cddp.Tensor])
+    assert jit.isinstance(None, Optional[int]) and jit.isinstance(3, Optional[int])
+    assert jit.isinstance((1, "x"), Tuple[int, str]) and not jit.isinstance((1,), Tuple[int, str])
+    a = jit.Attribute(3, int)
+    assert (a.value, a.type) == (3, int)
+    m = cddp.nn.Linear(2, 2)
+    assert jit.freeze(m) is m and jit.optimize_for_inference(m) is m and jit.interface(int) is int
+
+
+def test_common_types_types_and_model_zoo():
+    from cddp.nn.common_types import _size_2_t, _ratio_any_t
+    from cddp.utils import model_zoo
+    from cddp import types
+    assert int in _size_2_t.__args__ and tuple[int, int] in _size_2_t.__args__
+    assert float in _ratio_any_t.__args__
+    assert types.Number.__args__ == (int, float, bool)
+    assert model_zoo.load_url is cddp.hub.load_state_dict_from_url
+
+
+def test_common_types_match_torch():
+    torch = pytest.importorskip("torch")
+    import torch.nn.common_types as theirs
+    import cddp.nn.common_types as ours
+    import types as pytypes
+    import typing
+
+    def norm(t):                 # Union / Optional / X | Y and Tuple / tuple compare alike
+        origin, args = typing.get_origin(t), typing.get_args(t)
+        if origin in (typing.Union, pytypes.UnionType):
+            return ("union", frozenset(norm(a) for a in args))
+        if origin is not None:
+            return (origin, tuple(norm(a) for a in args))
+        return getattr(t, "__name__", repr(t))
+
+    names = [n for n in dir(theirs) if n.startswith(("_size", "_ratio", "_scalar", "_maybe",
+                                                     "_tensor"))]
+    assert len(names) > 15
+    for name in names:
+        assert norm(getattr(ours, name)) == norm(getattr(theirs, name)), name
+
+
+def test_checkpoint_context_fn_wraps_forward_and_recompute():
+    log = []
+
+    @contextlib.contextmanager
+    def mark(name):
+        log.append(name + " in")
+        yield
+        log.append(name + " out")
+
+    lin = cddp.nn.Linear(3, 3)
+    x = cddp.randn(4, 3, requires_grad=True)
+
+    def seg(v):
+        log.append("run")
+        return lin(v).tanh()
+
+    out = checkpoint(seg, x, use_reentrant=False,
+                     context_fn=lambda: (mark("fwd"), mark("re")))
+    assert log == ["fwd in", "run", "fwd out"]
+    out.sum().backward()
+    assert log[3:] == ["re in", "run", "re out"]
+    g = x.grad.clone()
+    x.grad = None
+    seg(x).sum().backward()
+    np.testing.assert_array_equal(g.numpy(), x.grad.numpy())
+    with set_checkpoint_early_stop(False):
+        out = checkpoint(seg, x, use_reentrant=False, context_fn=noop_context_fn)
+    assert get_device_states(x) == ([], []) and set_device_states([], []) is None
+    with pytest.raises(ValueError, match="context_fn"):
+        checkpoint(seg, x, use_reentrant=True, context_fn=noop_context_fn)
