@@ -16,3 +16,4 @@ from .store import (TCPStore, FileStore, PrefixStore, HashStore, Store,  # noqa:
                     DistError, DistStoreError, DistNetworkError)
 from .notebook import notebook_launch  # noqa: F401
 from . import algorithms  # noqa: F401
+from .device_mesh import DeviceMesh, init_device_mesh  # noqa: F401,E402

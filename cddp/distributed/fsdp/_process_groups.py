@@ -11,8 +11,11 @@ Contract:
   node, as the launchers number them), once per process and shared by every unit, because
   new_group is collective and units are created in the same order on every rank.
 
-Differences from torch: device_mesh is not accepted (cddp has no DeviceMesh); the default
-hybrid groups come from LOCAL_WORLD_SIZE rather than from the accelerator count.
+- device_mesh instead of process_group (mesh_groups): a 1-D mesh's group; for the hybrid
+  strategies a 2-D mesh whose dimension 1 shards (intra_node) and dimension 0 replicates.
+
+Differences from torch: the default hybrid groups come from LOCAL_WORLD_SIZE rather than from
+the accelerator count.
 """
 import os
 
@@ -73,6 +76,18 @@ def _default_hybrid_groups():
                 inter = g
         _hybrid_cache[key] = (intra, inter)
     return _hybrid_cache[key]
+
+
+def mesh_groups(device_mesh, process_group, strategy):
+    """The process_group argument a DeviceMesh stands for, as torch's FSDP reads it."""
+    if process_group is not None:
+        raise ValueError("Cannot pass both process_group and device_mesh at the same time. "
+                         "Please just pass only one of them.")
+    if strategy in HYBRID:
+        if device_mesh.ndim != 2:
+            raise ValueError(f"Expected device_mesh to have ndim=2 but got {device_mesh.ndim}")
+        return device_mesh.get_group(mesh_dim=1), device_mesh.get_group(mesh_dim=0)
+    return device_mesh.get_group()
 
 
 def plan_groups(process_group, strategy):

@@ -33,8 +33,9 @@ Contract:
 Differences from torch:
 - use_orig_params=True raises NotImplementedError: it needs per-original-parameter views of
   the shard registered as the module's parameters, with their own gradients.
-- device_mesh raises NotImplementedError (cddp has no DeviceMesh); for hybrid sharding pass
-  process_group=(intra_node, inter_node) or rely on LOCAL_WORLD_SIZE.
+- device_mesh (cddp.distributed.device_mesh) gives the groups as torch reads them: a 1-D
+  mesh's group, or for HYBRID_SHARD a 2-D mesh (replicate, shard): dimension 1 shards,
+  dimension 0 replicates.
 - MixedPrecision.keep_low_precision_grads=True raises NotImplementedError.
 - Accepted without effect (CPU tensors, synchronous collectives): cpu_offload (parameters
   already live in host memory), backward_prefetch, forward_prefetch, limit_all_gathers,
@@ -72,7 +73,7 @@ from .. import distributed_c10d as _c10d
 from . import _optim_state_dict as _osd
 from . import _state_dict as _sd
 from ._flat_param import FLAT_PARAM, FlatParamHandle
-from ._process_groups import HYBRID, plan_groups
+from ._process_groups import HYBRID, mesh_groups, plan_groups
 from ._unshard import unshard_units
 from .api import (BackwardPrefetch, CPUOffload, FullOptimStateDictConfig,  # noqa: F401
                   FullStateDictConfig, LocalOptimStateDictConfig, LocalStateDictConfig,
@@ -232,13 +233,11 @@ class FullyShardedDataParallel(Module):
                 "parameters are flattened into one FlatParameter per unit "
                 "(use_orig_params=False); build optimizer parameter groups per FSDP unit "
                 "instead")
-        if device_mesh is not None:
-            raise NotImplementedError("FullyShardedDataParallel(device_mesh=...) is not "
-                                      "supported by cddp (no DeviceMesh); pass "
-                                      "process_group instead")
         strategy = ShardingStrategy.FULL_SHARD if sharding_strategy is None else sharding_strategy
         if not isinstance(strategy, ShardingStrategy):
             raise TypeError(f"sharding_strategy must be a ShardingStrategy, got {strategy!r}")
+        if device_mesh is not None:
+            process_group = mesh_groups(device_mesh, process_group, strategy)
         if mixed_precision is not None and mixed_precision.keep_low_precision_grads:
             raise NotImplementedError("MixedPrecision(keep_low_precision_grads=True) is not "
                                       "supported by cddp: gradients are kept in the "
@@ -274,7 +273,7 @@ class FullyShardedDataParallel(Module):
                 "forward_prefetch": forward_prefetch, "limit_all_gathers": limit_all_gathers,
                 "use_orig_params": use_orig_params,
                 "ignored_states": list(ignored_mods) if ignored_mods else (ignored_params or None),
-                "device_mesh": device_mesh,
+                "device_mesh": None,      # process_group already holds the mesh's groups
             }
             if strategy in HYBRID:        # children share the root's groups (torch's rule)
                 root_kwargs["process_group"] = (plan.shard, plan.replicate)

@@ -33,7 +33,8 @@ Differences from torch, on purpose: attribute lookups the wrapper does not answe
 to the wrapped module; loading a state dict without the "module." prefix works too.
 Accepted for torch compatibility and without effect here: output_device and dim (one device
 per process), check_reduction, static_graph / _set_static_graph() (the reducer keeps no
-per-graph cache to freeze), mixed_precision (no half dtypes yet), device_mesh.
+per-graph cache to freeze), mixed_precision (no half dtypes yet). device_mesh (1-D, as
+torch's) stands for its group: DDP reduces over device_mesh.get_group().
 A unit whose gradients are complete launches as soon as every unit before it has: ranks
 always issue the same all_reduce sequence, whatever order their gradients arrive in.
 """
@@ -155,6 +156,13 @@ class DistributedDataParallel(Module):
         self.find_unused_parameters = find_unused_parameters
         self.gradient_as_bucket_view = gradient_as_bucket_view
         self.static_graph = bool(static_graph)
+        if device_mesh is not None:
+            if process_group is not None:
+                raise RuntimeError("Cannot specify both process_group and device_mesh arguments.")
+            if device_mesh.ndim != 1:
+                raise RuntimeError(f"Only 1D device mesh is supported, but got {device_mesh}.")
+            process_group = device_mesh.get_group(mesh_dim=0)
+        self.device_mesh = device_mesh
         self.process_group = process_group if process_group is not None else dist.group.WORLD
         pg = dist.distributed_c10d._resolve(process_group, "DistributedDataParallel")
         if pg is None:
