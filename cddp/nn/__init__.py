@@ -33,6 +33,8 @@ from .modules import CTCLoss  # noqa: F401
 from .modules import (Conv3d, ConvTranspose3d, MaxPool3d, AvgPool3d,  # noqa: F401
                       AdaptiveAvgPool3d, AdaptiveMaxPool3d)
 from .parameter import UninitializedParameter  # noqa: F401
+from .modules import (AdaptiveLogSoftmaxWithLoss, FractionalMaxPool2d,  # noqa: F401
+                      FractionalMaxPool3d)
 from .modules import (MaxUnpool3d, LPPool1d, LPPool2d, LPPool3d,  # noqa: F401
                       UninitializedBuffer, LazyConv1d, LazyConv2d, LazyConv3d,
                       LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d,

@@ -781,6 +781,9 @@ from ._functional_layers import (  # noqa: E402,F401
 from ._functional_losses import (  # noqa: E402,F401
     multi_margin_loss, multilabel_margin_loss, triplet_margin_with_distance_loss)
 from ._functional_ctc import ctc_loss  # noqa: E402,F401  (csrc/nn/ctc.c)
+from ._functional_fractional import (  # noqa: E402,F401  (gathers of the input)
+    fractional_max_pool2d, fractional_max_pool2d_with_indices, fractional_max_pool3d,
+    fractional_max_pool3d_with_indices)
 
 
 # ---- power-average pooling and 3-D unpooling, composed from the pooling ops above -------------

@@ -48,4 +48,7 @@ from .lazy import (UninitializedBuffer, LazyConv1d, LazyConv2d, LazyConv3d,
                    LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d,
                    LazyInstanceNorm2d, LazyInstanceNorm3d)
 
+from .adaptive import AdaptiveLogSoftmaxWithLoss
+from .fractional import FractionalMaxPool2d, FractionalMaxPool3d
+
 from . import flatten, pixelshuffle, utils  # noqa: E402,F401  (torch.nn.modules.<name> paths)
