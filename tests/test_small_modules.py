@@ -97,3 +97,54 @@ def test_checkpoint_context_fn_wraps_forward_and_recompute():
     assert get_device_states(x) == ([], []) and set_device_states([], []) is None
     with pytest.raises(ValueError, match="context_fn"):
         checkpoint(seg, x, use_reentrant=True, context_fn=noop_context_fn)
+
+
+# ---- torch.nn.grad, NLLLoss2d, Container, adaptive_max_pool*_with_indices --------------------
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_nn_grad_is_autograd_of_the_conv(nd):
+    cddp.manual_seed(nd)
+    x = cddp.randn(2, 4, *([7] * nd), requires_grad=True)
+    w = cddp.randn(6, 2, *([3] * nd), requires_grad=True)
+    conv = getattr(cddp.nn.functional, f"conv{nd}d")
+    out = conv(x, w, None, 2, 1, 1, 2)
+    g = cddp.randn(*out.shape)
+    out.backward(g)
+    gi = getattr(cddp.nn.grad, f"conv{nd}d_input")(x.shape, w, g, 2, 1, 1, 2)
+    gw = getattr(cddp.nn.grad, f"conv{nd}d_weight")(x, w.shape, g, 2, 1, 1, 2)
+    np.testing.assert_allclose(gi.numpy(), x.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw.numpy(), w.grad.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="grad_output has shape"):
+        getattr(cddp.nn.grad, f"conv{nd}d_input")(x.shape, w, g[:1], 2, 1, 1, 2)
+
+
+def test_nn_grad_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((1, 2, 6, 5)), rng.standard_normal((3, 2, 2, 3))
+    g = rng.standard_normal((1, 3, 5, 3))
+    for name, args in (("conv2d_input", ((1, 2, 6, 5), w, g)),
+                       ("conv2d_weight", (x, (3, 2, 2, 3), g))):
+        ours = getattr(cddp.nn.grad, name)(*[cddp.tensor(a) if isinstance(a, np.ndarray)
+                                             else a for a in args])
+        theirs = getattr(torch.nn.grad, name)(*[torch.tensor(a) if isinstance(a, np.ndarray)
+                                                else a for a in args])
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-10)
+
+
+def test_deprecated_names_and_with_indices_forms():
+    with pytest.warns(FutureWarning, match="NLLLoss2d"):
+        loss = cddp.nn.NLLLoss2d(ignore_index=1)
+    logp = cddp.log_softmax(cddp.randn(2, 3, 2, 2), 1)
+    tgt = cddp.tensor([[[0, 1], [2, 0]], [[1, 1], [2, 2]]])
+    assert loss(logp, tgt).item() == pytest.approx(
+        cddp.nn.functional.nll_loss(logp, tgt, ignore_index=1).item())
+    with pytest.warns(FutureWarning, match="Container"):
+        c = cddp.nn.Container(a=cddp.nn.Linear(2, 2))
+    assert [n for n, _ in c.named_children()] == ["a"]
+    x = cddp.randn(1, 2, 7)
+    out, idx = cddp.nn.functional.adaptive_max_pool1d_with_indices(x, 3)
+    want, widx = cddp.nn.functional.adaptive_max_pool1d(x, 3, return_indices=True)
+    assert out.tolist() == want.tolist() and idx.tolist() == widx.tolist()
+    out, idx = cddp.nn.functional.adaptive_max_pool2d_with_indices(cddp.randn(1, 2, 5, 5), 2)
+    assert tuple(out.shape) == (1, 2, 2, 2) and idx.dtype == cddp.int64

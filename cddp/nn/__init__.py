@@ -34,7 +34,8 @@ from .modules import (Conv3d, ConvTranspose3d, MaxPool3d, AvgPool3d,  # noqa: F4
                       AdaptiveAvgPool3d, AdaptiveMaxPool3d)
 from .parameter import UninitializedParameter  # noqa: F401
 from .modules import (AdaptiveLogSoftmaxWithLoss, FractionalMaxPool2d,  # noqa: F401
-                      FractionalMaxPool3d)
+                      FractionalMaxPool3d, NLLLoss2d, Container)
+from . import grad  # noqa: F401,E402  (torch.nn.grad: conv input/weight gradients)
 from .modules import (MaxUnpool3d, LPPool1d, LPPool2d, LPPool3d,  # noqa: F401
                       UninitializedBuffer, LazyConv1d, LazyConv2d, LazyConv3d,
                       LazyConvTranspose1d, LazyConvTranspose2d, LazyConvTranspose3d,

@@ -781,6 +781,16 @@ from ._functional_layers import (  # noqa: E402,F401
 from ._functional_losses import (  # noqa: E402,F401
     multi_margin_loss, multilabel_margin_loss, triplet_margin_with_distance_loss)
 from ._functional_ctc import ctc_loss  # noqa: E402,F401  (csrc/nn/ctc.c)
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):  # noqa: A002
+    """(output, indices) of adaptive_max_pool1d, whatever return_indices says (torch's)."""
+    return adaptive_max_pool1d(input, output_size, return_indices=True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):  # noqa: A002
+    """(output, indices) of adaptive_max_pool2d, whatever return_indices says (torch's)."""
+    return adaptive_max_pool2d(input, output_size, return_indices=True)
+
+
 from ._functional_fractional import (  # noqa: E402,F401  (gathers of the input)
     fractional_max_pool2d, fractional_max_pool2d_with_indices, fractional_max_pool3d,
     fractional_max_pool3d_with_indices)

@@ -49,6 +49,8 @@ from .lazy import (UninitializedBuffer, LazyConv1d, LazyConv2d, LazyConv3d,
                    LazyInstanceNorm2d, LazyInstanceNorm3d)
 
 from .adaptive import AdaptiveLogSoftmaxWithLoss
+from .loss import NLLLoss2d
+from .container import Container
 from .fractional import FractionalMaxPool2d, FractionalMaxPool3d
 
 from . import flatten, pixelshuffle, utils  # noqa: E402,F401  (torch.nn.modules.<name> paths)

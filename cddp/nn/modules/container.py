@@ -1,11 +1,26 @@
-"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (torch's)."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (torch's), and
+the deprecated Container."""
 import collections.abc
 from collections import OrderedDict
 import operator
+import warnings
 
 from .module import Module, _addindent
 from ..parameter import Parameter
 from ... import _C
+
+
+class Container(Module):
+    """torch's deprecated Container(**modules): a Module with the keyword arguments as
+    children (warns at construction, as torch's)."""
+
+    def __init__(self, **kwargs):
+        warnings.warn("`nn.Container` is deprecated. All of its functionality is now "
+                      "implemented in `nn.Module`. Subclass that instead.", FutureWarning,
+                      stacklevel=2)
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class Sequential(Module):

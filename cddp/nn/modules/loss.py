@@ -2,6 +2,8 @@
 BCEWithLogitsLoss and the rest) over cddp.nn.functional's fused C losses; MultiMarginLoss,
 MultiLabelMarginLoss, TripletMarginWithDistanceLoss over F's composites; CTCLoss over
 F.ctc_loss (csrc/nn/ctc.c)."""
+import warnings
+
 from .. import functional as F
 from .module import Module
 
@@ -43,6 +45,17 @@ class NLLLoss(_WeightedLoss):
     def forward(self, input, target):  # noqa: A002
         return F.nll_loss(input, target, weight=self.weight, ignore_index=self.ignore_index,
                           reduction=self.reduction)
+
+
+class NLLLoss2d(NLLLoss):
+    """torch's deprecated name of NLLLoss (it warns once per construction, as torch's)."""
+
+    def __init__(self, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                 reduction="mean"):
+        warnings.warn("`NLLLoss2d` has been deprecated. Please use `NLLLoss` instead as a "
+                      "drop-in replacement and see https://pytorch.org/docs/main/nn.html#torch.nn."
+                      "NLLLoss for more details.", FutureWarning, stacklevel=2)
+        super().__init__(weight, size_average, ignore_index, reduce, reduction)
 
 
 class MSELoss(_Loss):
