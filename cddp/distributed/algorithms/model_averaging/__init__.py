@@ -1,3 +1,4 @@
-"""torch.distributed.algorithms.model_averaging: averagers (PeriodicModelAverager) and utils
-(average_parameters) for local SGD."""
-from . import averagers, utils  # noqa: F401
+"""torch.distributed.algorithms.model_averaging: averagers (PeriodicModelAverager),
+hierarchical_model_averager (HierarchicalModelAverager) and utils (average_parameters) for
+local SGD."""
+from . import averagers, hierarchical_model_averager, utils  # noqa: F401
