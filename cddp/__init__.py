@@ -161,7 +161,8 @@ _LAZY.update({"i0": ("special", "i0"),
               "max_pool3d": ("nn._functional_3d", "_torch_max_pool3d"),
               "vmap": ("func", "vmap"), "hub": ("hub", None),
               "GradScaler": ("amp", "GradScaler"), "Future": ("futures", "Future"),
-              "types": ("types", None)})
+              "types": ("types", None), "from_dlpack": ("utils.dlpack", "from_dlpack"),
+              "to_dlpack": ("utils.dlpack", "to_dlpack")})
 
 
 def __getattr__(name):

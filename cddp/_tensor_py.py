@@ -358,3 +358,17 @@ def _storage(self):
 
 Tensor.untyped_storage = _untyped_storage
 Tensor.storage = _storage
+
+
+# DLPack export (torch's Tensor.__dlpack__): NumPy's capsule of the view (cddp/utils/dlpack.py)
+def _dlpack(self, **kwargs):
+    from .utils.dlpack import _tensor_dlpack
+    return _tensor_dlpack(self, **kwargs)
+
+
+def _dlpack_device(self):
+    return (1, 0)                      # kDLCPU, device 0
+
+
+Tensor.__dlpack__ = _dlpack
+Tensor.__dlpack_device__ = _dlpack_device

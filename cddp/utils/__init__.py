@@ -4,6 +4,6 @@ import importlib
 
 
 def __getattr__(name):
-    if name in ("data", "hooks", "checkpoint", "benchmark"):
+    if name in ("data", "hooks", "checkpoint", "benchmark", "dlpack", "model_zoo"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
