@@ -470,6 +470,52 @@ for _n in ("i0_", "gcd_", "lcm_", "ldexp_", "logit_", "nan_to_num_", "sinc_", "x
 del _n
 
 
+def _dim_order(self, *, ambiguity_check=False):
+    """The dims from outermost to innermost in memory (stride descending, ties by the
+    higher dim first, as torch)."""
+    st = self.stride()
+    return tuple(sorted(range(self.dim()), key=lambda d: (-st[d], -d)))
+
+
+Tensor.dim_order = _dim_order
+Tensor.const_data_ptr = lambda self: self.data_ptr()
+Tensor.new_empty_strided = lambda self, size, stride, *, dtype=None, device=None, \
+    requires_grad=False, layout=None, pin_memory=False: empty_strided(
+        size, stride, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
+
+
+# ---- strided allocation ---------------------------------------------------------------------
+
+def _dense_order(size, stride):
+    """The dims from outermost to innermost when (size, stride) is a dense, non-overlapping
+    layout (a permutation of a contiguous one), else None."""
+    dims = sorted((d for d in range(len(size))), key=lambda d: (-stride[d], -d))
+    expect = 1
+    for d in reversed(dims):
+        if size[d] != 1 and stride[d] != expect:
+            return None
+        expect *= size[d]
+    return dims
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """An uninitialised tensor with the given strides when they describe a dense layout (the
+    contiguous one or a permutation of it: transposed, channels-last ...); cddp tensors
+    cannot have overlapping or gapped strides, so those raise."""
+    size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"mismatch in length of strides and shape: {len(stride)} strides "
+                           f"for {len(size)} dims")
+    order = _dense_order(size, stride)
+    if order is None:
+        raise RuntimeError(f"empty_strided: strides {list(stride)} for size {list(size)} "
+                           "overlap or leave gaps; cddp tensors use dense layouts only")
+    base = _C.empty(tuple(size[d] for d in order), dtype=dtype)
+    inverse = [order.index(d) for d in range(len(size))]
+    return base.permute(*inverse).requires_grad_(requires_grad)
+
+
 # ---- process-wide switches ------------------------------------------------------------------
 
 class AcceleratorError(RuntimeError):

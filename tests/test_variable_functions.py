@@ -355,3 +355,29 @@ def test_apply_map_map2_against_python():
     assert ints.apply_(lambda v: v * 10).tolist() == [10, 20, 30] and ints.dtype == cddp.int64
     with pytest.raises(RuntimeError, match="requires grad"):
         cddp.ones(2, requires_grad=True).apply_(lambda v: v)
+
+
+# ---- empty_strided / dim_order -----------------------------------------------------------------
+
+@pytest.mark.parametrize("size,stride", [((2, 3), (3, 1)), ((2, 3), (1, 2)),
+                                         ((2, 3, 4, 5), (60, 1, 15, 3)),
+                                         ((4, 2, 3), (1, 12, 4))])
+def test_empty_strided_dense_layouts(size, stride):
+    t = cddp.empty_strided(size, stride)
+    assert tuple(t.shape) == size and t.stride() == stride
+    # dense: every element has its own slot and the slots fill the allocation exactly
+    offsets = {sum(i * s for i, s in zip(idx, stride)) for idx in np.ndindex(*size)}
+    assert offsets == set(range(int(np.prod(size))))
+    assert t.dim_order() == tuple(sorted(range(len(size)), key=lambda d: (-stride[d], -d)))
+    assert cddp.zeros(1).new_empty_strided(size, stride).stride() == stride
+    with pytest.raises(RuntimeError, match="dense layouts"):
+        cddp.empty_strided((2, 3), (0, 1))
+
+
+def test_dim_order_matches_torch():
+    torch = pytest.importorskip("torch")
+    for perm in [(0, 1, 2), (2, 0, 1), (1, 2, 0), (2, 1, 0)]:
+        ours = cddp.empty(2, 3, 4).permute(*perm)
+        theirs = torch.empty(2, 3, 4).permute(*perm)
+        assert ours.dim_order() == theirs.dim_order()
+        assert ours.stride() == theirs.stride()
