@@ -230,12 +230,19 @@ def _serialize(obj):
 
 
 def save(obj, f, pickle_module=pickle, pickle_protocol=None,
-         _use_new_zipfile_serialization=True, _disable_byteorder_record=False):
+         _use_new_zipfile_serialization=True, _disable_byteorder_record=False, *, format=None):  # noqa: A002
     """Write obj to f (a path, a pathlib.Path or a writable binary file object); atomic for
     paths. A state dict (containers of tensors, numbers, strings, dtypes, devices) is written
     as safetensors + a JSON structure; any other picklable object as a whole-object checkpoint
     (cddp/_checkpoint_pickle.py: a pickle whose tensors and arrays are stored beside it).
-    pickle_protocol (2 to pickle.HIGHEST_PROTOCOL, default 4) applies to the latter."""
+    pickle_protocol (2 to pickle.HIGHEST_PROTOCOL, default 4) applies to the latter.
+
+    format="torch" (default: $CDDP_SAVE_FORMAT, else "cddp") writes a state dict in
+    torch.save's zip format instead, which torch.load reads (cddp/_torch_zip_writer.py)."""
+    fmt = format if format is not None else (os.environ.get("CDDP_SAVE_FORMAT") or "cddp")
+    if fmt not in ("cddp", "torch"):
+        raise ValueError(f"cddp.save: format must be 'cddp' or 'torch', got {fmt!r}"
+                         + ("" if format is not None else " (from $CDDP_SAVE_FORMAT)"))
     if pickle_module is not None and pickle_module is not pickle:
         raise ValueError("cddp.save pickles with the standard pickle module only; "
                          f"pickle_module={getattr(pickle_module, '__name__', pickle_module)!r} "
@@ -243,10 +250,17 @@ def save(obj, f, pickle_module=pickle, pickle_protocol=None,
     if not isinstance(f, (str, bytes, os.PathLike)) and not hasattr(f, "write"):
         raise TypeError(f"cddp.save: f must be a path or a binary file object, got "
                         f"{type(f).__name__}")
-    try:
-        parts = _serialize(obj)
-    except _NotJSON:
-        parts = _checkpoint_pickle.serialize(obj, pickle_protocol, _DTYPES)
+    if fmt == "torch":
+        from . import _torch_zip_writer
+        name = os.fsdecode(f) if isinstance(f, (str, bytes, os.PathLike)) else \
+            getattr(f, "name", None)
+        parts = _torch_zip_writer.serialize(
+            obj, _torch_zip_writer.archive_prefix(name if isinstance(name, str) else None))
+    else:
+        try:
+            parts = _serialize(obj)
+        except _NotJSON:
+            parts = _checkpoint_pickle.serialize(obj, pickle_protocol, _DTYPES)
     if isinstance(f, (str, bytes, os.PathLike)):
         _atomic_write(os.fsdecode(f), parts)
     else:
