@@ -162,7 +162,8 @@ _LAZY.update({"i0": ("special", "i0"),
               "vmap": ("func", "vmap"), "hub": ("hub", None),
               "GradScaler": ("amp", "GradScaler"), "Future": ("futures", "Future"),
               "types": ("types", None), "from_dlpack": ("utils.dlpack", "from_dlpack"),
-              "to_dlpack": ("utils.dlpack", "to_dlpack")})
+              "to_dlpack": ("utils.dlpack", "to_dlpack"), "compiler": ("compiler", None),
+              "_dynamo": ("_dynamo", None), "_inductor": ("_inductor", None)})
 
 
 def __getattr__(name):

@@ -148,3 +148,57 @@ def test_deprecated_names_and_with_indices_forms():
     assert out.tolist() == want.tolist() and idx.tolist() == widx.tolist()
     out, idx = cddp.nn.functional.adaptive_max_pool2d_with_indices(cddp.randn(1, 2, 5, 5), 2)
     assert tuple(out.shape) == (1, 2, 2, 2) and idx.dtype == cddp.int64
+
+
+# ---- torch.compiler, torch._dynamo / torch._inductor config -----------------------------------
+
+def test_compiler_controls_and_config_knobs():
+    import cddp._dynamo
+    import cddp._inductor.config as inductor
+    assert not cddp.compiler.is_compiling() and not cddp._dynamo.is_compiling()
+
+    @cddp.compiler.disable
+    def f(x):
+        return x + 1
+
+    @cddp.compiler.disable(recursive=False)
+    def g(x):
+        return x + 2
+    assert f(1) == 2 and g(1) == 3
+    with cddp.compiler.set_stance("force_eager"):
+        pass
+    with pytest.raises(RuntimeError, match="stance"):
+        cddp.compiler.set_stance("sometimes")
+    cddp._dynamo.config.suppress_errors = True
+    assert cddp._dynamo.config.suppress_errors is True
+    with cddp._dynamo.config.patch(cache_size_limit=64):
+        assert cddp._dynamo.config.cache_size_limit == 64
+    assert cddp._dynamo.config.cache_size_limit == 8
+    inductor.coordinate_descent_tuning = True
+    inductor.triton.unique_kernel_names = False
+    assert inductor.coordinate_descent_tuning and not inductor.triton.unique_kernel_names
+    with pytest.raises(AttributeError, match="does not exist"):
+        cddp._dynamo.config.no_such_knob = 1
+    with pytest.raises(AttributeError, match="does not exist"):
+        inductor.triton = 3                          # a section is not a value
+    cddp._dynamo.config.suppress_errors = False
+    inductor.coordinate_descent_tuning = False
+    inductor.triton.unique_kernel_names = True
+
+
+def test_config_defaults_match_torch():
+    torch = pytest.importorskip("torch")
+    import torch._dynamo.config as tdc
+    import torch._inductor.config as tic
+    import cddp._dynamo.config as cdc
+    import cddp._inductor.config as cic
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for ours, theirs in ((cdc, tdc), (cic, tic)):
+            for name, value in ours.get_config_copy().items():
+                if isinstance(value, dict):
+                    for sub, v in value.items():
+                        assert getattr(getattr(theirs, name), sub) == v, (name, sub)
+                else:
+                    assert getattr(theirs, name) == value, name
