@@ -545,12 +545,13 @@ static int tensor_bool(TensorObject *self)
     return cddp_get_double(self, 0) != 0;
 }
 
-/* float(t): torch warns once per process when t requires grad (its TORCH_WARN_ONCE). */
+/* float(t): torch warns once per process when t requires grad and grad mode is on (its
+ * TORCH_WARN_ONCE; under no_grad, as in LBFGS's closure bookkeeping, it is silent). */
 static PyObject *tensor_float(TensorObject *self)
 {
     static int warned;
     PyObject *v, *r;
-    if (!warned && cddp_needs_grad(self)) {
+    if (!warned && cddp_grad_enabled && cddp_needs_grad(self)) {
         warned = 1;
         if (PyErr_WarnEx(PyExc_UserWarning, "Converting a tensor with requires_grad=True to a "
                          "scalar may lead to unexpected behavior.\nConsider using "
