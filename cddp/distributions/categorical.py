@@ -1,4 +1,5 @@
-"""Categorical(probs | logits) over {0, ..., K-1}, and OneHotCategorical, its one-hot form.
+"""Categorical(probs | logits) over {0, ..., K-1}, OneHotCategorical, its one-hot form, and
+OneHotCategoricalStraightThrough (a one-hot sample whose gradient is that of probs).
 probs are normalised over the last dim, logits to log-probabilities."""
 import math
 
@@ -11,7 +12,7 @@ from .bernoulli import _one_of
 from .distribution import Distribution
 from .utils import lazy_property, logits_to_probs, probs_to_logits
 
-__all__ = ["Categorical", "OneHotCategorical"]
+__all__ = ["Categorical", "OneHotCategorical", "OneHotCategoricalStraightThrough"]
 
 
 class Categorical(Distribution):
@@ -166,3 +167,14 @@ class OneHotCategorical(Distribution):
         p = self._categorical._param
         name = "probs" if "probs" in self._categorical.__dict__ else "logits"
         return f"OneHotCategorical({name}: {p if p.numel() == 1 else p.size()})"
+
+
+class OneHotCategoricalStraightThrough(OneHotCategorical):
+    """rsample: the one-hot sample in the forward pass, d/d probs of the identity in the
+    backward (the straight-through estimator, Bengio et al. 2013)."""
+    has_rsample = True
+
+    def rsample(self, sample_shape=Size()):
+        samples = self.sample(sample_shape)
+        probs = self._categorical.probs
+        return samples + (probs - probs.detach())

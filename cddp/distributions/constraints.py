@@ -2,12 +2,13 @@
 is a bool tensor over the batch dims (the event dims reduced), used by validate_args."""
 from .. import _C
 
-__all__ = ["Constraint", "boolean", "dependent", "dependent_property", "greater_than",
-           "greater_than_eq", "independent", "integer_interval", "interval",
-           "half_open_interval", "is_dependent", "less_than", "lower_cholesky",
-           "lower_triangular", "nonnegative", "nonnegative_integer", "one_hot", "positive",
-           "positive_definite", "positive_integer", "real", "real_vector", "simplex",
-           "unit_interval"]
+__all__ = ["Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky",
+           "dependent", "dependent_property", "greater_than", "greater_than_eq", "independent",
+           "integer_interval", "interval", "half_open_interval", "is_dependent", "less_than",
+           "lower_cholesky", "lower_triangular", "multinomial", "nonnegative",
+           "nonnegative_integer", "one_hot", "positive", "positive_definite",
+           "positive_integer", "positive_semidefinite", "real", "real_vector", "simplex",
+           "square", "stack", "symmetric", "unit_interval"]
 
 
 class Constraint:
@@ -190,14 +191,151 @@ class _LowerCholesky(Constraint):
         return tril & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
 
 
-class _PositiveDefinite(Constraint):
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: lower triangular, positive diagonal,
+    every row of unit Euclidean norm (within 10 * n * eps, torch's fudge factor)."""
     event_dim = 2
 
     def check(self, value):
-        from ..linalg import cholesky_ex
+        from .._finfo import finfo
+        tol = finfo(value.dtype).eps * value.size(-1) * 10
+        row_norm = value.detach().pow(2).sum(-1).sqrt()
+        unit_row_norm = ((row_norm - 1.0).abs() <= tol).all(-1)
+        return _LowerCholesky().check(value) & unit_row_norm
+
+
+class _Square(Constraint):
+    event_dim = 2
+
+    def check(self, value):
+        return _C.full(tuple(value.shape[:-2]), value.shape[-2] == value.shape[-1],
+                       dtype=_C.bool)
+
+
+class _Symmetric(_Square):
+    def check(self, value):
+        square = super().check(value)
+        if not bool(square.all()):
+            return square
         close = (value - value.mT).abs() <= 1e-6 + 1e-5 * value.mT.abs()   # isclose's tolerances
-        sym = close.reshape(tuple(value.shape[:-2]) + (-1,)).all(-1)
-        return sym & (cholesky_ex(value.detach())[1] == 0)
+        return close.all(-2).all(-1)
+
+
+class _PositiveSemidefinite(_Symmetric):
+    def check(self, value):
+        sym = super().check(value)
+        if not bool(sym.all()):
+            return sym
+        from ..linalg import eigvalsh
+        return (eigvalsh(value.detach()) >= 0).all(-1)
+
+
+class _PositiveDefinite(_Symmetric):
+    def check(self, value):
+        sym = super().check(value)
+        if not bool(sym.all()):
+            return sym
+        from ..linalg import cholesky_ex
+        return cholesky_ex(value.detach())[1] == 0
+
+
+class _Multinomial(Constraint):
+    """Nonnegative integer counts summing to at most upper_bound (torch checks this weaker
+    condition, not == upper_bound)."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, x):
+        return (x >= 0).all(-1) & (x.sum(-1) <= self.upper_bound)
+
+
+class _Cat(Constraint):
+    """cseq[i] applied to the i-th block (lengths[i] wide) of dim, as torch.cat lays them."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise AssertionError("All elements of cseq must be Constraint instances")
+        self.cseq = list(cseq)
+        self.lengths = list(lengths) if lengths is not None else [1] * len(self.cseq)
+        if len(self.lengths) != len(self.cseq):
+            raise AssertionError(f"lengths ({len(self.lengths)}) must match cseq "
+                                 f"({len(self.cseq)})")
+        self.dim = dim
+
+    @property
+    def is_discrete(self):
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        if not -value.dim() <= self.dim < value.dim():
+            raise AssertionError(f"dim {self.dim} out of range for value with {value.dim()} "
+                                 "dimensions")
+        checks, start = [], 0
+        for c, length in zip(self.cseq, self.lengths):
+            checks.append(c.check(value.narrow(self.dim, start, length)))
+            start = start + length
+        return _C.cat(checks, self.dim)
+
+
+class _Stack(Constraint):
+    """cseq[i] applied to value.select(dim, i), as torch.stack lays them."""
+
+    def __init__(self, cseq, dim=0):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise AssertionError("All elements of cseq must be Constraint instances")
+        self.cseq, self.dim = list(cseq), dim
+
+    @property
+    def is_discrete(self):
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        dim = max(c.event_dim for c in self.cseq)
+        return dim + 1 if self.dim + dim < 0 else dim
+
+    def check(self, value):
+        if not -value.dim() <= self.dim < value.dim():
+            raise AssertionError(f"dim {self.dim} out of range for value with {value.dim()} "
+                                 "dimensions")
+        vs = [value.select(self.dim, i) for i in range(value.size(self.dim))]
+        return _C.stack([c.check(v) for v, c in zip(vs, self.cseq)], self.dim)
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """The component distribution's support, with the mixture dim (the rightmost batch dim
+    of the components) reduced: a value is valid when it is valid for every component."""
+
+    def __init__(self, base_constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise AssertionError("base_constraint must be a Constraint, got "
+                                 f"{type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        keep = value.dim() - self.event_dim
+        return result.reshape(tuple(result.shape[:keep]) + (-1,)).all(-1)
+
+    def __repr__(self):
+        return f"MixtureSameFamilyConstraint({self.base_constraint!r})"
 
 
 # the public constraint objects (singletons) and classes, by the names torch uses
@@ -208,6 +346,9 @@ positive, nonnegative, unit_interval = _GreaterThan(0.0), _GreaterThanEq(0.0), _
 nonnegative_integer, positive_integer = _IntegerGreaterThan(0), _IntegerGreaterThan(1)
 lower_triangular, lower_cholesky = _LowerTriangular(), _LowerCholesky()
 positive_definite = _PositiveDefinite()
+corr_cholesky, square, symmetric = _CorrCholesky(), _Square(), _Symmetric()
+positive_semidefinite = _PositiveSemidefinite()
+multinomial, cat, stack = _Multinomial, _Cat, _Stack
 (greater_than, greater_than_eq, less_than, interval, half_open_interval, integer_interval,
  independent) = (_GreaterThan, _GreaterThanEq, _LessThan, _Interval, _HalfOpenInterval,
                  _IntegerInterval, _IndependentConstraint)
