@@ -126,6 +126,8 @@ else:
     globals().update((_n, getattr(_variable_functions, _n))
                      for _n in _variable_functions.__all__ if _n not in globals())
     pi, e, inf, nan, newaxis = math.pi, math.e, math.inf, math.nan, None
+    from . import _foreach                   # torch._foreach_* (EMA and optimizer helpers)
+    globals().update(_foreach.FUNCTIONS)
     _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
     _amp_update_scale_ = _C._amp_update_scale_
 
