@@ -9,8 +9,10 @@ when cddp is, otherwise by a finder on sys.meta_path that waits for that one mod
 backend right after it executes, and removes itself. einops is not a dependency; nothing here
 runs unless a script imports it.
 
-Not covered: einops.layers.torch (Rearrange / Reduce / EinMix as modules) imports torch itself;
-a cddp model writes the functional call in its forward instead.
+einops.layers.torch (Rearrange / Reduce / EinMix as modules) imports torch. Where torch is
+installed, cddp modules store the cddp counterparts of those layers (cddp/_einops_layers.py);
+where it is not, a second finder answers `import einops.layers.torch` with a module of the
+cddp layers (that import would fail otherwise), so model code keeps its einops imports.
 """
 import importlib.abc
 import sys
@@ -80,8 +82,8 @@ def _define_backend(backends):
             return x.dtype in (cddp.float16, cddp.float32, cddp.float64, cddp.bfloat16)
 
         def layers(self):
-            raise NotImplementedError("einops.layers for cddp: call einops' functions in the "
-                                      "module's forward (einops.layers.torch imports torch)")
+            from . import _einops_layers
+            return _einops_layers
 
         def einsum(self, pattern, *x):
             return cddp.einsum(pattern, *x)
@@ -122,10 +124,42 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+_LAYERS = "einops.layers.torch"
+
+
+class _LayersLoader(importlib.abc.Loader):
+    """einops.layers.torch without torch: a module of cddp's einops layers."""
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        from . import _einops_layers
+        for name in ("Rearrange", "Reduce", "EinMix"):
+            setattr(module, name, getattr(_einops_layers, name))
+
+
+class _LayersFinder(importlib.abc.MetaPathFinder):
+    """Answers einops.layers.torch only where torch cannot be imported."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _LAYERS:
+            return None
+        import importlib.util
+        torch = sys.modules.get("torch", False)       # None: an import blocked on purpose
+        if torch is not None and (torch is not False or
+                                  importlib.util.find_spec("torch") is not None):
+            return None
+        return importlib.util.spec_from_loader(name, _LayersLoader())
+
+
 def install():
-    """Define the backend now if einops is loaded, else when it is."""
+    """Define the backend now if einops is loaded, else when it is; answer
+    einops.layers.torch where torch is absent."""
     module = sys.modules.get(_MODULE)
     if module is not None:
         _define_backend(module)
     elif not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
+    if not any(isinstance(f, _LayersFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _LayersFinder())

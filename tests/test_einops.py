@@ -158,3 +158,56 @@ def test_patch_embedding_model_matches_torch():
     (out_c ** 2).sum().backward()
     np.testing.assert_allclose(n(x_c.grad), x_t.grad.numpy(), rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(n(m_c.cls.grad), m_t.cls.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+# ---- einops.layers.torch: Rearrange / Reduce / EinMix as cddp modules ------------------------
+
+LAYERS_WITHOUT_TORCH = """
+import sys
+sys.modules["torch"] = None                 # as on a machine without torch
+import numpy as np
+import cddp
+from einops import rearrange, reduce
+from einops.layers.torch import Rearrange, Reduce, EinMix
+x = cddp.tensor(np.arange(24.0, dtype=np.float32).reshape(2, 3, 4))
+model = cddp.nn.Sequential(EinMix("b t c -> b t d", weight_shape="c d", bias_shape="d", c=4, d=5),
+                           Reduce("b t d -> b d", "max"), Rearrange("b d -> d b"))
+out = model(x)
+want = reduce(cddp.einsum("btc,cd->btd", x, model[0].weight) + model[0].bias, "b t d -> b d",
+              "max").t()
+assert isinstance(model[0], cddp.nn.Module) and out.shape == (5, 2)
+assert float((out - want).abs().max()) == 0
+out.sum().backward()
+assert model[0].weight.grad.shape == (4, 5)
+print("ok", type(model[1]).__module__)
+"""
+
+
+def test_layers_without_torch():
+    r = subprocess.run([sys.executable, "-c", LAYERS_WITHOUT_TORCH], env=subprocess_env(),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.split() == ["ok", "cddp._einops_layers"]
+
+
+def test_torch_layers_become_cddp_modules():
+    torch = pytest.importorskip("torch")
+    from einops.layers.torch import EinMix, Rearrange, Reduce
+    mix = EinMix("b (h w) c -> b h w d", weight_shape="c d", bias_shape="d", c=3, d=4, h=2)
+    seq = cddp.nn.Sequential(Rearrange("b c h w -> b (h w) c"), mix)
+
+    class Net(cddp.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = seq
+            self.pool = Reduce("b h w d -> b d", "mean")        # through __setattr__
+    net = Net()
+    net.add_module("head", Rearrange("b d -> d b"))
+    assert all(isinstance(m, cddp.nn.Module) for m in net.modules())
+    assert [k for k, _ in net.named_parameters()] == ["body.1.weight", "body.1.bias"]
+    x = np.random.default_rng(0).standard_normal((2, 3, 2, 2)).astype(np.float32)
+    ours = net.head(net.pool(seq(cddp.tensor(x))))
+    theirs = Rearrange("b d -> d b")(Reduce("b h w d -> b d", "mean")(
+        mix(Rearrange("b c h w -> b (h w) c")(torch.tensor(x)))))
+    np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-6,
+                               atol=1e-6)

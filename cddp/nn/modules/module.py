@@ -167,6 +167,16 @@ def _built_on_meta(init):
     return __init__
 
 
+def _foreign(value):
+    """einops.layers.torch's layers become their cddp counterparts (cddp/_einops_layers.py);
+    anything else is returned as it is (the check is one attribute read)."""
+    if type(value).__module__ == "einops.layers.torch":
+        from ... import _einops_layers
+        if _einops_layers.is_foreign_layer(value):
+            return _einops_layers.convert(value)
+    return value
+
+
 class Module:
     """Base class for all neural network modules (torch.nn.Module)."""
 
@@ -256,6 +266,7 @@ class Module:
 
     def add_module(self, name, module):
         """Add a child module under `name` (None allowed)."""
+        module = _foreign(module)
         if not isinstance(module, Module) and module is not None:
             raise TypeError(f"{type(module).__name__} is not a Module subclass")
         if not isinstance(name, str):
@@ -315,6 +326,7 @@ class Module:
     def __setattr__(self, name, value):
         d = self.__dict__
         params = d.get("_parameters")
+        value = _foreign(value)
 
         def remove_from(*dicts):
             for dd in dicts:
