@@ -19,11 +19,15 @@
  * normalisation) or by N (probabilities), as torch does. K-dimensional inputs (N, C, d1, ..)
  * are the N*d1*.. rows of the input seen with the classes last (one copy), and the gradient
  * goes back through the same permutation.
+ * float32 inputs with class-index targets (the training case) take nn/ce_rows.c's kernels:
+ * no float64 copy, the log-softmax rows saved as torch saves them; everything else computes in
+ * float64 here.
  *   _smooth_l1_loss(input, target, reduction, beta) / _huber_loss(..., delta): pointwise
  */
 #include "core/cddp.h"
 #include "amp/amp.h"
 #include "module.h"
+#include "nn/ce_rows.h"
 #include <math.h>
 #include <string.h>
 
@@ -202,21 +206,27 @@ static double ce_denominator(const ce_plan *p)
     return d;
 }
 
-/* (R, C) float64 rows into a new tensor of m's shape and dtype: the rows of an
- * (N, C, d1, ..) input were (N, d1, .., C), so those are permuted back. */
-static TensorObject *rows_to_input(const double *rows, const cddp_meta *m)
+/* The shape of m's rows: m's own for 1-D / 2-D inputs, (N, d1, .., C) for (N, C, d1, ..). */
+static void rows_shape(const cddp_meta *m, int64_t *sh)
 {
-    int64_t sh[CDDP_MAX_DIMS], st[CDDP_MAX_DIMS];
-    TensorObject *r, *v, *out;
-    if (m->ndim < 3)
-        return from_doubles(rows, m->dtype, m->ndim, m->shape);
+    if (m->ndim < 3) {
+        memcpy(sh, m->shape, sizeof(int64_t) * (size_t)m->ndim);
+        return;
+    }
     for (int d = 0, k = 0; d < m->ndim; d++)
         if (d != 1)
             sh[k++] = m->shape[d];
     sh[m->ndim - 1] = m->shape[1];
-    r = from_doubles(rows, m->dtype, m->ndim, sh);
-    if (!r)
-        return NULL;
+}
+
+/* Rows r (shaped by rows_shape, owned: consumed) as a tensor of m's shape: the rows of an
+ * (N, C, d1, ..) input were (N, d1, .., C), so those are permuted back. */
+static TensorObject *rows_as_input(TensorObject *r, const cddp_meta *m)
+{
+    int64_t st[CDDP_MAX_DIMS];
+    TensorObject *v, *out;
+    if (!r || m->ndim < 3)
+        return r;
     for (int d = 0, k = 0; d < m->ndim; d++)
         if (d != 1)
             st[d] = r->strides[k++];
@@ -226,6 +236,14 @@ static TensorObject *rows_to_input(const double *rows, const cddp_meta *m)
     Py_XDECREF(v);
     Py_DECREF(r);
     return out;
+}
+
+/* (R, C) float64 rows into a new tensor of m's shape and dtype (rows_as_input). */
+static TensorObject *rows_to_input(const double *rows, const cddp_meta *m)
+{
+    int64_t sh[CDDP_MAX_DIMS];
+    rows_shape(m, sh);
+    return rows_as_input(from_doubles(rows, m->dtype, m->ndim, sh), m);
 }
 
 /* Input gradient gx[r, c] = s_r (A_r softmax(x)[r, c] - a[r, c]) (no softmax term for nll);
@@ -361,6 +379,9 @@ static int ce_check(TensorObject *x, TensorObject *tgt, int red, double eps, lon
     return 0;
 }
 
+static int ce_targets(PyObject *wo, const char *fn, ce_plan *p, TensorObject *td,
+                      TensorObject **wd);
+
 /* The contiguous copies the kernels read: *xd float64 input, *td float64 probabilities or
  * int64 class indices, *wd float64 weight (NULL for weight None); new references the caller
  * releases, also after a failure. Points p's w / y / t at them and bounds-checks the class
@@ -380,6 +401,14 @@ static int ce_inputs(TensorObject *x, TensorObject *tgt, PyObject *wo, const cha
     }
     if (!*xd || !*td)
         return -1;
+    return ce_targets(wo, fn, p, *td, wd);
+}
+
+/* The weight copy *wd (float64; NULL for None) and p's w / y / t pointers into it and the
+ * converted targets td; bounds-checks the class indices. 0, or -1 with torch's exception. */
+static int ce_targets(PyObject *wo, const char *fn, ce_plan *p, TensorObject *td,
+                      TensorObject **wd)
+{
     if (wo != Py_None) {
         if (!cddp_tensor_check(wo) || ((TensorObject *)wo)->ndim != 1 ||
             ((TensorObject *)wo)->shape[0] != p->C) {
@@ -391,8 +420,8 @@ static int ce_inputs(TensorObject *x, TensorObject *tgt, PyObject *wo, const cha
             return -1;
         p->w = (const double *)cddp_data(*wd);
     }
-    p->y = p->probs ? NULL : (const int64_t *)cddp_data(*td);
-    p->t = p->probs ? (const double *)cddp_data(*td) : NULL;
+    p->y = p->probs ? NULL : (const int64_t *)cddp_data(td);
+    p->t = p->probs ? (const double *)cddp_data(td) : NULL;
     if (!p->probs) {
         for (int64_t i = 0; i < p->N; i++) {
             if (p->y[i] != p->ignore && (p->y[i] < 0 || p->y[i] >= p->C)) {
@@ -457,6 +486,86 @@ static int ce_record(TensorObject *out, TensorObject *x, TensorObject *tgt, cons
     return bad ? -1 : 0;
 }
 
+/* ---- the float32 class-index path (nn/ce_rows.c) ----------------------------------------- */
+
+/* Saved: 0 the int64 targets, 1 the log-softmax rows (cross entropy), 2 the float64 weight
+ * (when given); i[6] marks the path, d[2] the weight sum. */
+static int ce_rows_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
+{
+    TensorObject *td = cddp_node_saved(self, 0), *lp = NULL, *wd = NULL, *gx = NULL;
+    int64_t sh[CDDP_MAX_DIMS];
+    double *scale;
+    if (!td || !gout[0] || !self->next[0].node)
+        return td ? 0 : -1;
+    if ((self->i[3] && !(lp = cddp_node_saved(self, 1))) ||
+        (self->n_saved > 2 && !(wd = cddp_node_saved(self, 2))))
+        return -1;
+    cddp_ce_rows r = {self->i[0], self->i[1], self->i[4], (const int64_t *)cddp_data(td),
+                      wd ? (const double *)cddp_data(wd) : NULL, self->d[2], self->d[0],
+                      (int)self->i[3]};
+    if (!(scale = grad_scale(gout[0], (int)self->i[5], self->d[1], r.N)))
+        return -1;
+    rows_shape(&self->meta[0], sh);
+    gx = cddp_tensor_new(CDDP_FLOAT32, self->meta[0].ndim, sh, 0);
+    if (gx)
+        cddp_ce_rows_backward(&r, lp ? (const float *)cddp_data(lp) : NULL, scale,
+                              (float *)cddp_data(gx));
+    PyMem_Free(scale);
+    return (gin[0] = rows_as_input(gx, &self->meta[0])) ? 0 : -1;
+}
+
+/* Cross entropy / nll of float32 rows with class indices: x's rows (classes last, contiguous;
+ * no copy when x already is), the kernels, the reduction, the node. */
+static PyObject *ce_rows(TensorObject *x, TensorObject *tgt, PyObject *wo, const char *fn,
+                         ce_plan *p, int red)
+{
+    TensorObject *view = x->ndim >= 3 ? classes_last(x) : (TensorObject *)Py_NewRef(x);
+    TensorObject *rows = view ? cddp_tensor_contiguous_raw(view) : NULL;
+    TensorObject *td = NULL, *wd = NULL, *lp = NULL, *out = NULL;
+    int64_t osh[CDDP_MAX_DIMS], nc[2] = {p->N, p->C};
+    double *l = PyMem_Malloc(sizeof(double) * (size_t)(p->N ? p->N : 1)), wsum = 0, denom;
+    int ond = 0, err = 0;
+    Py_XDECREF(view);
+    if (!rows || !l || !(td = as_i64(tgt)) || ce_targets(wo, fn, p, td, &wd) < 0 ||
+        (p->logits && !(lp = cddp_tensor_new(CDDP_FLOAT32, 2, nc, 0)))) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (int64_t c = 0; c < p->C; c++)
+        wsum += p->w ? p->w[c] : 1.0;
+    cddp_ce_rows r = {p->N, p->C, p->ignore, p->y, p->w, wsum, p->eps, p->logits};
+    cddp_ce_rows_forward(&r, (const float *)cddp_data(rows), lp ? (float *)cddp_data(lp) : NULL,
+                         l);
+    denom = red == RED_MEAN ? ce_denominator(p) : 1.0;
+    for (int d = 0; x->ndim >= 2 && d < x->ndim; d++)    /* 'none': x's shape without C */
+        if (d != 1)
+            osh[ond++] = x->shape[d];
+    if (!(out = reduce_out(l, p->N, red, denom, x->dtype, ond, osh)))
+        goto done;
+    TensorObject *ins[1] = {x};
+    NodeObject *node = cddp_maybe_node(p->eps > 0 ? "AddBackward0" : "NllLossBackward0",
+                                       ce_rows_backward, 1, ins, &err);
+    if (node) {
+        cddp_set_history(out, node, 0);
+        node->i[0] = p->N; node->i[1] = p->C; node->i[3] = p->logits; node->i[4] = p->ignore;
+        node->i[5] = red; node->i[6] = 1;
+        node->d[0] = p->eps; node->d[1] = denom; node->d[2] = wsum;
+        err = cddp_node_save(node, 0, td) < 0 || (lp && cddp_node_save(node, 1, lp) < 0) ||
+              (wd && cddp_node_save(node, 2, wd) < 0);
+        Py_DECREF(node);
+    }
+    if (err)
+        Py_CLEAR(out);
+done:
+    Py_XDECREF(rows);
+    Py_XDECREF(td);
+    Py_XDECREF(wd);
+    Py_XDECREF(lp);
+    PyMem_Free(l);
+    return (PyObject *)out;
+}
+
 /* Shared by cross entropy (logits=1) and nll (logits=0): check, copy, one forward pass, the
  * reduction, then the node. */
 static PyObject *ce_common(PyObject *args, int logits)
@@ -479,6 +588,8 @@ static PyObject *ce_common(PyObject *args, int logits)
     }
     if (ce_check(x, tgt, red, eps, ignore, logits, fn, &p) < 0)
         return NULL;
+    if (!p.probs && x->dtype == CDDP_FLOAT32)
+        return ce_rows(x, tgt, wo, fn, &p, red);
     if (ce_inputs(x, tgt, wo, fn, &p, &xd, &td, &wd) < 0)
         goto fail;
     lse = cddp_tensor_new(CDDP_FLOAT64, 1, &p.N, 0);
