@@ -226,3 +226,11 @@ def test_new_names_exported():
     for name in names:
         assert hasattr(dist, name), name
     assert os.path.basename(dist.send_object_list.__code__.co_filename) == "distributed_c10d.py"
+
+
+def test_reduce_op_is_the_deprecated_reduceop():
+    import cddp.distributed as dist
+    with pytest.warns(FutureWarning, match="reduce_op` is deprecated"):
+        assert dist.reduce_op.SUM is dist.ReduceOp.SUM
+    with pytest.warns(FutureWarning):
+        assert dist.reduce_op.MAX == dist.ReduceOp.MAX

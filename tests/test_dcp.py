@@ -645,3 +645,26 @@ def test_flat_keys_are_torchs(tmp_path):
     assert sorted(c.state_dict_metadata) == sorted(t.state_dict_metadata)
     for k, v in t.state_dict_metadata.items():
         assert type(c.state_dict_metadata[k]).__name__ == type(v).__name__
+
+
+def test_planner_and_storage_interfaces():
+    """torch's interfaces import, subclass abstractly, and cddp's classes stand for them."""
+    import cddp.distributed.checkpoint as dcp
+    from cddp.distributed.checkpoint.metadata import MetadataIndex
+    from cddp.distributed.checkpoint.planner import LoadItemType, WriteItemType
+    assert isinstance(dcp.FileSystemWriter("x"), dcp.StorageWriter)
+    assert isinstance(dcp.FileSystemReader("x"), dcp.StorageReader)
+    assert isinstance(dcp.DefaultSavePlanner(), dcp.SavePlanner)
+    assert isinstance(dcp.DefaultLoadPlanner(), dcp.LoadPlanner)
+
+    class Half(dcp.StorageWriter):
+        def reset(self, checkpoint_id=None):
+            pass
+    with pytest.raises(TypeError, match="abstract"):
+        Half()
+    item = dcp.WriteItem(MetadataIndex("model.w"), WriteItemType.TENSOR)
+    plan = dcp.SavePlan([item])
+    assert plan.items[0].index.fqn == "model.w" and plan.usable
+    read = dcp.ReadItem(LoadItemType.BYTE_IO, MetadataIndex("a"), (0,), MetadataIndex("a"),
+                        (0,), (1,))
+    assert dcp.LoadPlan([read]).items[0].type is LoadItemType.BYTE_IO

@@ -26,6 +26,7 @@ rec["groups"] = [dist.get_process_group_ranks(mesh.get_group(d)) for d in ("dp",
 rec["slices"] = [mesh["dp"].mesh.tolist(), mesh["tp"].mesh.tolist(),
                  mesh["dp", "tp"].mesh.tolist()]
 rec["shape"] = [list(mesh.shape), mesh.ndim, mesh.size(), mesh.size(1)]
+rec["repr"] = [repr(mesh), repr(mesh["dp"]), repr(mesh["tp"])]
 t = T.tensor([float(rank + 1)])
 dist.all_reduce(t, group=mesh.get_group("tp"))
 rec["tp_sum"] = t.item()
@@ -105,6 +106,9 @@ def test_mesh_groups_slices_ddp_and_hybrid_fsdp(tmp_path):
         assert rec["groups"] == [[tp, 2 + tp], [2 * dp, 2 * dp + 1]]
         assert rec["slices"] == [[tp, 2 + tp], [2 * dp, 2 * dp + 1], [[0, 1], [2, 3]]]
         assert rec["shape"] == [[2, 2], 2, 4, 2]
+        assert rec["repr"] == ["DeviceMesh((dp=2, tp=2), 'cpu', stride=(2, 1))",
+                               "DeviceMesh((dp=2), 'cpu', stride=(2,))",
+                               "DeviceMesh((tp=2), 'cpu', stride=(1,))"]
         assert rec["tp_sum"] == (2 * dp + 1) + (2 * dp + 2)
         assert rec["flat"] == [[0, 1, 2, 3]] * 3
         assert rec["one"] == [[0, 1, 2, 3]] * 2
@@ -126,5 +130,5 @@ def test_mesh_bookkeeping_matches_torch(tmp_path):
     theirs = run_torch_or_cddp(tmp_path, SCRIPT, "torch", nprocs=4, timeout=240)
     for a, b in zip(ours, theirs):
         for key in ("coord", "local", "groups", "slices", "shape", "tp_sum", "flat", "one",
-                    "from_group", "errors"):
+                    "from_group", "errors", "repr"):
             assert a[key] == b[key], key

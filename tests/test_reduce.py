@@ -350,6 +350,8 @@ def test_softmax_stability_and_edge_cases():
     with pytest.warns(UserWarning, match="Implicit dimension"):
         out = cddp.softmax(t(np.zeros((2, 4))))           # legacy: dim=1 for 2-D
     close(out, np.full((2, 4), 0.25))
+    with pytest.warns(UserWarning, match="Implicit dimension choice for log_softmax"):
+        cddp.nn.functional.log_softmax(t(np.zeros((2, 4))))
     close(cddp.softmax(t(np.zeros((2, 2))), 0, cddp.float32), np.full((2, 2), 0.5))
     assert cddp.softmax(t(np.zeros(3)), 0, 3).dtype == cddp.float64   # _stacklevel slot
     close(cddp.logsumexp(cddp.tensor([-np.inf, -np.inf]), 0), -np.inf)

@@ -59,4 +59,11 @@ def test_dataloader_worker_and_pin_memory_warnings():
                f"suggested max number of worker in current system is {cpus}," in t
                for t in texts) == 1
     assert sum("'pin_memory' argument is set as true but no accelerator" in t for t in texts) == 1
-    assert all(x.filename == __file__ for x in w)          # attributed to the caller's line
+    # located in cddp's loader, as torch's are in its own: shown once per process by default
+    assert all(x.filename.endswith("dataloader.py") for x in w)
+    with warnings.catch_warnings(record=True) as w2:
+        warnings.simplefilter("default")          # Python's: once per location
+        for _ in range(3):
+            list(cddp.utils.data.DataLoader(_D(), batch_size=2, pin_memory=True))
+        list(cddp.utils.data.DataLoader(_D(), batch_size=4, pin_memory=True))
+    assert sum("'pin_memory'" in str(x.message) for x in w2) == 1

@@ -26,6 +26,7 @@ refused; the mesh tensor is int32 as torch's, built from the ranks given.
 """
 import itertools
 import math
+import os
 
 from .. import _C
 from . import distributed_c10d as _c10d
@@ -316,10 +317,25 @@ class DeviceMesh:
         out._groups = groups
         return out
 
+    def _stride(self):
+        """Each dimension's step in global ranks (torch's layout strides)."""
+        out = []
+        for d, n in enumerate(self._shape):
+            if n > 1:
+                unit = [0] * len(self._shape)
+                unit[d] = 1
+                out.append(self._flat[self._index(unit)] - self._flat[0])
+            else:
+                out.append(math.prod(self._shape[d + 1:]))
+        return tuple(out)
+
     def __repr__(self):
         dims = (f"({', '.join(f'{k}={v}' for k, v in zip(self._mesh_dim_names, self._shape))})"
                 if self._mesh_dim_names else f"{self.shape}")
-        return f"DeviceMesh({dims}, '{self.device_type}', mesh={self._nested()})"
+        text = f"DeviceMesh({dims}, '{self.device_type}', stride={self._stride()}"
+        if os.environ.get("TORCH_DISTRIBUTED_DEBUG", "") == "DETAIL":
+            text += f", Mesh: {self._nested()}"
+        return text + ")"
 
     def __eq__(self, other):
         if self is other:

@@ -45,7 +45,7 @@ except Exception:                      # noqa: BLE001 — any import problem: pl
 ProcessGroupCPU, Work, DistBackendError, DistTimeoutError = _C._pg_types(_DistErrorBase)
 
 __all__ = [
-    "Backend", "get_default_backend_for_device", "ReduceOp", "GroupMember", "group", "ProcessGroup", "Work", "P2POp",
+    "Backend", "get_default_backend_for_device", "ReduceOp", "reduce_op", "GroupMember", "group", "ProcessGroup", "Work", "P2POp",
     "DistBackendError", "DistTimeoutError",
     "init_process_group", "destroy_process_group", "is_initialized", "is_available",
     "is_gloo_available", "is_nccl_available", "is_mpi_available", "is_ucc_available",
@@ -82,6 +82,24 @@ class ReduceOp(enum.IntEnum):
 
 
 ReduceOp.RedOpType = ReduceOp          # torch spells members ReduceOp.RedOpType.SUM too
+
+
+class _reduce_op:  # noqa: N801  (torch's name)
+    """torch.distributed.reduce_op: the deprecated spelling of ReduceOp (its members, with
+    torch's FutureWarning on each use)."""
+
+    def __init__(self):
+        for k, v in ReduceOp.__members__.items():
+            object.__setattr__(self, k, v)
+        object.__setattr__(self, "__members__", ReduceOp.__members__)
+
+    def __getattribute__(self, key):
+        warnings.warn("`torch.distributed.reduce_op` is deprecated, please use "
+                      "`torch.distributed.ReduceOp` instead", FutureWarning, stacklevel=2)
+        return object.__getattribute__(self, key)
+
+
+reduce_op = _reduce_op()
 
 
 class Backend(str):

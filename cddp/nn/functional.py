@@ -49,8 +49,8 @@ def tanh(input):  # noqa: A002
     return input.tanh()
 
 
-def _softmax_dim(ndim):
-    warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
+def _softmax_dim(ndim, name="softmax"):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
                   "to include dim=X as an argument.", UserWarning, stacklevel=3)
     return 0 if ndim in (0, 1, 3) else 1
 
@@ -63,7 +63,7 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):  # noqa: A002
     if dim is None:
-        dim = _softmax_dim(input.dim())
+        dim = _softmax_dim(input.dim(), "log_softmax")
     return input.log_softmax(dim) if dtype is None else input.to(dtype).log_softmax(dim)
 
 

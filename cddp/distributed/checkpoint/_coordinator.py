@@ -36,10 +36,22 @@ class Coordinator:
         failed = {r: e for r, e in enumerate(errors) if e is not None}
         if not failed:
             return
-        failures = {r: (error if r == self.rank else RuntimeError(f"{e[0]}: {e[1]}"))
-                    for r, e in failed.items()}
+        failures = {r: (error if r == self.rank else _remote(*e)) for r, e in failed.items()}
         first = min(failed)
         raise CheckpointException(
             f"{self.what} failed while {step} on rank{'s' if len(failed) > 1 else ''} "
             f"{', '.join(map(str, sorted(failed)))}: {failed[first][0]}: {failed[first][1]}",
             failures) from error
+
+
+def _remote(name, message):
+    """Another rank's exception from its type name and message: the built-in type itself when
+    it is one (so the report reads "rank 1: KeyError: ..."), else a RuntimeError naming it."""
+    import builtins
+    cls = getattr(builtins, name, None)
+    if isinstance(cls, type) and issubclass(cls, Exception):
+        try:
+            return cls(message)
+        except Exception:  # noqa: BLE001  (a built-in that wants other arguments)
+            pass
+    return RuntimeError(f"{name}: {message}")

@@ -3,6 +3,8 @@ planners as option holders: save and load plan themselves (every tensor is whole
 by one of the ranks holding it). DefaultLoadPlanner(allow_partial_load=True) lets a load skip
 the keys the checkpoint lacks (they keep their values) instead of raising."""
 
+from . import planner as _planner
+
 __all__ = ["DefaultSavePlanner", "DefaultLoadPlanner"]
 
 
@@ -18,6 +20,11 @@ class DefaultLoadPlanner:
                  allow_partial_load=False):
         self.flatten_state_dict = flatten_state_dict
         self.allow_partial_load = bool(allow_partial_load)
+
+
+# cddp's planners stand for torch's interfaces (planner.py): isinstance holds
+_planner.SavePlanner.register(DefaultSavePlanner)
+_planner.LoadPlanner.register(DefaultLoadPlanner)
 
 
 def check_planner(planner, cls, what):

@@ -6,6 +6,8 @@ a checkpoint; the others change nothing here: each rank writes one file, always 
 (sync_files=False included) and renamed into place."""
 import os
 
+from . import storage as _storage
+
 __all__ = ["FileSystemWriter", "FileSystemReader"]
 
 
@@ -67,3 +69,8 @@ def resolve(checkpoint_id, storage, cls, what):
     else:
         storage.reset(checkpoint_id)
     return storage
+
+
+# cddp's implementations of torch's storage interfaces (storage.py): isinstance holds
+_storage.StorageWriter.register(FileSystemWriter)
+_storage.StorageReader.register(FileSystemReader)

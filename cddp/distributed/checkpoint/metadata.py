@@ -5,7 +5,16 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List
 
 
-__all__ = ["Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata"]
+__all__ = ["Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+           "MetadataIndex"]
+
+
+@dataclass(frozen=True)
+class MetadataIndex:
+    """Where an item lives: its flat key, and (for a chunk of a sharded tensor) its offset."""
+    fqn: str
+    offset: tuple = None
+    index: int = None
 
 
 @dataclass

@@ -639,16 +639,18 @@ class DataLoader:
             warnings.warn(f"This DataLoader will create {self.num_workers} worker processes in "
                           f"total. {suggest} Please be aware that excessive worker creation "
                           "might get DataLoader running slow or even freeze, lower the worker "
-                          "number to avoid potential slowness/freeze if necessary.", stacklevel=4)
+                          "number to avoid potential slowness/freeze if necessary.")
 
     def _get_iterator(self):
-        # torch's warnings: more workers than CPUs, pin_memory without an accelerator
+        # torch's warnings: more workers than CPUs, pin_memory without an accelerator; both
+        # located in this file, as torch's are in its own, so Python's default filter shows
+        # each once per process however many loaders a script makes
         self._check_worker_number_rationality()
         if self.pin_memory:
             from ...accelerator import is_available
             if not is_available():
                 warnings.warn("'pin_memory' argument is set as true but no accelerator is found, "
-                              "then device pinned memory won't be used.", stacklevel=3)
+                              "then device pinned memory won't be used.")
         # torch draws a base seed from the global generator for every iterator
         base_seed = int(_C.empty((), dtype=_C.int64).random_(generator=self.generator).item())
         if self._is_iterable:
