@@ -1,5 +1,6 @@
 """cddp.optim — torch.optim: Optimizer, SGD, Adam, AdamW, Adadelta, Adagrad, RMSprop,
-Adamax, NAdam, RAdam, ASGD, Rprop, LBFGS, Adafactor, Muon, lr_scheduler, swa_utils."""
+Adamax, NAdam, RAdam, ASGD, Rprop, LBFGS, Adafactor, Muon, SparseAdam, lr_scheduler,
+swa_utils."""
 from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
@@ -14,8 +15,10 @@ from .rprop import Rprop
 from .lbfgs import LBFGS
 from .adafactor import Adafactor
 from .muon import Muon
+from .sparse_adam import SparseAdam
 from . import lr_scheduler, swa_utils
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "Adamax",
-           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "Adafactor", "Muon", "lr_scheduler",
+           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "Adafactor", "Muon", "SparseAdam",
+           "lr_scheduler",
            "swa_utils"]
