@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """bench/ops_extra.py — the model-code ops (the GEMMs of ResNet-18's convolutions, einsum, the
-addmm family, cumprod, unique, repeat, roll, tril, K-dim cross_entropy) in cddp beside torch
+addmm family, cumprod, unique, repeat, roll, tril, K-dim and LM-head cross_entropy) in cddp beside torch
 (1 thread) and NumPy.
 
     python bench/ops_extra.py            # full sizes
@@ -48,6 +48,12 @@ def ce_kdim_np(x, y):
     m = x.max(1, keepdims=True)
     lp = x - m - np.log(np.exp(x - m).sum(1, keepdims=True))
     return -np.take_along_axis(lp, y[:, None], 1).mean()
+
+
+def ce_rows_np(x, y):
+    m = x.max(1, keepdims=True)
+    lp = x - m - np.log(np.exp(x - m).sum(1, keepdims=True))
+    return -lp[np.arange(len(y)), y].mean()
 
 
 def rows(quick):
@@ -106,6 +112,11 @@ def rows(quick):
             lambda r: ([_f32(r, *((4, 21, 32, 32) if quick else (8, 21, 64, 64))),
                         r.integers(0, 21, (4, 32, 32) if quick else (8, 64, 64))],
                        ce_kdim_np,
+                       lambda T, x, y: T.nn.functional.cross_entropy(x, y))),
+        row("cross_entropy LM head", "(16,50257)" if quick else "(128,50257)", "throughput",
+            lambda r: ([_f32(r, 16 if quick else 128, 50257),
+                        r.integers(0, 50257, 16 if quick else 128)],
+                       ce_rows_np,
                        lambda T, x, y: T.nn.functional.cross_entropy(x, y))),
     ]
 

@@ -93,3 +93,21 @@ def test_large_vocabulary_matches_torch():
         assert lo.item() == pytest.approx(lt.item(), rel=1e-5)
         np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-4,
                                    atol=1e-9)
+
+
+@pytest.mark.parametrize("eps,weighted,leaf", [(0.0, False, True), (0.1, True, False),
+                                               (0.2, False, False)])
+def test_double_backward_equals_the_float64_path(eps, weighted, leaf):
+    x, y = _case((4, 6, 3), 6)
+    w = cddp.tensor(rng.random(6) + 0.5) if weighted else None
+    res = []
+    for dt in (cddp.float32, cddp.float64):
+        base = cddp.tensor(x).to(dt).requires_grad_()
+        xt = base if leaf else base * 2.0
+        loss = F.cross_entropy(xt, cddp.tensor(y), weight=None if w is None else w.to(dt),
+                               label_smoothing=eps)
+        (g,) = cddp.autograd.grad(loss, base, create_graph=True)
+        g.pow(2).sum().backward()            # a gradient penalty through the loss's backward
+        res.append((g.detach().double().numpy(), base.grad.double().numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-3, atol=1e-6)

@@ -1,9 +1,12 @@
-/* nn/ce_rows.c — cross entropy's float32 row kernels (contract in nn/ce_rows.h).
+/* nn/ce_rows.c — cross entropy's float32 kernels (contract in nn/ce_rows.h).
  *
- * Mirrors: torch's cross_entropy = log_softmax + nll_loss on float32, fused: a row's max
- * (vector), exp(x - max) through cddp_exp_f32 (vectorized) and its pairwise sum in double,
- * lp = (x - max) - log(sum) written while the row is in cache; backward writes A exp(lp) and
- * subtracts the target's (and smoothing's) share. A row with a NaN gives NaN, as torch's.
+ * Mirrors: torch's cross_entropy = log_softmax + nll_loss on float32, fused. Rows (inner = 1,
+ * the language-model head): a vector max, the sum of exp(x - max) in float lanes (chunks of
+ * CHUNK folded into a double), lp = (x - max) - log(sum) in a third pass while the row is in
+ * cache. K-dimensional inputs (inner > 1, segmentation): LANES positions at a time, the loops
+ * over C outside and the positions inside, so each pass vectorizes across positions and no
+ * transposed copy is made. Backward writes A exp(lp) and subtracts the target's (and
+ * smoothing's) share. A NaN in a row or position gives NaN, as torch's.
  */
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")     /* cddp_exp_f32's selects stay selects */
@@ -13,64 +16,173 @@
 #include <math.h>
 #include <string.h>
 
-CDDP_HOT void cddp_ce_rows_forward(const cddp_ce_rows *p, const float *x, float *lp,
-                                   double *loss)
+#define LANES 256            /* positions per block of the K-dimensional kernels */
+#define CHUNK 1024           /* float partial sums of a row are folded into double this often */
+#define W 16                 /* float accumulators per chunk (vector width x 2) */
+
+/* sum_c exp(x[c] - m) over a row: float lanes within a chunk, double across chunks. */
+static inline double row_sumexp(const float *x, int64_t n, float m)
+{
+    double total = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
+        int64_t len = n - c0 < CHUNK ? n - c0 : CHUNK, c = 0;
+        float acc[W] = {0};
+        for (; c + W <= len; c += W)
+            for (int k = 0; k < W; k++)
+                acc[k] += cddp_exp_f32(x[c0 + c + k] - m);
+        for (; c < len; c++)
+            acc[0] += cddp_exp_f32(x[c0 + c] - m);
+        double s = 0;
+        for (int k = 0; k < W; k++)
+            s += acc[k];
+        total += s;
+    }
+    return total;
+}
+
+/* The loss at a position from its log-probabilities lp[c * stride]. */
+static inline double position_loss(const cddp_ce_rows *p, const float *lp, int64_t stride,
+                                   int64_t y)
+{
+    double li = -(1 - p->eps) * (p->w ? p->w[y] : 1.0) * (double)lp[y * stride];
+    if (p->eps > 0) {
+        double s = 0;
+        for (int64_t c = 0; c < p->C; c++)
+            s += (p->w ? p->w[c] : 1.0) * (double)lp[c * stride];
+        li -= p->eps / (double)p->C * s;
+    }
+    return li;
+}
+
+CDDP_HOT static void forward_rows(const cddp_ce_rows *p, const float *x, float *lp, double *loss)
 {
     const int64_t C = p->C;
-    for (int64_t i = 0; i < p->N; i++) {
+    for (int64_t i = 0; i < p->outer; i++) {
         const float *row = x + i * C;
         float *out = p->logits ? lp + i * C : (float *)row;
         if (p->logits && C > 0) {
             int nan;
             float m = cddp_rowmax_f32(row, C, 0, &nan);
-            for (int64_t c = 0; c < C; c++)
-                out[c] = cddp_exp_f32(row[c] - m);
-            float ls = nan ? NAN : (float)log(cddp_pw_sum_f32(out, C));
+            float ls = nan ? NAN : (float)log(row_sumexp(row, C, m));
             for (int64_t c = 0; c < C; c++)
                 out[c] = (row[c] - m) - ls;
         }
-        int64_t y = p->y[i];
-        if (y == p->ignore) {
-            loss[i] = 0;
-            continue;
-        }
-        double li = -(1 - p->eps) * (p->w ? p->w[y] : 1.0) * (double)out[y];
-        if (p->eps > 0) {
-            double s = 0;
-            if (p->w)
-                for (int64_t c = 0; c < C; c++)
-                    s += p->w[c] * (double)out[c];
-            else
-                s = cddp_pw_sum_f32(out, C);
-            li -= p->eps / (double)C * s;
-        }
-        loss[i] = li;
+        loss[i] = p->y[i] == p->ignore ? 0 : position_loss(p, out, 1, p->y[i]);
     }
+}
+
+CDDP_HOT static void forward_lanes(const cddp_ce_rows *p, const float *x, float *lp, double *loss)
+{
+    const int64_t C = p->C, S = p->inner;
+    for (int64_t n = 0; n < p->outer; n++) {
+        for (int64_t s0 = 0; s0 < S; s0 += LANES) {
+            int64_t nb = S - s0 < LANES ? S - s0 : LANES;
+            const float *xb = x + n * C * S + s0;
+            float *ob = p->logits ? lp + n * C * S + s0 : (float *)xb;
+            if (p->logits && C > 0) {
+                float m[LANES], acc[LANES];
+                for (int64_t k = 0; k < nb; k++) {
+                    m[k] = xb[k];
+                    acc[k] = 0;
+                }
+                for (int64_t c = 1; c < C; c++)      /* NaN propagates: max keeps NaN */
+                    for (int64_t k = 0; k < nb; k++)
+                        m[k] = (xb[c * S + k] > m[k] || xb[c * S + k] != xb[c * S + k])
+                                   ? xb[c * S + k] : m[k];
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t k = 0; k < nb; k++)
+                        acc[k] += cddp_exp_f32(xb[c * S + k] - m[k]);
+                for (int64_t k = 0; k < nb; k++)
+                    acc[k] = m[k] + logf(acc[k]);     /* max + log(sum): the row's lse */
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t k = 0; k < nb; k++)
+                        ob[c * S + k] = xb[c * S + k] - acc[k];
+            }
+            for (int64_t k = 0; k < nb; k++) {
+                int64_t i = n * S + s0 + k, y = p->y[i];
+                loss[i] = y == p->ignore ? 0 : position_loss(p, ob + k, S, y);
+            }
+        }
+    }
+}
+
+CDDP_HOT void cddp_ce_rows_forward(const cddp_ce_rows *p, const float *x, float *lp,
+                                   double *loss)
+{
+    if (p->inner == 1)
+        forward_rows(p, x, lp, loss);
+    else
+        forward_lanes(p, x, lp, loss);
+}
+
+/* One position's gradient into g[c * stride] (c < C): A exp(lp) - a. */
+static inline void position_grad(const cddp_ce_rows *p, const float *lp, float *g,
+                                 int64_t stride, int64_t y, double s)
+{
+    const int64_t C = p->C;
+    if (y == p->ignore || !p->logits) {
+        for (int64_t c = 0; c < C; c++)
+            g[c * stride] = 0;
+        if (y != p->ignore)
+            g[y * stride] = (float)(-s * (p->w ? p->w[y] : 1.0));
+        return;
+    }
+    double wy = p->w ? p->w[y] : 1.0;
+    float a = (float)(s * ((1 - p->eps) * wy + p->eps / (double)C * p->wsum));
+    for (int64_t c = 0; c < C; c++)
+        g[c * stride] = a * cddp_exp_f32(lp[c * stride]);
+    if (p->eps > 0) {
+        double k = s * p->eps / (double)C;
+        for (int64_t c = 0; c < C; c++)
+            g[c * stride] -= (float)(k * (p->w ? p->w[c] : 1.0));
+    }
+    g[y * stride] -= (float)(s * (1 - p->eps) * wy);
 }
 
 CDDP_HOT void cddp_ce_rows_backward(const cddp_ce_rows *p, const float *lp, const double *scale,
                                     float *gx)
 {
-    const int64_t C = p->C;
-    for (int64_t i = 0; i < p->N; i++) {
-        float *g = gx + i * C;
-        int64_t y = p->y[i];
-        double wy = y == p->ignore ? 0 : p->w ? p->w[y] : 1.0, s = scale[i];
-        if (y == p->ignore || !p->logits) {
-            memset(g, 0, sizeof(float) * (size_t)C);
-            if (y != p->ignore)
-                g[y] = (float)(-s * wy);
+    const int64_t C = p->C, S = p->inner;
+    if (S == 1) {
+        for (int64_t i = 0; i < p->outer; i++)
+            position_grad(p, lp ? lp + i * C : NULL, gx + i * C, 1, p->y[i], scale[i]);
+        return;
+    }
+    for (int64_t n = 0; n < p->outer; n++) {
+        float *gb = gx + n * C * S;
+        const float *lb = lp ? lp + n * C * S : NULL;
+        if (!p->logits) {                     /* nll: only the targets' entries */
+            memset(gb, 0, sizeof(float) * (size_t)(C * S));
+            for (int64_t s = 0; s < S; s++) {
+                int64_t y = p->y[n * S + s];
+                if (y != p->ignore)
+                    gb[y * S + s] = (float)(-scale[n * S + s] * (p->w ? p->w[y] : 1.0));
+            }
             continue;
         }
-        const float *row = lp + i * C;
-        float a = (float)(s * ((1 - p->eps) * wy + p->eps / (double)C * p->wsum));
-        for (int64_t c = 0; c < C; c++)
-            g[c] = a * cddp_exp_f32(row[c]);
-        if (p->eps > 0) {
-            double k = s * p->eps / (double)C;
+        for (int64_t s0 = 0; s0 < S; s0 += LANES) {
+            int64_t nb = S - s0 < LANES ? S - s0 : LANES;
+            float a[LANES];
+            for (int64_t k = 0; k < nb; k++) {
+                int64_t i = n * S + s0 + k, y = p->y[i];
+                double wy = y == p->ignore ? 0 : p->w ? p->w[y] : 1.0;
+                a[k] = y == p->ignore ? 0.f : (float)(scale[i] * ((1 - p->eps) * wy +
+                                                                  p->eps / (double)C * p->wsum));
+            }
             for (int64_t c = 0; c < C; c++)
-                g[c] -= (float)(k * (p->w ? p->w[c] : 1.0));
+                for (int64_t k = 0; k < nb; k++)
+                    gb[c * S + s0 + k] = a[k] * cddp_exp_f32(lb[c * S + s0 + k]);
+            for (int64_t k = 0; k < nb; k++) {
+                int64_t i = n * S + s0 + k, y = p->y[i];
+                if (y == p->ignore)
+                    continue;
+                double s = scale[i], wy = p->w ? p->w[y] : 1.0;
+                if (p->eps > 0)
+                    for (int64_t c = 0; c < C; c++)
+                        gb[c * S + s0 + k] -= (float)(s * p->eps / (double)C *
+                                                      (p->w ? p->w[c] : 1.0));
+                gb[y * S + s0 + k] -= (float)(s * (1 - p->eps) * wy);
+            }
         }
-        g[y] -= (float)(s * (1 - p->eps) * wy);
     }
 }

@@ -20,8 +20,8 @@
  * are the N*d1*.. rows of the input seen with the classes last (one copy), and the gradient
  * goes back through the same permutation.
  * float32 inputs with class-index targets (the training case) take nn/ce_rows.c's kernels:
- * no float64 copy, the log-softmax rows saved as torch saves them; everything else computes in
- * float64 here.
+ * no float64 copy, the input read in its own layout, the log-softmax saved as torch saves it;
+ * everything else computes in float64 here.
  *   _smooth_l1_loss(input, target, reduction, beta) / _huber_loss(..., delta): pointwise
  */
 #include "core/cddp.h"
@@ -206,27 +206,21 @@ static double ce_denominator(const ce_plan *p)
     return d;
 }
 
-/* The shape of m's rows: m's own for 1-D / 2-D inputs, (N, d1, .., C) for (N, C, d1, ..). */
-static void rows_shape(const cddp_meta *m, int64_t *sh)
+/* (R, C) float64 rows into a new tensor of m's shape and dtype: the rows of an
+ * (N, C, d1, ..) input were (N, d1, .., C), so those are permuted back. */
+static TensorObject *rows_to_input(const double *rows, const cddp_meta *m)
 {
-    if (m->ndim < 3) {
-        memcpy(sh, m->shape, sizeof(int64_t) * (size_t)m->ndim);
-        return;
-    }
+    int64_t sh[CDDP_MAX_DIMS], st[CDDP_MAX_DIMS];
+    TensorObject *r, *v, *out;
+    if (m->ndim < 3)
+        return from_doubles(rows, m->dtype, m->ndim, m->shape);
     for (int d = 0, k = 0; d < m->ndim; d++)
         if (d != 1)
             sh[k++] = m->shape[d];
     sh[m->ndim - 1] = m->shape[1];
-}
-
-/* Rows r (shaped by rows_shape, owned: consumed) as a tensor of m's shape: the rows of an
- * (N, C, d1, ..) input were (N, d1, .., C), so those are permuted back. */
-static TensorObject *rows_as_input(TensorObject *r, const cddp_meta *m)
-{
-    int64_t st[CDDP_MAX_DIMS];
-    TensorObject *v, *out;
-    if (!r || m->ndim < 3)
-        return r;
+    r = from_doubles(rows, m->dtype, m->ndim, sh);
+    if (!r)
+        return NULL;
     for (int d = 0, k = 0; d < m->ndim; d++)
         if (d != 1)
             st[d] = r->strides[k++];
@@ -236,14 +230,6 @@ static TensorObject *rows_as_input(TensorObject *r, const cddp_meta *m)
     Py_XDECREF(v);
     Py_DECREF(r);
     return out;
-}
-
-/* (R, C) float64 rows into a new tensor of m's shape and dtype (rows_as_input). */
-static TensorObject *rows_to_input(const double *rows, const cddp_meta *m)
-{
-    int64_t sh[CDDP_MAX_DIMS];
-    rows_shape(m, sh);
-    return rows_as_input(from_doubles(rows, m->dtype, m->ndim, sh), m);
 }
 
 /* Input gradient gx[r, c] = s_r (A_r softmax(x)[r, c] - a[r, c]) (no softmax term for nll);
@@ -488,54 +474,56 @@ static int ce_record(TensorObject *out, TensorObject *x, TensorObject *tgt, cons
 
 /* ---- the float32 class-index path (nn/ce_rows.c) ----------------------------------------- */
 
-/* Saved: 0 the int64 targets, 1 the log-softmax rows (cross entropy), 2 the float64 weight
- * (when given); i[6] marks the path, d[2] the weight sum. */
+/* Saved: 0 the int64 targets, 1 the log-softmax in the input's layout (cross entropy), 2 the
+ * float64 weight (when given); i = (outer, C, inner, logits, ignore_index, reduction, 1: this
+ * node's layout, for autograd/_higher/nn.py), d = (label smoothing, mean divisor, weight sum). */
 static int ce_rows_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
-    TensorObject *td = cddp_node_saved(self, 0), *lp = NULL, *wd = NULL, *gx = NULL;
-    int64_t sh[CDDP_MAX_DIMS];
+    TensorObject *td = cddp_node_saved(self, 0), *lp = NULL, *wd = NULL, *gx;
     double *scale;
     if (!td || !gout[0] || !self->next[0].node)
         return td ? 0 : -1;
     if ((self->i[3] && !(lp = cddp_node_saved(self, 1))) ||
         (self->n_saved > 2 && !(wd = cddp_node_saved(self, 2))))
         return -1;
-    cddp_ce_rows r = {self->i[0], self->i[1], self->i[4], (const int64_t *)cddp_data(td),
-                      wd ? (const double *)cddp_data(wd) : NULL, self->d[2], self->d[0],
-                      (int)self->i[3]};
-    if (!(scale = grad_scale(gout[0], (int)self->i[5], self->d[1], r.N)))
+    cddp_ce_rows r = {self->i[0], self->i[1], self->i[2], self->i[4],
+                      (const int64_t *)cddp_data(td), wd ? (const double *)cddp_data(wd) : NULL,
+                      self->d[2], self->d[0], (int)self->i[3]};
+    if (!(scale = grad_scale(gout[0], (int)self->i[5], self->d[1], r.outer * r.inner)))
         return -1;
-    rows_shape(&self->meta[0], sh);
-    gx = cddp_tensor_new(CDDP_FLOAT32, self->meta[0].ndim, sh, 0);
+    gx = cddp_tensor_new(CDDP_FLOAT32, self->meta[0].ndim, self->meta[0].shape, 0);
     if (gx)
         cddp_ce_rows_backward(&r, lp ? (const float *)cddp_data(lp) : NULL, scale,
                               (float *)cddp_data(gx));
     PyMem_Free(scale);
-    return (gin[0] = rows_as_input(gx, &self->meta[0])) ? 0 : -1;
+    return (gin[0] = gx) ? 0 : -1;
 }
 
-/* Cross entropy / nll of float32 rows with class indices: x's rows (classes last, contiguous;
- * no copy when x already is), the kernels, the reduction, the node. */
+/* Cross entropy / nll of a float32 input with class indices, read in its own (outer, C,
+ * inner) layout (no copy when contiguous): the kernels, the reduction, the node. */
 static PyObject *ce_rows(TensorObject *x, TensorObject *tgt, PyObject *wo, const char *fn,
                          ce_plan *p, int red)
 {
-    TensorObject *view = x->ndim >= 3 ? classes_last(x) : (TensorObject *)Py_NewRef(x);
-    TensorObject *rows = view ? cddp_tensor_contiguous_raw(view) : NULL;
+    TensorObject *xc = cddp_tensor_contiguous_raw(x);
     TensorObject *td = NULL, *wd = NULL, *lp = NULL, *out = NULL;
-    int64_t osh[CDDP_MAX_DIMS], nc[2] = {p->N, p->C};
+    int64_t osh[CDDP_MAX_DIMS], inner = 1;
     double *l = PyMem_Malloc(sizeof(double) * (size_t)(p->N ? p->N : 1)), wsum = 0, denom;
     int ond = 0, err = 0;
-    Py_XDECREF(view);
-    if (!rows || !l || !(td = as_i64(tgt)) || ce_targets(wo, fn, p, td, &wd) < 0 ||
-        (p->logits && !(lp = cddp_tensor_new(CDDP_FLOAT32, 2, nc, 0)))) {
+    for (int d = 2; d < x->ndim; d++)
+        inner *= x->shape[d];
+    if (!xc || !l || !(td = as_i64(tgt)) || ce_targets(wo, fn, p, td, &wd) < 0 ||
+        (p->logits && !(lp = cddp_tensor_new(CDDP_FLOAT32, x->ndim, x->shape, 0)))) {
         if (!PyErr_Occurred())
             PyErr_NoMemory();
         goto done;
     }
     for (int64_t c = 0; c < p->C; c++)
         wsum += p->w ? p->w[c] : 1.0;
-    cddp_ce_rows r = {p->N, p->C, p->ignore, p->y, p->w, wsum, p->eps, p->logits};
-    cddp_ce_rows_forward(&r, (const float *)cddp_data(rows), lp ? (float *)cddp_data(lp) : NULL,
+    cddp_ce_rows r = {p->N / (inner ? inner : 1), p->C, inner, p->ignore, p->y, p->w, wsum,
+                      p->eps, p->logits};
+    if (inner == 0)
+        r.outer = 0;
+    cddp_ce_rows_forward(&r, (const float *)cddp_data(xc), lp ? (float *)cddp_data(lp) : NULL,
                          l);
     denom = red == RED_MEAN ? ce_denominator(p) : 1.0;
     for (int d = 0; x->ndim >= 2 && d < x->ndim; d++)    /* 'none': x's shape without C */
@@ -548,8 +536,8 @@ static PyObject *ce_rows(TensorObject *x, TensorObject *tgt, PyObject *wo, const
                                        ce_rows_backward, 1, ins, &err);
     if (node) {
         cddp_set_history(out, node, 0);
-        node->i[0] = p->N; node->i[1] = p->C; node->i[3] = p->logits; node->i[4] = p->ignore;
-        node->i[5] = red; node->i[6] = 1;
+        node->i[0] = r.outer; node->i[1] = p->C; node->i[2] = inner; node->i[3] = p->logits;
+        node->i[4] = p->ignore; node->i[5] = red; node->i[6] = 1;   /* this layout */
         node->d[0] = p->eps; node->d[1] = denom; node->d[2] = wsum;
         err = cddp_node_save(node, 0, td) < 0 || (lp && cddp_node_save(node, 1, lp) < 0) ||
               (wd && cddp_node_save(node, 2, wd) < 0);
@@ -558,7 +546,7 @@ static PyObject *ce_rows(TensorObject *x, TensorObject *tgt, PyObject *wo, const
     if (err)
         Py_CLEAR(out);
 done:
-    Py_XDECREF(rows);
+    Py_XDECREF(xc);
     Py_XDECREF(td);
     Py_XDECREF(wd);
     Py_XDECREF(lp);

@@ -103,12 +103,24 @@ def _softmax(ctx, g):
 
 # ---- losses -------------------------------------------------------------------------------
 
+def _kernel_node(ctx):
+    """The float32 class-index node of nn/loss.c (nn/ce_rows.c): i[6] = 1; slots 0 = targets,
+    1 = log-softmax in the input's layout, 2 = weight. Otherwise the float64 node: slots 0 =
+    x rows, 1 = target, 2 = row lse, 3 = weight."""
+    return ctx.i[6] == 1
+
+
 def _ce_rows(ctx):
     """nn/loss.c row_coeffs for every row: the (R, C) weights a (NumPy) and which rows count
     (not ignore_index)."""
-    R, C, probs, ignore, eps = ctx.i[0], ctx.i[1], ctx.i[2], ctx.i[4], ctx.d[0]
-    tgt = ctx.saved(1).detach()
-    w = ctx.saved(3) if _has_slot(ctx, 3) else None
+    if _kernel_node(ctx):                     # class indices only; rows = positions (n, d..)
+        R, C, probs, ignore, eps = ctx.i[0] * ctx.i[2], ctx.i[1], 0, ctx.i[4], ctx.d[0]
+        tslot, wslot = 0, 2
+    else:
+        R, C, probs, ignore, eps = ctx.i[0], ctx.i[1], ctx.i[2], ctx.i[4], ctx.d[0]
+        tslot, wslot = 1, 3
+    tgt = ctx.saved(tslot).detach()
+    w = ctx.saved(wslot) if _has_slot(ctx, wslot) else None
     wv = None if w is None else w.detach().numpy()
     t = tgt.numpy()
     if probs:
@@ -129,9 +141,11 @@ def _ce_rows(ctx):
 
 
 def _is_ce(ctx):
-    # nn/loss.c ce_record with class indices (the only AddBackward0 case): 1 edge, slots x,
-    # target, lse (+ weight)
-    return len(ctx.next) == 1 and _has_slot(ctx, 2) and _has_slot(ctx, 1)
+    # nn/loss.c's cross entropy with label smoothing (class indices: the only AddBackward0
+    # case): 1 edge; slots x, target, lse (+ weight), or targets, log-softmax (+ weight) for
+    # the float32 kernels' node. A real add saves nothing.
+    return len(ctx.next) == 1 and _has_slot(ctx, 1) and (_kernel_node(ctx) or
+                                                         _has_slot(ctx, 2))
 
 
 @formula("NllLossBackward0")
@@ -205,13 +219,34 @@ def _ce_x(ctx, g, an, keep, shape, dt, natural, nd, cdim, C, logits, red, denom)
         s = g
     if not logits:
         return -(s * an)
-    x = _input(ctx, 0, 0, natural)
+    x = _kernel_input(ctx, cdim) if _kernel_node(ctx) else _input(ctx, 0, 0, natural)
     A = an.sum(cdim, keepdim=True)
     sm = x.softmax(cdim)
     if red == 0 or not keep.all():           # ignored rows: no gradient (also under a NaN s)
         mask = natural(_C.from_numpy(np.repeat(keep[:, None], C, 1)).to(dt))
         return s * (A * sm - an) * mask
     return s * (A * sm - an)
+
+
+def _kernel_input(ctx, cdim):
+    """The input x with its history for the float32 kernels' node, which saved log_softmax(x)
+    rather than x: lp stands for x (softmax, all the gradient reads, is the same for x and
+    x - lse). A leaf input is used itself, checked against lp (modified after the forward
+    otherwise)."""
+    lp = ctx.saved(1)
+    node, nr = ctx.next[0]
+    if node is None:
+        return lp
+    if node.name() == "AccumulateGrad":
+        leaf = node.variable
+        ok = tuple(leaf.shape) == tuple(lp.shape) and np.allclose(
+            leaf.detach().log_softmax(cdim).numpy(), lp.detach().numpy(), rtol=1e-4,
+            atol=1e-5, equal_nan=True)
+        if not ok:
+            raise Unsupported(f"cddp: double backward through {ctx.name}: input 0 (a leaf) "
+                              "was modified after the forward")
+        return leaf
+    return node._as_output(lp.detach().contiguous(), nr)
 
 
 # nn/loss.c ce_record: cross_entropy with label smoothing names its node AddBackward0
