@@ -1,7 +1,7 @@
 """Small-GPT training throughput: cddp vs torch, one process and 2-rank DDP, same model, same
 data, same run.
 
-    python bench/gpt.py [--quick] [--layers 4] [--no-ddp] [--autocast bf16]
+    python bench/gpt.py [--quick] [--layers 4] [--no-ddp] [--autocast bf16] [--vocab 50257]
 
 The model (GPT-2 shaped): token + position nn.Embedding (vocab 256, d_model 128, seq 64),
 pre-norm blocks of causal self-attention (4 heads; qkv Linear + F.scaled_dot_product_attention,
@@ -38,7 +38,10 @@ import numpy as np  # noqa: E402
 from ddp import ddp_rate, launch_ranks  # noqa: E402
 from train import _interleaved, _libs  # noqa: E402
 
-VOCAB, D, HEADS, SEQ, BATCH = 256, 128, 4, 64, 16
+# --vocab sets the vocabulary (50257: GPT-2's, where the LM head's cross entropy dominates);
+# the ranks read it from the environment
+VOCAB = int(os.environ.get("CDDP_BENCH_VOCAB", "256"))
+D, HEADS, SEQ, BATCH = 128, 4, 64, 16
 
 
 def make_gpt(lib, layers, attn="sdpa", act="relu"):
@@ -173,6 +176,7 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--no-ddp", action="store_true")
     ap.add_argument("--autocast", choices=["none", "bf16"], default="none")
+    ap.add_argument("--vocab", type=int, default=None, help="vocabulary size (default 256)")
     ap.add_argument("--rounds", type=int, default=None, help="DDP launches per library "
                     "(alternating; default 3, 1 with --quick)")
     ap.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
@@ -182,6 +186,10 @@ def main():
         worker(lib, int(layers), attn, int(windows), float(min_time))
         return
     os.environ["CDDP_BENCH_AUTOCAST"] = args.autocast      # read by make_step, here and in ranks
+    if args.vocab is not None:
+        global VOCAB
+        VOCAB = args.vocab
+        os.environ["CDDP_BENCH_VOCAB"] = str(args.vocab)
     min_time, windows = (0.05, 2) if args.quick else (1.0, 7)
     if args.rounds is None:
         args.rounds = 1 if args.quick else 3
