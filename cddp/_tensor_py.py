@@ -372,3 +372,31 @@ def _dlpack_device(self):
 
 Tensor.__dlpack__ = _dlpack
 Tensor.__dlpack_device__ = _dlpack_device
+
+
+def _i0(self):
+    from .special import i0
+    return i0(self)
+
+
+def _i0_(self):
+    if not self.is_floating_point():
+        names = {"int64": "Long", "int32": "Int", "int16": "Short", "int8": "Char",
+                 "uint8": "Byte", "bool": "Bool"}
+        raise RuntimeError(f"result type Float can't be cast to the desired output type "
+                           f"{names.get(str(self.dtype).split('.')[-1], self.dtype)}")
+    return self.copy_(_i0(self))
+
+
+Tensor.i0 = _i0                        # torch.special.i0 as a method (cddp/special.py)
+Tensor.i0_ = _i0_
+
+
+def _clone_state(self):
+    """torch.Generator.clone_state(): a new generator at this one's state."""
+    g = _C.Generator()
+    g.set_state(self.get_state())
+    return g
+
+
+_C.Generator.clone_state = _clone_state

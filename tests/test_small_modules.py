@@ -202,3 +202,46 @@ def test_config_defaults_match_torch():
                         assert getattr(getattr(theirs, name), sub) == v, (name, sub)
                 else:
                     assert getattr(theirs, name) == value, name
+
+
+# ---- optimizer state-dict hooks, Module.compile, Tensor.i0, Generator.clone_state ------------
+
+def test_optimizer_state_dict_hooks():
+    p = cddp.nn.Parameter(cddp.ones(2))
+    opt = cddp.optim.SGD([p], lr=0.1, momentum=0.9)
+    p.grad = cddp.ones(2)
+    opt.step()
+    calls = []
+    opt.register_state_dict_pre_hook(lambda o: calls.append("pre"))
+    opt.register_state_dict_post_hook(lambda o, sd: {**sd, "extra": 1})
+    h = opt.register_state_dict_post_hook(lambda o, sd: calls.append("first"), prepend=True)
+    sd = opt.state_dict()
+    assert calls == ["pre", "first"] and sd["extra"] == 1
+    h.remove()
+    calls.clear()
+    opt.state_dict()
+    assert calls == ["pre"]
+    seen = []
+    opt.register_load_state_dict_pre_hook(
+        lambda o, sd: {k: v for k, v in sd.items() if k != "extra"})
+    opt.register_load_state_dict_post_hook(lambda o: seen.append(o.state_dict()["extra"]))
+    opt.load_state_dict(sd)                    # "extra" dropped before loading
+    assert seen == [1]
+
+
+def test_module_compile_tensor_i0_generator_clone_state():
+    m = cddp.nn.Linear(2, 2)
+    assert m.compile() is None and m.compile(mode="reduce-overhead") is None
+    with pytest.raises(RuntimeError, match="mode or options"):
+        m.compile(mode="default", options={})
+    x = cddp.tensor([0.0, 1.0, 2.5])
+    np.testing.assert_allclose(x.i0().numpy(), [1.0, 1.2660658777520082, 3.2898391440501231],
+                               rtol=1e-6)
+    y = x.clone()
+    assert cddp.i0_(y) is y                      # torch.i0_: in place, returns the tensor
+    np.testing.assert_allclose(y.numpy(), x.i0().numpy())
+    with pytest.raises(RuntimeError, match="Long"):
+        cddp.tensor([1, 2]).i0_()
+    g = cddp.Generator().manual_seed(7)
+    h = g.clone_state()
+    assert cddp.rand(3, generator=g).tolist() == cddp.rand(3, generator=h).tolist()

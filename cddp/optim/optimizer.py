@@ -4,7 +4,7 @@ state_dict() = {"state": {param_index: {...}}, "param_groups": [{..., "params": 
 indices counted across groups in order, exactly as torch writes them, so optimizer
 checkpoints move between cddp and torch.
 """
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 import copy
 import itertools
 
@@ -73,6 +73,7 @@ class Optimizer:
         self.param_groups = []
         self._step_post_hooks = {}
         self._step_pre_hooks = {}
+        self._init_state_dict_hooks()
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of "
                             "Tensors or dicts, but got " + type(params).__name__)
@@ -91,6 +92,15 @@ class Optimizer:
         self.__dict__.update(state)
         self.__dict__.setdefault("_step_post_hooks", {})
         self.__dict__.setdefault("_step_pre_hooks", {})
+        self._init_state_dict_hooks()
+
+    _SD_HOOKS = ("_optimizer_state_dict_pre_hooks", "_optimizer_state_dict_post_hooks",
+                 "_optimizer_load_state_dict_pre_hooks", "_optimizer_load_state_dict_post_hooks")
+
+    def _init_state_dict_hooks(self):
+        for name in self._SD_HOOKS:
+            if not isinstance(self.__dict__.get(name), OrderedDict):
+                self.__dict__[name] = OrderedDict()
 
     def __repr__(self):
         s = self.__class__.__name__ + " ("
@@ -158,6 +168,30 @@ class Optimizer:
         self._step_post_hooks[h.id] = hook
         return h
 
+    # torch's state-dict hooks: pre(optimizer) before state_dict(); post(optimizer, sd) after
+    # it (a returned dict replaces it); load pre(optimizer, sd) before load_state_dict (a
+    # returned dict is loaded instead); load post(optimizer) after it. prepend=True: first.
+
+    def _add_sd_hook(self, name, hook, prepend):
+        hooks = self.__dict__[name]
+        h = RemovableHandle(hooks)
+        hooks[h.id] = hook
+        if prepend:
+            hooks.move_to_end(h.id, last=False)
+        return h
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        return self._add_sd_hook("_optimizer_state_dict_pre_hooks", hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        return self._add_sd_hook("_optimizer_state_dict_post_hooks", hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        return self._add_sd_hook("_optimizer_load_state_dict_pre_hooks", hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        return self._add_sd_hook("_optimizer_load_state_dict_post_hooks", hook, prepend)
+
     def _run_step(self, closure):
         self._refuse_meta()
         for hook in list(self._step_pre_hooks.values()):
@@ -197,7 +231,17 @@ class Optimizer:
     # ---- checkpoints ---------------------------------------------------------------------
 
     def state_dict(self):
-        """torch's layout: state keyed by parameter index, groups with index lists."""
+        """torch's layout: state keyed by parameter index, groups with index lists (through
+        the registered state-dict hooks)."""
+        for hook in list(self._optimizer_state_dict_pre_hooks.values()):
+            hook(self)
+        sd = self._state_dict()
+        for hook in list(self._optimizer_state_dict_post_hooks.values()):
+            out = hook(self, sd)
+            sd = out if out is not None else sd
+        return sd
+
+    def _state_dict(self):
         index = {}
         start = 0
 
@@ -216,7 +260,15 @@ class Optimizer:
 
     def load_state_dict(self, state_dict):
         """Restore from state_dict(); group sizes must match, tensors are copied to each
-        parameter's dtype."""
+        parameter's dtype (through the registered load hooks)."""
+        for hook in list(self._optimizer_load_state_dict_pre_hooks.values()):
+            out = hook(self, state_dict)
+            state_dict = out if out is not None else state_dict
+        self._load_state_dict(state_dict)
+        for hook in list(self._optimizer_load_state_dict_post_hooks.values()):
+            hook(self)
+
+    def _load_state_dict(self, state_dict):
         state_dict = copy.copy(state_dict)
         groups = self.param_groups
         saved_groups = copy.deepcopy(state_dict["param_groups"])

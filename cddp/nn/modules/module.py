@@ -731,6 +731,12 @@ class Module:
                 f"{e} Please use torch.nn.Module.to_empty() instead of torch.nn.Module.to() "
                 "when moving module from meta to a different device.") from None
 
+    def compile(self, *args, **kwargs):
+        """torch's Module.compile(): compile the module's call in place. cddp runs eagerly, so
+        the arguments are checked as cddp.compile checks them and the module stays as it is."""
+        from ..._compat import compile as _compile
+        _compile(self, *args, **kwargs)
+
     def to_empty(self, *, device, recurse=True):
         """Every parameter and buffer replaced by an uninitialized tensor of its shape and
         dtype on `device` (the objects kept): how a module built on the meta device gets

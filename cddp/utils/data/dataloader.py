@@ -641,6 +641,10 @@ class DataLoader:
                           "might get DataLoader running slow or even freeze, lower the worker "
                           "number to avoid potential slowness/freeze if necessary.")
 
+    def check_worker_number_rationality(self):
+        """torch's public name of the worker-count warning (called for each iterator)."""
+        self._check_worker_number_rationality()
+
     def _get_iterator(self):
         # torch's warnings: more workers than CPUs, pin_memory without an accelerator; both
         # located in this file, as torch's are in its own, so Python's default filter shows
