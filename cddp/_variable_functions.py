@@ -86,31 +86,13 @@ def feature_alpha_dropout_(input, p, train):  # noqa: A002
     return _F().feature_alpha_dropout(input, p, train, inplace=True)
 
 
-def _feature_noise(input, p):  # noqa: A002
-    """One Bernoulli(1 - p) draw per (sample, channel), scaled by 1 / (1 - p): (N, C, 1, ...)."""
-    if input.dim() < 2:
-        raise RuntimeError("Feature dropout requires at least 2 dimensions in the input")
-    shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
-    if p == 1:
-        return _C.zeros(shape, dtype=input.dtype)
-    return _C.empty(shape, dtype=input.dtype).bernoulli_(1 - p).div_(1 - p)
-
-
 def feature_dropout(input, p, train):  # noqa: A002
     """Whole channels zeroed (dropout2d/3d without their shape checks)."""
-    if not 0 <= p <= 1:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not train or p == 0:
-        return input
-    return input * _feature_noise(input, p)
+    return _F()._dropout_impl(input, p, train, False, True, False)
 
 
 def feature_dropout_(input, p, train):  # noqa: A002
-    if not 0 <= p <= 1:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if not train or p == 0:
-        return input
-    return input.mul_(_feature_noise(input, p))
+    return _F()._dropout_impl(input, p, train, True, True, False)
 
 
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):

@@ -14,34 +14,25 @@ def _one_of(probs, logits):
         raise ValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
-def _bce_with_logits(logits, target):
-    """Elementwise binary cross-entropy from logits (what log_prob and entropy negate)."""
-    from ..nn.functional import binary_cross_entropy_with_logits
-    return binary_cross_entropy_with_logits(logits, target, reduction="none")
+class _BinaryParams:
+    """A two-outcome parameter given as probs or logits (exactly one), the other derived on
+    first use: Bernoulli, Geometric, LogitRelaxedBernoulli, ContinuousBernoulli, Binomial and
+    NegativeBinomial keep theirs this way."""
 
-
-class Bernoulli(Distribution):
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.boolean
-    has_enumerate_support = True
-
-    def __init__(self, probs=None, logits=None, validate_args=None):
+    def _set_params(self, probs, logits, *others):
+        """Broadcast `others` with the given parameter, store it as probs or logits (and as
+        _param); the broadcast others are returned."""
         _one_of(probs, logits)
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-        else:
-            (self.logits,) = broadcast_all(logits)
-        self._param = self.probs if probs is not None else self.logits
-        super().__init__(self._param.size(), validate_args=validate_args)
+        *rest, param = broadcast_all(*others, probs if probs is not None else logits)
+        setattr(self, "probs" if probs is not None else "logits", param)
+        self._param = param
+        return rest
 
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Bernoulli, _instance)
-        batch_shape = Size(batch_shape)
+    def _expand_params(self, new, batch_shape):
         for name in ("probs", "logits"):
             if name in self.__dict__:
                 setattr(new, name, self.__dict__[name].expand(batch_shape))
                 new._param = getattr(new, name)
-        return self._expanded(new, batch_shape)
 
     @lazy_property
     def logits(self):
@@ -54,6 +45,28 @@ class Bernoulli(Distribution):
     @property
     def param_shape(self):
         return self._param.size()
+
+
+def _bce_with_logits(logits, target):
+    """Elementwise binary cross-entropy from logits (what log_prob and entropy negate)."""
+    from ..nn.functional import binary_cross_entropy_with_logits
+    return binary_cross_entropy_with_logits(logits, target, reduction="none")
+
+
+class Bernoulli(_BinaryParams, Distribution):
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.boolean
+    has_enumerate_support = True
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        self._set_params(probs, logits)
+        super().__init__(self._param.size(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Bernoulli, _instance)
+        batch_shape = Size(batch_shape)
+        self._expand_params(new, batch_shape)
+        return self._expanded(new, batch_shape)
 
     @property
     def mean(self):

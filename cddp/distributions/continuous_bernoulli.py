@@ -9,30 +9,26 @@ from .. import _C
 from .._size import Size
 from ..autograd.grad_mode import no_grad
 from . import constraints
-from .bernoulli import _bce_with_logits, _one_of
+from .bernoulli import _BinaryParams, _bce_with_logits
 from .exp_family import ExponentialFamily
-from .utils import broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import broadcast_all, clamp_probs, lazy_property, logits_to_probs
 
 __all__ = ["ContinuousBernoulli"]
 
 
-class ContinuousBernoulli(ExponentialFamily):
+class ContinuousBernoulli(_BinaryParams, ExponentialFamily):
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.unit_interval
     _mean_carrier_measure = 0
     has_rsample = True
 
     def __init__(self, probs=None, logits=None, lims=(0.499, 0.501), validate_args=None):
-        _one_of(probs, logits)
+        self._set_params(probs, logits)
         if probs is not None:
-            (self.probs,) = broadcast_all(probs)
             if validate_args is not None:
                 if not bool(self.arg_constraints["probs"].check(self.probs).all()):
                     raise ValueError("The parameter probs has invalid values")
-            self.probs = clamp_probs(self.probs)
-        else:
-            (self.logits,) = broadcast_all(logits)
-        self._param = self.probs if probs is not None else self.logits
+            self.probs = self._param = clamp_probs(self.probs)
         self._lims = lims
         super().__init__(self._param.size(), validate_args=validate_args)
 
@@ -40,10 +36,7 @@ class ContinuousBernoulli(ExponentialFamily):
         new = self._get_checked_instance(ContinuousBernoulli, _instance)
         new._lims = self._lims
         batch_shape = Size(batch_shape)
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(batch_shape))
-                new._param = getattr(new, name)
+        self._expand_params(new, batch_shape)
         return self._expanded(new, batch_shape)
 
     def _outside_unstable_region(self):
@@ -89,16 +82,8 @@ class ContinuousBernoulli(ExponentialFamily):
         return _C.where(self._outside_unstable_region(), vars_, taylor)
 
     @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
+    def probs(self):                      # clamped: the density is unstable at 0 and 1
         return clamp_probs(logits_to_probs(self.logits, is_binary=True))
-
-    @property
-    def param_shape(self):
-        return self._param.size()
 
     def sample(self, sample_shape=Size()):
         u = _C.rand(self._extended_shape(sample_shape), dtype=self.probs.dtype)

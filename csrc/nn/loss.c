@@ -506,7 +506,7 @@ static PyObject *ce_rows(TensorObject *x, TensorObject *tgt, PyObject *wo, const
 {
     TensorObject *xc = cddp_tensor_contiguous_raw(x);
     TensorObject *td = NULL, *wd = NULL, *lp = NULL, *out = NULL;
-    int64_t osh[CDDP_MAX_DIMS], inner = 1;
+    int64_t osh[CDDP_MAX_DIMS], inner = 1, outer = x->ndim >= 2 ? x->shape[0] : 1;
     double *l = PyMem_Malloc(sizeof(double) * (size_t)(p->N ? p->N : 1)), wsum = 0, denom;
     int ond = 0, err = 0;
     for (int d = 2; d < x->ndim; d++)
@@ -519,10 +519,7 @@ static PyObject *ce_rows(TensorObject *x, TensorObject *tgt, PyObject *wo, const
     }
     for (int64_t c = 0; c < p->C; c++)
         wsum += p->w ? p->w[c] : 1.0;
-    cddp_ce_rows r = {p->N / (inner ? inner : 1), p->C, inner, p->ignore, p->y, p->w, wsum,
-                      p->eps, p->logits};
-    if (inner == 0)
-        r.outer = 0;
+    cddp_ce_rows r = {outer, p->C, inner, p->ignore, p->y, p->w, wsum, p->eps, p->logits};
     cddp_ce_rows_forward(&r, (const float *)cddp_data(xc), lp ? (float *)cddp_data(lp) : NULL,
                          l);
     denom = red == RED_MEAN ? ce_denominator(p) : 1.0;

@@ -199,12 +199,13 @@ class BlockMask:
         part, full = self._grids()
         qb, kb = self.BLOCK_SIZE
 
+        if part.shape[-2] * qb < L or part.shape[-1] * kb < S:
+            raise ValueError(f"block_mask covers {tuple(self.seq_lengths)} positions, the "
+                             f"attention has (L={L}, S={S})")
+
         def spread(grid):                        # blocks -> elements, cropped to (L, S)
             g = grid.repeat_interleave(qb, -2).repeat_interleave(kb, -1)
             return g[..., :L, :S]
-        if spread(part).shape[-2] < L or spread(part).shape[-1] < S:
-            raise ValueError(f"block_mask covers {tuple(self.seq_lengths)} positions, the "
-                             f"attention has (L={L}, S={S})")
         keep = _as_bool(self.mask_mod(b, h, q, kv))
         return spread(full) | (spread(part) & keep)
 

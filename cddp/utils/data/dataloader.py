@@ -625,7 +625,7 @@ class DataLoader:
             return it
         return self._get_iterator()
 
-    def _check_worker_number_rationality(self):
+    def check_worker_number_rationality(self):
         """torch's warning when more workers than this process's CPUs are asked for."""
         if not self.num_workers:
             return
@@ -641,15 +641,11 @@ class DataLoader:
                           "might get DataLoader running slow or even freeze, lower the worker "
                           "number to avoid potential slowness/freeze if necessary.")
 
-    def check_worker_number_rationality(self):
-        """torch's public name of the worker-count warning (called for each iterator)."""
-        self._check_worker_number_rationality()
-
     def _get_iterator(self):
         # torch's warnings: more workers than CPUs, pin_memory without an accelerator; both
         # located in this file, as torch's are in its own, so Python's default filter shows
         # each once per process however many loaders a script makes
-        self._check_worker_number_rationality()
+        self.check_worker_number_rationality()
         if self.pin_memory:
             from ...accelerator import is_available
             if not is_available():
