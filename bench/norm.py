@@ -6,7 +6,8 @@
 
 Rows: F.batch_norm in training mode (forward alone under no_grad, and forward + backward with
 gradients for input, weight and bias) at the activation shapes of ResNet-18's four stages, a
-BatchNorm1d (N, C) input, F.group_norm, and a few activations forward + backward. Each cell is
+BatchNorm1d (N, C) input, F.group_norm, and activations, exp and (log_)softmax forward +
+backward. Each cell is
 the median of 9 timeit windows (autorange picks the loop count), cddp's and torch's windows
 interleaved; the ratio is torch's time over
 cddp's, so > 1 means cddp is faster. Before timing, each row's cddp output is checked against
@@ -81,11 +82,16 @@ def group_norm_row(L, F, shape, groups):
     return step
 
 
+# pointwise rows beyond F's activations: the exp family the FMA clone speeds up
+ACTS = {"exp": lambda L, F: L.exp, "softmax": lambda L, F: lambda x: F.softmax(x, -1),
+        "log_softmax": lambda L, F: lambda x: F.log_softmax(x, -1)}
+
+
 def act_row(L, F, name, shape):
     rng = np.random.default_rng(2)
     x = L.from_numpy(rng.standard_normal(shape).astype(np.float32)).requires_grad_(True)
     g = L.from_numpy(rng.standard_normal(shape).astype(np.float32))
-    fn = getattr(F, name)
+    fn = ACTS[name](L, F) if name in ACTS else getattr(F, name)
 
     def step():
         x.grad = None
@@ -107,7 +113,8 @@ def rows(quick):
     gs = (n, 64, 28, 28) if not quick else (n, 32, 8, 8)
     out.append((f"group_norm(32) fwd+bwd {gs}", lambda L, F: group_norm_row(L, F, gs, 32)))
     acts = (n, 1 << 14) if not quick else (n, 1 << 10)
-    for name in ("gelu", "silu", "leaky_relu", "hardswish"):
+    for name in ("gelu", "silu", "leaky_relu", "hardswish", "exp", "sigmoid", "tanh", "softmax",
+                 "log_softmax"):
         out.append((f"{name} fwd+bwd {acts}", lambda L, F, name=name: act_row(L, F, name, acts)))
     return out
 

@@ -18,20 +18,14 @@
 
 #define MAX_GRADS_ON_STACK 64
 
-/* Compiled for AVX-512, AVX2 and the baseline, picked at load time (as core/narrow.c's clones); not
- * under sanitizers (ifunc resolvers run too early for them). */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
-#define AMP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define AMP_CLONES
-#endif
+/* Compiled for AVX-512, AVX2 and the baseline, picked at load time (common/clones.h). */
+#include "common/clones.h"
 
 #define HALF_BLOCK 512
 
 /* Each kernel: scale n elements in place, return 1 when any input element was inf/NaN. The
  * non-finite test is on the exponent bits (all ones), an integer OR the compiler vectorises. */
-AMP_CLONES static int unscale_f32(float *p, int64_t n, float s)
+CDDP_CLONES_AVX512 static int unscale_f32(float *p, int64_t n, float s)
 {
     uint32_t top = 0;                   /* the largest exponent field seen: all ones = bad */
     for (int64_t i = 0; i < n; i++) {
@@ -45,7 +39,7 @@ AMP_CLONES static int unscale_f32(float *p, int64_t n, float s)
     return top == 0x7f800000u;
 }
 
-AMP_CLONES static int unscale_f64(double *p, int64_t n, float s)
+CDDP_CLONES_AVX512 static int unscale_f64(double *p, int64_t n, float s)
 {
     const uint64_t *u = (const uint64_t *)p;
     uint64_t bad = 0;
@@ -56,7 +50,7 @@ AMP_CLONES static int unscale_f64(double *p, int64_t n, float s)
     return bad != 0;
 }
 
-AMP_CLONES static uint32_t half_bad(const uint16_t *p, int64_t n, uint16_t mask)
+CDDP_CLONES_AVX512 static uint32_t half_bad(const uint16_t *p, int64_t n, uint16_t mask)
 {
     uint32_t bad = 0;
     for (int64_t i = 0; i < n; i++)
@@ -64,7 +58,7 @@ AMP_CLONES static uint32_t half_bad(const uint16_t *p, int64_t n, uint16_t mask)
     return bad;
 }
 
-AMP_CLONES static void scale_block(float *w, int64_t n, float s)
+CDDP_CLONES_AVX512 static void scale_block(float *w, int64_t n, float s)
 {
     for (int64_t i = 0; i < n; i++)
         w[i] *= s;
@@ -72,7 +66,7 @@ AMP_CLONES static void scale_block(float *w, int64_t n, float s)
 
 /* bfloat16 in one fused pass: widen (bits << 16), multiply, round to nearest even, NaN ->
  * 0x7FC0 (common/half.h's cddp_f32_to_bf16, written branch-free so it vectorises). */
-AMP_CLONES static int unscale_bf16_portable(uint16_t *p, int64_t n, float s)
+CDDP_CLONES_AVX512 static int unscale_bf16_portable(uint16_t *p, int64_t n, float s)
 {
     uint32_t bad = 0;
     for (int64_t i = 0; i < n; i++) {

@@ -14,14 +14,8 @@
  */
 #include "core/cddp.h"
 
-/* Compiled for AVX2 and the baseline, picked at load time (see ops/elementwise's EW_CLONES):
- * the float16 bit tricks vectorize. Not under sanitizers (ifunc resolvers run too early). */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
-#define NARROW_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define NARROW_CLONES
-#endif
+/* CDDP_CLONES (common/clones.h): the float16 bit tricks vectorize. */
+#include "common/clones.h"
 
 /* ---- float16 with the F16C instructions --------------------------------------------------
  * x86 CPUs since 2012 convert 8 float16 values per instruction (VCVTPH2PS / VCVTPS2PH, round
@@ -78,7 +72,7 @@ __attribute__((target("avx,f16c"))) static void f16_narrow_f16c(uint16_t *d, con
         }                                                                                \
     } while (0)
 
-NARROW_CLONES void cddp_widen(cddp_dtype dt, void *dst, const char *src, int64_t ss, int64_t n)
+CDDP_CLONES void cddp_widen(cddp_dtype dt, void *dst, const char *src, int64_t ss, int64_t n)
 {
 #ifdef NARROW_F16C
     if (dt == CDDP_FLOAT16 && ss == 2 && have_f16c()) {
@@ -115,7 +109,7 @@ NARROW_CLONES void cddp_widen(cddp_dtype dt, void *dst, const char *src, int64_t
         }                                                                                \
     } while (0)
 
-NARROW_CLONES void cddp_narrow(cddp_dtype dt, char *dst, int64_t ds, const void *src, int64_t n)
+CDDP_CLONES void cddp_narrow(cddp_dtype dt, char *dst, int64_t ds, const void *src, int64_t n)
 {
 #ifdef NARROW_F16C
     if (dt == CDDP_FLOAT16 && ds == 2 && have_f16c()) {
@@ -163,7 +157,7 @@ NARROW_CLONES void cddp_narrow(cddp_dtype dt, char *dst, int64_t ds, const void 
     default: CONV_LOOP(DT, uint8_t, TOBOOL ? (v != 0) : v); break;                       \
     }
 
-NARROW_CLONES static void convert_wide(cddp_dtype ddt, char *dst, int64_t ds, cddp_dtype sdt,
+CDDP_CLONES static void convert_wide(cddp_dtype ddt, char *dst, int64_t ds, cddp_dtype sdt,
                                        const char *src, int64_t ss, int64_t n)
 {
     switch (ddt) {

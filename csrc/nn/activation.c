@@ -16,7 +16,8 @@
  * backward still sees the input. Parameters live in node->d[0..2] and reach the kernels
  * through ew_ctx (p0.f64, p1.f64, d0).
  */
-#pragma GCC optimize("no-trapping-math")   /* selects stay selects, so loops vectorize */
+/* selects stay selects, so loops vectorize; a*b+c fuses in the FMA clone (common/clones.h) */
+#pragma GCC optimize("no-trapping-math", "fp-contract=fast")
 #include "ops/elementwise/elementwise.h"
 #include "ops/reduce/reduce.h"                /* cddp_exp_f32: a vectorizable float exp */
 #include "module.h"
@@ -124,7 +125,7 @@ ACT_HELPERS(double, d)
     (void)ALPHA; (void)BETA; (void)GAMMA; (void)(scalar_t)0
 
 #define ACT_LOOP1(NAME, T, EXPR)                                                           \
-    EW_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
+    CDDP_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
     {                                                                                      \
         ACT_PARAMS(T);                                                                     \
         if (s[0] == EW_SZ(T) && s[1] == EW_SZ(T)) {                                        \
@@ -140,7 +141,7 @@ ACT_HELPERS(double, d)
     }
 
 #define ACT_LOOP2(NAME, T, EXPR)                                                           \
-    EW_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
+    CDDP_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
     {                                                                                      \
         ACT_PARAMS(T);                                                                     \
         if (s[0] == EW_SZ(T) && s[1] == EW_SZ(T) && s[2] == EW_SZ(T)) {                    \

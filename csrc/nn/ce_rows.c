@@ -1,15 +1,16 @@
 /* nn/ce_rows.c — cross entropy's float32 kernels (contract in nn/ce_rows.h).
  *
  * Mirrors: torch's cross_entropy = log_softmax + nll_loss on float32, fused. Rows (inner = 1,
- * the language-model head): a vector max, the sum of exp(x - max) in float lanes (chunks of
- * CHUNK folded into a double), lp = (x - max) - log(sum) in a third pass while the row is in
- * cache. K-dimensional inputs (inner > 1, segmentation): LANES positions at a time, the loops
- * over C outside and the positions inside, so each pass vectorizes across positions and no
- * transposed copy is made. Backward writes A exp(lp) and subtracts the target's (and
+ * the language-model head): a vector max, the sum of exp(x - max) (ops/reduce/reduce.h's
+ * cddp_row_sumexp_f32, as log_softmax's), lp = (x - max) - log(sum) in a third pass while the
+ * row is in cache. K-dimensional inputs (inner > 1, segmentation): LANES positions at a time,
+ * the loops over C outside and the positions inside, so each pass vectorizes across positions
+ * and no transposed copy is made. Backward writes A exp(lp) and subtracts the target's (and
  * smoothing's) share. A NaN in a row or position gives NaN, as torch's.
  */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")     /* cddp_exp_f32's selects stay selects */
+/* cddp_exp_f32's selects stay selects; a*b+c fuses in the FMA clone (common/clones.h) */
+#pragma GCC optimize("no-trapping-math", "fp-contract=fast")
 #endif
 #include "nn/ce_rows.h"
 #include "ops/reduce/reduce.h"
@@ -17,28 +18,6 @@
 #include <string.h>
 
 #define LANES 256            /* positions per block of the K-dimensional kernels */
-#define CHUNK 1024           /* float partial sums of a row are folded into double this often */
-#define W 16                 /* float accumulators per chunk (vector width x 2) */
-
-/* sum_c exp(x[c] - m) over a row: float lanes within a chunk, double across chunks. */
-static inline double row_sumexp(const float *x, int64_t n, float m)
-{
-    double total = 0;
-    for (int64_t c0 = 0; c0 < n; c0 += CHUNK) {
-        int64_t len = n - c0 < CHUNK ? n - c0 : CHUNK, c = 0;
-        float acc[W] = {0};
-        for (; c + W <= len; c += W)
-            for (int k = 0; k < W; k++)
-                acc[k] += cddp_exp_f32(x[c0 + c + k] - m);
-        for (; c < len; c++)
-            acc[0] += cddp_exp_f32(x[c0 + c] - m);
-        double s = 0;
-        for (int k = 0; k < W; k++)
-            s += acc[k];
-        total += s;
-    }
-    return total;
-}
 
 /* The loss at a position from its log-probabilities lp[c * stride]. */
 static inline double position_loss(const cddp_ce_rows *p, const float *lp, int64_t stride,
@@ -54,7 +33,7 @@ static inline double position_loss(const cddp_ce_rows *p, const float *lp, int64
     return li;
 }
 
-CDDP_HOT static void forward_rows(const cddp_ce_rows *p, const float *x, float *lp, double *loss)
+CDDP_CLONES static void forward_rows(const cddp_ce_rows *p, const float *x, float *lp, double *loss)
 {
     const int64_t C = p->C;
     for (int64_t i = 0; i < p->outer; i++) {
@@ -63,7 +42,7 @@ CDDP_HOT static void forward_rows(const cddp_ce_rows *p, const float *x, float *
         if (p->logits && C > 0) {
             int nan;
             float m = cddp_rowmax_f32(row, C, 0, &nan);
-            float ls = nan ? NAN : (float)log(row_sumexp(row, C, m));
+            float ls = nan ? NAN : (float)log(cddp_row_sumexp_f32(row, NULL, C, m, 0));
             for (int64_t c = 0; c < C; c++)
                 out[c] = (row[c] - m) - ls;
         }
@@ -71,7 +50,8 @@ CDDP_HOT static void forward_rows(const cddp_ce_rows *p, const float *x, float *
     }
 }
 
-CDDP_HOT static void forward_lanes(const cddp_ce_rows *p, const float *x, float *lp, double *loss)
+CDDP_CLONES static void forward_lanes(const cddp_ce_rows *p, const float *x, float *lp,
+                                      double *loss)
 {
     const int64_t C = p->C, S = p->inner;
     for (int64_t n = 0; n < p->outer; n++) {
@@ -106,7 +86,7 @@ CDDP_HOT static void forward_lanes(const cddp_ce_rows *p, const float *x, float 
     }
 }
 
-CDDP_HOT void cddp_ce_rows_forward(const cddp_ce_rows *p, const float *x, float *lp,
+CDDP_CLONES void cddp_ce_rows_forward(const cddp_ce_rows *p, const float *x, float *lp,
                                    double *loss)
 {
     if (p->inner == 1)
@@ -139,7 +119,7 @@ static inline void position_grad(const cddp_ce_rows *p, const float *lp, float *
     g[y * stride] -= (float)(s * (1 - p->eps) * wy);
 }
 
-CDDP_HOT void cddp_ce_rows_backward(const cddp_ce_rows *p, const float *lp, const double *scale,
+CDDP_CLONES void cddp_ce_rows_backward(const cddp_ce_rows *p, const float *lp, const double *scale,
                                     float *gx)
 {
     const int64_t C = p->C, S = p->inner;

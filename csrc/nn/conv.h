@@ -18,15 +18,9 @@
 
 #include "core/cddp.h"
 
-/* Hot spatial kernels are compiled for AVX2 and the baseline, the loader picks one per CPU
- * (as ops/elementwise's EW_CLONES; not under sanitizers). Results do not depend on the clone:
- * no FMA contraction in ISO C mode, same operation order. */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
-#define NN_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define NN_CLONES
-#endif
+/* Hot spatial kernels are CDDP_CLONES (common/clones.h). Results do not depend on the clone:
+ * no FMA contraction in these files, same operation order. */
+#include "common/clones.h"
 
 /* One image plane stack and the windows slid over it. A window (oh, ow) reads input rows
  * oh*sh - ph + i*dh (i < kh) and columns ow*sw - pw + j*dw (j < kw); reads outside

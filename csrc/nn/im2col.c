@@ -148,7 +148,7 @@ void cddp_gather_plan_table(const cddp_gather_plan *gp, const cddp_win2d *g, int
 }
 
 #define DEFINE_GATHER(T, SFX)                                                                  \
-NN_CLONES static void pad_copy_##SFX(const T *x, int64_t xstride,                             \
+CDDP_CLONES static void pad_copy_##SFX(const T *x, int64_t xstride,                             \
                                      const cddp_gather_plan *gp, const cddp_win2d *g,          \
                                      int64_t m, T *xp, int to_padded)                          \
 {                                                                                              \
@@ -210,7 +210,7 @@ static inline void run_add_##SFX(const T *restrict row, T *restrict dst,        
     }                                                                                          \
 }                                                                                              \
                                                                                                \
-NN_CLONES static void gather_##SFX(const T *xp, const cddp_gather_plan *gp, const cddp_win2d *g, \
+CDDP_CLONES static void gather_##SFX(const T *xp, const cddp_gather_plan *gp, const cddp_win2d *g, \
                                    const int32_t *base, int64_t n, T *cols, int scatter)       \
 {                                                                                              \
     int64_t hw = gp->Hp * gp->Wp, L = g->sw == 1 && g->OW >= 4 ? g->OW : 0;                   \

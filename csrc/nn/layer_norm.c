@@ -17,7 +17,7 @@
  */
 #include "core/cddp.h"
 #include "module.h"
-#include "ops/reduce/reduce.h"   /* CDDP_HOT: AVX2 and baseline clones of the kernels */
+#include "ops/reduce/reduce.h"   /* CDDP_CLONES: AVX2 and baseline clones of the kernels */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -50,7 +50,7 @@ static void fmt_list(char *buf, size_t size, int n, const int64_t *v)
  *   *s1 = sum(x - shift), *s2 = sum((x - shift)^2)        (ln_moments)
  *   *s1 = sum(x),         *s2 = sum(x * y)                (ln_dots)  */
 #define LN_SUMS(NAME, T, EXPR1, EXPR2)                                                   \
-    CDDP_HOT static void NAME(const T *x, const T *y, int64_t n, double shift,           \
+    CDDP_CLONES static void NAME(const T *x, const T *y, int64_t n, double shift,           \
                               double *s1, double *s2)                                    \
     {                                                                                    \
         double a[8] = {0}, c[8] = {0};                                                   \
@@ -80,8 +80,8 @@ LN_SUMS(ln_dots_f64, double, d, d * y[i])
  * double: the mean, then squared deviations from it (with the usual correction for the
  * rounding of the mean); the affine part runs in T, as torch's does. */
 #define LN_FORWARD(NAME, T, SFX)                                                         \
-    CDDP_HOT static void NAME(const T *x, const T *w, const T *b, T *y, double *stats, int64_t M, \
-                     int64_t N, double eps)                                              \
+    CDDP_CLONES static void NAME(const T *x, const T *w, const T *b, T *y, double *stats,    \
+                                 int64_t M, int64_t N, double eps)                       \
     {                                                                                    \
         for (int64_t m = 0; m < M; m++) {                                                \
             const T *xr = x + m * N;                                                     \
@@ -115,8 +115,9 @@ LN_FORWARD(ln_forward_f64, double, f64)
 /* dx (M,N) (or NULL) and dw/db accumulators (N) in double (or NULL) from dy, x, w, stats.
  * `tmp` (2N of T) holds a row's xhat and g = dy * w. */
 #define LN_BACKWARD(NAME, T, SFX)                                                        \
-    CDDP_HOT static void NAME(const T *x, const T *w, const double *stats, const T *dy, T *dx, \
-                     double *dw, double *db, int64_t M, int64_t N, T *tmp)               \
+    CDDP_CLONES static void NAME(const T *x, const T *w, const double *stats, const T *dy,   \
+                                 T *dx, double *dw, double *db, int64_t M, int64_t N,    \
+                                 T *tmp)                                                 \
     {                                                                                    \
         T *h = tmp, *g = tmp + N;                                                        \
         for (int64_t m = 0; m < M; m++) {                                                \

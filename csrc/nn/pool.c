@@ -164,7 +164,7 @@ static inline void max_tap_##SFX(const T *restrict row, int64_t rowbase, int64_t
 /* One output row at a time: each tap is swept across the row's windows, so the inner loop    \
  * runs over ow without a loop-carried dependency (and vectorizes); each window still sees     \
  * its taps in torch's order (window rows, then columns), so ties and NaNs resolve alike. */   \
-NN_CLONES static void max_fwd_##SFX(const pool2d *p, const T *x, T *y, int64_t *idx)          \
+CDDP_CLONES static void max_fwd_##SFX(const pool2d *p, const T *x, T *y, int64_t *idx)          \
 {                                                                                              \
     for (int64_t pl = 0; pl < p->planes; pl++)                                                 \
         for (int64_t oh = 0; oh < p->OH; oh++) {                                               \

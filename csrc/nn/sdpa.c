@@ -31,8 +31,8 @@
  * Gradients accumulate (GEMM beta = 1) so broadcast and shared (GQA) batches sum.
  * P (B, L, S) is materialized per call, as in torch's math backend.
  */
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
+#if defined(__GNUC__) && !defined(__clang__)   /* softmax's exp: see ops/reduce/softmax.c */
+#pragma GCC optimize("no-trapping-math", "fp-contract=fast")
 #endif
 #include "core/cddp.h"
 #include "module.h"
@@ -173,7 +173,7 @@ static int plan_init(sdpa_plan *pl, TensorObject *q, TensorObject *k, TensorObje
 /* Scores (L,S) in p become probabilities: mask, causal cut (j > i is 0), then softmax per
  * row. A row whose max is -inf is zeros (safe) or NaN; a NaN score makes its row NaN. */
 #define SDPA_SOFTMAX(NAME, T, SFX)                                                       \
-    CDDP_HOT static void NAME(T *p, int64_t L, int64_t S, const sdpa_io *io, int64_t moff) \
+    CDDP_CLONES static void NAME(T *p, int64_t L, int64_t S, const sdpa_io *io, int64_t moff) \
     {                                                                                    \
         for (int64_t i = 0; i < L; i++) {                                                \
             T *r = p + i * S;                                                            \
@@ -210,7 +210,7 @@ static int plan_init(sdpa_plan *pl, TensorObject *q, TensorObject *k, TensorObje
 /* dp (L,S) holds dPd (or nothing: zero when `have`=0); becomes dS = P * (dP - rowsum(dP*P))
  * with dP = (dPd + dattn) * noise. `tmp` (S) is scratch. */
 #define SDPA_DSOFTMAX(NAME, T, SFX)                                                      \
-    CDDP_HOT static void NAME(T *dp, int have, const T *p, const T *noise, const T *dattn, \
+    CDDP_CLONES static void NAME(T *dp, int have, const T *p, const T *noise, const T *dattn, \
                               int64_t L, int64_t S, T *tmp)                              \
     {                                                                                    \
         for (int64_t i = 0; i < L; i++) {                                                \

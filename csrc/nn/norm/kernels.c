@@ -11,18 +11,12 @@
  *
  * Sums are double whatever the data (torch's CPU accumulate type for float32 is double too).
  * Row loops accumulate in explicit double vectors (8 lanes, fixed order: results do not depend
- * on the ISA, no -ffast-math); column loops are vectorized across columns by the compiler. Every kernel is compiled for AVX2 and for the
- * baseline, the loader picking one (as the elementwise kernels do).
+ * on the ISA, no -ffast-math); column loops are vectorized across columns by the compiler.
+ * Every kernel is CDDP_CLONES (common/clones.h), rounding alike in every clone.
  */
 #include "nn/norm/norm.h"
+#include "common/clones.h"
 #include <string.h>
-
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
-#define NORM_HOT __attribute__((target_clones("avx2", "default")))
-#else
-#define NORM_HOT
-#endif
 
 /* Row sums use explicit 4-wide double vectors (GCC vector extensions; plain loops with
  * several scalar accumulators are left scalar by the vectorizer): 8 values per step as two
@@ -58,7 +52,7 @@ NORM_INLINE double hsum(nv4d a, nv4d b)
 /* ---- moments ------------------------------------------------------------------------------ */
 
 #define ROWS_MOMENTS(NAME, T, SFX)                                                           \
-    NORM_HOT static void NAME(const T *x, int64_t R, int64_t S, const double *K,             \
+    CDDP_CLONES static void NAME(const T *x, int64_t R, int64_t S, const double *K,             \
                               int64_t cmod, double *s1, double *s2)                          \
     {                                                                                        \
         for (int64_t r = 0; r < R; r++) {                                                    \
@@ -90,7 +84,7 @@ ROWS_MOMENTS(rows_moments_f32, float, f32)
 ROWS_MOMENTS(rows_moments_f64, double, f64)
 
 #define COLS_MOMENTS(NAME, T)                                                                \
-    NORM_HOT static void NAME(const T *x, int64_t N, int64_t W, const double *K, double *s1, \
+    CDDP_CLONES static void NAME(const T *x, int64_t N, int64_t W, const double *K, double *s1, \
                               double *s2)                                                    \
     {                                                                                        \
         for (int64_t j = 0; j < W; j++)                                                      \
@@ -128,7 +122,7 @@ void cddp_norm_cols_moments(cddp_dtype dt, const void *x, int64_t N, int64_t W,
 /* ---- normalize + affine: y = (x - m) * a + b, in the data's precision ---------------------- */
 
 #define ROWS_AFFINE(NAME, T)                                                                 \
-    NORM_HOT static void NAME(const T *x, T *y, int64_t R, int64_t S, const double *m,       \
+    CDDP_CLONES static void NAME(const T *x, T *y, int64_t R, int64_t S, const double *m,       \
                               const double *a, const double *b, int64_t cmod)                \
     {                                                                                        \
         for (int64_t r = 0; r < R; r++) {                                                    \
@@ -149,7 +143,7 @@ ROWS_AFFINE(rows_affine_f64, double)
 #define BLOCK(j0, W) ((W) - (j0) < CB ? (W) - (j0) : CB)
 
 #define COLS_AFFINE(NAME, T)                                                                 \
-    NORM_HOT static void NAME(const T *x, T *y, int64_t N, int64_t W, const double *m,       \
+    CDDP_CLONES static void NAME(const T *x, T *y, int64_t N, int64_t W, const double *m,       \
                               const double *a, const double *b)                              \
     {                                                                                        \
         T mh[CB], ml[CB], aa[CB], bb[CB];                                                    \
@@ -193,7 +187,7 @@ void cddp_norm_cols_affine(cddp_dtype dt, const void *x, void *y, int64_t N, int
 /* ---- backward reductions: sum dy, sum dy * (x - m) --------------------------------------- */
 
 #define ROWS_REDUCE(NAME, T, SFX)                                                            \
-    NORM_HOT static void NAME(const T *dy, const T *x, int64_t R, int64_t S,                 \
+    CDDP_CLONES static void NAME(const T *dy, const T *x, int64_t R, int64_t S,                 \
                               const double *m, int64_t cmod, double *sdy, double *sdyx)      \
     {                                                                                        \
         for (int64_t r = 0; r < R; r++) {                                                    \
@@ -234,7 +228,7 @@ ROWS_REDUCE(rows_reduce_f32, float, f32)
 ROWS_REDUCE(rows_reduce_f64, double, f64)
 
 #define COLS_REDUCE(NAME, T)                                                                 \
-    NORM_HOT static void NAME(const T *dy, const T *x, int64_t N, int64_t W,                 \
+    CDDP_CLONES static void NAME(const T *dy, const T *x, int64_t N, int64_t W,                 \
                               const double *m, double *sdy, double *sdyx)                    \
     {                                                                                        \
         for (int64_t j = 0; j < W; j++) {                                                    \
@@ -280,7 +274,7 @@ void cddp_norm_cols_reduce(cddp_dtype dt, const void *dy, const void *x, int64_t
 /* ---- dx = dy * p + (x - m) * q + r ------------------------------------------------------- */
 
 #define ROWS_ELEMT(NAME, T)                                                                  \
-    NORM_HOT static void NAME(const T *dy, const T *x, T *dx, int64_t R, int64_t S,          \
+    CDDP_CLONES static void NAME(const T *dy, const T *x, T *dx, int64_t R, int64_t S,          \
                               const double *m, const double *pc, const double *q,            \
                               const double *rc, int64_t cmod)                                \
     {                                                                                        \
@@ -304,7 +298,7 @@ ROWS_ELEMT(rows_elemt_f32, float)
 ROWS_ELEMT(rows_elemt_f64, double)
 
 #define COLS_ELEMT(NAME, T)                                                                  \
-    NORM_HOT static void NAME(const T *dy, const T *x, T *dx, int64_t N, int64_t W,          \
+    CDDP_CLONES static void NAME(const T *dy, const T *x, T *dx, int64_t N, int64_t W,          \
                               const double *m, const double *pc, const double *q,            \
                               const double *rc)                                              \
     {                                                                                        \

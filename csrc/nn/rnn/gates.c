@@ -9,19 +9,16 @@
  * Dimension legend (rnn.h): B rows of this step, H hidden features; gate buffers are (B, GS)
  * rows with the gates side by side, H columns each. Contracts in rnn.h. Pure C, no GIL.
  */
+#if defined(__GNUC__) && !defined(__clang__)   /* a*b+c fuse in the FMA clone (common/clones.h) */
+#pragma GCC optimize("fp-contract=fast")
+#endif
 #include "nn/rnn/rnn.h"
 #include "common/fastmath.h"
 #include <math.h>
 
-/* Kernels are compiled for AVX2 and the baseline, the loader picks one (the convention of
- * ops/elementwise/elementwise.h's EW_CLONES; off under sanitizers, whose runtime is not up
- * when ifunc resolvers run). No FMA contraction in ISO C: both clones round alike. */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
-#define RNN_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define RNN_CLONES
-#endif
+/* Kernels are CDDP_CLONES (common/clones.h); this file opts into FMA contraction (its first
+ * line), so the x86-64-v3 clone's gates round a*b+c once. */
+#include "common/clones.h"
 
 /* float32 exp / tanh: common/fastmath.h's branch-free Cephes versions, so the gate loops
  * vectorize (glibc's tanhf was a third of an LSTM forward's time); float64 keeps libm. */
@@ -46,7 +43,7 @@ static inline void lstm_fwd_row_##S(int64_t H, T *R gi, T *R gf, T *R gg, T *R g
     }                                                                                        \
 }                                                                                            \
                                                                                              \
-RNN_CLONES static void lstm_fwd_##S(int64_t B, int64_t H, T *g, const T *cp, T *co, T *ho)   \
+CDDP_CLONES static void lstm_fwd_##S(int64_t B, int64_t H, T *g, const T *cp, T *co, T *ho)   \
 {                                                                                            \
     for (int64_t b = 0; b < B; b++) {                                                        \
         T *gi = g + b * 4 * H;                                                               \
@@ -69,7 +66,7 @@ static inline void lstm_bwd_row_##S(int64_t H, const T *R g, const T *R cp, cons
     }                                                                                        \
 }                                                                                            \
                                                                                              \
-RNN_CLONES static void lstm_bwd_##S(int64_t B, int64_t H, const T *g, const T *cp,           \
+CDDP_CLONES static void lstm_bwd_##S(int64_t B, int64_t H, const T *g, const T *cp,           \
                                     const T *co, const T *dh, T *dc, T *dg)                  \
 {                                                                                            \
     for (int64_t b = 0; b < B; b++)                                                          \
@@ -88,7 +85,7 @@ static inline void gru_fwd_row_##S(int64_t H, T *R g, const T *R gh, const T *R 
     }                                                                                        \
 }                                                                                            \
                                                                                              \
-RNN_CLONES static void gru_fwd_##S(int64_t B, int64_t H, T *g, const T *gh, const T *hp,     \
+CDDP_CLONES static void gru_fwd_##S(int64_t B, int64_t H, T *g, const T *gh, const T *hp,     \
                                    T *ho)                                                    \
 {                                                                                            \
     for (int64_t b = 0; b < B; b++)                                                          \
@@ -109,7 +106,7 @@ static inline void gru_bwd_row_##S(int64_t H, const T *R g, const T *R h0, T *R 
     }                                                                                        \
 }                                                                                            \
                                                                                              \
-RNN_CLONES static void gru_bwd_##S(int64_t B, int64_t H, const T *g, const T *hp, T *dh,     \
+CDDP_CLONES static void gru_bwd_##S(int64_t B, int64_t H, const T *g, const T *hp, T *dh,     \
                                    T *dgi, T *dgh)                                           \
 {                                                                                            \
     for (int64_t b = 0; b < B; b++)                                                          \
@@ -117,7 +114,7 @@ RNN_CLONES static void gru_bwd_##S(int64_t B, int64_t H, const T *g, const T *hp
                         dgh + b * 3 * H);                                                    \
 }                                                                                            \
                                                                                              \
-RNN_CLONES static void act_fwd_##S(int64_t n, int relu, const T *R pre, T *R h)              \
+CDDP_CLONES static void act_fwd_##S(int64_t n, int relu, const T *R pre, T *R h)              \
 {                                                                                            \
     if (relu)                                                                                \
         for (int64_t k = 0; k < n; k++)                                                      \
@@ -127,7 +124,7 @@ RNN_CLONES static void act_fwd_##S(int64_t n, int relu, const T *R pre, T *R h) 
             h[k] = TANH(pre[k]);                                                             \
 }                                                                                            \
                                                                                              \
-RNN_CLONES static void act_bwd_##S(int64_t n, int relu, const T *R h, const T *R dh, T *R dp) \
+CDDP_CLONES static void act_bwd_##S(int64_t n, int relu, const T *R h, const T *R dh, T *R dp) \
 {                                                                                            \
     if (relu)                                                                                \
         for (int64_t k = 0; k < n; k++)                                                      \

@@ -59,17 +59,11 @@ typedef struct {
 
 /* ---- loop generators -------------------------------------------------------------------- */
 
-/* On x86-64 ELF builds with gcc every kernel is compiled twice, for AVX2 and for the baseline
- * (SSE2), and the loader picks one per CPU (an ifunc): the loops vectorize 8 floats wide where
- * the machine allows without a -march flag in the build. Not under sanitizers (the resolvers
- * run before their runtime is up). Results do not depend on the clone: no FMA contraction in
- * ISO C mode, same operation order. */
-#if defined(__x86_64__) && defined(__ELF__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_TARGET_CLONES)
-#define EW_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define EW_CLONES
-#endif
+/* Every kernel is CDDP_CLONES (common/clones.h): compiled per instruction set, the loader
+ * picking one per CPU, so loops vectorize 8 floats wide without a -march flag. Results do not
+ * depend on the clone except in files that opt into FMA contraction (unary.c's exp, sigmoid,
+ * tanh; nn/activation.c). */
+#include "common/clones.h"
 
 /* Inside a kernel, `scalar_t` is the compute type and EW_P(ctx->p0) the parameter in it. */
 #define EW_P(u) _Generic((scalar_t)0, float: (u).f32, double: (u).f64, int64_t: (u).i64, \
@@ -78,7 +72,7 @@ typedef struct {
 
 /* o = EXPR(x) */
 #define EW_LOOP1(NAME, OT, T, EXPR)                                                        \
-    EW_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
+    CDDP_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
     {                                                                                      \
         typedef T scalar_t;                                                                \
         ew_ctx *ctx = ctx_;                                                          \
@@ -97,7 +91,7 @@ typedef struct {
 
 /* o = EXPR(x, y); scalar_t is TA */
 #define EW_LOOP2(NAME, OT, TA, TB, EXPR)                                                   \
-    EW_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
+    CDDP_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
     {                                                                                      \
         typedef TA scalar_t;                                                               \
         ew_ctx *ctx = ctx_;                                                          \
@@ -122,7 +116,7 @@ typedef struct {
 
 /* o = EXPR(x, y, z); scalar_t is TA */
 #define EW_LOOP3(NAME, OT, TA, TB, TC, EXPR)                                               \
-    EW_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
+    CDDP_CLONES static void NAME(char **p, const int64_t *s, int64_t n, void *ctx_)          \
     {                                                                                      \
         typedef TA scalar_t;                                                               \
         ew_ctx *ctx = ctx_;                                                          \

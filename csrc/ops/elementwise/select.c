@@ -15,7 +15,7 @@
 /* o = min(max(x, lo), hi): NaN x stays NaN; lo > hi gives hi (torch) */
 #define CLAMP(x, lo, hi) ((((x) < (lo)) ? (lo) : (x)) > (hi) ? (hi) : (((x) < (lo)) ? (lo) : (x)))
 #define CLAMP_LOOP(SUF, T)                                                                 \
-    EW_CLONES static void clamp_##SUF(char **p, const int64_t *s, int64_t n, void *ctx)    \
+    CDDP_CLONES static void clamp_##SUF(char **p, const int64_t *s, int64_t n, void *ctx)    \
     {                                                                                      \
         (void)ctx;                                                                         \
         if (s[0] == EW_SZ(T) && s[1] == EW_SZ(T) && s[2] == 0 && s[3] == 0) {              \

@@ -13,6 +13,9 @@
  * float32), U_SAME ops keep the input's dtype, U_BOOL ops return bool. Backwards are fused: one
  * loop over (grad, saved) — sigmoid's reads its saved output, relu's its output's sign.
  */
+#if defined(__GNUC__) && !defined(__clang__)   /* exp/tanh's a*b+c fuse in the FMA clone */
+#pragma GCC optimize("fp-contract=fast")       /* (common/clones.h); before any inline code */
+#endif
 #include "ops/elementwise/elementwise.h"
 #include "common/fastmath.h"
 #include "common/special.h"

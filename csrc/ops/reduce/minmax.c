@@ -103,7 +103,7 @@ INT_ROW(row_u8, uint8_t)
  * so ties keep the first index; a NaN beats any number and the first NaN stays (v != v is
  * false for integer types). */
 #define SELECT_KERNEL(NAME, T, ROW)                                                      \
-    CDDP_HOT static void NAME(const T *x, T *vals, int64_t *idx, int64_t outer,          \
+    CDDP_CLONES static void NAME(const T *x, T *vals, int64_t *idx, int64_t outer,          \
                               int64_t R, int64_t inner, int ismin)                       \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++) {                                            \
@@ -164,7 +164,7 @@ static void select_run(cddp_dtype dt, int ismin, const void *x, void *vals, int6
 /* gin (outer, R, inner) = g / count where x equals the selected value m (NaN matches NaN),
  * else 0: torch's evenly_distribute_backward / amax backward. */
 #define EVEN_BACKWARD(NAME, T)                                                           \
-    CDDP_HOT static void NAME(const T *x, const T *m, const T *g, T *gin, int64_t outer, \
+    CDDP_CLONES static void NAME(const T *x, const T *m, const T *g, T *gin, int64_t outer, \
                      int64_t R, int64_t inner)                                           \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++)                                              \

@@ -19,7 +19,7 @@
 /* ---- kernels -------------------------------------------------------------------------- */
 
 #define NORM_KERNEL(NAME, T)                                                             \
-    CDDP_HOT static void NAME(const T *x, T *out, int64_t outer, int64_t R, double p)    \
+    CDDP_CLONES static void NAME(const T *x, T *out, int64_t outer, int64_t R, double p)    \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++) {                                            \
             const T *xr = x + o * R;                                                     \

@@ -29,15 +29,10 @@
 
 /* ---- vector helpers ------------------------------------------------------------------- */
 
-/* Hot kernels are compiled twice, for AVX2 and for the baseline ISA, and the loader picks the
- * clone the CPU supports (GCC/clang target_clones, an ifunc). Results are identical: no FMA
- * contraction (-std=c11) and the same operation order in both clones. */
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) &&                    \
-    !defined(__SANITIZE_ADDRESS__) && !defined(CDDP_NO_CLONES)
-#define CDDP_HOT __attribute__((target_clones("avx2", "default")))
-#else
-#define CDDP_HOT
-#endif
+/* Hot kernels are CDDP_CLONES (common/clones.h): one clone per instruction set, picked by the
+ * loader. Only files that opt into contraction (softmax.c, ce_rows.c) round differently in
+ * the FMA clone; the reductions round alike in all. */
+#include "common/clones.h"
 
 /* exp(x) for float32 in plain C the vectorizer turns into SIMD (libm's expf is a scalar
  * call): Cephes' range reduction x = n ln2 + r, |r| <= ln2/2, a degree-6 polynomial for
@@ -219,6 +214,49 @@ static inline double cddp_pw_total(cddp_pw_acc *a, double tail)
     }
 CDDP_PW_SUM(cddp_pw_sum_f32, float)
 CDDP_PW_SUM(cddp_pw_sum_f64, double)
+
+/* sum_c exp(x[c] - m) over a float32 row of n, one pass: 16 float lanes within chunks of
+ * 1024 (so the loop vectorizes), each chunk folded into a double (a lane adds at most 64
+ * terms in float). With keep, y[c] = exp(x[c] - m) too (softmax); y may then be x. The
+ * softmax and cross-entropy row kernels share it, so both agree with each other. Always
+ * inlined: an out-of-line copy is compiled for the baseline ISA, not the caller's clone. */
+#define CDDP_SUMEXP_CHUNK 1024
+#define CDDP_SUMEXP_LANES 16
+
+__attribute__((always_inline)) static inline double
+cddp_row_sumexp_f32(const float *x, float *y, int64_t n, float m, int keep)
+{
+    double total = 0;
+    for (int64_t c0 = 0; c0 < n; c0 += CDDP_SUMEXP_CHUNK) {
+        int64_t len = n - c0 < CDDP_SUMEXP_CHUNK ? n - c0 : CDDP_SUMEXP_CHUNK, c = 0;
+        const float *xc = x + c0;
+        float acc[CDDP_SUMEXP_LANES] = {0}, e;
+        if (keep) {
+            float *yc = y + c0;
+            for (; c + CDDP_SUMEXP_LANES <= len; c += CDDP_SUMEXP_LANES)
+                for (int k = 0; k < CDDP_SUMEXP_LANES; k++) {
+                    e = cddp_exp_f32(xc[c + k] - m);
+                    yc[c + k] = e;
+                    acc[k] += e;
+                }
+            for (; c < len; c++) {
+                yc[c] = e = cddp_exp_f32(xc[c] - m);
+                acc[0] += e;
+            }
+        } else {
+            for (; c + CDDP_SUMEXP_LANES <= len; c += CDDP_SUMEXP_LANES)
+                for (int k = 0; k < CDDP_SUMEXP_LANES; k++)
+                    acc[k] += cddp_exp_f32(xc[c + k] - m);
+            for (; c < len; c++)
+                acc[0] += cddp_exp_f32(xc[c] - m);
+        }
+        double s = 0;
+        for (int k = 0; k < CDDP_SUMEXP_LANES; k++)
+            s += acc[k];
+        total += s;
+    }
+    return total;
+}
 
 /* Reductions of float16/bfloat16 (and small integers) run their compute dtype's kernels
  * (cddp_kdt) on a converted layout and round the result once, as torch accumulates Half in

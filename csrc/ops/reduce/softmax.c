@@ -15,10 +15,10 @@
  * Layout legend: input as (outer, R, inner), R the softmax dim (ops/reduce/reduce.h).
  */
 /* The float selects in cddp_exp_f32 must stay selects for the loops to vectorize: GCC keeps
- * them as branches unless told FP operations do not trap (clang's default already). The
- * results are the same either way. */
+ * them as branches unless told FP operations do not trap (clang's default already); the
+ * results are the same either way. fp-contract: the FMA clone (common/clones.h). */
 #if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-trapping-math")
+#pragma GCC optimize("no-trapping-math", "fp-contract=fast")
 #endif
 #include "ops/reduce/reduce.h"
 #include <math.h>
@@ -34,11 +34,24 @@ static inline double exp_f64(double x)
 #define EXP_f32 cddp_exp_f32
 #define EXP_f64 exp_f64
 
+/* sum_r exp(x[r] - m) over a row; y[r] = exp(x[r] - m) when keep (float64: always, y is the
+ * scratch of its pairwise sum). Always inlined, as the kernels' clones need. */
+#define row_sumexp_f32 cddp_row_sumexp_f32
+
+__attribute__((always_inline)) static inline double
+row_sumexp_f64(const double *x, double *y, int64_t n, double m, int keep)
+{
+    (void)keep;
+    for (int64_t r = 0; r < n; r++)
+        y[r] = exp(x[r] - m);
+    return cddp_pw_sum_f64(y, n);
+}
+
 /* y (outer, R, inner) = softmax (lg: log_softmax) over R of x. Rows (inner == 1) take the
- * vector path: max, exp into y, pairwise sum of y, then scale (or x - max - log(sum)).
- * A row holding a NaN comes out all NaN, as in torch. */
+ * vector path: max, the sum of exp (written to y for softmax), then scale (or x - max -
+ * log(sum)). A row holding a NaN comes out all NaN, as in torch. */
 #define SOFTMAX_KERNEL(NAME, T, SFX)                                                     \
-    CDDP_HOT static void NAME(const T *x, T *y, int64_t outer, int64_t R, int64_t inner, \
+    CDDP_CLONES static void NAME(const T *x, T *y, int64_t outer, int64_t R, int64_t inner, \
                               int lg)                                                    \
     {                                                                                    \
         for (int64_t o = 0; o < outer && R > 0; o++) {                                   \
@@ -47,9 +60,7 @@ static inline double exp_f64(double x)
                 T *yr = y + o * R;                                                       \
                 int nan;                                                                 \
                 T m = cddp_rowmax_##SFX(xr, R, 0, &nan);                                 \
-                for (int64_t r = 0; r < R; r++)                                          \
-                    yr[r] = EXP_##SFX(xr[r] - m);                                        \
-                double s = cddp_pw_sum_##SFX(yr, R);                                     \
+                double s = row_sumexp_##SFX(xr, yr, R, m, !lg);                          \
                 if (lg) {                                                                \
                     T lse = (T)log(s);                                                   \
                     for (int64_t r = 0; r < R; r++)                                      \
@@ -116,7 +127,7 @@ static void log_softmax_rows_reduced(const float *x, float *y, int64_t outer, in
 /* gin from g and the saved output y, both (outer, R, inner). Rows use gin as scratch for
  * the products g * y so the sum is a vectorized pairwise one. */
 #define SOFTMAX_BACKWARD(NAME, T, SFX)                                                   \
-    CDDP_HOT static void NAME(const T *y, const T *g, T *gin, int64_t outer, int64_t R,  \
+    CDDP_CLONES static void NAME(const T *y, const T *g, T *gin, int64_t outer, int64_t R,  \
                               int64_t inner, int lg)                                     \
     {                                                                                    \
         for (int64_t o = 0; o < outer && R > 0; o++) {                                   \
@@ -333,7 +344,7 @@ PyObject *cddp_reduce_fn_log_softmax(PyObject *m, PyObject *const *args, Py_ssiz
  * torch does (so all -inf rows give -inf, not NaN). The exps go through a block buffer so
  * both they and the pairwise sum vectorize. */
 #define LSE_KERNEL(NAME, T, SFX)                                                         \
-    CDDP_HOT static void NAME(const T *x, T *out, int64_t outer, int64_t R)              \
+    CDDP_CLONES static void NAME(const T *x, T *out, int64_t outer, int64_t R)              \
     {                                                                                    \
         T buf[CDDP_PW_BLOCK];                                                            \
         for (int64_t o = 0; o < outer; o++) {                                            \
@@ -380,7 +391,7 @@ static void lse_reduced(const float *x, float *out, int64_t outer, int64_t R, cd
 
 /* Rows: gin = g * exp(x - out). */
 #define LSE_BACKWARD(NAME, T, EXP)                                                       \
-    CDDP_HOT static void NAME(const T *x, const T *out, const T *g, T *gin, int64_t outer, \
+    CDDP_CLONES static void NAME(const T *x, const T *out, const T *g, T *gin, int64_t outer, \
                      int64_t R)                                                          \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++)                                              \

@@ -22,7 +22,7 @@
 
 /* out (outer, inner) = sum (or mean) over R of x (outer, R, inner). */
 #define SUM_KERNEL(NAME, T, PW)                                                          \
-    CDDP_HOT static void NAME(const T *x, T *out, int64_t outer, int64_t R, int64_t inner, \
+    CDDP_CLONES static void NAME(const T *x, T *out, int64_t outer, int64_t R, int64_t inner, \
                               int mean)                                                  \
     {                                                                                    \
         double div = mean ? (double)R : 1.0;                                             \
@@ -70,7 +70,7 @@ static void sum_i64(const int64_t *x, int64_t *out, int64_t outer, int64_t R, in
 
 /* y (outer, R, inner) = g (outer, inner) * scale, broadcast over R. */
 #define EXPAND_KERNEL(NAME, T)                                                           \
-    CDDP_HOT static void NAME(const T *g, T *y, int64_t outer, int64_t R, int64_t inner, \
+    CDDP_CLONES static void NAME(const T *g, T *y, int64_t outer, int64_t R, int64_t inner, \
                               double scale)                                              \
     {                                                                                    \
         for (int64_t o = 0; o < outer; o++) {                                            \
