@@ -21,8 +21,9 @@ Contract:
 - Groups are cddp process groups of the default group's backend; device_type is recorded
   ("cpu", "cuda" ...: no device is selected, cddp tensors live on the CPU here).
 
-Differences from torch: no DTensor / tensor parallel API on top; backend_override is
-refused; the mesh tensor is int32 as torch's, built from the ranks given.
+Differences from torch: only the minimal DTensor of cddp.distributed.tensor on top (no
+tensor-parallel API); backend_override is refused; the mesh tensor is int32 as torch's,
+built from the ranks given.
 """
 import itertools
 import math

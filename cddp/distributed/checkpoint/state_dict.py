@@ -5,9 +5,10 @@ re-grouping and another world size.
 
 Contract:
 - Model state dicts carry the unwrapped model's keys: DDP's / DataParallel's "module." and
-  FSDP's "_fsdp_wrapped_module." never appear. FSDP units give their FULL state dict (every
-  rank takes part in the gathers and gets the whole dict: cddp has no sharded tensors, so
-  full_state_dict=False gives the same full dict as True; memory: one model copy per rank).
+  FSDP's "_fsdp_wrapped_module." never appear. FullyShardedDataParallel units give their
+  FULL state dict (every rank takes part in the gathers and gets the whole dict: FSDP1's
+  state dicts are never sharded here, so full_state_dict=False gives the same full dict as
+  True; memory: one model copy per rank).
 - Optimizer state dicts: {"state": {fqn: {name: value}}, "param_groups": [{..., "params":
   [fqn, ...]}]}, several optimizers merged (their groups concatenated). An optimizer without
   state is stepped once with zero gradients and lr 0 first (torch's rule), so its state
@@ -18,6 +19,13 @@ Contract:
   keep_submodule_prefixes keep only those submodules' entries; strict goes to
   load_state_dict; broadcast_from_rank0 (set_*, with full_state_dict): only rank 0 passes the
   dicts, the others pass {} and receive rank 0's values through broadcasts.
+- DTensor parameters (FSDP2, cddp.distributed.fsdp.fully_shard): without full_state_dict the
+  model dict holds DTensors and the optimizer state of such a parameter is DTensors with the
+  parameter's layout (this rank's part, as torch); with full_state_dict both are gathered
+  into full plain tensors (collective). set_* take either form (DTensors, or full tensors of
+  which each rank keeps its part).
+- full_state_dict with cpu_offload: ranks other than 0 get {} (torch's rule, to spare host
+  memory); every rank still takes part in the gathers.
 """
 from dataclasses import dataclass
 
@@ -99,10 +107,29 @@ def _offload(obj):
     return obj
 
 
+def _is_dtensor(t):
+    return getattr(type(t), "_is_dtensor", False)
+
+
+def _rank0_only(opts):
+    """torch's rule: a full state dict offloaded to the CPU is kept on rank 0 only."""
+    return opts.full_state_dict and opts.cpu_offload and _c10d.is_initialized() and \
+        _c10d.get_world_size() > 1 and _c10d.get_rank() != 0
+
+
+def _gather_dtensors(sd):
+    """Every DTensor value replaced by its full value (collective, in the dict's order)."""
+    return type(sd)((k, v.full_tensor() if _is_dtensor(v) else v) for k, v in sd.items())
+
+
 def get_model_state_dict(model, *, submodules=None, options=None):
     opts = options or StateDictOptions()
     inner = _unwrap(model)
     sd = inner.state_dict()
+    if opts.full_state_dict:
+        sd = _gather_dtensors(sd)
+        if _rank0_only(opts):
+            return {}
     if opts.ignore_frozen_params:
         frozen = {name for name, p in inner.named_parameters(remove_duplicate=False)
                   if not p.requires_grad}
@@ -180,10 +207,67 @@ def get_optimizer_state_dict(model, optimizers, *, submodules=None, options=None
         osd = _named_osd(inner, optim, fqns)
         state.update(osd["state"])
         groups.extend(osd["param_groups"])
-    osd = {"state": state, "param_groups": groups}
+    osd = {"state": _dtensor_state(inner, state, opts.full_state_dict),
+           "param_groups": groups}
+    if _rank0_only(opts):
+        return {}
     if opts.cpu_offload:
         osd = _offload(osd)
     return _flatten_osd(osd) if opts.flatten_optimizer_state_dict else osd
+
+
+def _sharded_params(model):
+    """{fqn: DTensor parameter} of the model (FSDP2's)."""
+    return {name: p for name, p in model.named_parameters() if _is_dtensor(p)}
+
+
+def _dtensor_state(model, state, full):
+    """Optimizer state of DTensor parameters: each tensor shaped like the parameter's
+    local part becomes a DTensor with its layout, or (full) its full value (collective,
+    in the model's parameter order on every rank)."""
+    params = _sharded_params(model)
+    if not params:
+        return state
+    from ..tensor._api import DTensor
+    out = dict(state)
+    for name, p in params.items():
+        if name not in state:
+            continue
+        st = {}
+        for k, v in state[name].items():
+            if isinstance(v, Tensor) and not _is_dtensor(v) and v.dim() > 0 and \
+                    tuple(v.shape) == tuple(p.shape):
+                v = DTensor._make(v, p._spec)
+                if full:
+                    v = v.full_tensor()
+            st[k] = v
+        out[name] = st
+    return out
+
+
+def _to_local_state(model, osd):
+    """The inverse for loading: DTensor values, or full values of a DTensor parameter's
+    shape, become this rank's part."""
+    params = _sharded_params(model)
+    if not params or "state" not in osd:
+        return osd
+    from ..tensor._api import _full, chunk_range
+    state = dict(osd["state"])
+    for name, p in params.items():
+        if name not in state:
+            continue
+        spec, st = p._spec, {}
+        mesh = spec.mesh
+        for k, v in state[name].items():
+            if _is_dtensor(v):
+                v = v.detach() if v._spec == spec else _full(v.detach(), v._spec)
+            if isinstance(v, Tensor) and v.dim() > 0 and tuple(v.shape) == spec.shape and \
+                    tuple(v.shape) != tuple(p.shape):
+                start, length, _ = chunk_range(v.shape[0], mesh.size(0), mesh.get_local_rank(0))
+                v = v.narrow(0, start, length).clone()
+            st[k] = v
+        state[name] = st
+    return dict(osd, state=state)
 
 
 def get_state_dict(model, optimizers, *, submodules=None, options=None):
@@ -292,6 +376,7 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
     osd = _from_rank0(optim_state_dict, opts)
     if "state" not in osd and "param_groups" not in osd:
         osd = _unflatten_osd(osd, optims, fqns)
+    osd = _to_local_state(inner, osd)
     for optim in optims:
         _load_named(inner, optim, osd, fqns)
 

@@ -9,7 +9,8 @@ Contract:
 - A tensor leaf is filled in place (copy_: the caller's tensors, parameters and optimizer
   buffers keep their identity; dtypes convert as copy_ converts) and must have the saved
   shape (torch's "Size mismatch between saved ... and current: ... for <fqn>"); any other
-  leaf is replaced by the saved value. Top-level Stateful values get state_dict() first and
+  leaf is replaced by the saved value. A DTensor leaf (FSDP2) takes its part of the saved
+  full value, in place (_dtensor.py). Top-level Stateful values get state_dict() first and
   load_state_dict(<what was loaded>) after, as torch's.
 - Reading and checking come first, on every rank (the data files are read through cddp.load:
   mapped, weights_only, checked against .metadata's dtypes and shapes); the ranks then agree,
@@ -24,6 +25,7 @@ Contract:
 """
 from ... import _C
 from . import _layout
+from ._dtensor import full_targets, scatter_loaded
 from ._coordinator import Coordinator
 from .default_planner import DefaultLoadPlanner, check_planner
 from .filesystem import FileSystemReader, resolve
@@ -81,15 +83,17 @@ def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None,
     check_planner(planner, DefaultLoadPlanner, "dcp.load")
     partial = planner is not None and planner.allow_partial_load
     coord = Coordinator(process_group, no_dist, "dcp.load")
-    err, values, target, stateful = None, None, None, {}
+    err, values, target, stateful, swaps = None, None, None, {}, []
     try:
         stateful = {k: v for k, v in state_dict.items() if isinstance(v, Stateful)}
         target = {k: (v.state_dict() if k in stateful else v) for k, v in state_dict.items()}
+        target, swaps = full_targets(target)
         values = _read(_layout.flatten(target, "dcp.load"), reader.path, partial)
     except Exception as e:          # noqa: BLE001 (reported on every rank by agree)
         err = e
     coord.agree(err, "reading the checkpoint")
     _apply(target, values)
+    scatter_loaded(target, swaps)
     for k, v in target.items():
         if k in stateful:
             stateful[k].load_state_dict(v)

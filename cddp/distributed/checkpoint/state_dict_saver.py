@@ -5,8 +5,9 @@ Contract:
 - Top-level Stateful values (state_dict + load_state_dict: modules, optimizers, the
   tutorial's AppState) are replaced by their state_dict() first; the rest is flattened
   (_layout.py: fqn = the keys' path joined by ".").
-- A tensor is whole on every rank that holds it (cddp has no sharded tensors: FSDP's state
-  dicts come out full, state_dict.py), so ranks holding one fqn must agree on its dtype and
+- A tensor is whole on every rank that holds it (FSDP's state dicts come out full,
+  state_dict.py; DTensor leaves, FSDP2's, are gathered to their full values first, a
+  collective: _dtensor.py), so ranks holding one fqn must agree on its dtype and
   shape (else ValueError on every rank, naming the ranks); it is written once, by the holder
   with the fewest bytes assigned so far (the ranks share the writing). An object (any other
   leaf) is written by the lowest rank holding it. Give rank-specific values rank-specific keys.
@@ -31,6 +32,7 @@ from ... import _C
 from ... import serialization as _ser
 from .. import distributed_c10d as _c10d
 from . import _layout
+from ._dtensor import full_for_save
 from ._coordinator import Coordinator
 from .default_planner import DefaultSavePlanner, check_planner
 from .filesystem import FileSystemWriter, resolve
@@ -153,7 +155,8 @@ def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None,
     writer = resolve(checkpoint_id, storage_writer, FileSystemWriter, "dcp.save")
     check_planner(planner, DefaultSavePlanner, "dcp.save")
     coord = Coordinator(process_group, no_dist, "dcp.save")
-    flat, plans, save_id = _plan(_stateful_to_state_dict(state_dict), writer, coord)
+    flat, plans, save_id = _plan(full_for_save(_stateful_to_state_dict(state_dict)), writer,
+                                 coord)
     return _write_and_commit(flat, writer, coord, plans, save_id)
 
 
@@ -208,7 +211,8 @@ def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=N
     writer = resolve(checkpoint_id, storage_writer, FileSystemWriter, "dcp.async_save")
     check_planner(planner, DefaultSavePlanner, "dcp.async_save")
     coord = Coordinator(process_group, no_dist, "dcp.async_save")
-    flat, plans, save_id = _plan(_stage(_stateful_to_state_dict(state_dict)), writer, coord)
+    flat, plans, save_id = _plan(_stage(full_for_save(_stateful_to_state_dict(state_dict))),
+                                 writer, coord)
     future = concurrent.futures.Future()
     background = coord
     if coord.group is not None:

@@ -11,6 +11,14 @@ FlatParameter form, use_orig_params=False) over cddp's collectives.
     loss(model(x)).backward(); model.clip_grad_norm_(1.0); opt.step()
     full = model.state_dict()                      # the unwrapped model's keys, full tensors
 
+FSDP2 (fully_shard, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, CPUOffloadPolicy):
+parameters become DTensors (cddp.distributed.tensor) sharded on dim 0; _fully_shard.py,
+_fsdp_api.py.
+
+    for layer in model.layers:
+        fully_shard(layer)
+    fully_shard(model)                             # model.parameters(): DTensor shards
+
 What each piece does and how it differs from torch: fully_sharded_data_parallel.py (the
 wrapper), _flat_param.py (flattening, sharding, the gather/reduce-scatter autograd node),
 _state_dict.py, _optim_state_dict.py, wrap.py (policies), api.py (option types).
@@ -24,6 +32,9 @@ from .api import (  # noqa: F401
 from ._flat_param import FlatParameter  # noqa: F401
 from .fully_sharded_data_parallel import FullyShardedDataParallel  # noqa: F401
 from . import wrap  # noqa: F401
+from ._fsdp_api import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy  # noqa: F401
+from ._fully_shard import (FSDPModule, UnshardHandle, fully_shard,  # noqa: F401
+                           register_fsdp_forward_method)
 
 __all__ = [
     "FullyShardedDataParallel", "BackwardPrefetch", "CPUOffload", "MixedPrecision",
@@ -31,4 +42,7 @@ __all__ = [
     "LocalStateDictConfig", "ShardedStateDictConfig", "OptimStateDictConfig",
     "FullOptimStateDictConfig", "LocalOptimStateDictConfig", "ShardedOptimStateDictConfig",
     "StateDictSettings", "FlatParameter",
+    # FSDP2
+    "CPUOffloadPolicy", "FSDPModule", "fully_shard", "MixedPrecisionPolicy", "OffloadPolicy",
+    "register_fsdp_forward_method", "UnshardHandle",
 ]

@@ -1,6 +1,7 @@
 """cddp.nn.utils — clip_grad_norm_ / clip_grad_value_ (one C pass over all gradients for
 the common cases, torch's composition for the rest),
-get_total_norm / clip_grads_with_norm_ (torch 2.6's two halves of clip_grad_norm_),
+get_total_norm / clip_grads_with_norm_ (torch 2.6's two halves of clip_grad_norm_; DTensor
+gradients, as FSDP2's, give the global norm through cddp.distributed.tensor._norm),
 parameters_to_vector / vector_to_parameters, and the submodules: rnn (PackedSequence and
 padding helpers), parametrize / parametrizations, weight_norm and spectral_norm (hook-based),
 fusion (conv/linear + BatchNorm folding), stateless (functional_call), skip_init, prune."""
@@ -42,7 +43,8 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     norm_type = float(norm_type)
     parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     grads = _grads(parameters)
-    if norm_type in (2.0, float("inf")) and grads and len({g.dtype for g in grads}) == 1:
+    if norm_type in (2.0, float("inf")) and grads and len({g.dtype for g in grads}) == 1 \
+            and not _any_dtensor(grads):
         total_norm = _C._clip_grad_norm(grads, float(max_norm), norm_type,
                                         bool(error_if_nonfinite))
         if bool(total_norm.isnan()):     # the kernel leaves the gradients; torch scales by nan
@@ -74,9 +76,14 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     norm_type = float(norm_type)
     if len(tensors) == 0:
         return _C.tensor(0.0)
-    # each norm in its tensor's dtype; stack promotes, so float32 with float64 gives float64
-    norms = [t.norm(norm_type) for t in tensors]
-    total_norm = _C.stack(norms).norm(norm_type)
+    if _any_dtensor(tensors):
+        # sharded gradients (FSDP2): the norm of the global values, local parts' norms
+        # combined across each DTensor's mesh (cddp/distributed/tensor/_norm.py)
+        from ...distributed.tensor._norm import total_norm as _dtensor_total_norm
+        total_norm = _dtensor_total_norm(tensors, norm_type)
+    else:
+        # each norm in its tensor's dtype; stack promotes (float32 with float64: float64)
+        total_norm = _C.stack([t.norm(norm_type) for t in tensors]).norm(norm_type)
     if error_if_nonfinite and not bool(total_norm.isfinite()):
         raise RuntimeError(
             f"The total norm of order {norm_type} for gradients from "
@@ -84,6 +91,11 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
             "this error and scale the gradients by the non-finite norm anyway, "
             "set `error_if_nonfinite=False`")
     return total_norm
+
+
+def _any_dtensor(tensors):
+    """Whether a tensor is a DTensor (its class carries the marker; no import needed)."""
+    return any(getattr(type(t), "_is_dtensor", False) for t in tensors)
 
 
 def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
