@@ -13,11 +13,12 @@
  */
 #ifndef CDDP_FASTMATH_H
 #define CDDP_FASTMATH_H
+#include "common/clones.h"      /* CDDP_MATH_INLINE */
 #include <stdint.h>
 #include <string.h>
 
 /* c ? a : b on the bits (a mask, not a branch) */
-static inline float cddp_sel_f32(int c, float a, float b)
+CDDP_MATH_INLINE float cddp_sel_f32(int c, float a, float b)
 {
     uint32_t ua, ub, m = 0u - (uint32_t)c, r;
     float f;
@@ -28,7 +29,7 @@ static inline float cddp_sel_f32(int c, float a, float b)
     return f;
 }
 
-static inline float cddp_pow2i_f32(int32_t n)      /* 2^n, n in [-126, 127] */
+CDDP_MATH_INLINE float cddp_pow2i_f32(int32_t n)      /* 2^n, n in [-126, 127] */
 {
     uint32_t bits = (uint32_t)(n + 127) << 23;
     float f;
@@ -36,7 +37,7 @@ static inline float cddp_pow2i_f32(int32_t n)      /* 2^n, n in [-126, 127] */
     return f;
 }
 
-static inline float cddp_fast_expf(float x)
+CDDP_MATH_INLINE float cddp_fast_expf(float x)
 {
     /* clamp (NaN to 0: it is restored at the end) so the integer conversion is defined */
     float xc = cddp_sel_f32(x > 88.8f, 88.8f, x);
@@ -53,7 +54,7 @@ static inline float cddp_fast_expf(float x)
     return cddp_sel_f32(x != x, x, y);
 }
 
-static inline float cddp_fast_tanhf(float x)
+CDDP_MATH_INLINE float cddp_fast_tanhf(float x)
 {
     float ax = cddp_sel_f32(x < 0, -x, x);
     float z = x * x;                              /* |x| < 0.625: odd polynomial */

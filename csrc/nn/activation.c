@@ -29,7 +29,7 @@
  * and, for GELU only, erf by Abramowitz-Stegun 7.1.26 (absolute error < 1.5e-7, the formula
  * torch's vectorized GELU uses; erf only ever enters as 1 + erf there). float64 keeps libm. */
 
-static inline float act_tanhf(float x)
+CDDP_MATH_INLINE float act_tanhf(float x)
 {
     float ax = fabsf(x), z = x * x;
     float p = ((((-5.70498872745E-3f * z + 2.06390887954E-2f) * z - 5.37397155531E-2f) * z +
@@ -38,7 +38,7 @@ static inline float act_tanhf(float x)
     return ax < 0.625f ? p : q;
 }
 
-static inline float act_erff(float x)
+CDDP_MATH_INLINE float act_erff(float x)
 {
     float t = 1.0f / (0.3275911f * fabsf(x) + 1.0f);
     float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +

@@ -40,7 +40,7 @@
  * At most 1 ulp from the exact value; exp(-inf) = 0, exp(inf) = inf, NaN stays NaN.
  * The clamps are selects on floats: files using this in loops compile with
  * no-trapping-math (GCC's default would keep those selects as branches). */
-static inline float cddp_exp_f32(float x)
+CDDP_MATH_INLINE float cddp_exp_f32(float x)
 {
     x = x < -104.f ? -104.f : x;                  /* below: e^x rounds to 0 */
     x = x > 89.f ? 89.f : x;                      /* above: overflows to inf */
@@ -223,8 +223,8 @@ CDDP_PW_SUM(cddp_pw_sum_f64, double)
 #define CDDP_SUMEXP_CHUNK 1024
 #define CDDP_SUMEXP_LANES 16
 
-__attribute__((always_inline)) static inline double
-cddp_row_sumexp_f32(const float *x, float *y, int64_t n, float m, int keep)
+CDDP_MATH_INLINE double cddp_row_sumexp_f32(const float *x, float *y, int64_t n, float m,
+                                            int keep)
 {
     double total = 0;
     for (int64_t c0 = 0; c0 < n; c0 += CDDP_SUMEXP_CHUNK) {

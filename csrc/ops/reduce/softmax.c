@@ -38,8 +38,8 @@ static inline double exp_f64(double x)
  * scratch of its pairwise sum). Always inlined, as the kernels' clones need. */
 #define row_sumexp_f32 cddp_row_sumexp_f32
 
-__attribute__((always_inline)) static inline double
-row_sumexp_f64(const double *x, double *y, int64_t n, double m, int keep)
+CDDP_MATH_INLINE double row_sumexp_f64(const double *x, double *y, int64_t n, double m,
+                                       int keep)
 {
     (void)keep;
     for (int64_t r = 0; r < n; r++)
