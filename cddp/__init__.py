@@ -128,6 +128,9 @@ else:
     pi, e, inf, nan, newaxis = math.pi, math.e, math.inf, math.nan, None
     from . import _foreach                   # torch._foreach_* (EMA and optimizer helpers)
     globals().update(_foreach.FUNCTIONS)
+    # torch.sparse over dense tensors; also installs Tensor.to_dense / to_sparse
+    from . import sparse
+    from .sparse import sparse_coo_tensor, sparse_csr_tensor  # noqa: F401
     _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
     _amp_update_scale_ = _C._amp_update_scale_
 
