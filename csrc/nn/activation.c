@@ -38,20 +38,25 @@ CDDP_MATH_INLINE float act_tanhf(float x)
     return ax < 0.625f ? p : q;
 }
 
-CDDP_MATH_INLINE float act_erff(float x)
+/* erf(x) given e = exp(-x*x): GELU's backward has e already (its pdf), so one exp serves both */
+CDDP_MATH_INLINE float act_erff_e(float x, float e)
 {
     float t = 1.0f / (0.3275911f * fabsf(x) + 1.0f);
     float r = (((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t +
               0.254829592f;
-    return copysignf(1.0f - r * t * cddp_exp_f32(-x * x), x);
+    return copysignf(1.0f - r * t * e, x);
 }
+
+CDDP_MATH_INLINE float act_erff(float x) { return act_erff_e(x, cddp_exp_f32(-x * x)); }
 
 static inline double act_exp_d(double x) { return exp(x); }
 static inline double act_tanh_d(double x) { return tanh(x); }
 static inline double act_erf_d(double x) { return erf(x); }
+static inline double act_erf_e_d(double x, double e) { (void)e; return erf(x); }
 #define EXP(v) _Generic((v), float: cddp_exp_f32, default: act_exp_d)(v)
 #define TANH(v) _Generic((v), float: act_tanhf, default: act_tanh_d)(v)
 #define ERF(v) _Generic((v), float: act_erff, default: act_erf_d)(v)
+#define ERF_E(v, e) _Generic((v), float: act_erff_e, default: act_erf_e_d)(v, e)
 
 /* ---- scalar helpers, per float type --------------------------------------------------- */
 
@@ -60,10 +65,11 @@ static inline double act_erf_d(double x) { return erf(x); }
     {                                                                                      \
         return x * (T)0.5 * (1 + ERF(x * (T)M_SQRT1_2));                                   \
     }                                                                                      \
-    static inline T gelu_bw_##SFX(T g, T x)                                                \
+    static inline T gelu_bw_##SFX(T g, T x)    /* e = exp(-x^2 / 2): erf's and the pdf's */ \
     {                                                                                      \
-        T cdf = (T)0.5 * (1 + ERF(x * (T)M_SQRT1_2));                                      \
-        T pdf = EXP((T)-0.5 * x * x) * (T)(M_2_SQRTPI * M_SQRT1_2 * 0.5);                  \
+        T z = x * (T)M_SQRT1_2, e = EXP(-z * z);                                           \
+        T cdf = (T)0.5 * (1 + ERF_E(z, e));                                                \
+        T pdf = e * (T)(M_2_SQRTPI * M_SQRT1_2 * 0.5);                                     \
         return g * (cdf + x * pdf);                                                        \
     }                                                                                      \
     static inline T gelu_tanh_##SFX(T x)                                                   \

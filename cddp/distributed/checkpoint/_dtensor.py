@@ -24,20 +24,9 @@ def _is_dtensor(v):
     return getattr(type(v), "_is_dtensor", False)
 
 
-def _copy_containers(obj):
-    if isinstance(obj, dict):
-        out = obj.copy()
-        for k in out:
-            out[k] = _copy_containers(out[k])
-        return out
-    if isinstance(obj, list):
-        return [_copy_containers(v) for v in obj]
-    return obj
-
-
 def _any(obj):
     found = []
-    _layout.walk(_copy_containers(obj),
+    _layout.walk(_layout.copy_containers(obj),
                  lambda path, v: found.append(1) if _is_dtensor(v) else None)
     return bool(found)
 
@@ -45,7 +34,7 @@ def _any(obj):
 def full_for_save(state_dict):
     if not _any(state_dict):
         return state_dict
-    return _layout.walk(_copy_containers(state_dict),
+    return _layout.walk(_layout.copy_containers(state_dict),
                         lambda path, v: v.full_tensor() if _is_dtensor(v) else v)
 
 

@@ -25,6 +25,7 @@ included, is a leaf. A leaf's fqn is its path's keys joined by "." ("model.fc.we
 "optim.state.fc.weight.exp_avg", "optim.param_groups.0.lr"). Empty dicts hold nothing to
 save or load and are left out.
 """
+import copy
 import json
 import os
 import re
@@ -54,6 +55,19 @@ def _terminal(lst):
         if isinstance(v, (Tensor, dict)) or (isinstance(v, list) and not _terminal(v)):
             return False
     return True
+
+
+def copy_containers(obj):
+    """obj with its dicts (shallow copies, so OrderedDict stays one) and lists copied, leaves
+    shared: what walk() may then update without touching the caller's containers."""
+    if isinstance(obj, dict):
+        out = copy.copy(obj)
+        for k in out:
+            out[k] = copy_containers(out[k])
+        return out
+    if isinstance(obj, list):
+        return [copy_containers(v) for v in obj]
+    return obj
 
 
 def walk(obj, leaf, path=()):

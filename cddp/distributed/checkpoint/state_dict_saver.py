@@ -185,23 +185,12 @@ def _private_group(coord):
     return made[1]
 
 
-def _copy_containers(obj):
-    if isinstance(obj, dict):
-        out = copy.copy(obj)
-        for k in out:
-            out[k] = _copy_containers(out[k])
-        return out
-    if isinstance(obj, list):
-        return [_copy_containers(v) for v in obj]
-    return obj
-
-
 def _stage(state_dict):
     """A copy of the state dict holding the values of this moment (walk updates containers
     in place, so they are copied first; tensors are cloned, other leaves deep-copied)."""
     def leaf(path, v):
         return v.detach().clone() if isinstance(v, Tensor) else copy.deepcopy(v)
-    return _layout.walk(_copy_containers(state_dict), leaf)
+    return _layout.walk(_layout.copy_containers(state_dict), leaf)
 
 
 def async_save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None,
