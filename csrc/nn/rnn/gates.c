@@ -29,10 +29,10 @@
  * vectorize the row. */
 #define R restrict
 #define DEFINE_GATES(T, S, EXP, TANH)                                                        \
-static inline T sig_##S(T a) { return (T)1 / ((T)1 + EXP(-a)); }                            \
+CDDP_MATH_INLINE T sig_##S(T a) { return (T)1 / ((T)1 + EXP(-a)); }                         \
                                                                                              \
-static inline void lstm_fwd_row_##S(int64_t H, T *R gi, T *R gf, T *R gg, T *R go,           \
-                                    const T *R c0, T *R c1, T *R h1)                         \
+CDDP_MATH_INLINE void lstm_fwd_row_##S(int64_t H, T *R gi, T *R gf, T *R gg, T *R go,        \
+                                       const T *R c0, T *R c1, T *R h1)                      \
 {                                                                                            \
     for (int64_t j = 0; j < H; j++) {                                                        \
         T i = sig_##S(gi[j]), f = sig_##S(gf[j]), c = TANH(gg[j]), o = sig_##S(go[j]);       \
@@ -52,8 +52,8 @@ CDDP_CLONES static void lstm_fwd_##S(int64_t B, int64_t H, T *g, const T *cp, T 
     }                                                                                        \
 }                                                                                            \
                                                                                              \
-static inline void lstm_bwd_row_##S(int64_t H, const T *R g, const T *R cp, const T *R co,   \
-                                    const T *R dh, T *R dc, T *R dg)                         \
+CDDP_MATH_INLINE void lstm_bwd_row_##S(int64_t H, const T *R g, const T *R cp, const T *R co, \
+                                       const T *R dh, T *R dc, T *R dg)                      \
 {                                                                                            \
     for (int64_t j = 0; j < H; j++) {                                                        \
         T i = g[j], f = g[H + j], c = g[2 * H + j], o = g[3 * H + j], tc = TANH(co[j]);      \
@@ -74,7 +74,7 @@ CDDP_CLONES static void lstm_bwd_##S(int64_t B, int64_t H, const T *g, const T *
                          dg + b * 4 * H);                                                    \
 }                                                                                            \
                                                                                              \
-static inline void gru_fwd_row_##S(int64_t H, T *R g, const T *R gh, const T *R h0,          \
+CDDP_MATH_INLINE void gru_fwd_row_##S(int64_t H, T *R g, const T *R gh, const T *R h0,       \
                                    T *R h1)                                                  \
 {                                                                                            \
     for (int64_t j = 0; j < H; j++) {                                                        \
@@ -92,7 +92,7 @@ CDDP_CLONES static void gru_fwd_##S(int64_t B, int64_t H, T *g, const T *gh, con
         gru_fwd_row_##S(H, g + b * 4 * H, gh + b * 3 * H, hp + b * H, ho + b * H);           \
 }                                                                                            \
                                                                                              \
-static inline void gru_bwd_row_##S(int64_t H, const T *R g, const T *R h0, T *R dh,          \
+CDDP_MATH_INLINE void gru_bwd_row_##S(int64_t H, const T *R g, const T *R h0, T *R dh,       \
                                    T *R di, T *R dhh)                                        \
 {                                                                                            \
     for (int64_t j = 0; j < H; j++) {                                                        \

@@ -83,7 +83,7 @@ typedef int64_t cddp_v8l __attribute__((vector_size(64)));
     } while (0)
 
 #define CDDP_ROWBEST(NAME, T, VT, VI, CMP)                                               \
-    static inline T NAME(const T *x, int64_t n, int *nan)                                \
+    CDDP_MATH_INLINE T NAME(const T *x, int64_t n, int *nan)                             \
     {                                                                                    \
         int64_t r = 1;                                                                   \
         int bad = x[0] != x[0];                                                          \
@@ -129,12 +129,12 @@ CDDP_ROWBEST(cddp_rowmin_f32_, float, cddp_v8f, cddp_v8i, <)
 CDDP_ROWBEST(cddp_rowmax_f64_, double, cddp_v8d, cddp_v8l, >)
 CDDP_ROWBEST(cddp_rowmin_f64_, double, cddp_v8d, cddp_v8l, <)
 
-static inline float cddp_rowmax_f32(const float *x, int64_t n, int ismin, int *nan)
+CDDP_MATH_INLINE float cddp_rowmax_f32(const float *x, int64_t n, int ismin, int *nan)
 {
     return ismin ? cddp_rowmin_f32_(x, n, nan) : cddp_rowmax_f32_(x, n, nan);
 }
 
-static inline double cddp_rowmax_f64(const double *x, int64_t n, int ismin, int *nan)
+CDDP_MATH_INLINE double cddp_rowmax_f64(const double *x, int64_t n, int ismin, int *nan)
 {
     return ismin ? cddp_rowmin_f64_(x, n, nan) : cddp_rowmax_f64_(x, n, nan);
 }
@@ -142,7 +142,7 @@ static inline double cddp_rowmax_f64(const double *x, int64_t n, int ismin, int 
 /* First index r < n with x[r] == m, or with x[r] a NaN when m is one; n when none. Checks 8
  * elements per step with a vector compare. */
 #define CDDP_FIND(NAME, T, VT, VI)                                                       \
-    static inline int64_t NAME(const T *x, int64_t n, T m)                               \
+    CDDP_MATH_INLINE int64_t NAME(const T *x, int64_t n, T m)                            \
     {                                                                                    \
         int64_t r = 0;                                                                   \
         int isnan_m = m != m;                                                            \
@@ -177,14 +177,14 @@ typedef struct {
     int64_t count;
 } cddp_pw_acc;
 
-static inline void cddp_pw_push(cddp_pw_acc *a, double block_sum)
+CDDP_MATH_INLINE void cddp_pw_push(cddp_pw_acc *a, double block_sum)
 {
     a->stack[a->depth++] = block_sum;
     for (int64_t c = ++a->count; !(c & 1) && a->depth > 1; c >>= 1, a->depth--)
         a->stack[a->depth - 2] += a->stack[a->depth - 1];
 }
 
-static inline double cddp_pw_total(cddp_pw_acc *a, double tail)
+CDDP_MATH_INLINE double cddp_pw_total(cddp_pw_acc *a, double tail)
 {
     while (a->depth > 0)
         tail += a->stack[--a->depth];
@@ -192,7 +192,7 @@ static inline double cddp_pw_total(cddp_pw_acc *a, double tail)
 }
 
 #define CDDP_PW_SUM(NAME, T)                                                             \
-    static inline double NAME##_block(const T *x, int n) /* n <= CDDP_PW_BLOCK */        \
+    CDDP_MATH_INLINE double NAME##_block(const T *x, int n) /* n <= CDDP_PW_BLOCK */     \
     {                                                                                    \
         double a[8] = {0., 0., 0., 0., 0., 0., 0., 0.};                                  \
         int i = 0;                                                                       \
@@ -204,7 +204,7 @@ static inline double cddp_pw_total(cddp_pw_acc *a, double tail)
             s += (double)x[i];                                                           \
         return s;                                                                        \
     }                                                                                    \
-    static inline double NAME(const T *x, int64_t n)                                     \
+    CDDP_MATH_INLINE double NAME(const T *x, int64_t n)                                  \
     {                                                                                    \
         cddp_pw_acc acc = {.depth = 0, .count = 0};                                      \
         int64_t b = 0;                                                                   \
