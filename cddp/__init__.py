@@ -134,7 +134,7 @@ else:
     _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
     _amp_update_scale_ = _C._amp_update_scale_
 
-__version__ = "0.1.0"
+from .torch_version import __version__  # noqa: E402  (torch 2.13's API level, +cddp<release>)
 
 
 # Subpackages that load on first use (`cddp.nn`, `from cddp import nn`, `import cddp.nn` all

@@ -1,7 +1,9 @@
-"""cddp.version — torch.version: what this build of cddp is. `cuda` is the CUDA toolkit version
+"""cddp.version — torch.version: what this build of cddp is. `__version__` is the torch API
+level cddp mirrors with cddp's release as its local label ("2.13.0+cddp0.1.0", torch_version.py),
+`cddp` that release alone. `cuda` is the CUDA toolkit version
 cddp._cuda was compiled with ("13.0"), or None when the CUDA extension was not built (no nvcc at
 build time, or CDDP_CUDA=0); `cuda_archs` the nvcc -gencode targets it carries."""
-__version__ = "0.1.0"
+from .torch_version import CDDP_RELEASE as cddp, __version__  # noqa: F401
 debug = False
 hip = None
 git_version = None
