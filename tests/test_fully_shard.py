@@ -167,12 +167,12 @@ try:
 except AssertionError as e:
     info["twice"] = str(e)[:60]
 if W == 2:
-    mesh2 = init_device_mesh("cpu", (1, 2))
+    mesh2 = init_device_mesh("cpu", (1, 2))       # HSDP needs named dimensions, as torch
     try:
         fully_shard(make(init), mesh=mesh2)
         info["hsdp"] = "no error"
-    except NotImplementedError as e:
-        info["hsdp"] = "NotImplementedError"
+    except AssertionError as e:
+        info["hsdp"] = str(e)
 
 # ---- unshard / reshard -------------------------------------------------------------------
 m.layers[0].unshard()
@@ -362,10 +362,53 @@ def _mp_backward(master, X, Y, world, B):
     return cddp.tensor(float(np.mean(losses)))
 
 
-def _run(tmp_path, world):
+# HSDP: 4 ranks on a (replicate 2, shard 2) mesh train as one process on the 4 batches
+HSDP_JOB = HELPERS + """
+import json, os
+import cddp.distributed as dist
+from cddp.distributed.fsdp import fully_shard
+from cddp.distributed.device_mesh import init_device_mesh
+from cddp.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+dist.init_process_group("gloo")
+rank, W = dist.get_rank(), dist.get_world_size()
+init = dict(np.load(os.path.join(OUT, "init.npz")))
+X, Y = data(W)
+mesh = init_device_mesh("cpu", (2, W // 2), mesh_dim_names=("replicate", "shard"))
+info, arrays = {}, {}
+for cfg in ("adamw", "sgd"):
+    m = make(init)
+    for layer in m.layers:
+        fully_shard(layer, mesh=mesh)
+    fully_shard(m, mesh=mesh)
+    opt = make_opt(cfg, m.parameters())
+    losses, norms = [], []
+    for s in range(STEPS):
+        loss = F.cross_entropy(m(cddp.tensor(X[s, rank * B:(rank + 1) * B])),
+                               cddp.tensor(Y[s, rank * B:(rank + 1) * B]))
+        loss.backward()
+        norms.append(float(nn.utils.clip_grad_norm_(m.parameters(), CLIP[cfg][0],
+                                                    norm_type=CLIP[cfg][1])))
+        opt.step()
+        opt.zero_grad()
+        t = loss.detach().reshape(1)
+        dist.all_reduce(t, op=dist.ReduceOp.AVG)
+        losses.append(float(t))
+    info[cfg] = {"losses": losses, "norms": norms,
+                 "placements": repr(m.head.weight.placements),
+                 "local": {n: list(p.shape) for n, p in m.named_parameters()}}
+    for k, v in get_model_state_dict(m, options=StateDictOptions(full_state_dict=True)).items():
+        arrays[cfg + "|" + k] = v.numpy()
+with open(os.path.join(OUT, f"rank{rank}.json"), "w") as f:
+    json.dump(info, f)
+np.savez(os.path.join(OUT, f"rank{rank}.npz"), **arrays)
+"""
+
+
+def _run(tmp_path, world, job=JOB):
     init = _init_weights()
     np.savez(tmp_path / "init.npz", **init)
-    proc = run_ranks(tmp_path, JOB, nprocs=world, timeout=120)
+    proc = run_ranks(tmp_path, job, nprocs=world, timeout=120)
     assert proc.returncode == 0, proc.stderr[-6000:]
     out = []
     for r in range(world):
@@ -385,6 +428,28 @@ def job2(tmp_path_factory):
 @pytest.fixture(scope="module")
 def job3(tmp_path_factory):
     return _run(tmp_path_factory.mktemp("fs3"), 3)
+
+
+def test_hsdp_equals_one_process(tmp_path):
+    """fully_shard over a (replicate, shard) = (2, 2) mesh: 4 ranks = one process on the 4
+    batches (weights, mean losses, clip norms); parameters sharded over the shard dimension
+    only and replicated over the other."""
+    init, ranks = _run(tmp_path, 4, HSDP_JOB)
+    for cfg in ("adamw", "sgd"):
+        want, losses, norms, _, _ = _reference(cfg, 4, init)
+        for r, (info, arrays) in enumerate(ranks):
+            got = info[cfg]
+            assert got["placements"] == "(Replicate(), Shard(dim=0))"
+            shard_rank = r % 2                          # mesh [[0, 1], [2, 3]]
+            for name, shape in got["local"].items():
+                n = want[name].shape[0]
+                c = -(-n // 2)
+                rows = max(0, min(n, (shard_rank + 1) * c) - min(n, shard_rank * c))
+                assert shape == [rows, *want[name].shape[1:]], (cfg, r, name)
+            np.testing.assert_allclose(got["losses"], losses, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(got["norms"], norms, rtol=1e-5, atol=1e-6)
+            for k in want:
+                _close(arrays[cfg + "|" + k], want[k], 1e-5, f"HSDP {cfg} rank {r} {k}")
 
 
 def _close(got, want, atol, what):
@@ -460,7 +525,8 @@ def test_structure_and_errors(job2, job3):
             assert all(info["grad_type"])
             assert info["twice"].startswith("Each distinct composable distributed API")
     assert job3[1][2][0]["params"]["head.weight"][3] == [0, 5]     # fewer rows than ranks
-    assert job2[1][0][0]["hsdp"] == "NotImplementedError"
+    assert job2[1][0][0]["hsdp"] == "Please init the 2D mesh for HSDP with mesh_dim_names " \
+                                    "specified"
 
 
 def test_unshard_reshard(job2):

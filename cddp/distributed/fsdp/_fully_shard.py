@@ -18,7 +18,9 @@ Contract:
   (default: 1-D over the default group): rank r keeps rows [r*c, min((r+1)*c, n)) of a
   parameter with n rows, c = ceil(n / W) (torch.chunk's layout; trailing ranks may hold
   fewer or no rows). Parameters must already be equal on every rank (as torch: no
-  broadcast).
+  broadcast). HSDP: a 2-D mesh (replicate, shard) shards over its dimension 1 and
+  replicates over dimension 0, placements (Replicate(), Shard(0)), as torch's; the
+  reduce-scattered gradient is then all-reduced (mean) over the replicate group.
 - Forward pre-hook: floating inputs cast to mp_policy.param_dtype (cast_forward_inputs);
   one all_gather_into_tensor per dtype of the group gathers every parameter's local rows,
   padded to c rows and concatenated (rank r's block of the flat buffer holds its padded
@@ -53,8 +55,10 @@ Differences from torch:
 - Prefetching, set_is_last_backward and set_reshard_after_backward are accepted without
   effect: collectives are synchronous on the CPU, so there is nothing to overlap.
   offload_policy=CPUOffloadPolicy() is accepted without effect (host memory already).
-- mesh must be 1-D (HSDP's 2-D mesh raises NotImplementedError); shard_placement_fn may
-  only answer None or Shard(0); 0-dim parameters raise NotImplementedError.
+- mesh must be 1-D or 2-D (HSDP); shard_placement_fn may only answer None or Shard(0);
+  0-dim parameters raise NotImplementedError. set_requires_all_reduce(False) (HSDP) is
+  accepted without effect: the replicate all-reduce runs every backward, which sums the
+  same gradients (the reduction is linear), with more communication.
 - fully_shard([m1, m2]) shards each module as its own group (torch: one group for all).
 - Gradients are DTensors holding the local rows (their .shape is local, as every cddp
   DTensor's: see cddp/distributed/tensor/_api.py); under set_requires_gradient_sync(False)
@@ -70,7 +74,7 @@ from ...nn.parameter import Parameter
 from .. import distributed_c10d as _c10d
 from ..tensor._api import DTensor, DTensorSpec, _default_mesh, _full, chunk_range
 from ..tensor._api import local_shape as _local_shape
-from ..tensor.placement_types import Shard
+from ..tensor.placement_types import Replicate, Shard
 from ._fsdp_api import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy
 from ._flat_param import _predivide_factor
 from .fully_sharded_data_parallel import _cast_inputs
@@ -138,9 +142,13 @@ class _FSDPState:
     def __init__(self, module, mesh, mp_policy, reshard_after_forward):
         self.module = module
         self.mesh = mesh
-        self.group = mesh.get_group(0)
-        self.world = mesh.size(0)
-        self.rank = mesh.get_local_rank(0)
+        shard_dim = mesh.ndim - 1                   # HSDP: (replicate, shard)
+        self.group = mesh.get_group(shard_dim)
+        self.world = mesh.size(shard_dim)
+        self.rank = mesh.get_local_rank(shard_dim)
+        self.rep_group = mesh.get_group(0) if mesh.ndim == 2 else None
+        self.rep_world = mesh.size(0) if mesh.ndim == 2 else 1
+        self.placements = (Replicate(), Shard(0)) if mesh.ndim == 2 else (Shard(0),)
         self.mp = mp_policy
         self.reshard_after_forward = reshard_after_forward
         self.reshard_after_backward = True
@@ -201,23 +209,18 @@ class _FSDPState:
         if bucket.pending is not None:
             g, bucket.pending = bucket.pending.add_(g), None
         g = g.contiguous()
-        w = self.world
+        w, rw = self.world, self.rep_world
         factor = self.gradient_divide_factor
-        if w == 1 and factor is None:
+        if w * rw == 1 and factor is None:
             out = g
         elif factor is None and str(rdt).split(".")[-1] in _AVG_DTYPES:
-            out = g.new_empty(bucket.block)
-            _c10d.reduce_scatter_tensor(out, g, op=_c10d.ReduceOp.AVG, group=self.group)
+            out = self._scatter(g, bucket, _c10d.ReduceOp.AVG)    # the mean of the means
         else:
-            total = float(factor) if factor is not None else float(w)
-            pre = _predivide_factor(w) if factor is None else 1.0
+            total = float(factor) if factor is not None else float(w * rw)
+            pre = _predivide_factor(w * rw) if factor is None else 1.0
             if pre != 1:
                 g = g.div(pre)
-            if w > 1:
-                out = g.new_empty(bucket.block)
-                _c10d.reduce_scatter_tensor(out, g, group=self.group)
-            else:
-                out = g.clone()
+            out = self._scatter(g, bucket, _c10d.ReduceOp.SUM)
             out.div_(total / pre)
         with no_grad():
             for s in bucket.slots:
@@ -231,6 +234,18 @@ class _FSDPState:
                     p.grad = DTensor._make(local, p._spec)
                 else:
                     p.grad.add_(local)
+
+    def _scatter(self, g, bucket, op):
+        """g (world * block) reduced with op over the shard group (this rank's block), then
+        over the replicate group (HSDP); a new tensor."""
+        if self.world > 1:
+            out = g.new_empty(bucket.block)
+            _c10d.reduce_scatter_tensor(out, g, op=op, group=self.group)
+        else:
+            out = g.clone()
+        if self.rep_world > 1:
+            _c10d.all_reduce(out, op=op, group=self.rep_group)
+        return out
 
     # ---- forward -----------------------------------------------------------------------------
 
@@ -360,7 +375,7 @@ class FSDPModule:
             st.requires_grad_sync = bool(requires_gradient_sync)
 
     def set_requires_all_reduce(self, requires_all_reduce, *, recurse=True):
-        """HSDP's all-reduce switch: no HSDP here, accepted."""
+        """HSDP's all-reduce switch: accepted without effect (module docstring)."""
 
     def set_reshard_after_forward(self, reshard_after_forward, recurse=True):
         if not isinstance(reshard_after_forward, bool):
@@ -484,11 +499,10 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
         raise ValueError(f"reshard_after_forward should be a bool or int, got "
                          f"{type(reshard_after_forward)}")
     mesh = mesh if mesh is not None else _default_mesh()
-    if mesh.ndim != 1:
-        raise NotImplementedError(
-            f"fully_shard: cddp shards over a 1-D DeviceMesh only; got a {mesh.ndim}-D mesh "
-            "(HSDP, replicate x shard, is not supported: use FullyShardedDataParallel with "
-            "ShardingStrategy.HYBRID_SHARD)")
+    if mesh.ndim not in (1, 2):
+        raise ValueError(f"fully_shard expects a 1D or 2D DeviceMesh but got {mesh}")
+    if mesh.ndim == 2 and mesh.mesh_dim_names is None:
+        raise AssertionError("Please init the 2D mesh for HSDP with mesh_dim_names specified")
     ignored = {id(p) for p in (ignored_params or ())}
     params = _collect(module, ignored)
     st = _FSDPState(module, mesh, mp_policy,
@@ -505,7 +519,7 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
                 raise NotImplementedError(f"fully_shard: shard_placement_fn gave {pl!r} for "
                                           f"{fqn!r}; cddp shards on dim 0 only")
         shape = tuple(p.shape)
-        spec = DTensorSpec(mesh, (Shard(0),), shape)
+        spec = DTensorSpec(mesh, st.placements, shape)
         start, length, chunk = chunk_range(shape[0], st.world, st.rank)
         with no_grad():
             local = p.detach().narrow(0, start, length).clone()
