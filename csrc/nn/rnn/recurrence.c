@@ -96,8 +96,8 @@ static void col_sums(cddp_dtype dt, int64_t rows, int64_t cols, const void *src,
 }
 
 /* Step t of the forward: reads state slot prev(t), writes slot out(t) and y's rows. */
-static void step_forward(const cddp_rnn_plan *p, const cddp_rnn_weights *w, int64_t t,
-                         char *ws, void *scratch, char *y)
+static void step_forward(const cddp_rnn_plan *p, const cddp_rnn_weights *w,
+                         const cddp_gemm_fixed *whh, int64_t t, char *ws, void *scratch, char *y)
 {
     cddp_dtype dt = p->dt;
     size_t es = cddp_dtype_size[dt];
@@ -111,7 +111,7 @@ static void step_forward(const cddp_rnn_plan *p, const cddp_rnn_weights *w, int6
         char *co = AT(ws, p->cs_at + cddp_rnn_out(p, t) * N * H);
         char *hdst = p->proj ? AT(ws, p->hraw_at + row * H) : ho;
         /* gates (B, 4H) += h_prev (B, P) @ W_hh^T */
-        cddp_gemm(dt, B, G, P, 1.0, hp, P, 1, w->w_hh, w->hh_cs, w->hh_rs, 1.0, g, GS);
+        cddp_gemm_fixed_run(whh, dt, B, 1.0, hp, P, 1, 1.0, g, GS);
         cddp_lstm_fwd(dt, B, H, g, cp, co, hdst);
         if (p->proj)                                   /* h (B, P) = hraw (B, H) @ W_hr^T */
             cddp_gemm(dt, B, P, H, 1.0, hdst, H, 1, w->w_hr, w->hr_cs, w->hr_rs, 0.0, ho, P);
@@ -120,11 +120,10 @@ static void step_forward(const cddp_rnn_plan *p, const cddp_rnn_weights *w, int6
         /* gh (B, 3H) = h_prev @ W_hh^T + b_hh */
         if (w->b_hh)
             bias_rows(dt, B, G, G, w->b_hh, NULL, scratch);
-        cddp_gemm(dt, B, G, P, 1.0, hp, P, 1, w->w_hh, w->hh_cs, w->hh_rs,
-                  w->b_hh ? 1.0 : 0.0, scratch, G);
+        cddp_gemm_fixed_run(whh, dt, B, 1.0, hp, P, 1, w->b_hh ? 1.0 : 0.0, scratch, G);
         cddp_gru_fwd(dt, B, H, g, scratch, hp, ho);
     } else {
-        cddp_gemm(dt, B, G, P, 1.0, hp, P, 1, w->w_hh, w->hh_cs, w->hh_rs, 1.0, g, GS);
+        cddp_gemm_fixed_run(whh, dt, B, 1.0, hp, P, 1, 1.0, g, GS);
         cddp_rnn_act_fwd(dt, B * H, p->mode == CDDP_RNN_RELU, g, ho);
     }
     memcpy(AT(ho, B * P), AT(hp, B * P), (size_t)((N - B) * P) * es);   /* rows past B carry */
@@ -158,8 +157,12 @@ void cddp_rnn_forward(const cddp_rnn_plan *p, const cddp_rnn_weights *w, const v
         bias_rows(dt, p->R, p->G, p->GS, w->b_ih, b2, gates);
     cddp_gemm(dt, p->R, p->G, p->I, 1.0, x, p->I, 1, w->w_ih, w->ih_cs, w->ih_rs,
               has_bias ? 1.0 : 0.0, gates, p->GS);
+    /* W_hh^T (P, G) is the right operand of every step's product: packed once */
+    cddp_gemm_fixed whh;
+    cddp_gemm_fixed_init(&whh, dt, P, p->G, w->w_hh, w->hh_cs, w->hh_rs);
     for (int64_t s = 0; s < p->T; s++)
-        step_forward(p, w, p->reverse ? p->T - 1 - s : s, ws, scratch, y);
+        step_forward(p, w, &whh, p->reverse ? p->T - 1 - s : s, ws, scratch, y);
+    cddp_gemm_fixed_free(&whh);
     memcpy(fin, AT(hs, last * N * P), hbytes);
     if (lstm)
         memcpy(AT(fin, N * P), AT(cs, last * N * H), cbytes);
@@ -168,9 +171,9 @@ void cddp_rnn_forward(const cddp_rnn_plan *p, const cddp_rnn_weights *w, const v
 /* Step t of the backward: dh (N, P) in: the gradient of slot out(t) (y's rows not yet
  * added), out: of slot prev(t); dc likewise for LSTM cells. Rows past B_t are left alone:
  * their state was carried, so is their gradient. */
-static void step_backward(const cddp_rnn_plan *p, const cddp_rnn_weights *w, int64_t t,
-                          const char *ws, const char *dy, char *dh, char *dc, char *dgi,
-                          char *dgh, char *dhs, char *dhraw)
+static void step_backward(const cddp_rnn_plan *p, const cddp_rnn_weights *w,
+                          const cddp_gemm_fixed *whh, int64_t t, const char *ws, const char *dy,
+                          char *dh, char *dc, char *dgi, char *dgh, char *dhs, char *dhraw)
 {
     cddp_dtype dt = p->dt;
     size_t es = cddp_dtype_size[dt];
@@ -192,13 +195,13 @@ static void step_backward(const cddp_rnn_plan *p, const cddp_rnn_weights *w, int
             src = dhraw;
         }
         cddp_lstm_bwd(dt, B, H, g, cp, co, src, dc, gi);
-        cddp_gemm(dt, B, P, G, 1.0, gi, G, 1, w->w_hh, w->hh_rs, w->hh_cs, 0.0, dh, P);
+        cddp_gemm_fixed_run(whh, dt, B, 1.0, gi, G, 1, 0.0, dh, P);    /* dh = dG @ W_hh */
     } else if (p->mode == CDDP_RNN_GRU) {
         cddp_gru_bwd(dt, B, H, g, hp, dh, gi, gh);     /* dh becomes dh * z */
-        cddp_gemm(dt, B, P, G, 1.0, gh, G, 1, w->w_hh, w->hh_rs, w->hh_cs, 1.0, dh, P);
+        cddp_gemm_fixed_run(whh, dt, B, 1.0, gh, G, 1, 1.0, dh, P);
     } else {
         cddp_rnn_act_bwd(dt, B * H, p->mode == CDDP_RNN_RELU, ho, dh, gi);
-        cddp_gemm(dt, B, P, G, 1.0, gi, G, 1, w->w_hh, w->hh_rs, w->hh_cs, 0.0, dh, P);
+        cddp_gemm_fixed_run(whh, dt, B, 1.0, gi, G, 1, 0.0, dh, P);
     }
 }
 
@@ -251,10 +254,13 @@ void cddp_rnn_backward(const cddp_rnn_plan *p, const cddp_rnn_weights *w, const 
         memset(dc, 0, cbytes);
     if (!dgh)
         dgh = dgi;                       /* LSTM, RNN: both projections see the same dG */
-    /* the forward's steps, last first */
+    /* the forward's steps, last first; W_hh (G, P) is every step's right operand: packed once */
+    cddp_gemm_fixed whh;
+    cddp_gemm_fixed_init(&whh, p->dt, p->G, P, w->w_hh, w->hh_rs, w->hh_cs);
     for (int64_t s = p->T - 1; s >= 0; s--)
-        step_backward(p, w, p->reverse ? p->T - 1 - s : s, ws, dy, dh, dc, dgi, dgh, dhs,
-                      dhraw);
+        step_backward(p, w, &whh, p->reverse ? p->T - 1 - s : s, ws, dy, dh, dc, dgi, dgh,
+                      dhs, dhraw);
+    cddp_gemm_fixed_free(&whh);
     if (g->dh0)
         memcpy(g->dh0, dh, hbytes);
     if (g->dc0)

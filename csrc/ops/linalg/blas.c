@@ -303,6 +303,43 @@ static int try_blas(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha
 
 static int current_threads(void);
 
+/* Whether cddp's own kernel may run at all: cddp_gemm's choice (own_sgemm) or, for products
+ * with a prepacked operand (which the library cannot reuse), any AVX-512 CPU unless
+ * CDDP_GEMM=blas asks for the library alone. */
+static int own_sgemm_allowed(void)
+{
+    const char *gemm = getenv("CDDP_GEMM");
+    return g_blas.sgemm && (g_blas.own_sgemm ||
+                             (cddp_sgemm_avx512_supported() && !(gemm && !strcmp(gemm, "blas"))));
+}
+
+void cddp_gemm_fixed_init(cddp_gemm_fixed *f, cddp_dtype dt, int64_t K, int64_t N,
+                          const void *B, int64_t brs, int64_t bcs)
+{
+    *f = (cddp_gemm_fixed){.B = B, .brs = brs, .bcs = bcs, .K = K, .N = N};
+    if (dt == CDDP_FLOAT32 && K > 0 && N > 0 && own_sgemm_allowed())
+        f->packed = cddp_sgemm_avx512_pack(K, N, B, brs, bcs);
+}
+
+void cddp_gemm_fixed_run(const cddp_gemm_fixed *f, cddp_dtype dt, int64_t M, double alpha,
+                         const void *A, int64_t ars, int64_t acs, double beta, void *C,
+                         int64_t ldc)
+{
+    if (f->packed && M > 0 && alpha != 0.0 &&
+        cddp_sgemm_avx512_packed(M, f->N, f->K, (float)alpha, A, ars, acs, f->packed,
+                                 (float)beta, C, ldc) == 0) {
+        cddp_sgemm_avx512_calls++;
+        return;
+    }
+    cddp_gemm(dt, M, f->N, f->K, alpha, A, ars, acs, f->B, f->brs, f->bcs, beta, C, ldc);
+}
+
+void cddp_gemm_fixed_free(cddp_gemm_fixed *f)
+{
+    free(f->packed);
+    f->packed = NULL;
+}
+
 /* float32 products with a BLAS loaded (CDDP_BLAS=none keeps the portable kernel under test),
  * one GEMM thread (the kernel is single-threaded; OpenBLAS keeps multithreaded products), and
  * every side long enough to fill micro-tiles and pay for the packing: below these the BLAS
@@ -540,13 +577,14 @@ static PyObject *py_get_num_threads(PyObject *m, PyObject *unused)
 }
 
 /* {"library", "sgemm", "dgemm", "ilp64", "threads", "backend", "operand_copies", "core",
- * "sgemm_kernel", "own_sgemm_calls"}: what blas_find settled on, how many operands matmul had
- * to copy so far, the library's kernel family (OpenBLAS only, else None), and whether (and how
- * often) float32 products ran cddp's AVX-512 kernel. */
+ * "sgemm_kernel", "own_sgemm_calls", "fixed_operand_packed"}: what blas_find settled on, how
+ * many operands matmul had to copy so far, the library's kernel family (OpenBLAS only, else
+ * None), whether (and how often) float32 products ran cddp's AVX-512 kernel, and whether
+ * cddp_gemm_fixed packs its operand for it. */
 static PyObject *py_blas_info(PyObject *m, PyObject *unused)
 {
     int have = g_blas.sgemm != NULL;
-    return Py_BuildValue("{s:z,s:z,s:z,s:O,s:i,s:s,s:L,s:z,s:s,s:L}",
+    return Py_BuildValue("{s:z,s:z,s:z,s:O,s:i,s:s,s:L,s:z,s:s,s:L,s:O}",
                          "library", have ? g_blas.path : NULL,
                          "sgemm", have ? g_blas.sgemm_name : NULL,
                          "dgemm", have ? g_blas.dgemm_name : NULL,
@@ -558,7 +596,8 @@ static PyObject *py_blas_info(PyObject *m, PyObject *unused)
                          "sgemm_kernel", have && g_blas.own_sgemm ?
                              "cddp avx512 (one GEMM thread, large products), else the library" :
                              have ? "the library" : "portable",
-                         "own_sgemm_calls", (long long)cddp_sgemm_avx512_calls);
+                         "own_sgemm_calls", (long long)cddp_sgemm_avx512_calls,
+                         "fixed_operand_packed", own_sgemm_allowed() ? Py_True : Py_False);
 }
 
 static PyMethodDef blas_methods[] = {

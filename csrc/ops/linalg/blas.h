@@ -54,6 +54,32 @@ int cddp_sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float 
                       int64_t acs, const float *B, int64_t brs, int64_t bcs, float beta,
                       float *C, int64_t ldc);
 
+/* The same product with B packed once for many A's (a recurrence's W_hh^T, one product per
+ * time step): _pack returns B (K, N)'s panels (aligned_alloc'd: free() them), NULL when out of
+ * memory; _packed computes C = alpha A @ B + beta C with them (M, N, K as packed, M >= 1,
+ * alpha != 0), 0 done or -1 (no scratch; C untouched). */
+float *cddp_sgemm_avx512_pack(int64_t K, int64_t N, const float *B, int64_t brs, int64_t bcs);
+int cddp_sgemm_avx512_packed(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                             int64_t ars, int64_t acs, const float *pb, float beta, float *C,
+                             int64_t ldc);
+
+/* A right operand used by many products (cddp_gemm_fixed_*): packed once where cddp's own
+ * kernel may run (float32, an AVX-512 CPU, CDDP_GEMM not "blas"), else plain cddp_gemm. */
+typedef struct {
+    float *packed;            /* B's panels, or NULL: cddp_gemm with the operand below */
+    const void *B;
+    int64_t brs, bcs, K, N;
+} cddp_gemm_fixed;
+
+/* Prepare B (K, N) for repeated products; never fails (without memory it stays unpacked). */
+void cddp_gemm_fixed_init(cddp_gemm_fixed *f, cddp_dtype dt, int64_t K, int64_t N,
+                          const void *B, int64_t brs, int64_t bcs);
+/* C (M, N) = alpha A (M, K) @ B + beta C, as cddp_gemm. */
+void cddp_gemm_fixed_run(const cddp_gemm_fixed *f, cddp_dtype dt, int64_t M, double alpha,
+                         const void *A, int64_t ars, int64_t acs, double beta, void *C,
+                         int64_t ldc);
+void cddp_gemm_fixed_free(cddp_gemm_fixed *f);
+
 /* Products cddp_gemm handed to cddp_sgemm_avx512 so far (reported by _blas_info(); tests use
  * it to prove the kernel runs). */
 extern int64_t cddp_sgemm_avx512_calls;

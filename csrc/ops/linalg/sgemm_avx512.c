@@ -20,7 +20,10 @@
  * so results match a float64 reference to float32 rounding, not OpenBLAS's bits.
  *
  * The packing buffers come from malloc per call (a few hundred KiB for conv shapes; the GEMM
- * is ~1000x the work); -1 when there is none, and blas.c falls back to BLAS. Only the
+ * is ~1000x the work); -1 when there is none, and blas.c falls back to BLAS. A right operand
+ * used by many products (a recurrence's W_hh^T, one small product per time step, where
+ * packing it cost as much as the product) is packed once by cddp_sgemm_avx512_pack and reused
+ * by cddp_sgemm_avx512_packed: the same blocks in the same order, only A packed per call. Only the
  * micro-kernel is compiled for AVX-512 (target attribute); cddp_sgemm_avx512_supported asks
  * cpuid, so valgrind's virtual CPU (no AVX-512) and older CPUs never run it.
  */
@@ -130,6 +133,75 @@ static void pack_b(int64_t kc, int64_t nc, const float *B, int64_t rs, int64_t c
     }
 }
 
+/* Floats the packed panels of a (K, N) right operand take: each (NC, KC) block rounded up to
+ * whole NR-wide micro-panels, in the order cddp_sgemm_avx512 visits them. */
+static size_t packed_floats(int64_t K, int64_t N)
+{
+    size_t total = 0;
+    for (int64_t jc = 0; jc < N; jc += NC)
+        total += (size_t)ROUND_UP(N - jc < NC ? N - jc : NC, NR) * (size_t)K;
+    return total;
+}
+
+float *cddp_sgemm_avx512_pack(int64_t K, int64_t N, const float *B, int64_t brs, int64_t bcs)
+{
+    float *pb = aligned_alloc(64, ROUND_UP(packed_floats(K, N) * sizeof(float), 64));
+    float *p = pb;
+    if (!pb)
+        return NULL;
+    for (int64_t jc = 0; jc < N; jc += NC) {
+        int64_t nc = N - jc < NC ? N - jc : NC;
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            int64_t kc = K - pc < KC ? K - pc : KC;
+            pack_b(kc, nc, B + pc * brs + jc * bcs, brs, bcs, p);
+            p += ROUND_UP(nc, NR) * kc;
+        }
+    }
+    return pb;
+}
+
+/* The loops of cddp_sgemm_avx512 over B's panels: packed once (pb, from _pack) or per slice
+ * from B into the scratch pb. pa: scratch for A's block. */
+static void sgemm_blocks(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                         int64_t ars, int64_t acs, const float *B, int64_t brs, int64_t bcs,
+                         float *pb, int prepacked, float beta, float *C, int64_t ldc, float *pa)
+{
+    for (int64_t jc = 0; jc < N; jc += NC) {
+        int64_t nc = N - jc < NC ? N - jc : NC;
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            int64_t kc = K - pc < KC ? K - pc : KC;
+            float bt = pc == 0 ? beta : 1.0f;
+            if (!prepacked)
+                pack_b(kc, nc, B + pc * brs + jc * bcs, brs, bcs, pb);
+            for (int64_t ic = 0; ic < M; ic += MC) {
+                int64_t mc = M - ic < MC ? M - ic : MC;
+                pack_a(mc, kc, A + ic * ars + pc * acs, ars, acs, pa);
+                for (int64_t jr = 0; jr < nc; jr += NR)
+                    for (int64_t ir = 0; ir < mc; ir += MR)
+                        micro_kernel(kc, pa + ir * kc, pb + jr * kc,
+                                     C + (ic + ir) * ldc + jc + jr, ldc, alpha, bt,
+                                     (int)(mc - ir < MR ? mc - ir : MR),
+                                     (int)(nc - jr < NR ? nc - jr : NR));
+            }
+            if (prepacked)
+                pb += ROUND_UP(nc, NR) * kc;
+        }
+    }
+}
+
+int cddp_sgemm_avx512_packed(int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                             int64_t ars, int64_t acs, const float *pb, float beta, float *C,
+                             int64_t ldc)
+{
+    int64_t mcap = ROUND_UP(M < MC ? M : MC, MR), kcap = K < KC ? K : KC;
+    float *pa = aligned_alloc(64, ROUND_UP((size_t)(mcap * kcap) * sizeof(float), 64));
+    if (!pa)
+        return -1;
+    sgemm_blocks(M, N, K, alpha, A, ars, acs, NULL, 0, 0, (float *)pb, 1, beta, C, ldc, pa);
+    free(pa);
+    return 0;
+}
+
 int cddp_sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float *A, int64_t ars,
                       int64_t acs, const float *B, int64_t brs, int64_t bcs, float beta,
                       float *C, int64_t ldc)
@@ -141,24 +213,7 @@ int cddp_sgemm_avx512(int64_t M, int64_t N, int64_t K, float alpha, const float 
     int rc = -1;
     if (!pa || !pb)
         goto done;
-    for (int64_t jc = 0; jc < N; jc += NC) {
-        int64_t nc = N - jc < NC ? N - jc : NC;
-        for (int64_t pc = 0; pc < K; pc += KC) {
-            int64_t kc = K - pc < KC ? K - pc : KC;
-            float bt = pc == 0 ? beta : 1.0f;
-            pack_b(kc, nc, B + pc * brs + jc * bcs, brs, bcs, pb);
-            for (int64_t ic = 0; ic < M; ic += MC) {
-                int64_t mc = M - ic < MC ? M - ic : MC;
-                pack_a(mc, kc, A + ic * ars + pc * acs, ars, acs, pa);
-                for (int64_t jr = 0; jr < nc; jr += NR)
-                    for (int64_t ir = 0; ir < mc; ir += MR)
-                        micro_kernel(kc, pa + ir * kc, pb + jr * kc,
-                                     C + (ic + ir) * ldc + jc + jr, ldc, alpha, bt,
-                                     (int)(mc - ir < MR ? mc - ir : MR),
-                                     (int)(nc - jr < NR ? nc - jr : NR));
-            }
-        }
-    }
+    sgemm_blocks(M, N, K, alpha, A, ars, acs, B, brs, bcs, pb, 0, beta, C, ldc, pa);
     rc = 0;
 done:
     free(pa);
