@@ -76,6 +76,7 @@ from ..tensor._api import DTensor, DTensorSpec, _default_mesh, _full, chunk_rang
 from ..tensor._api import local_shape as _local_shape
 from ..tensor.placement_types import Replicate, Shard
 from ._fsdp_api import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy
+from . import _params
 from ._flat_param import _predivide_factor
 from .fully_sharded_data_parallel import _cast_inputs
 
@@ -444,31 +445,12 @@ def register_fsdp_forward_method(module, method_name):
 def _collect(module, ignored):
     """[(param, [(module, name, fqn)])] of the group: not inside nested FSDP modules, not
     ignored, each parameter once."""
-    params, index, seen = [], {}, set()
-
-    def walk(m, prefix):
-        if id(m) in seen:
-            return
-        seen.add(id(m))
-        for name, p in m._parameters.items():
-            if p is None or id(p) in ignored:
-                continue
-            fqn = prefix + name
-            if getattr(p, "_is_dtensor", False):
-                raise ValueError(f"fully_shard: parameter {fqn!r} is already sharded by "
-                                 "another fully_shard call (a parameter shared between "
-                                 "groups); shard a common ancestor instead")
-            if id(p) in index:
-                params[index[id(p)]][1].append((m, name, fqn))
-            else:
-                index[id(p)] = len(params)
-                params.append((p, [(m, name, fqn)]))
-        for cname, c in m._modules.items():
-            if c is not None and not isinstance(c, FSDPModule):
-                walk(c, prefix + cname + ".")
-
-    walk(module, "")
-    return params
+    return _params.collect(
+        module, skip=lambda name, p: id(p) in ignored,
+        claimed=lambda p: getattr(p, "_is_dtensor", False) and (
+            "is already sharded by another fully_shard call (a parameter shared between "
+            "groups); shard a common ancestor instead"),
+        descend=lambda c: not isinstance(c, FSDPModule))
 
 
 def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placement_fn=None,

@@ -72,6 +72,7 @@ from ...nn.parameter import Parameter
 from .. import distributed_c10d as _c10d
 from . import _optim_state_dict as _osd
 from . import _state_dict as _sd
+from . import _params
 from ._flat_param import FLAT_PARAM, FlatParamHandle
 from ._process_groups import HYBRID, mesh_groups, plan_groups
 from ._unshard import unshard_units
@@ -122,37 +123,17 @@ def _collect(root, ignored_module_ids, ignored_param_ids):
     """This unit's parameters [(param, [(module, name, fqn)])] in named_parameters order
     (shared ones once, every place kept) and buffers [(module, name)], not descending into
     nested FSDP units or ignored modules."""
-    params, index, buffers, seen = [], {}, [], set()
+    buffers = []
     if isinstance(root, FullyShardedDataParallel):       # FSDP(FSDP(m)): nothing left to own
-        return params, buffers
-
-    def walk(m, prefix):
-        if id(m) in seen:
-            return
-        seen.add(id(m))
-        for name, p in m._parameters.items():
-            if p is None or id(p) in ignored_param_ids or name == FLAT_PARAM:
-                continue
-            fqn = prefix + name
-            if getattr(p, "_fsdp_flattened", False):
-                raise ValueError(f"parameter {fqn!r} is already managed by another FSDP unit: "
-                                 "a parameter shared between modules must be wrapped in one "
-                                 "unit (wrap a common ancestor)")
-            if id(p) in index:
-                params[index[id(p)]][1].append((m, name, fqn))
-            else:
-                index[id(p)] = len(params)
-                params.append((p, [(m, name, fqn)]))
-        for name, b in m._buffers.items():
-            if b is not None:
-                buffers.append((m, name))
-        for cname, c in m._modules.items():
-            if c is None or isinstance(c, FullyShardedDataParallel) or \
-                    id(c) in ignored_module_ids:
-                continue
-            walk(c, prefix + cname + ".")
-
-    walk(root, "")
+        return [], buffers
+    params = _params.collect(
+        root, skip=lambda name, p: id(p) in ignored_param_ids or name == FLAT_PARAM,
+        claimed=lambda p: getattr(p, "_fsdp_flattened", False) and (
+            "is already managed by another FSDP unit: a parameter shared between modules "
+            "must be wrapped in one unit (wrap a common ancestor)"),
+        descend=lambda c: not isinstance(c, FullyShardedDataParallel)
+        and id(c) not in ignored_module_ids,
+        buffers=buffers)
     return params, buffers
 
 
