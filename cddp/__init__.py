@@ -128,9 +128,6 @@ else:
     pi, e, inf, nan, newaxis = math.pi, math.e, math.inf, math.nan, None
     from . import _foreach                   # torch._foreach_* (EMA and optimizer helpers)
     globals().update(_foreach.FUNCTIONS)
-    # torch.sparse over dense tensors; also installs Tensor.to_dense / to_sparse
-    from . import sparse
-    from .sparse import sparse_coo_tensor, sparse_csr_tensor  # noqa: F401
     _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
     _amp_update_scale_ = _C._amp_update_scale_
 
@@ -168,7 +165,10 @@ _LAZY.update({"i0": ("special", "i0"),
               "GradScaler": ("amp", "GradScaler"), "Future": ("futures", "Future"),
               "types": ("types", None), "from_dlpack": ("utils.dlpack", "from_dlpack"),
               "to_dlpack": ("utils.dlpack", "to_dlpack"), "compiler": ("compiler", None),
-              "_dynamo": ("_dynamo", None), "_inductor": ("_inductor", None)})
+              "_dynamo": ("_dynamo", None), "_inductor": ("_inductor", None),
+              # torch.sparse over dense tensors (loaded on first use: cddp/sparse.py)
+              "sparse": ("sparse", None), "sparse_coo_tensor": ("sparse", "sparse_coo_tensor"),
+              "sparse_csr_tensor": ("sparse", "sparse_csr_tensor")})
 
 
 def __getattr__(name):

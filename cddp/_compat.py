@@ -229,8 +229,25 @@ def _is_coalesced(self):
     raise RuntimeError("is_coalesced expected sparse coordinate tensor layout but got Strided")
 
 
+def _to_dense(self, dtype=None, *, masked_grad=None):
+    """Tensor.to_dense: a strided tensor is its own dense form (torch returns self)."""
+    return self if dtype is None or dtype == self.dtype else self.to(dtype)
+
+
+def _to_sparse(self, *args, **kwargs):
+    """Tensor.to_sparse and its layout forms: cddp/sparse.py (no sparse layout: the tensor
+    itself, with the one dense warning), loaded on first use."""
+    from .sparse import to_sparse
+    return to_sparse(self, *args, **kwargs)
+
+
 Tensor.is_set_to = _is_set_to
 Tensor.is_coalesced = _is_coalesced
+Tensor.to_dense = _to_dense
+for _name in ("to_sparse", "to_sparse_coo", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
+              "to_sparse_bsc"):
+    setattr(Tensor, _name, _to_sparse)
+del _name
 
 
 def spmm(input, mat2):  # noqa: A002

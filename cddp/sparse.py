@@ -220,19 +220,8 @@ class check_sparse_tensor_invariants:
         return fn
 
 
-def _to_dense(self, dtype=None, *, masked_grad=None):
-    """Tensor.to_dense: a strided tensor is its own dense form (torch returns self)."""
-    return self if dtype is None or dtype == self.dtype else self.to(dtype)
-
-
-def _to_sparse(self, *args, **kwargs):
-    """Tensor.to_sparse / to_sparse_coo / to_sparse_csr: the tensor itself (module docstring)."""
-    _warn_dense("Tensor.to_sparse", 3)
+def to_sparse(self, *args, **kwargs):
+    """Tensor.to_sparse / to_sparse_coo / to_sparse_csr (installed by _compat.py): the tensor
+    itself (module docstring)."""
+    _warn_dense("Tensor.to_sparse", 4)       # <- _compat's method <- the user
     return self
-
-
-_C.Tensor.to_dense = _to_dense
-for _name in ("to_sparse", "to_sparse_coo", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
-              "to_sparse_bsc"):
-    setattr(_C.Tensor, _name, _to_sparse)
-del _name

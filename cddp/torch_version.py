@@ -24,8 +24,8 @@ import re
 
 __all__ = ["TorchVersion", "__version__"]
 
-_RE = re.compile(r"^\s*v?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview|dev)"
-                 r"[-_.]?(\d*))?[^+]*(\+.+)?$", re.IGNORECASE)
+_PATTERN = (r"^\s*v?(\d+(?:\.\d+)*)(?:[-_.]?(a|b|c|rc|alpha|beta|pre|preview|dev)[-_.]?(\d*))?"
+            r"[^+]*(\+.+)?$")
 
 
 def _key(v):
@@ -35,7 +35,7 @@ def _key(v):
         return tuple(int(p) for p in v), 1, 0
     if not isinstance(v, str) and type(v).__name__ != "Version":
         raise TypeError(f"cannot compare a TorchVersion with {type(v).__name__}")
-    m = _RE.match(str(v))
+    m = re.match(_PATTERN, str(v), re.IGNORECASE)      # re caches the compiled pattern
     if not m:
         raise ValueError(f"{v!r} is not a version that TorchVersion can compare with")
     return (tuple(int(p) for p in m.group(1).split(".")), 0 if m.group(2) else 1,
