@@ -3,11 +3,10 @@ and LogisticNormal (stick breaking onto the simplex). Their draws are the Normal
 gives torch's numbers."""
 import math
 
-from .. import _C
 from . import constraints
 from .normal import Normal
-from .transformed_distribution import TransformedDistribution
-from .transforms import AbsTransform, ExpTransform, StickBreakingTransform
+from .transformed_distribution import FoldedAtZero, TransformedDistribution
+from .transforms import ExpTransform, StickBreakingTransform
 
 __all__ = ["LogNormal", "HalfNormal", "LogisticNormal"]
 
@@ -50,49 +49,16 @@ class LogNormal(TransformedDistribution):
         return self.base_dist.entropy() + self.loc
 
 
-class HalfNormal(TransformedDistribution):
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
-    def __init__(self, scale, validate_args=None):
-        base_dist = Normal(0, scale, validate_args=False)
-        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(HalfNormal, _instance)
-        return super().expand(batch_shape, _instance=new)
-
-    @property
-    def scale(self):
-        return self.base_dist.scale
+class HalfNormal(FoldedAtZero):
+    _base = Normal
 
     @property
     def mean(self):
         return self.scale * math.sqrt(2 / math.pi)
 
     @property
-    def mode(self):
-        return _C.zeros_like(self.scale)
-
-    @property
     def variance(self):
         return self.scale.pow(2) * (1 - 2 / math.pi)
-
-    def log_prob(self, value):
-        self._check_value(value)
-        log_prob = self.base_dist.log_prob(value) + math.log(2)
-        return _C.where(value >= 0, log_prob, -math.inf)
-
-    def cdf(self, value):
-        self._check_value(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)
 
 
 class LogisticNormal(TransformedDistribution):

@@ -7,12 +7,15 @@ Its event_shape is the larger of what the base distribution and the transforms c
 through the transforms, so a seed gives torch's numbers wherever the base's draws do (Normal
 + TanhTransform, the SAC policy, draws exactly torch's).
 """
+import math
+
+from .. import _C
 from .._size import Size
 from ..autograd.grad_mode import no_grad
 from . import constraints
 from .distribution import Distribution
 from .independent import Independent
-from .transforms import ComposeTransform, Transform
+from .transforms import AbsTransform, ComposeTransform, Transform
 from .utils import sum_rightmost
 
 __all__ = ["TransformedDistribution"]
@@ -133,3 +136,46 @@ class TransformedDistribution(Distribution):
         for transform in self.transforms:
             value = transform(value)
         return value
+
+
+class FoldedAtZero(TransformedDistribution):
+    """|X| for X ~ _base(0, scale), a location-scale family symmetric about 0 (HalfNormal,
+    HalfCauchy): the density doubles on [0, inf), cdf 2 F(x) - 1, entropy less log 2."""
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+    _base = None           # the subclass's family
+
+    def __init__(self, scale, validate_args=None):
+        base_dist = self._base(0, scale, validate_args=False)
+        super().__init__(base_dist, AbsTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        # the family's class (HalfNormal ...), so a user subclass with its own __init__ must
+        # define expand, as torch requires
+        family = next(c for c in type(self).__mro__ if "_base" in vars(c))
+        new = self._get_checked_instance(family, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mode(self):
+        return _C.zeros_like(self.scale)
+
+    def log_prob(self, value):
+        self._check_value(value)
+        log_prob = self.base_dist.log_prob(value) + math.log(2)
+        return _C.where(value >= 0, log_prob, -math.inf)
+
+    def cdf(self, value):
+        self._check_value(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)

@@ -399,15 +399,20 @@ class ReshapeTransform(Transform):
         return Size(tuple(shape[:cut]) + tuple(self.in_shape))
 
 
-class ExpTransform(Transform):
+class _Parameterless(Transform):
+    """A transform without parameters: every instance of its class is equal to every other
+    (torch writes that __eq__ in each such class)."""
+
+    def __eq__(self, other):
+        return isinstance(other, type(self))
+
+
+class ExpTransform(_Parameterless):
     """y = exp(x)."""
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, ExpTransform)
 
     def _call(self, x):
         return x.exp()
@@ -466,15 +471,12 @@ def _clipped_sigmoid(x):
     return x.sigmoid().clamp(min=fi.tiny, max=1.0 - fi.eps)
 
 
-class SigmoidTransform(Transform):
+class SigmoidTransform(_Parameterless):
     """y = 1 / (1 + exp(-x)), x = logit(y)."""
     domain = constraints.real
     codomain = constraints.unit_interval
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SigmoidTransform)
 
     def _call(self, x):
         return _clipped_sigmoid(x)
@@ -489,15 +491,12 @@ class SigmoidTransform(Transform):
         return -_softplus(-x) - _softplus(x)
 
 
-class SoftplusTransform(Transform):
+class SoftplusTransform(_Parameterless):
     """y = log(1 + exp(x)) (linear above x = 20, as F.softplus)."""
     domain = constraints.real
     codomain = constraints.positive
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, SoftplusTransform)
 
     def _call(self, x):
         return _softplus(x)
@@ -510,16 +509,13 @@ class SoftplusTransform(Transform):
         return -_softplus(-x)
 
 
-class TanhTransform(Transform):
+class TanhTransform(_Parameterless):
     """y = tanh(x). Equal to Affine(0, 2) . Sigmoid . Affine(-1, 2) but numerically stable;
     use cache_size=1 where samples can round to +-1 (atanh would give inf)."""
     domain = constraints.real
     codomain = constraints.interval(-1.0, 1.0)
     bijective = True
     sign = +1
-
-    def __eq__(self, other):
-        return isinstance(other, TanhTransform)
 
     def _call(self, x):
         return x.tanh()
@@ -533,13 +529,10 @@ class TanhTransform(Transform):
         return 2.0 * (math.log(2.0) - x - _softplus(-2.0 * x))
 
 
-class AbsTransform(Transform):
+class AbsTransform(_Parameterless):
     """y = |x| (not bijective; the "inverse" is the identity on the positive half)."""
     domain = constraints.real
     codomain = constraints.positive
-
-    def __eq__(self, other):
-        return isinstance(other, AbsTransform)
 
     def _call(self, x):
         return x.abs()
@@ -678,13 +671,10 @@ class CorrCholeskyTransform(Transform):
         return Size(tuple(shape[:-2]) + (D * (D - 1) // 2,))
 
 
-class SoftmaxTransform(Transform):
+class SoftmaxTransform(_Parameterless):
     """x -> softmax(x) on the last dim (not bijective; the "inverse" is log)."""
     domain = constraints.real_vector
     codomain = constraints.simplex
-
-    def __eq__(self, other):
-        return isinstance(other, SoftmaxTransform)
 
     def _call(self, x):
         probs = (x - x.max(-1, True)[0]).exp()
@@ -704,16 +694,13 @@ class SoftmaxTransform(Transform):
         return shape
 
 
-class StickBreakingTransform(Transform):
+class StickBreakingTransform(_Parameterless):
     """x (..., K) -> the simplex (..., K + 1) by stick breaking: z_i = sigmoid(x_i -
     log(K + 1 - i)), y_i = z_i * prod_{j<i} (1 - z_j), y_K = what is left. The offset makes
     x = 0 map to the uniform point."""
     domain = constraints.real_vector
     codomain = constraints.simplex
     bijective = True
-
-    def __eq__(self, other):
-        return isinstance(other, StickBreakingTransform)
 
     def _call(self, x):
         offset = x.shape[-1] + 1 - x.new_ones(x.shape[-1]).cumsum(-1)     # K, K-1, ..., 1
@@ -747,14 +734,11 @@ class StickBreakingTransform(Transform):
         return Size(tuple(shape[:-1]) + (shape[-1] - 1,))
 
 
-class LowerCholeskyTransform(Transform):
+class LowerCholeskyTransform(_Parameterless):
     """Unconstrained (..., n, n) -> lower triangular with positive diagonal: the strict lower
     part kept, the diagonal exponentiated (no log-determinant: not a bijection of R^(n*n))."""
     domain = constraints.independent(constraints.real, 2)
     codomain = constraints.lower_cholesky
-
-    def __eq__(self, other):
-        return isinstance(other, LowerCholeskyTransform)
 
     def _call(self, x):
         return x.tril(-1) + x.diagonal(dim1=-2, dim2=-1).exp().diag_embed()
@@ -763,13 +747,10 @@ class LowerCholeskyTransform(Transform):
         return y.tril(-1) + y.diagonal(dim1=-2, dim2=-1).log().diag_embed()
 
 
-class PositiveDefiniteTransform(Transform):
+class PositiveDefiniteTransform(_Parameterless):
     """Unconstrained (..., n, n) -> L L^T with L = LowerCholeskyTransform()(x)."""
     domain = constraints.independent(constraints.real, 2)
     codomain = constraints.positive_definite
-
-    def __eq__(self, other):
-        return isinstance(other, PositiveDefiniteTransform)
 
     def _call(self, x):
         x = LowerCholeskyTransform()(x)

@@ -5,6 +5,8 @@ gradients, as FSDP2's, give the global norm through cddp.distributed.tensor._nor
 parameters_to_vector / vector_to_parameters, and the submodules: rnn (PackedSequence and
 padding helpers), parametrize / parametrizations, weight_norm and spectral_norm (hook-based),
 fusion (conv/linear + BatchNorm folding), stateless (functional_call), skip_init, prune."""
+import sys
+
 from ... import _C
 from . import rnn  # noqa: F401
 from . import parametrize, parametrizations, stateless, prune  # noqa: F401
@@ -94,8 +96,10 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
 
 
 def _any_dtensor(tensors):
-    """Whether a tensor is a DTensor (its class carries the marker; no import needed)."""
-    return any(getattr(type(t), "_is_dtensor", False) for t in tensors)
+    """Whether a tensor is a DTensor (its class carries the marker). No DTensor can exist
+    before cddp.distributed.tensor is imported, so clipping without it scans nothing."""
+    return "cddp.distributed.tensor._api" in sys.modules and \
+        any(getattr(type(t), "_is_dtensor", False) for t in tensors)
 
 
 def clip_grads_with_norm_(parameters, max_norm, total_norm, foreach=None):
