@@ -168,7 +168,12 @@ _LAZY.update({"i0": ("special", "i0"),
               "_dynamo": ("_dynamo", None), "_inductor": ("_inductor", None),
               # torch.sparse over dense tensors (loaded on first use: cddp/sparse.py)
               "sparse": ("sparse", None), "sparse_coo_tensor": ("sparse", "sparse_coo_tensor"),
-              "sparse_csr_tensor": ("sparse", "sparse_csr_tensor")})
+              "sparse_csr_tensor": ("sparse", "sparse_csr_tensor"),
+              # complex tensors and torch.fft (cddp/_complex.py, cddp/fft.py)
+              "fft": ("fft", None),
+              **{n: ("_complex", n) for n in ("complex64", "complex128", "cfloat", "cdouble",
+                                              "view_as_complex", "view_as_real", "polar",
+                                              "complex")}})
 
 
 def __getattr__(name):

@@ -21,7 +21,7 @@ static PyMethodDef *tensor_tables[] = {
 };
 static PyMethodDef *module_tables[] = {
     cddp_core_module_methods, cddp_autograd_module_methods, cddp_function_module_methods,
-    cddp_elementwise_module_methods,
+    cddp_elementwise_module_methods, cddp_complex_module_methods,
     cddp_reduce_module_methods, cddp_linalg_module_methods, cddp_shape_module_methods,
     cddp_index_module_methods, cddp_creation_module_methods, cddp_loss_module_methods,
     cddp_optim_module_methods, cddp_clip_module_methods, cddp_linear_module_methods,

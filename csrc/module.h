@@ -39,6 +39,7 @@ extern PyMethodDef cddp_resize_tensor_methods[];    /* core/resize.c */
 extern PyMethodDef cddp_share_module_methods[];
 extern PyMethodDef cddp_elementwise_tensor_methods[];
 extern PyMethodDef cddp_elementwise_module_methods[];
+extern PyMethodDef cddp_complex_module_methods[];  /* ops/elementwise/complex.c */
 extern PyMethodDef cddp_reduce_tensor_methods[];
 extern PyMethodDef cddp_reduce_module_methods[];
 extern PyMethodDef cddp_linalg_tensor_methods[];

@@ -635,6 +635,26 @@ def test_stack_matches_numpy(layout, dim):
     np.testing.assert_array_equal(n(cddp.stack([t(np.array(1.0)), t(np.array(2.0))])), [1.0, 2.0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64, np.int64, np.int16])
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_stack_and_cat_along_the_last_dim_interleave(dtype, k):
+    # one element per input and row: join.c's interleaving loops (4 and 8 bytes) or memcpy
+    arrays = [(np.arange(3 * 1000) * (j + 1) % 97).astype(dtype).reshape(3, 1000)
+              for j in range(k)]
+    xs = [t(a) for a in arrays]
+    np.testing.assert_array_equal(n(cddp.stack(xs, -1)), np.stack(arrays, -1))
+    cols = [a[..., None] for a in arrays]
+    np.testing.assert_array_equal(n(cddp.cat([t(c) for c in cols], -1)),
+                                  np.concatenate(cols, -1))
+
+
+def test_broadcast_error_names_the_last_mismatching_dim():
+    # torch compares from the last dim: (16, 16, 64) vs (17, 16) fails at dim 2 (64 vs 16)
+    with pytest.raises(RuntimeError, match=r"tensor a \(64\) must match the size of tensor b "
+                       r"\(16\) at non-singleton dimension 2"):
+        cddp.zeros(16, 16, 64) + cddp.zeros(17, 16)
+
+
 def test_cat_dtype_promotion_and_empty():
     i32 = t(np.array([[1, 2]], np.int32))
     f32 = t(np.array([[0.5, 1.5]], np.float32))

@@ -249,7 +249,7 @@ int cddp_broadcast_shapes(int na, const int64_t *sa, int nb, const int64_t *sb,
         PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions", CDDP_MAX_DIMS);
         return -1;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = n - 1; i >= 0; i--) {        /* from the last dim: torch names that mismatch */
         int ia = na - n + i, ib = nb - n + i;
         int64_t a = ia >= 0 ? sa[ia] : 1, b = ib >= 0 ? sb[ib] : 1;
         if (a != b && a != 1 && b != 1) {

@@ -255,7 +255,8 @@ class Module:
             raise KeyError('buffer name can\'t be empty string ""')
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
-        if tensor is not None and not isinstance(tensor, Tensor):
+        if tensor is not None and not isinstance(tensor, Tensor) and \
+                not getattr(tensor, "_is_complex_tensor", False):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                             "(cddp Tensor or None required)")
         self._buffers[name] = tensor
@@ -360,7 +361,8 @@ class Module:
         elif isinstance(value, Buffer):
             self.register_buffer(name, value.data, value.persistent)
         elif d.get("_buffers") is not None and name in d["_buffers"]:
-            if value is not None and not isinstance(value, Tensor):
+            if value is not None and not isinstance(value, Tensor) and \
+                    not getattr(value, "_is_complex_tensor", False):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                                 "(cddp.Tensor or None expected)")
             d["_buffers"][name] = value

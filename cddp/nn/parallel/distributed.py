@@ -252,9 +252,9 @@ class DistributedDataParallel(Module):
             self._broadcast_coalesced(tensors)
 
     def _module_buffers(self):
-        if not self.parameters_to_ignore:          # the usual case: no names to look at
-            return list(self.module.buffers())
-        return [b for n, b in self.module.named_buffers() if n not in self.parameters_to_ignore]
+        """The buffers DDP broadcasts; a complex one as its real view (cddp/_complex.py)."""
+        named = self.module.named_buffers()
+        return [getattr(b, "_r", b) for n, b in named if n not in self.parameters_to_ignore]
 
     def _buffers_to_sync(self):
         """The buffers the next forward broadcasts from rank 0 (torch's rule: before the

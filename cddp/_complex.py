@@ -1,0 +1,734 @@
+"""cddp._complex — complex tensors: torch.complex64 / complex128 as pairs of real parts.
+
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))    # LLaMA's RoPE
+    freqs_cis = torch.polar(torch.ones_like(freqs), freqs)
+    xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3).type_as(xq)
+    loss = (torch.fft.rfft2(pred) - torch.fft.rfft2(target)).abs().mean()  # a spectral loss
+
+Contract:
+- A ComplexTensor of shape S holds one real tensor `_r` of shape S + (2,), float32 for
+  complex64 and float64 for complex128: real parts at [..., 0], imaginary parts at [..., 1],
+  torch.view_as_real's layout. view_as_real(z) returns `_r` itself and view_as_complex(x)
+  wraps x without copying: both are views, as torch's.
+- Every operation is composed of cddp's real ops on `_r`, so autograd flows through it; the
+  gradient of a real loss with respect to a complex tensor is dL/dRe + i dL/dIm, which is
+  torch's convention (what a complex leaf's .grad holds).
+- Arithmetic: + - * / with complex tensors, real tensors and Python numbers (complex ones
+  included), unary -, @ (matmul), ==; abs, angle, exp, conj, sgn, square; real / imag (views);
+  sum / mean; shape ops (view, reshape, flatten, unsqueeze, squeeze, permute, transpose, t,
+  expand, expand_as, repeat, chunk, split, indexing, setitem, contiguous, clone, detach);
+  to / type_as / float / double (a real dtype keeps the real part and warns, as torch),
+  numpy(), item(), tolist(). Result dtypes follow the real parts' promotion (a float64
+  operand makes complex128).
+- torch.abs / angle / exp / real / imag / conj / conj_physical / sgn / mul / multiply / add /
+  sub / subtract / div / divide / true_divide / sum / mean / cat / concat / concatenate /
+  stack / roll / flatten / reshape / matmul / is_complex accept complex tensors once the
+  first one exists: the module functions are wrapped then (_install), so a program without
+  complex numbers calls the C functions directly.
+
+Differences from torch:
+- A complex tensor is not an instance of torch.Tensor, and ops beyond the above raise
+  TypeError. Complex tensors come from view_as_complex, polar, complex, the torch.fft
+  functions and arithmetic with Python complex numbers; factories (zeros, randn, tensor) do
+  not take complex dtypes, and complex tensors cannot be Parameters or be saved.
+- conj() returns a new tensor (torch: a lazy conjugate view; is_conj() is False here).
+"""
+import builtins
+import numbers
+import warnings
+
+from . import _C, atan2 as _atan2, broadcast_tensors as _broadcast_tensors
+from ._C import Tensor
+
+
+class _ComplexDType:
+    """torch.complex64 / complex128: what a complex tensor's .dtype answers."""
+    is_complex = True
+    is_floating_point = False
+    is_signed = True
+    __slots__ = ("_name", "_real", "itemsize")
+
+    def __init__(self, name, real):
+        self._name, self._real = name, real
+        self.itemsize = 2 * real.itemsize
+
+    def to_real(self):
+        return self._real
+
+    def to_complex(self):
+        return self
+
+    def __repr__(self):
+        return f"cddp.{self._name}"
+
+    def __reduce__(self):
+        return (_dtype_named, (self._name,))
+
+
+complex64 = cfloat = _ComplexDType("complex64", _C.float32)
+complex128 = cdouble = _ComplexDType("complex128", _C.float64)
+_OF_REAL = {_C.float32: complex64, _C.float64: complex128}
+
+
+def _dtype_named(name):
+    return {"complex64": complex64, "complex128": complex128}[name]
+
+
+def _is_c(x):
+    return type(x) is ComplexTensor
+
+
+def _norm_dim(d, n):
+    """A dim of a complex tensor with n dims, non-negative (the real dim n is never named)."""
+    if not -max(n, 1) <= d < max(n, 1):
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-max(n, 1)}, "
+                         f"{max(n, 1) - 1}], but got {d})")
+    return d + n if d < 0 else d
+
+
+def _parts(x):
+    """(re, im) of an operand; im is None for a real one."""
+    if _is_c(x):
+        return x._r[..., 0], x._r[..., 1]
+    if isinstance(x, builtins.complex):
+        return x.real, x.imag
+    if isinstance(x, (Tensor, numbers.Real)):
+        return x, None
+    raise TypeError(f"unsupported operand for a complex tensor: {type(x).__name__}")
+
+
+def _join(re, im):
+    """The complex tensor with parts re and im (im None: zero); a real part that is a Python
+    number takes im's shape."""
+    _install()
+    if im is None:
+        im = re * 0.0
+    elif not isinstance(re, Tensor):
+        re = im * 0.0 + re
+    elif not isinstance(im, Tensor):
+        im = re * 0.0 + im
+    if not re.is_floating_point():
+        re = re.float()
+    if im.dtype != re.dtype:
+        dt = _C.promote_types(re.dtype, im.dtype)
+        re, im = re.to(dt), im.to(dt)
+    if re.dtype not in _OF_REAL:
+        re, im = re.float(), im.float()
+    re, im = _broadcast_tensors(re, im)
+    return ComplexTensor(_C.stack([re, im], -1))
+
+
+def _add(a, b, sign):
+    ar, ai = _parts(a)
+    br, bi = _parts(b)
+    re = ar + br if sign > 0 else ar - br
+    if bi is None:
+        im = ai
+    elif ai is None:
+        im = bi if sign > 0 else -bi
+    else:
+        im = ai + bi if sign > 0 else ai - bi
+    return _join(re, im)
+
+
+class _Mul:
+    """The complex x * y of two (..., 2) layouts, one C pass (_C._complex_mul) each way:
+    dx = g * conj(y), dy = g * conj(x), summed back over broadcast dims. Made on first use
+    (cddp.autograd loads after this module's importers)."""
+    fn = None
+
+    @classmethod
+    def apply(cls, x, y):
+        if cls.fn is None:
+            from .autograd.function import Function
+
+            class ComplexMul(Function):
+                @staticmethod
+                def forward(ctx, x, y):
+                    ctx.save_for_backward(x, y)
+                    xe, ye = _broadcast_tensors(x, y)
+                    return _C._complex_mul(xe, ye)
+
+                @staticmethod
+                def backward(ctx, g):
+                    x, y = ctx.saved_tensors
+                    gx = gy = None
+                    if ctx.needs_input_grad[0]:
+                        gx = _C._complex_mul(*_broadcast_tensors(g, y), True)
+                        gx = gx.sum_to_size(x.shape) if gx.shape != x.shape else gx
+                    if ctx.needs_input_grad[1]:
+                        gy = _C._complex_mul(*_broadcast_tensors(g, x), True)
+                        gy = gy.sum_to_size(y.shape) if gy.shape != y.shape else gy
+                    return gx, gy
+            cls.fn = ComplexMul
+        return cls.fn.apply(x, y)
+
+
+def _mul(a, b):
+    if _is_c(a) and _is_c(b) and a._r.dim() == b._r.dim() and \
+            a._r.dtype == b._r.dtype and a._r.stride(-1) == 1 and b._r.stride(-1) == 1:
+        return ComplexTensor(_Mul.apply(a._r, b._r))
+    ar, ai = _parts(a)
+    br, bi = _parts(b)
+    if ai is None:
+        return _join(ar * br, None if bi is None else ar * bi)
+    if bi is None:
+        return _join(ar * br, ai * br)
+    return _join(ar * br - ai * bi, ar * bi + ai * br)
+
+
+def _div(a, b):
+    ar, ai = _parts(a)
+    br, bi = _parts(b)
+    if bi is None:
+        return _join(ar / br, None if ai is None else ai / br)
+    den = br * br + bi * bi
+    if ai is None:
+        return _join(ar * br / den, -(ar * bi) / den)
+    return _join((ar * br + ai * bi) / den, (ai * br - ar * bi) / den)
+
+
+def _matmul(a, b):
+    ar, ai = _parts(a)
+    br, bi = _parts(b)
+    mm = _C.matmul
+    if ai is None:
+        return _join(mm(ar, br), None if bi is None else mm(ar, bi))
+    if bi is None:
+        return _join(mm(ar, br), mm(ai, br))
+    return _join(mm(ar, br) - mm(ai, bi), mm(ar, bi) + mm(ai, br))
+
+
+def _real_dtype(dt):
+    return dt._real if isinstance(dt, _ComplexDType) else dt
+
+
+class ComplexTensor:
+    """A complex tensor (see the module docstring): `_r` holds its real and imaginary parts
+    in a trailing dimension of 2."""
+    __slots__ = ("_r", "__weakref__")
+    _is_complex_tensor = True
+    __array_priority__ = 1000          # NumPy defers to our reflected operators
+    __hash__ = object.__hash__
+
+    def __init__(self, r):
+        self._r = r
+
+    # ---- description ------------------------------------------------------------------
+    @property
+    def shape(self):
+        return self._r.shape[:-1]
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim)]
+
+    @property
+    def ndim(self):
+        return self._r.dim() - 1
+
+    def dim(self):
+        return self._r.dim() - 1
+
+    ndimension = dim
+
+    def numel(self):
+        return self._r.numel() // 2
+
+    nelement = numel
+
+    def element_size(self):
+        return 2 * self._r.element_size()
+
+    @property
+    def dtype(self):
+        return _OF_REAL[self._r.dtype]
+
+    @property
+    def device(self):
+        return self._r.device
+
+    @property
+    def is_cuda(self):
+        return self._r.is_cuda
+
+    @property
+    def is_meta(self):
+        return self._r.is_meta
+
+    @property
+    def requires_grad(self):
+        return self._r.requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        self._r.requires_grad = flag
+
+    def requires_grad_(self, flag=True):
+        self._r.requires_grad_(flag)
+        return self
+
+    @property
+    def grad(self):
+        g = self._r.grad
+        return None if g is None else ComplexTensor(g)
+
+    @grad.setter
+    def grad(self, value):
+        self._r.grad = None if value is None else value._r
+
+    @property
+    def is_leaf(self):
+        return self._r.is_leaf
+
+    @property
+    def grad_fn(self):
+        return self._r.grad_fn
+
+    @property
+    def data(self):
+        return ComplexTensor(self._r.data)
+
+    def is_complex(self):
+        return True
+
+    def is_floating_point(self):
+        return False
+
+    def is_conj(self):
+        return False
+
+    def is_contiguous(self, memory_format=None):
+        return self._r.is_contiguous()
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def backward(self, gradient=None, *args, **kwargs):
+        if gradient is None:
+            raise RuntimeError("grad can be implicitly created only for real scalar outputs")
+        self._r.backward(gradient._r if _is_c(gradient) else gradient, *args, **kwargs)
+
+    # ---- parts and elementwise functions -----------------------------------------------
+    @property
+    def real(self):
+        return self._r[..., 0]
+
+    @property
+    def imag(self):
+        return self._r[..., 1]
+
+    def conj(self):
+        return _join(self._r[..., 0], -self._r[..., 1])
+
+    conj_physical = resolve_conj = conj
+
+    def abs(self):
+        # |z| as a 2-norm: its gradient at 0 is 0 (torch's sgn(0) = 0), no overflow in re²
+        return self._r.norm(dim=-1)
+
+    absolute = abs
+
+    def angle(self):
+        return _atan2(self._r[..., 1], self._r[..., 0])
+
+    def exp(self):
+        e = self._r[..., 0].exp()
+        im = self._r[..., 1]
+        return _join(e * im.cos(), e * im.sin())
+
+    def sgn(self):
+        a = self.abs()
+        z = _C.where(a == 0, _C.zeros_like(a), 1.0 / _C.where(a == 0, _C.ones_like(a), a))
+        return _mul(self, z)
+
+    def square(self):
+        return _mul(self, self)
+
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        r = self._r if dtype is None else self._r.to(_real_dtype(dtype))
+        if dim is None:
+            return ComplexTensor(r.reshape(-1, 2).sum(0))
+        dims = (dim,) if isinstance(dim, int) else tuple(dim)
+        return ComplexTensor(r.sum(tuple(_norm_dim(d, self.ndim) for d in dims), keepdim))
+
+    def mean(self, dim=None, keepdim=False, dtype=None):
+        n = self.numel() if dim is None else 1
+        if dim is not None:
+            for d in ((dim,) if isinstance(dim, int) else dim):
+                n *= self.shape[_norm_dim(d, self.ndim)]
+        return ComplexTensor(self.sum(dim, keepdim, dtype)._r / n)
+
+    # ---- arithmetic --------------------------------------------------------------------
+    def __add__(self, o):
+        return _add(self, o, 1)
+
+    __radd__ = add = __add__
+
+    def __sub__(self, o):
+        return _add(self, o, -1)
+
+    sub = __sub__
+
+    def __rsub__(self, o):
+        return _add(o, self, -1)
+
+    def __mul__(self, o):
+        return _mul(self, o)
+
+    __rmul__ = mul = __mul__
+
+    def __truediv__(self, o):
+        return _div(self, o)
+
+    div = __truediv__
+
+    def __rtruediv__(self, o):
+        return _div(o, self)
+
+    def __matmul__(self, o):
+        return _matmul(self, o)
+
+    matmul = __matmul__
+
+    def __rmatmul__(self, o):
+        return _matmul(o, self)
+
+    def __neg__(self):
+        return ComplexTensor(-self._r)
+
+    def __pos__(self):
+        return self
+
+    def __pow__(self, p):
+        if isinstance(p, int) and 0 <= p <= 64:
+            out = _join(self._r[..., 0] * 0 + 1, None)
+            base = self
+            while p:
+                if p & 1:
+                    out = _mul(out, base)
+                base, p = _mul(base, base), p >> 1
+            return out
+        raise TypeError("complex tensors take integer powers 0..64 only")
+
+    def __eq__(self, o):
+        ar, ai = _parts(self)
+        br, bi = _parts(o)
+        return (ar == br) & (ai == (0 if bi is None else bi))
+
+    def __ne__(self, o):
+        return ~(self == o)
+
+    # ---- shapes ------------------------------------------------------------------------
+    def _dims(self, dims):
+        return tuple(_norm_dim(d, self.ndim) for d in dims)
+
+    @staticmethod
+    def _sizes(shape):
+        return tuple(shape[0]) if len(shape) == 1 and not isinstance(shape[0], int) else shape
+
+    def view(self, *shape):
+        return ComplexTensor(self._r.view(*self._sizes(shape), 2))
+
+    def reshape(self, *shape):
+        return ComplexTensor(self._r.reshape(*self._sizes(shape), 2))
+
+    def view_as(self, other):
+        return self.view(other.shape)
+
+    reshape_as = view_as
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = self._dims((start_dim, end_dim))
+        return ComplexTensor(self._r.flatten(s, e))
+
+    def unsqueeze(self, dim):
+        n = self.ndim + 1
+        return ComplexTensor(self._r.unsqueeze(_norm_dim(dim, n)))
+
+    def squeeze(self, dim=None):
+        shape = list(self.shape)
+        if dim is None:
+            keep = [s for s in shape if s != 1]
+        else:
+            drop = set(self._dims((dim,) if isinstance(dim, int) else dim))
+            keep = [s for i, s in enumerate(shape) if i not in drop or s != 1]
+        return self.reshape(keep)
+
+    def permute(self, *dims):
+        dims = self._sizes(dims)
+        return ComplexTensor(self._r.permute(*self._dims(dims), self.ndim))
+
+    def transpose(self, d0, d1):
+        d0, d1 = self._dims((d0, d1))
+        return ComplexTensor(self._r.transpose(d0, d1))
+
+    swapaxes = swapdims = transpose
+
+    def t(self):
+        return self if self.ndim < 2 else self.transpose(0, 1)
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    @property
+    def mH(self):
+        return self.transpose(-2, -1).conj()
+
+    def expand(self, *sizes):
+        return ComplexTensor(self._r.expand(*self._sizes(sizes), 2))
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def repeat(self, *sizes):
+        return ComplexTensor(self._r.repeat(*self._sizes(sizes), 1))
+
+    def chunk(self, chunks, dim=0):
+        return tuple(ComplexTensor(c) for c in self._r.chunk(chunks, _norm_dim(dim, self.ndim)))
+
+    def split(self, split_size, dim=0):
+        return tuple(ComplexTensor(c) for c in self._r.split(split_size,
+                                                             _norm_dim(dim, self.ndim)))
+
+    def unbind(self, dim=0):
+        return tuple(ComplexTensor(c) for c in self._r.unbind(_norm_dim(dim, self.ndim)))
+
+    def roll(self, shifts, dims=None):
+        if dims is None:
+            return ComplexTensor(self._r.reshape(-1, 2).roll(shifts, 0)).view(self.shape)
+        if isinstance(dims, int):
+            return ComplexTensor(self._r.roll(shifts, _norm_dim(dims, self.ndim)))
+        return ComplexTensor(self._r.roll(shifts, self._dims(dims)))
+
+    @staticmethod
+    def _key(key):
+        """key for _r: the complex dims' key, then the whole trailing (real, imag) dim."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        if any(k is Ellipsis for k in key):
+            return key + (slice(None),)
+        return key + (Ellipsis, slice(None))
+
+    def __getitem__(self, key):
+        return ComplexTensor(self._r[self._key(key)])
+
+    def __setitem__(self, key, value):
+        if _is_c(value):
+            self._r[self._key(key)] = value._r
+        else:
+            re, im = _parts(value)
+            k = self._key(key)[:-1]
+            self._r[k + (0,)] = re
+            self._r[k + (1,)] = 0 if im is None else im
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def contiguous(self, memory_format=None):
+        return ComplexTensor(self._r.contiguous())
+
+    def clone(self, memory_format=None):
+        return ComplexTensor(self._r.clone())
+
+    def detach(self):
+        return ComplexTensor(self._r.detach())
+
+    def copy_(self, src):
+        self._r.copy_(src._r if _is_c(src) else _join(src, None)._r)
+        return self
+
+    def zero_(self):
+        self._r.zero_()
+        return self
+
+    # ---- conversion --------------------------------------------------------------------
+    def to(self, *args, **kwargs):
+        dtype = kwargs.pop("dtype", None)
+        rest = []
+        for a in args:
+            if isinstance(a, (_ComplexDType, _C.dtype)):
+                dtype = a
+            elif _is_c(a) or isinstance(a, Tensor):
+                dtype = a.dtype
+                rest.append(a.device)
+            else:
+                rest.append(a)
+        r = self._r.to(*rest, **kwargs) if rest or kwargs else self._r
+        if dtype is None or isinstance(dtype, _ComplexDType):
+            return ComplexTensor(r if dtype is None else r.to(dtype._real))
+        warnings.warn("Casting complex values to real discards the imaginary part",
+                      UserWarning, stacklevel=2)
+        return r[..., 0].to(dtype)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    def float(self):
+        return self.to(_C.float32)
+
+    def double(self):
+        return self.to(_C.float64)
+
+    def cpu(self):
+        return self
+
+    def cuda(self, *args, **kwargs):
+        return ComplexTensor(self._r.cuda(*args, **kwargs))
+
+    def numpy(self, force=False):
+        import numpy as np
+        a = self._r.detach().numpy()
+        if a.strides[-1] != a.itemsize:
+            a = np.ascontiguousarray(a)
+        return a.view(np.complex64 if a.dtype == np.float32 else np.complex128)[..., 0]
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to "
+                               "Scalar")
+        re, im = self._r.reshape(2).tolist()
+        return builtins.complex(re, im)
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __repr__(self):
+        import numpy as np
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", formatter={
+            "complex_kind": lambda z: f"{z.real:.4f}{z.imag:+.4f}j"})
+        extra = "" if self.dtype is complex64 else f", dtype={self.dtype!r}"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+
+# ---- constructors (torch.view_as_complex, view_as_real, polar, complex) --------------------
+
+def view_as_complex(input):  # noqa: A002
+    """The complex view of a real tensor whose last dimension is 2 (real, imaginary)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"view_as_complex(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    if input.dtype not in _OF_REAL:
+        raise RuntimeError("view_as_complex is only supported for float and double tensors, "
+                           f"but got a tensor of scalar type: {input.dtype}")
+    if input.dim() == 0 or input.shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    if input.stride(-1) != 1:
+        raise RuntimeError("Tensor must have a last dimension with stride 1")
+    if any(s % 2 for s in input.stride()[:-1]):
+        raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
+    _install()
+    return ComplexTensor(input)
+
+
+def view_as_real(input):  # noqa: A002
+    """The real view (..., 2) of a complex tensor."""
+    if not _is_c(input):
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    return input._r
+
+
+def polar(abs, angle, *, out=None):  # noqa: A002
+    """abs * (cos(angle) + i sin(angle))."""
+    _check_pair("polar", abs, angle)
+    return _join(abs * angle.cos(), abs * angle.sin())
+
+
+def complex(real, imag, *, out=None):  # noqa: A002
+    """real + i imag (same floating dtype)."""
+    _check_pair("complex", real, imag)
+    return _join(real, imag)
+
+
+def _check_pair(name, a, b):
+    if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+        raise TypeError(f"{name}(): arguments must be Tensors")
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"Expected object of scalar type {a.dtype} but got scalar type "
+                           f"{b.dtype} for second argument")
+    if a.dtype not in _OF_REAL:
+        raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got "
+                           f"{a.dtype} and {b.dtype}")
+
+
+# ---- the module functions, complex-aware once a complex tensor exists ---------------------
+
+def _any_c(args):
+    for a in args:
+        if _is_c(a):
+            return True
+        if isinstance(a, (list, tuple)) and any(_is_c(x) for x in a):
+            return True
+    return False
+
+
+def _cat(tensors, dim=0, *, out=None):
+    zs = [t if _is_c(t) else _join(t, None) for t in tensors]
+    n = zs[0].ndim
+    return ComplexTensor(_C.cat([z._r for z in zs], _norm_dim(dim, n)))
+
+
+def _stack(tensors, dim=0, *, out=None):
+    zs = [t if _is_c(t) else _join(t, None) for t in tensors]
+    return ComplexTensor(_C.stack([z._r for z in zs], _norm_dim(dim, zs[0].ndim + 1)))
+
+
+_METHOD = {"abs": "abs", "absolute": "abs", "angle": "angle", "exp": "exp", "conj": "conj",
+           "conj_physical": "conj", "resolve_conj": "conj", "sgn": "sgn", "square": "square",
+           "sum": "sum", "mean": "mean", "roll": "roll", "flatten": "flatten",
+           "reshape": "reshape", "mul": "__mul__", "multiply": "__mul__", "add": "__add__",
+           "sub": "__sub__", "subtract": "__sub__", "div": "__truediv__",
+           "divide": "__truediv__", "true_divide": "__truediv__", "matmul": "__matmul__",
+           "unsqueeze": "unsqueeze", "squeeze": "squeeze", "permute": "permute",
+           "transpose": "transpose", "chunk": "chunk", "split": "split"}
+_REFLECTED = {"__mul__": _mul, "__add__": lambda a, b: _add(a, b, 1),
+              "__sub__": lambda a, b: _add(a, b, -1), "__truediv__": _div,
+              "__matmul__": _matmul}
+_installed = []
+
+
+def _dispatcher(name, cfn):
+    method = _METHOD.get(name)
+
+    def fn(*args, **kwargs):
+        if not _any_c(args):
+            return cfn(*args, **kwargs)
+        if name in ("cat", "concat", "concatenate"):
+            return _cat(*args, **kwargs)
+        if name == "stack":
+            return _stack(*args, **kwargs)
+        if name == "real":
+            return args[0].real
+        if name == "imag":
+            return args[0].imag
+        if name == "is_complex":
+            return True
+        kwargs.pop("out", None)
+        if method in _REFLECTED:
+            return _REFLECTED[method](*args[:2])
+        return getattr(args[0], method)(*args[1:], **kwargs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = getattr(cfn, "__doc__", None)
+    fn.__wrapped__ = cfn
+    return fn
+
+
+def _install():
+    """Wrap cddp's module functions so that they take complex tensors (once per process)."""
+    if _installed:
+        return
+    _installed.append(True)
+    import cddp
+    for name in list(_METHOD) + ["cat", "concat", "concatenate", "stack", "real", "imag",
+                                 "is_complex"]:
+        cfn = getattr(cddp, name, None)
+        if cfn is not None:
+            setattr(cddp, name, _dispatcher(name, cfn))

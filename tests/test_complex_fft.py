@@ -1,0 +1,406 @@
+"""Complex tensors (cddp/_complex.py) and torch.fft (cddp/fft.py).
+
+Oracles: NumPy's complex arithmetic and FFTs for values; central finite differences in
+float64 for gradients (a real loss of the outputs, each input perturbed); torch 2.13 where
+installed for LLaMA's rotary embedding inside a training loop and for every transform's
+values and gradients; a 2-rank DDP run against one process for a model whose rotary table
+is a complex buffer that DDP must broadcast.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import cddp
+import cddp.nn as nn
+from ddp_util import load, run_ranks
+
+RNG = np.random.RandomState(0)
+
+
+def arr(*shape, dtype=np.float64):
+    return RNG.randn(*shape).astype(dtype)
+
+
+def carr(*shape, dtype=np.complex128):
+    return (RNG.randn(*shape) + 1j * RNG.randn(*shape)).astype(dtype)
+
+
+def cz(a):
+    """A cddp complex tensor holding the complex ndarray a."""
+    real = np.stack([a.real, a.imag], -1).astype(np.float32 if a.dtype == np.complex64
+                                                 else np.float64)
+    return cddp.view_as_complex(cddp.tensor(real))
+
+
+# ---- views and arithmetic against NumPy ------------------------------------------------------
+
+def test_view_as_complex_and_real_are_views():
+    x = cddp.tensor(arr(3, 4, 2, dtype=np.float32))
+    z = cddp.view_as_complex(x)
+    assert z.dtype == cddp.complex64 and tuple(z.shape) == (3, 4) and z.is_complex()
+    assert cddp.view_as_real(z) is x
+    z.real[1, 2] = 7.0                      # writes through to x, as torch's views
+    assert float(x[1, 2, 0]) == 7.0
+    np.testing.assert_array_equal(z.numpy(), x.numpy()[..., 0] + 1j * x.numpy()[..., 1])
+    assert cddp.view_as_complex(cddp.tensor(arr(2, 2))).dtype == cddp.complex128
+
+
+def test_view_as_complex_rejects_bad_layouts():
+    with pytest.raises(RuntimeError, match="last dimension of size 2"):
+        cddp.view_as_complex(cddp.zeros(3, 3))
+    with pytest.raises(RuntimeError, match="stride 1"):
+        cddp.view_as_complex(cddp.zeros(2, 3).t())
+    with pytest.raises(RuntimeError, match="float and double"):
+        cddp.view_as_complex(cddp.zeros(3, 2, dtype=cddp.int64))
+    with pytest.raises(RuntimeError, match="only supported for complex"):
+        cddp.view_as_real(cddp.zeros(3, 2))
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+def test_binary_ops_match_numpy(op):
+    a, b = carr(4, 1, 3), carr(5, 3)
+    r = arr(4, 5, 3)
+    f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y,
+         "mul": lambda x, y: x * y, "div": lambda x, y: x / y}[op]
+    pairs = [(cz(a), cz(b), a, b), (cz(a), cddp.tensor(r), a, r), (cddp.tensor(r), cz(b), r, b),
+             (cz(a), 2.5 - 1.5j, a, 2.5 - 1.5j), (3 + 2j, cz(b), 3 + 2j, b),
+             (cz(a), 2, a, 2)]
+    for x, y, nx, ny in pairs:
+        got = f(x, y)
+        assert got.dtype == cddp.complex128
+        np.testing.assert_allclose(got.numpy(), f(nx, ny), rtol=1e-12, atol=1e-12)
+    fn = getattr(cddp, op)
+    np.testing.assert_allclose(fn(cz(a), cz(b)).numpy(), f(a, b), rtol=1e-12)
+
+
+def test_unary_reductions_and_matmul_match_numpy():
+    a = carr(3, 4)
+    z = cz(a)
+    for got, want in [(z.abs(), np.abs(a)), (cddp.abs(z), np.abs(a)), (z.angle(), np.angle(a)),
+                      (z.exp(), np.exp(a)), (cddp.exp(z), np.exp(a)), (z.conj(), a.conj()),
+                      (-z, -a), (z.sum(), a.sum()), (z.sum(1), a.sum(1)),
+                      (z.mean(0, keepdim=True), a.mean(0, keepdims=True)),
+                      (z.sgn(), a / np.abs(a)), (z ** 3, a ** 3), (z.square(), a * a),
+                      (z @ cz(a.T.copy()), a @ a.T),
+                      (cddp.real(z), a.real), (cddp.imag(z), a.imag)]:
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-13)
+    m = arr(4, 2)
+    np.testing.assert_allclose((z @ cddp.tensor(m)).numpy(), a @ m, rtol=1e-12)
+    np.testing.assert_array_equal((z == z).numpy(), np.ones((3, 4), bool))
+    assert z[1, 2].item() == a[1, 2]
+    assert cddp.is_complex(z) and not cddp.is_complex(cddp.zeros(2))
+
+
+def test_shape_ops_match_numpy():
+    a = carr(2, 3, 4)
+    z = cz(a)
+    cases = [(z.view(6, 4), a.reshape(6, 4)), (z.reshape(-1), a.reshape(-1)),
+             (z.flatten(1), a.reshape(2, 12)), (z.unsqueeze(-1), a[..., None]),
+             (z[:, None].squeeze(1), a), (z.permute(2, 0, 1), a.transpose(2, 0, 1)),
+             (z.transpose(0, -1), a.swapaxes(0, -1)), (z[1], a[1]), (z[..., 1:3], a[..., 1:3]),
+             (z[:, [0, 2]], a[:, [0, 2]]), (z[z.abs() > 1], a[np.abs(a) > 1]),
+             (z[:1].expand(3, 3, 4), np.broadcast_to(a[:1], (3, 3, 4))),
+             (z.repeat(1, 2, 1), np.tile(a, (1, 2, 1))),
+             (cddp.cat([z, z], 1), np.concatenate([a, a], 1)),
+             (cddp.stack([z, z], -1), np.stack([a, a], -1)),
+             (z.roll(1, 2), np.roll(a, 1, 2)), (z.chunk(2, 2)[1], a[..., 2:]),
+             (z.contiguous().clone(), a)]
+    for got, want in cases:
+        np.testing.assert_array_equal(got.numpy(), want)
+    w = cz(a)
+    w[0, 1] = cz(a[1, 0])
+    w[1, :, 0] = 5.0
+    want = a.copy()
+    want[0, 1] = a[1, 0]
+    want[1, :, 0] = 5.0
+    np.testing.assert_array_equal(w.numpy(), want)
+
+
+def test_casts():
+    z = cz(carr(3, dtype=np.complex64))
+    assert z.to(cddp.complex128).dtype == cddp.complex128
+    with pytest.warns(UserWarning, match="discards the imaginary part"):
+        r = z.to(cddp.float32)
+    np.testing.assert_array_equal(r.numpy(), z.numpy().real)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert z.type_as(z).dtype == cddp.complex64 and z.to("cpu").dtype == cddp.complex64
+
+
+# ---- gradients: finite differences -----------------------------------------------------------
+
+def fd_check(f, *inputs, eps=1e-6, rtol=1e-6):
+    """f maps float64 leaf tensors to a real scalar; compare autograd with central
+    differences over every input element."""
+    leaves = [cddp.tensor(x, requires_grad=True) for x in inputs]
+    f(*leaves).backward()
+    for k, x in enumerate(inputs):
+        num = np.zeros_like(x)
+        for i in np.ndindex(x.shape):
+            hi, lo = x.copy(), x.copy()
+            hi[i] += eps
+            lo[i] -= eps
+            args = [cddp.tensor(v) for v in inputs]
+            vals = []
+            for v in (hi, lo):
+                args[k] = cddp.tensor(v)
+                vals.append(float(f(*args)))
+            num[i] = (vals[0] - vals[1]) / (2 * eps)
+        np.testing.assert_allclose(leaves[k].grad.numpy(), num, rtol=rtol, atol=1e-7)
+
+
+def weights(*shape):
+    return cddp.tensor(np.random.RandomState(7).randn(*shape))
+
+
+def test_complex_arithmetic_gradients():
+    def f(x, y):
+        zx, zy = cddp.view_as_complex(x), cddp.view_as_complex(y)
+        out = (zx * zy + zx / (zy + 3) - zx.exp().conj()) @ zy.t()
+        bcast = zx * zy[:1] + zx[1:2].conj() * zy  # broadcast: grads summed back
+        return (cddp.view_as_real(out) * weights(3, 3, 2)).sum() + out.abs().sum() + \
+            out.angle().sum() + (cddp.view_as_real(bcast) * weights(3, 4, 2)).sum()
+    fd_check(f, arr(3, 4, 2), arr(3, 4, 2))
+
+
+@pytest.mark.parametrize("norm", [None, "forward", "ortho"])
+def test_fft_gradients(norm):
+    F = cddp.fft
+    w = {}
+
+    def dot(t, key):
+        r = cddp.view_as_real(t) if t.is_complex() else t
+        if key not in w:
+            w[key] = weights(*r.shape)
+        return (r * w[key]).sum()
+
+    def f(x, c):
+        z = cddp.view_as_complex(c)
+        return (dot(F.fft(x, norm=norm), "a") + dot(F.ifft(z, n=7, norm=norm), "b") +
+                dot(F.rfft(x, n=4, norm=norm), "c") + dot(F.irfft(z, norm=norm), "d") +
+                dot(F.irfft(z, n=9, norm=norm), "e") + dot(F.rfft2(x, norm=norm), "f") +
+                dot(F.irfftn(z, s=(2, 6), norm=norm), "g") + dot(F.fftn(z, dim=0), "h") +
+                dot(F.hfft(z, norm=norm), "i") + dot(F.ihfft(x, norm=norm), "j") +
+                F.rfft(x, dim=0, norm=norm).abs().sum())
+    fd_check(f, arr(3, 5), arr(3, 5, 2))
+
+
+# ---- values against NumPy ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("norm", [None, "backward", "forward", "ortho"])
+def test_fft_values_match_numpy(dtype, norm):
+    x = arr(4, 6, 8, dtype=dtype)
+    c = (x + 1j * arr(4, 6, 8, dtype=dtype)).astype(np.complex64 if dtype == np.float32
+                                                    else np.complex128)
+    t, z = cddp.tensor(x), cz(c)
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    F, N = cddp.fft, np.fft
+    cases = [(F.fft(t, norm=norm), N.fft(x, norm=norm)), (F.fft(z, n=5, dim=1, norm=norm),
+                                                          N.fft(c, 5, 1, norm=norm)),
+             (F.ifft(z, n=11, norm=norm), N.ifft(c, 11, norm=norm)),
+             (F.rfft(t, norm=norm), N.rfft(x, norm=norm)),
+             (F.irfft(z, norm=norm), N.irfft(c, norm=norm)),
+             (F.irfft(z, n=9, dim=0, norm=norm), N.irfft(c, 9, 0, norm=norm)),
+             (F.fft2(z, norm=norm), N.fft2(c, norm=norm)),
+             (F.ifft2(t, s=(3, 10), norm=norm), N.ifft2(x, (3, 10), norm=norm)),
+             (F.rfft2(t, norm=norm), N.rfft2(x, norm=norm)),
+             (F.irfft2(z, s=(6, 7), norm=norm), N.irfft2(c, (6, 7), norm=norm)),
+             (F.fftn(z, norm=norm), N.fftn(c, norm=norm)),
+             (F.ifftn(z, dim=(0, 2), norm=norm), N.ifftn(c, axes=(0, 2), norm=norm)),
+             (F.rfftn(t, s=(5, 4), norm=norm), N.rfftn(x, (5, 4), axes=(1, 2), norm=norm)),
+             (F.irfftn(z, norm=norm), N.irfftn(c, norm=norm)),
+             (F.hfft(z, norm=norm), N.hfft(c, norm=norm)),
+             (F.ihfft(t, norm=norm), N.ihfft(x, norm=norm))]
+    for got, want in cases:
+        assert got.numpy().dtype == want.astype(got.numpy().dtype).dtype
+        scale = np.abs(want).max()
+        np.testing.assert_allclose(got.numpy(), want, rtol=0, atol=tol * scale)
+    assert F.fft(t).dtype == (cddp.complex64 if dtype == np.float32 else cddp.complex128)
+    assert F.irfft(z).dtype == (cddp.float32 if dtype == np.float32 else cddp.float64)
+
+
+def test_freq_and_shift_helpers():
+    F = cddp.fft
+    np.testing.assert_allclose(F.fftfreq(7, 0.3).numpy(), np.fft.fftfreq(7, 0.3), rtol=1e-6)
+    np.testing.assert_allclose(F.rfftfreq(8, 2.0).numpy(), np.fft.rfftfreq(8, 2.0), rtol=1e-6)
+    x = arr(5, 6)
+    np.testing.assert_array_equal(F.fftshift(cddp.tensor(x)).numpy(), np.fft.fftshift(x))
+    np.testing.assert_array_equal(F.ifftshift(cddp.tensor(x), dim=0).numpy(),
+                                  np.fft.ifftshift(x, axes=0))
+    c = carr(5, 4)
+    np.testing.assert_array_equal(F.fftshift(cz(c), dim=(0, 1)).numpy(), np.fft.fftshift(c))
+
+
+def test_fft_argument_errors():
+    F = cddp.fft
+    with pytest.raises(ValueError, match="Invalid normalization mode"):
+        F.fft(cddp.zeros(4), norm="none")
+    with pytest.raises(RuntimeError, match="expects a real input"):
+        F.rfft(F.fft(cddp.zeros(4)))
+    with pytest.raises(RuntimeError, match="Invalid number of data points"):
+        F.irfft(F.fft(cddp.zeros(1)))
+    with pytest.raises(RuntimeError, match="same length"):
+        F.fftn(cddp.zeros(3, 3), s=(2,), dim=(0, 1))
+    with pytest.raises(IndexError):
+        F.fft(cddp.zeros(3), dim=2)
+
+
+def test_complex_buffer_in_module():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+            self.register_buffer("fc", cddp.polar(cddp.ones(3, 2), cddp.ones(3, 2)),
+                                 persistent=False)
+    m = M().double().to("cpu")
+    assert m.fc.dtype == cddp.complex64 and m.lin.weight.dtype == cddp.float64
+    assert "fc" not in m.state_dict() and [n for n, _ in m.named_buffers()] == ["fc"]
+
+
+# ---- torch as the oracle --------------------------------------------------------------------
+
+def test_fft_values_and_gradients_match_torch():
+    torch = pytest.importorskip("torch")
+    x = arr(3, 6, 8, dtype=np.float32)
+    out = {}
+    for lib in (cddp, torch):
+        t = lib.tensor(x, requires_grad=True)
+        F = lib.fft
+        y = F.rfft2(t, norm="ortho")
+        z = F.fft(t, n=10, dim=1)
+        v = F.irfftn(y * y.conj(), s=(6, 8))
+        loss = y.abs().sum() + (z * (1 + 2j)).real.square().mean() + v.sum() + \
+            F.ifft2(t).imag.sum() + lib.view_as_real(F.fftshift(F.fftn(t), dim=-1)).sum()
+        loss.backward()
+        out[lib.__name__] = [lib.view_as_real(y).detach().numpy(), v.detach().numpy(),
+                             t.grad.numpy(), loss.detach().numpy()]
+    for a, b in zip(out["cddp"], out["torch"]):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-5 * np.abs(b).max())
+
+
+LLAMA = """
+import numpy as np
+
+def build(torch, seed=0):
+    nn, F = torch.nn, torch.nn.functional
+
+    def precompute_freqs_cis(dim, end, theta=10000.0):
+        freqs = 1.0 / (theta ** (torch.arange(0, dim, 2)[: (dim // 2)].float() / dim))
+        t = torch.arange(end, device=freqs.device)
+        freqs = torch.outer(t, freqs).float()
+        return torch.polar(torch.ones_like(freqs), freqs)
+
+    def apply_rotary_emb(xq, xk, freqs_cis):
+        xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+        xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+        shape = [d if i == 1 or i == xq_.ndim - 1 else 1 for i, d in enumerate(xq_.shape)]
+        freqs_cis = freqs_cis.view(*shape)
+        xq_out = torch.view_as_real(xq_ * freqs_cis).flatten(3)
+        xk_out = torch.view_as_real(xk_ * freqs_cis).flatten(3)
+        return xq_out.type_as(xq), xk_out.type_as(xk)
+
+    class Attention(nn.Module):
+        def __init__(self, dim, heads):
+            super().__init__()
+            self.h, self.hd = heads, dim // heads
+            self.wq = nn.Linear(dim, dim, bias=False)
+            self.wk = nn.Linear(dim, dim, bias=False)
+            self.wv = nn.Linear(dim, dim, bias=False)
+            self.wo = nn.Linear(dim, dim, bias=False)
+
+        def forward(self, x, freqs_cis):
+            b, t, _ = x.shape
+            q = self.wq(x).view(b, t, self.h, self.hd)
+            k = self.wk(x).view(b, t, self.h, self.hd)
+            v = self.wv(x).view(b, t, self.h, self.hd)
+            q, k = apply_rotary_emb(q, k, freqs_cis)
+            o = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2),
+                                               v.transpose(1, 2), is_causal=True)
+            return self.wo(o.transpose(1, 2).reshape(b, t, -1))
+
+    class Llama(nn.Module):
+        def __init__(self, vocab=17, dim=16, heads=2, layers=2, seq=8):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, dim)
+            self.attn = nn.ModuleList([Attention(dim, heads) for _ in range(layers)])
+            self.norm = nn.RMSNorm(dim)
+            self.out = nn.Linear(dim, vocab, bias=False)
+            self.register_buffer("freqs_cis", precompute_freqs_cis(dim // heads, seq * 2),
+                                 persistent=False)
+
+        def forward(self, tok):
+            h = self.emb(tok)
+            fc = self.freqs_cis[: tok.shape[1]]
+            for a in self.attn:
+                h = h + a(h, fc)
+            return self.out(self.norm(h))
+
+    torch.manual_seed(seed)
+    m = Llama()
+    rs = np.random.RandomState(1)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.copy_(torch.tensor(rs.randn(*p.shape).astype(np.float32) * 0.3))
+    return m
+
+def data(step, n=4):
+    rs = np.random.RandomState(100 + step)
+    return rs.randint(0, 17, (n, 8)), rs.randint(0, 17, (n, 8))
+"""
+
+
+def _train_llama(torch, steps=3):
+    ns = {}
+    exec(LLAMA, ns)
+    m = ns["build"](torch)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-2)
+    losses = []
+    for s in range(steps):
+        x, y = (torch.tensor(a) for a in ns["data"](s))
+        loss = torch.nn.functional.cross_entropy(m(x).reshape(-1, 17), y.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses, [p.detach().numpy().copy() for p in m.parameters()]
+
+
+def test_llama_rope_training_matches_torch():
+    torch = pytest.importorskip("torch")
+    lc, pc = _train_llama(cddp)
+    lt, pt = _train_llama(torch)
+    np.testing.assert_allclose(lc, lt, rtol=1e-5)
+    for a, b in zip(pc, pt):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_ddp_broadcasts_complex_buffer_and_matches_one_process(tmp_path):
+    body = LLAMA + """
+import cddp, cddp.distributed as dist
+from cddp.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+r = dist.get_rank()
+m = build(cddp)
+if r == 1:                       # rank 1 starts with a wrong table: DDP must broadcast rank 0's
+    m.freqs_cis = m.freqs_cis * 0.5
+ddp = DDP(m)
+np.save(f"{OUT}/fc{r}.npy", cddp.view_as_real(m.freqs_cis).numpy())
+opt = cddp.optim.AdamW(ddp.parameters(), lr=1e-2)
+for s in range(3):
+    x, y = (cddp.tensor(a[2 * r:2 * r + 2]) for a in data(s))
+    loss = cddp.nn.functional.cross_entropy(ddp(x).reshape(-1, 17), y.reshape(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+np.save(f"{OUT}/w{r}.npy", np.concatenate([p.detach().numpy().ravel() for p in m.parameters()]))
+dist.destroy_process_group()
+"""
+    proc = run_ranks(tmp_path, body, nprocs=2, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, ref = _train_llama(cddp)
+    ref = np.concatenate([p.ravel() for p in ref])
+    np.testing.assert_array_equal(load(tmp_path, "fc0.npy"), load(tmp_path, "fc1.npy"))
+    for r in (0, 1):
+        np.testing.assert_allclose(load(tmp_path, f"w{r}.npy"), ref, rtol=1e-4, atol=1e-5)
