@@ -170,7 +170,8 @@ _LAZY.update({"i0": ("special", "i0"),
               "sparse": ("sparse", None), "sparse_coo_tensor": ("sparse", "sparse_coo_tensor"),
               "sparse_csr_tensor": ("sparse", "sparse_csr_tensor"),
               # complex tensors and torch.fft (cddp/_complex.py, cddp/fft.py)
-              "fft": ("fft", None),
+              "fft": ("fft", None), "stft": ("_spectral", "stft"),
+              "istft": ("_spectral", "istft"),
               **{n: ("_complex", n) for n in ("complex64", "complex128", "cfloat", "cdouble",
                                               "view_as_complex", "view_as_real", "polar",
                                               "complex")}})

@@ -241,6 +241,19 @@ def _to_sparse(self, *args, **kwargs):
     return to_sparse(self, *args, **kwargs)
 
 
+def _stft(self, *args, **kwargs):
+    """Tensor.stft / istft: cddp/_spectral.py, loaded on first use."""
+    from ._spectral import stft
+    return stft(self, *args, **kwargs)
+
+
+def _istft(self, *args, **kwargs):
+    from ._spectral import istft
+    return istft(self, *args, **kwargs)
+
+
+Tensor.stft = _stft
+Tensor.istft = _istft
 Tensor.is_set_to = _is_set_to
 Tensor.is_coalesced = _is_coalesced
 Tensor.to_dense = _to_dense

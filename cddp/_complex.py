@@ -565,6 +565,14 @@ class ComplexTensor:
                       UserWarning, stacklevel=2)
         return r[..., 0].to(dtype)
 
+    def stft(self, *args, **kwargs):
+        from ._spectral import stft
+        return stft(self, *args, **kwargs)
+
+    def istft(self, *args, **kwargs):
+        from ._spectral import istft
+        return istft(self, *args, **kwargs)
+
     def type_as(self, other):
         return self.to(other.dtype)
 
