@@ -20,18 +20,26 @@ Contract:
   to / type_as / float / double (a real dtype keeps the real part and warns, as torch),
   numpy(), item(), tolist(). Result dtypes follow the real parts' promotion (a float64
   operand makes complex128).
-- torch.abs / angle / exp / real / imag / conj / conj_physical / sgn / mul / multiply / add /
-  sub / subtract / div / divide / true_divide / sum / mean / cat / concat / concatenate /
-  stack / roll / flatten / reshape / matmul / is_complex accept complex tensors once the
-  first one exists: the module functions are wrapped then (_install), so a program without
-  complex numbers calls the C functions directly.
+- torch.real / imag / conj / is_complex take complex tensors (cddp/_shape_ops.py); torch.abs /
+  absolute / angle / exp / sgn / square / conj_physical / resolve_conj / roll / einsum, the
+  *_like factories and tensor / as_tensor take complex tensors (complex data) once this module
+  is loaded (the first complex dtype, view or constructor): they are wrapped then (_install),
+  so a program without complex numbers calls the C functions directly. The hot binary,
+  reduction and joining functions (torch.add / mul / sum / cat / stack ...) are not wrapped:
+  complex code uses the operators and methods (z1 * z2, z.sum()).
+- zeros / ones / empty / rand / randn / full take dtype=complex64 / complex128 from the start:
+  ops/out_arg.c hands such a call to _factory_call (same draws as torch's for a seed: rand
+  uniform in each part, randn with each part's variance 1/2).
+- nn.Parameter(complex) is a ComplexParameter: `_r` is a real Parameter, which optimizers
+  step (torch's optimizers also treat complex parameters as their real views), DDP
+  broadcasts and reduces, clip_grad_norm_ scales and cddp.save stores (float (..., 2) with a
+  "complex" mark; load gives the complex tensor back).
 
 Differences from torch:
 - A complex tensor is not an instance of torch.Tensor, and ops beyond the above raise
-  TypeError. Complex tensors come from view_as_complex, polar, complex, the torch.fft
-  functions and arithmetic with Python complex numbers; factories (zeros, randn, tensor) do
-  not take complex dtypes, and complex tensors cannot be Parameters or be saved.
+  TypeError; arange / linspace / randint ... refuse complex dtypes.
 - conj() returns a new tensor (torch: a lazy conjugate view; is_conj() is False here).
+- clip_grad_norm_ with norm_type=inf takes the largest |re| or |im| (torch: the largest |z|).
 """
 import builtins
 import numbers
@@ -46,6 +54,7 @@ class _ComplexDType:
     is_complex = True
     is_floating_point = False
     is_signed = True
+    _cddp_complex = True            # what ops/out_arg.c looks for in a factory's dtype=
     __slots__ = ("_name", "_real", "itemsize")
 
     def __init__(self, name, real):
@@ -75,7 +84,7 @@ def _dtype_named(name):
 
 
 def _is_c(x):
-    return type(x) is ComplexTensor
+    return isinstance(x, ComplexTensor)
 
 
 def _norm_dim(d, n):
@@ -287,6 +296,10 @@ class ComplexTensor:
     @property
     def data(self):
         return ComplexTensor(self._r.data)
+
+    @data.setter
+    def data(self, value):
+        self._r.data = value._r
 
     def is_complex(self):
         return True
@@ -617,6 +630,25 @@ class ComplexTensor:
         return f"tensor({body}{extra})"
 
 
+class ComplexParameter(ComplexTensor):
+    """nn.Parameter(complex tensor): `_r` is a real Parameter (the leaf autograd and the
+    optimizers see: torch's optimizers also step complex parameters as their real views);
+    Modules register it as a parameter."""
+    __slots__ = ()
+    _is_complex_parameter = True
+
+    def __repr__(self):
+        return "Parameter containing:\n" + ComplexTensor.__repr__(ComplexTensor(self._r.detach())) \
+            [:-1] + ", requires_grad=True)" if self.requires_grad else \
+            "Parameter containing:\n" + ComplexTensor.__repr__(self)
+
+    def __deepcopy__(self, memo):
+        from .nn.parameter import Parameter
+        new = ComplexParameter(Parameter(self._r.detach().clone(), self.requires_grad))
+        memo[id(self)] = new
+        return new
+
+
 # ---- constructors (torch.view_as_complex, view_as_real, polar, complex) --------------------
 
 def view_as_complex(input):  # noqa: A002
@@ -678,28 +710,114 @@ def _any_c(args):
     return False
 
 
-def _cat(tensors, dim=0, *, out=None):
-    zs = [t if _is_c(t) else _join(t, None) for t in tensors]
-    n = zs[0].ndim
-    return ComplexTensor(_C.cat([z._r for z in zs], _norm_dim(dim, n)))
+def _einsum(equation, *operands):
+    """einsum with complex operands: the product expanded into real einsums over the parts
+    (i^k for k imaginary factors)."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    parts = [_parts(o) for o in operands]
+    re = im = None
+    for pick in range(1 << len(parts)):
+        terms = []
+        for j, (r, i) in enumerate(parts):
+            t = i if pick >> j & 1 else r
+            if t is None:
+                break
+            terms.append(t)
+        else:
+            k = bin(pick).count("1") % 4               # i^k: 1, i, -1, -i
+            v = _C.einsum(equation, *terms)
+            if k in (0, 2):
+                re = (v if k == 0 else -v) if re is None else (re + v if k == 0 else re - v)
+            else:
+                im = (v if k == 1 else -v) if im is None else (im + v if k == 1 else im - v)
+    return _join(re, im)
 
 
-def _stack(tensors, dim=0, *, out=None):
-    zs = [t if _is_c(t) else _join(t, None) for t in tensors]
-    return ComplexTensor(_C.stack([z._r for z in zs], _norm_dim(dim, zs[0].ndim + 1)))
+def _factory_call(name, fn, args, kwargs):
+    """zeros / ones / empty / rand / randn / full with a complex dtype (called from C, ops/
+    out_arg.c, when a creation function gets one): the real (..., 2) tensor the same C function
+    makes — randn with each part's variance 1/2 and rand uniform in each part, as torch's
+    complex normal_ / uniform_ work on the real view."""
+    dt = kwargs.pop("dtype")
+    if name not in ("zeros", "ones", "empty", "rand", "randn", "full"):
+        raise TypeError(f"{name}(): complex dtypes are not supported by cddp here "
+                        f"(got dtype={dt!r})")
+    if kwargs.pop("out", None) is not None:
+        raise TypeError(f"{name}(): out= with a complex dtype is not supported")
+    kwargs["dtype"] = dt._real
+    grad = kwargs.pop("requires_grad", False)
+    if name == "full":
+        size = args[0] if args else kwargs.pop("size")
+        value = builtins.complex(args[1] if len(args) > 1 else kwargs.pop("fill_value"))
+        r = _C.empty(*tuple(size), 2, **kwargs)
+        r[..., 0] = value.real
+        r[..., 1] = value.imag
+    else:
+        size = tuple(args[0]) if len(args) == 1 and not isinstance(args[0], int) else args
+        if "size" in kwargs:
+            size = tuple(kwargs.pop("size"))
+        r = fn(*size, 2, **kwargs)
+        if name == "randn":
+            r = r * 0.7071067811865476
+        elif name == "ones":
+            r[..., 1] = 0
+    return ComplexTensor(r.requires_grad_(grad) if grad else r)
 
 
-_METHOD = {"abs": "abs", "absolute": "abs", "angle": "angle", "exp": "exp", "conj": "conj",
-           "conj_physical": "conj", "resolve_conj": "conj", "sgn": "sgn", "square": "square",
-           "sum": "sum", "mean": "mean", "roll": "roll", "flatten": "flatten",
-           "reshape": "reshape", "mul": "__mul__", "multiply": "__mul__", "add": "__add__",
-           "sub": "__sub__", "subtract": "__sub__", "div": "__truediv__",
-           "divide": "__truediv__", "true_divide": "__truediv__", "matmul": "__matmul__",
-           "unsqueeze": "unsqueeze", "squeeze": "squeeze", "permute": "permute",
-           "transpose": "transpose", "chunk": "chunk", "split": "split"}
-_REFLECTED = {"__mul__": _mul, "__add__": lambda a, b: _add(a, b, 1),
-              "__sub__": lambda a, b: _add(a, b, -1), "__truediv__": _div,
-              "__matmul__": _matmul}
+def _like_factory(name, cfn):
+    """zeros_like / ones_like / ... of a complex tensor (or with a complex dtype)."""
+    def fn(input, *args, **kwargs):  # noqa: A002
+        dt = kwargs.get("dtype")
+        if dt is None and _is_c(input):
+            dt = input.dtype
+        if not isinstance(dt, _ComplexDType):
+            return cfn(input, *args, **kwargs)
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("memory_format", "dtype")}
+        import cddp
+        return getattr(cddp, name[:-5])(tuple(input.shape), *args, dtype=dt, **kwargs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "cddp"
+    fn.__wrapped__ = cfn
+    return fn
+
+
+def _tensor_factory(cfn):
+    """torch.tensor / as_tensor with complex data or a complex dtype."""
+    def tensor(data, *args, **kwargs):
+        dt = kwargs.get("dtype")
+        if not isinstance(dt, _ComplexDType):
+            try:
+                return cfn(data, *args, **kwargs)
+            except (TypeError, RuntimeError) as e:
+                import numpy as np
+                try:
+                    kind = np.asarray(data).dtype.kind
+                except Exception:                      # not array-like: the C error stands
+                    kind = None
+                if kind != "c":
+                    raise
+                a = np.asarray(data)
+                dt = complex128 if a.dtype == np.complex128 and \
+                    _C.get_default_dtype() == _C.float64 else complex64
+        import numpy as np
+        a = np.asarray(data, dtype=np.complex64 if dt is complex64 else np.complex128)
+        real = np.ascontiguousarray(np.stack([a.real, a.imag], -1))
+        kw = {k: v for k, v in kwargs.items() if k not in ("dtype",)}
+        return ComplexTensor(cfn(real, *args, **kw))
+    tensor.__name__ = tensor.__qualname__ = cfn.__name__
+    tensor.__module__ = "cddp"
+    tensor.__wrapped__ = cfn
+    return tensor
+
+
+_LIKE = ("zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "full_like")
+
+# the module functions that take complex tensors once this module is loaded, and the
+# ComplexTensor method each becomes; the hot binary, reduction and joining functions (add,
+# mul, sum, cat, ...) stay the C entry points: complex code uses the operators and methods
+_METHOD = {"abs": "abs", "absolute": "abs", "angle": "angle", "exp": "exp", "sgn": "sgn",
+           "square": "square", "conj_physical": "conj", "resolve_conj": "conj", "roll": "roll"}
 _installed = []
 
 
@@ -709,23 +827,14 @@ def _dispatcher(name, cfn):
     def fn(*args, **kwargs):
         if not _any_c(args):
             return cfn(*args, **kwargs)
-        if name in ("cat", "concat", "concatenate"):
-            return _cat(*args, **kwargs)
-        if name == "stack":
-            return _stack(*args, **kwargs)
-        if name == "real":
-            return args[0].real
-        if name == "imag":
-            return args[0].imag
-        if name == "is_complex":
-            return True
+        if name == "einsum":
+            return _einsum(*args)
         kwargs.pop("out", None)
-        if method in _REFLECTED:
-            return _REFLECTED[method](*args[:2])
         return getattr(args[0], method)(*args[1:], **kwargs)
     fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "cddp"                 # pickled by reference: cddp.<name> is this wrapper
     fn.__doc__ = getattr(cfn, "__doc__", None)
-    fn.__wrapped__ = cfn
+    fn.__wrapped__ = getattr(cfn, "__wrapped__", cfn)
     return fn
 
 
@@ -735,8 +844,14 @@ def _install():
         return
     _installed.append(True)
     import cddp
-    for name in list(_METHOD) + ["cat", "concat", "concatenate", "stack", "real", "imag",
-                                 "is_complex"]:
+    for name in list(_METHOD) + ["einsum"]:
         cfn = getattr(cddp, name, None)
         if cfn is not None:
             setattr(cddp, name, _dispatcher(name, cfn))
+    for name in _LIKE:
+        setattr(cddp, name, _like_factory(name, getattr(cddp, name)))
+    for name in ("tensor", "as_tensor"):
+        setattr(cddp, name, _tensor_factory(getattr(cddp, name)))
+
+
+_install()       # loading this module means complex numbers are in use (a dtype, a view)

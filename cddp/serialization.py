@@ -154,6 +154,12 @@ def _encode(obj, tensors, where, path, name=""):
         if type(obj) is Parameter:
             enc["parameter"] = True
         return enc
+    if getattr(obj, "_is_complex_tensor", False):      # cddp/_complex.py: its real view
+        enc = {"__tensor__": tensors.add(obj._r.detach(), name),
+               "requires_grad": bool(obj.requires_grad), "complex": True}
+        if getattr(obj, "_is_complex_parameter", False):
+            enc["parameter"] = True
+        return enc
     if isinstance(obj, _C.dtype):
         return {"__dtype__": _dtype_name(obj, where)}
     if type(obj).__name__ == "device" and hasattr(obj, "type") and hasattr(obj, "index"):
@@ -700,9 +706,12 @@ class _Decoder:
 
     def tensor(self, v):
         key = v["__tensor__"]
-        if set(v) - {"__tensor__", "requires_grad", "parameter"}:
+        if set(v) - {"__tensor__", "requires_grad", "parameter", "complex"}:
             self.fail(f"tensor reference with unknown keys {sorted(v)[:4]}")
         rg, param = v.get("requires_grad", False), v.get("parameter", False)
+        cplx = v.get("complex", False)
+        if not isinstance(cplx, bool):
+            self.fail(f"tensor {key!r}: complex must be true or false")
         if not isinstance(key, str) or key not in self.arrays:
             self.fail(f"refers to a missing tensor {str(key)[:40]!r}")
         if not isinstance(rg, bool) or not isinstance(param, bool):
@@ -713,7 +722,14 @@ class _Decoder:
         arr = self.arrays[key]
         if rg and arr.dtype.kind != "f" and arr.dtype != np.uint16:     # (uint16: BF16)
             self.fail(f"tensor {key!r} of {arr.dtype} cannot require a gradient")
+        if cplx and (arr.dtype not in (np.float32, np.float64) or arr.ndim == 0 or
+                     arr.shape[-1] != 2):
+            self.fail(f"complex tensor {key!r} must be stored as float32/float64 (..., 2), "
+                      f"not {arr.dtype} {list(arr.shape)}")
         t = _array_tensor(arr)
+        if cplx:
+            from ._complex import view_as_complex
+            t = view_as_complex(t)
         if param:
             from .nn.parameter import Parameter
             return Parameter(t, requires_grad=rg)

@@ -9,6 +9,9 @@ class Parameter(Tensor):
         if data is None:
             from .. import empty
             data = empty(0)
+        elif getattr(data, "_is_complex_tensor", False):   # a complex parameter (cddp/_complex.py)
+            from .._complex import ComplexParameter
+            return ComplexParameter(Tensor._make_subclass(Parameter, data._r, requires_grad))
         return Tensor._make_subclass(cls, data, requires_grad)
 
     def __init__(self, data=None, requires_grad=True):

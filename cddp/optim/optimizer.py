@@ -124,7 +124,10 @@ class Optimizer:
                             "but the ordering of tensors in sets will change between runs. "
                             "Please use a list instead.")
         else:
-            param_group["params"] = list(params)
+            # a complex parameter is optimized as its real view (torch's optimizers do the same
+            # through view_as_real)
+            param_group["params"] = [p._r if getattr(p, "_is_complex_tensor", False) else p
+                                     for p in params]
         for p in param_group["params"]:
             if not isinstance(p, Tensor):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "

@@ -161,6 +161,43 @@ PyObject *cddp_out_finish(const char *name, PyObject *res, PyObject *outobj)
     return final;
 }
 
+/* A creation function called with dtype=torch.complex64 / complex128 (cddp/_complex.py's
+ * dtype objects, which the C parsers do not know): checked only when dtype is not a
+ * cddp.dtype, so real calls pay nothing. */
+static int is_complex_dtype(PyObject *d)
+{
+    int r;
+    if (d == Py_None || Py_IS_TYPE(d, cddp_state()->dtype_type))
+        return 0;
+    r = PyObject_HasAttrString(d, "_cddp_complex");
+    return r > 0;
+}
+
+/* ... which cddp._complex._factory_call(name, fn, args, kwargs) answers (the real tensor with
+ * a trailing (real, imaginary) dim of 2, made by the same C function). */
+static PyObject *complex_factory(OutFunctionObject *o, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    PyObject *mod = NULL, *call = NULL, *targs = NULL, *kwargs = NULL, *res = NULL;
+    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    if (!(mod = PyImport_ImportModule("cddp._complex")) ||
+        !(call = PyObject_GetAttrString(mod, "_factory_call")) ||
+        !(targs = PyTuple_New(nargs)) || !(kwargs = PyDict_New()))
+        goto done;
+    for (Py_ssize_t k = 0; k < nargs; k++)
+        PyTuple_SET_ITEM(targs, k, Py_NewRef(args[k]));
+    for (Py_ssize_t k = 0; k < nkw; k++)
+        if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), args[nargs + k]) < 0)
+            goto done;
+    res = PyObject_CallFunctionObjArgs(call, o->name, o->fn, targs, kwargs, NULL);
+done:
+    Py_XDECREF(mod);
+    Py_XDECREF(call);
+    Py_XDECREF(targs);
+    Py_XDECREF(kwargs);
+    return res;
+}
+
 static PyObject *out_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                 PyObject *kwnames)
 {
@@ -178,6 +215,8 @@ static PyObject *out_vectorcall(PyObject *self, PyObject *const *args, size_t na
         else if (PyUnicode_CompareWithASCIIString(key, "dtype") == 0)
             dtype_at = k;
     }
+    if (o->creation && dtype_at >= 0 && is_complex_dtype(args[nargs + dtype_at]))
+        return complex_factory(o, args, nargs, kwnames);
     if (at < 0)
         return PyObject_Vectorcall(o->fn, args, nargsf, kwnames);
     outobj = args[nargs + at];

@@ -234,7 +234,7 @@ class Module:
             raise KeyError(f"attribute '{name}' already exists")
         if param is None:
             self._parameters[name] = None
-        elif not isinstance(param, Parameter):
+        elif not isinstance(param, Parameter) and not getattr(param, "_is_complex_parameter", False):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
                             "(cddp.nn.Parameter or None required)")
         elif param.grad_fn is not None:
@@ -337,7 +337,7 @@ class Module:
                     else:
                         dd.discard(name)
 
-        if isinstance(value, Parameter):
+        if isinstance(value, Parameter) or getattr(value, "_is_complex_parameter", False):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
             remove_from(d, self._buffers, self._modules, self._non_persistent_buffers_set)
@@ -518,7 +518,7 @@ class Module:
                     missing_keys.append(key)
                 continue
             value = state_dict[key]
-            if not isinstance(value, Tensor):
+            if not isinstance(value, Tensor) and not getattr(value, "_is_complex_tensor", False):
                 error_msgs.append(f'While copying the parameter named "{key}", expected '
                                   f"cddp.Tensor or Tensor-like object from checkpoint but "
                                   f"received {type(value)}")

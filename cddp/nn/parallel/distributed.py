@@ -94,6 +94,12 @@ def _bucket_assignment(params, first_bytes, cap_bytes):
     return buckets
 
 
+def _real(t):
+    """A complex parameter or buffer as its real view (cddp/_complex.py): what is broadcast and
+    reduced; other tensors as they are."""
+    return t._r if getattr(t, "_is_complex_tensor", False) else t
+
+
 class _GradBucket:
     """What a comm hook receives (torch.distributed.GradBucket's common surface)."""
 
@@ -174,7 +180,7 @@ class DistributedDataParallel(Module):
         # nor reduced
         self.parameters_to_ignore = set(getattr(module, "_ddp_params_and_buffers_to_ignore",
                                                 ()))
-        named = [(n, p) for n, p in module.named_parameters()
+        named = [(n, _real(p)) for n, p in module.named_parameters()
                  if p.requires_grad and n not in self.parameters_to_ignore]
         if not named:
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have "
@@ -246,7 +252,7 @@ class DistributedDataParallel(Module):
                     off += n
 
     def _sync_module_states(self):
-        tensors = [p for n, p in self.module.named_parameters()
+        tensors = [_real(p) for n, p in self.module.named_parameters()
                    if n not in self.parameters_to_ignore] + self._module_buffers()
         if self.world_size > 1 and tensors:
             self._broadcast_coalesced(tensors)
@@ -254,7 +260,7 @@ class DistributedDataParallel(Module):
     def _module_buffers(self):
         """The buffers DDP broadcasts; a complex one as its real view (cddp/_complex.py)."""
         named = self.module.named_buffers()
-        return [getattr(b, "_r", b) for n, b in named if n not in self.parameters_to_ignore]
+        return [_real(b) for n, b in named if n not in self.parameters_to_ignore]
 
     def _buffers_to_sync(self):
         """The buffers the next forward broadcasts from rank 0 (torch's rule: before the

@@ -19,6 +19,15 @@ from .init import skip_init  # noqa: F401
 Tensor = _C.Tensor
 
 
+def _real_views(parameters):
+    """Complex parameters as their real views (cddp/_complex.py): clipping scales their
+    (re, im) pairs, whose 2-norm is the complex one. Nothing to look at before a complex
+    tensor can exist."""
+    if "cddp._complex" not in sys.modules:
+        return parameters
+    return [p._r if getattr(p, "_is_complex_tensor", False) else p for p in parameters]
+
+
 def _grads(parameters):
     if isinstance(parameters, Tensor):
         parameters = [parameters]
@@ -43,7 +52,7 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
             raise ValueError(f"norm_type must be a number or 'inf', got {norm_type!r}")
         norm_type = float("inf")
     norm_type = float(norm_type)
-    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    parameters = [parameters] if isinstance(parameters, Tensor) else _real_views(list(parameters))
     grads = _grads(parameters)
     if norm_type in (2.0, float("inf")) and grads and len({g.dtype for g in grads}) == 1 \
             and not _any_dtensor(grads):
