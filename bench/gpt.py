@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 import numpy as np  # noqa: E402
 
 from ddp import ddp_rate, launch_ranks  # noqa: E402
-from train import _interleaved, _libs  # noqa: E402
+from train import _header, _interleaved, _libs, _row  # noqa: E402
 
 # --vocab sets the vocabulary (50257: GPT-2's, where the LM head's cross entropy dominates);
 # the ranks read it from the environment
@@ -205,13 +205,9 @@ def main():
         rows.append((f"GPT {args.layers}L d{D} h{HEADS} T{SEQ} b{BATCH}x2 sdpa, 2-rank DDP",
                      {lib: statistics.median(v) for lib, v in runs.items()}))
     print(f"activation: {act}; autocast: {args.autocast}; samples/s (medians of {windows} windows)")
-    print(f"{'case':52s} " + " ".join(f"{k:>10s}" for k in libs) +
-          ("   cddp/torch" if "torch" in libs else ""))
+    print(_header("case", libs, 52, 10))
     for name, rates in rows:
-        line = f"{name:52s} " + " ".join(f"{rates[k]:10.1f}" for k in libs)
-        if "torch" in rates:
-            line += f"   {rates['cddp'] / rates['torch']:10.2f}x"
-        print(line, flush=True)
+        print(_row(name, rates, libs, 52, 10), flush=True)
 
 
 if __name__ == "__main__":

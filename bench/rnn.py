@@ -11,14 +11,13 @@ cross_entropy, backward, clip_grad_norm_(0.25) and SGD. Each figure is the media
 timed windows; ratios are cddp / torch from the same run, their windows interleaved (see
 bench/train.py). Threads are pinned to one (OpenBLAS for cddp, torch.set_num_threads(1)).
 """
-import argparse
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train import _interleaved, _libs  # noqa: E402  (also puts this checkout's cddp first)
+from train import _table  # noqa: E402  (also puts this checkout's cddp first)
 
 T, N, E, H, V = 35, 20, 200, 200, 10000
 
@@ -79,11 +78,6 @@ def _lm_step(lib, tokens, targets):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="smoke run: tiny windows")
-    args = ap.parse_args()
-    min_time, windows = (0.05, 3) if args.quick else (0.5, 7)
-    libs = _libs()
     rng = np.random.default_rng(0)
     X = rng.standard_normal((T, N, E)).astype(np.float32)
     tokens = rng.integers(0, V, (T + 1, N))
@@ -94,15 +88,7 @@ def main():
         ("LSTMCell 200, 35-step loop, fwd + bwd", lambda lib: _cell_loop(lib, X)),
         ("LSTM LM step (V=10000), SGD + clip", lambda lib: _lm_step(lib, tokens[:-1], tokens[1:])),
     ]
-    print(f"{'case (steps/s)':40s} " + " ".join(f"{k:>10s}" for k in libs) +
-          ("   cddp/torch" if "torch" in libs else ""))
-    for name, make in cases:
-        steps = {k: make(lib) for k, lib in libs.items()}
-        rates = _interleaved(steps, min_time, windows)
-        line = f"{name:40s} " + " ".join(f"{rates[k]:10.1f}" for k in libs)
-        if "torch" in rates:
-            line += f"   {rates['cddp'] / rates['torch']:10.2f}x"
-        print(line, flush=True)
+    _table(cases, 40)
 
 
 if __name__ == "__main__":

@@ -86,11 +86,40 @@ def _interleaved(steps, min_time, windows):
     return {k: statistics.median(v) for k, v in rates.items()}
 
 
-def main():
+def _windows():
+    """(min_time, windows) from the command line: --quick is a smoke run (tiny windows)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="smoke run: tiny windows")
-    args = ap.parse_args()
-    min_time, windows = (0.05, 3) if args.quick else (0.5, 7)
+    return (0.05, 3) if ap.parse_args().quick else (0.5, 7)
+
+
+def _header(title, libs, width, col=12):
+    """The first line of a cddp-vs-torch table (the benches that import this module)."""
+    return f"{title:{width}s} " + " ".join(f"{k:>{col}s}" for k in libs) + \
+        ("   cddp/torch" if "torch" in libs else "")
+
+
+def _row(name, rates, libs, width, col=12):
+    """One row: each library's rate, then cddp / torch from the same run."""
+    line = f"{name:{width}s} " + " ".join(f"{rates[k]:{col}.1f}" for k in libs)
+    if "torch" in rates:
+        line += f"   {rates['cddp'] / rates['torch']:10.2f}x"
+    return line
+
+
+def _table(cases, width, title="case (steps/s)"):
+    """Time cases [(name, make(lib) -> step function)] for every library (one thread each,
+    windows interleaved) and print the table."""
+    min_time, windows = _windows()
+    libs = _libs()
+    print(_header(title, libs, width, 10))
+    for name, make in cases:
+        steps = {k: make(lib) for k, lib in libs.items()}
+        print(_row(name, _interleaved(steps, min_time, windows), libs, width, 10), flush=True)
+
+
+def main():
+    min_time, windows = _windows()
     libs = _libs()
     rng = np.random.default_rng(0)
     cases = [
@@ -100,15 +129,11 @@ def main():
          rng.standard_normal((32, 20)).astype(np.float32),
          rng.standard_normal((32, 1)).astype(np.float32), "mse", 1),
     ]
-    print(f"{'case':46s} " + " ".join(f"{k:>12s}" for k in libs) +
-          ("   cddp/torch" if "torch" in libs else ""))
+    print(_header("case", libs, 46))
     for name, sizes, _, X, Y, loss, per_step in cases:
         steps = {k: _make(lib, sizes, X, Y, 0.01, 0.9, loss) for k, lib in libs.items()}
         rates = {k: r * per_step for k, r in _interleaved(steps, min_time, windows).items()}
-        line = f"{name:46s} " + " ".join(f"{rates[k]:12.1f}" for k in libs)
-        if "torch" in rates:
-            line += f"   {rates['cddp'] / rates['torch']:10.2f}x"
-        print(line, flush=True)
+        print(_row(name, rates, libs, 46), flush=True)
 
 
 if __name__ == "__main__":

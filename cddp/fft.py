@@ -14,7 +14,8 @@ Contract:
 - The transforms are NumPy's pocketfft (C, at the input's precision) on the complex layout of
   cddp/_complex.py. Each is one autograd node with torch's adjoint: c2c backward is the
   opposite transform with the dual norm ("backward" <-> "forward"); rfft's is the real part
-  of the inverse of the zero-padded gradient; irfft's is rfft of the gradient with the bins
+  of the inverse of the zero-padded gradient (one c2r transform of its Hermitian part);
+  irfft's is rfft of the gradient with the bins
   that stand for two (1 .. n - (n // 2 + 1)) doubled. Backward is not itself
   differentiable (no double backward through a transform).
 - fftfreq / rfftfreq / fftshift / ifftshift as torch (shift: a roll by n // 2, real or complex
@@ -51,6 +52,14 @@ def _np_complex(r):
     return a.view(np.complex64 if a.dtype == np.float32 else np.complex128)[..., 0]
 
 
+def _wide(a):
+    """a in double precision: NumPy 2's pocketfft is 1.2-5x slower in single precision than
+    in double (measured on the shapes of bench/complex.py), so float32 data is transformed in
+    float64 and rounded once on the way out (closer to the exact transform than a float32
+    FFT's rounding)."""
+    return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64, copy=False)
+
+
 def _from_complex(a, real_dtype):
     """A cddp real tensor (..., 2) holding the complex ndarray a (in real_dtype's precision)."""
     a = np.ascontiguousarray(a, dtype=np.complex64 if real_dtype == _C.float32 else np.complex128)
@@ -69,42 +78,48 @@ class _C2C(Function):
     def forward(ctx, r, dims, inverse, norm):
         ctx.dims, ctx.inverse, ctx.norm = dims, inverse, norm
         f = np.fft.ifftn if inverse else np.fft.fftn
-        return _from_complex(f(_np_complex(r), axes=dims, norm=norm), r.dtype)
+        return _from_complex(f(_wide(_np_complex(r)), axes=dims, norm=norm), r.dtype)
 
     @staticmethod
     def backward(ctx, g):
         f = np.fft.fftn if ctx.inverse else np.fft.ifftn
-        return (_from_complex(f(_np_complex(g), axes=ctx.dims, norm=_DUAL[ctx.norm]), g.dtype),
-                None, None, None)
+        return (_from_complex(f(_wide(_np_complex(g)), axes=ctx.dims, norm=_DUAL[ctx.norm]),
+                              g.dtype), None, None, None)
 
 
 class _R2C(Function):
     @staticmethod
     def forward(ctx, x, dims, norm):
         ctx.dims, ctx.norm, ctx.n = dims, norm, x.shape[dims[-1]]
-        return _from_complex(np.fft.rfftn(x.detach().numpy(), axes=dims, norm=norm), x.dtype)
+        return _from_complex(np.fft.rfftn(_wide(x.detach().numpy()), axes=dims, norm=norm),
+                             x.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        a = _np_complex(g)
+        # The adjoint is Re(ifftn(g zero-padded to n in the last dim)). Its Hermitian part
+        # is g with the last dim's bins 1 .. (n - 1) // 2 halved (their mirrors are the
+        # zeros), so it is one c2r transform of half the data instead of a full c2c one
+        a = _np_complex(g).astype(np.complex128)        # a copy, in double precision
         last = ctx.dims[-1]
-        pad = [(0, 0)] * a.ndim
-        pad[last] = (0, ctx.n - a.shape[last])
-        full = np.fft.ifftn(np.pad(a, pad), axes=ctx.dims, norm=_DUAL[ctx.norm])
-        return _from_real(full.real, g.dtype), None, None
+        idx = [slice(None)] * a.ndim
+        idx[last] = slice(1, (ctx.n + 1) // 2)
+        a[tuple(idx)] *= 0.5
+        s = [a.shape[d] for d in ctx.dims[:-1]] + [ctx.n]
+        return _from_real(np.fft.irfftn(a, s=s, axes=ctx.dims, norm=_DUAL[ctx.norm]),
+                          g.dtype), None, None
 
 
 class _C2R(Function):
     @staticmethod
     def forward(ctx, r, dims, n, norm):
         ctx.dims, ctx.norm = dims, norm
-        a = _np_complex(r)
+        a = _wide(_np_complex(r))
         s = [a.shape[d] for d in dims[:-1]] + [n]
         return _from_real(np.fft.irfftn(a, s=s, axes=dims, norm=norm), r.dtype)
 
     @staticmethod
     def backward(ctx, g):
-        gi = np.fft.rfftn(g.detach().numpy(), axes=ctx.dims, norm=_DUAL[ctx.norm])
+        gi = np.fft.rfftn(_wide(g.detach().numpy()), axes=ctx.dims, norm=_DUAL[ctx.norm])
         last = ctx.dims[-1]
         double = g.shape[last] - gi.shape[last]
         if double > 0:

@@ -40,12 +40,8 @@ static void cmul_all(TensorObject *out, TensorObject *x, TensorObject *y, int co
     char *px = cddp_data(x), *py = cddp_data(y), *po = cddp_data(out);
     for (int d = 0; d < nd - 1; d++)
         rows *= x->shape[d];
+    int64_t ox = 0, oy = 0;              /* element offsets of row r, kept by the odometer */
     for (int64_t r = 0; r < rows; r++) {
-        int64_t ox = 0, oy = 0;
-        for (int d = 0; d < nd - 1; d++) {
-            ox += idx[d] * x->strides[d];
-            oy += idx[d] * y->strides[d];
-        }
         if (x->dtype == CDDP_FLOAT32)
             cmul_f32((float *)po + r * n * 2, (float *)px + ox, sx, (float *)py + oy, sy, n,
                      conj ? -1.0f : 1.0f);
@@ -53,8 +49,12 @@ static void cmul_all(TensorObject *out, TensorObject *x, TensorObject *y, int co
             cmul_f64((double *)po + r * n * 2, (double *)px + ox, sx, (double *)py + oy, sy, n,
                      conj ? -1.0 : 1.0);
         for (int d = nd - 2; d >= 0; d--) {
+            ox += x->strides[d];
+            oy += y->strides[d];
             if (++idx[d] < x->shape[d])
                 break;
+            ox -= x->strides[d] * x->shape[d];
+            oy -= y->strides[d] * y->shape[d];
             idx[d] = 0;
         }
     }
