@@ -13,25 +13,34 @@ Contract:
 - Every operation is composed of cddp's real ops on `_r`, so autograd flows through it; the
   gradient of a real loss with respect to a complex tensor is dL/dRe + i dL/dIm, which is
   torch's convention (what a complex leaf's .grad holds).
-- Arithmetic: + - * / with complex tensors, real tensors and Python numbers (complex ones
-  included), unary -, @ (matmul), ==; abs, angle, exp, conj, sgn, square; real / imag (views);
-  sum / mean; shape ops (view, reshape, flatten, unsqueeze, squeeze, permute, transpose, t,
-  expand, expand_as, repeat, chunk, split, indexing, setitem, contiguous, clone, detach);
-  to / type_as / float / double (a real dtype keeps the real part and warns, as torch),
-  numpy(), item(), tolist(). Result dtypes follow the real parts' promotion (a float64
-  operand makes complex128).
+- Arithmetic: + - * / ** with complex tensors, real tensors and Python numbers (complex ones
+  included), unary -, @ (matmul), ==; in place add_ sub_ mul_ div_ addcmul_ addcdiv_ (+= ...);
+  abs, angle, exp, log, sqrt, sin, cos, reciprocal, pow (real exponents), conj, sgn, square,
+  norm, isfinite / isnan / isinf; real / imag (views); sum / mean / cumsum; shape ops (view,
+  reshape, flatten, unsqueeze, squeeze, permute, transpose, t, T, H, mT, mH, expand,
+  expand_as, repeat, flip, roll, chunk, split, unbind, indexing, setitem, masked_fill,
+  contiguous, clone, detach, new_zeros); to / type_as / float / double (a real dtype keeps the
+  real part and warns, as torch), numpy(), item(), tolist(). Result dtypes follow the real
+  parts' promotion (a float64 operand makes complex128).
 - torch.real / imag / conj / is_complex take complex tensors (cddp/_shape_ops.py); torch.abs /
-  absolute / angle / exp / sgn / square / conj_physical / resolve_conj / roll / einsum, the
-  *_like factories and tensor / as_tensor take complex tensors (complex data) once this module
-  is loaded (the first complex dtype, view or constructor): they are wrapped then (_install),
-  so a program without complex numbers calls the C functions directly. The hot binary,
-  reduction and joining functions (torch.add / mul / sum / cat / stack ...) are not wrapped:
-  complex code uses the operators and methods (z1 * z2, z.sum()).
-- zeros / ones / empty / rand / randn / full take dtype=complex64 / complex128 from the start:
-  ops/out_arg.c hands such a call to _factory_call (same draws as torch's for a seed: rand
-  uniform in each part, randn with each part's variance 1/2).
-- nn.Parameter(complex) is a ComplexParameter: `_r` is a real Parameter, which optimizers
-  step (torch's optimizers also treat complex parameters as their real views), DDP
+  absolute / angle / exp / sgn / square / conj_physical / resolve_conj / roll / einsum / sqrt /
+  log / sin / cos / reciprocal / flip / cumsum / isfinite / isnan / isinf / norm / pow /
+  masked_fill, linalg.vector_norm / norm and the *_like factories take complex tensors once
+  this module is loaded (the first complex dtype, view or constructor): they are wrapped
+  then (_install), so a program without complex numbers calls the C functions directly. The hot binary and
+  reduction functions (torch.add / mul / sum ...) are not wrapped: complex code uses
+  the operators and methods (z1 * z2, z.sum()).
+- From the start, without wrappers (the C entry points hand these over on their failure paths
+  only: no cost to real calls): zeros / ones / empty / rand / randn / full with dtype=
+  complex64 / complex128 (ops/out_arg.c -> _factory_call; torch's draws for a seed: rand
+  uniform in each part, randn with each part's variance 1/2); torch.tensor of complex numbers
+  or with a complex dtype (ops/creation/data.c -> _tensor_call); torch.cat / stack with a
+  complex tensor among the inputs (ops/shape/join.c -> _join_call); torch.where with a complex
+  operand (ops/elementwise/select.c -> _where_call); a real tensor's operators
+  with a Python complex number, 1j * x (ops/elementwise/binary_driver.c -> _slot_call).
+- nn.Parameter(complex) is a ComplexParameter: `_r` is a real Parameter, which cddp's
+  optimizers step (torch's built-in optimizers also treat complex parameters as their real
+  views; an Optimizer subclass of the user's sees the complex parameter, as in torch), DDP
   broadcasts and reduces, clip_grad_norm_ scales and cddp.save stores (float (..., 2) with a
   "complex" mark; load gives the complex tensor back).
 
@@ -217,6 +226,7 @@ class ComplexTensor:
     in a trailing dimension of 2."""
     __slots__ = ("_r", "__weakref__")
     _is_complex_tensor = True
+    _cddp_complex = True               # what the C entry points look for (cddp_is_complex_obj)
     __array_priority__ = 1000          # NumPy defers to our reflected operators
     __hash__ = object.__hash__
 
@@ -359,6 +369,96 @@ class ComplexTensor:
     def square(self):
         return _mul(self, self)
 
+    def sqrt(self):
+        # the principal root: (sqrt((|z| + re) / 2), sign(im) sqrt((|z| - re) / 2))
+        a, re, im = self.abs(), self._r[..., 0], self._r[..., 1]
+        sign = _C.where(im < 0, -_C.ones_like(im), _C.ones_like(im))
+        return _join(((a + re) * 0.5).clamp(min=0).sqrt(),
+                     sign * ((a - re) * 0.5).clamp(min=0).sqrt())
+
+    def log(self):
+        return _join(self.abs().log(), self.angle())
+
+    def sin(self):
+        re, im = self._r[..., 0], self._r[..., 1]
+        return _join(re.sin() * im.cosh(), re.cos() * im.sinh())
+
+    def cos(self):
+        re, im = self._r[..., 0], self._r[..., 1]
+        return _join(re.cos() * im.cosh(), -(re.sin() * im.sinh()))
+
+    def reciprocal(self):
+        return _div(1.0, self)
+
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+        """torch.norm of a complex tensor: the p-norm of |z| over dim (all dims when None)."""
+        if p in ("fro", 2, 2.0, None):
+            dims = tuple(range(self.ndim)) if dim is None else \
+                self._dims((dim,) if isinstance(dim, int) else dim)
+            out = self._r.norm(2, dims + (self.ndim,), keepdim)
+            return out.squeeze(-1) if keepdim else out
+        a = self.abs()
+        return a.norm(p, dim, keepdim) if dim is not None else a.norm(p)
+
+    def isfinite(self):
+        return self._r[..., 0].isfinite() & self._r[..., 1].isfinite()
+
+    def isnan(self):
+        return self._r[..., 0].isnan() | self._r[..., 1].isnan()
+
+    def isinf(self):
+        return self._r[..., 0].isinf() | self._r[..., 1].isinf()
+
+    def flip(self, *dims):
+        dims = self._sizes(dims)
+        return ComplexTensor(self._r.flip(self._dims(dims)))
+
+    def cumsum(self, dim, dtype=None):
+        return ComplexTensor(self._r.cumsum(_norm_dim(dim, self.ndim)))
+
+    def masked_fill(self, mask, value):
+        re, im = _parts(value)
+        return _join(self._r[..., 0].masked_fill(mask, re),
+                     self._r[..., 1].masked_fill(mask, 0.0 if im is None else im))
+
+    def new_zeros(self, *size, dtype=None, **kwargs):
+        return ComplexTensor(self._r.new_zeros(*self._sizes(size), 2, **kwargs))
+
+    # in place: the value computed out of place, then copied into the real view (autograd
+    # records the copy, as for any in-place op on a view)
+    def _assign(self, value):
+        self._r.copy_(value._r if _is_c(value) else _join(value, None)._r)
+        return self
+
+    def add_(self, other, *, alpha=1):
+        return self._assign(_add(self, other if alpha == 1 else _mul(other, alpha), 1))
+
+    def sub_(self, other, *, alpha=1):
+        return self._assign(_add(self, other if alpha == 1 else _mul(other, alpha), -1))
+
+    def mul_(self, other):
+        return self._assign(_mul(self, other))
+
+    def div_(self, other):
+        return self._assign(_div(self, other))
+
+    def addcmul_(self, t1, t2, *, value=1):
+        return self._assign(_add(self, _mul(_mul(t1, t2), value), 1))
+
+    def addcdiv_(self, t1, t2, *, value=1):
+        return self._assign(_add(self, _mul(_div(t1, t2), value), 1))
+
+    def add(self, other, *, alpha=1):
+        return _add(self, other if alpha == 1 else _mul(other, alpha), 1)
+
+    def sub(self, other, *, alpha=1):
+        return _add(self, other if alpha == 1 else _mul(other, alpha), -1)
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+
     def sum(self, dim=None, keepdim=False, dtype=None):
         r = self._r if dtype is None else self._r.to(_real_dtype(dtype))
         if dim is None:
@@ -377,12 +477,10 @@ class ComplexTensor:
     def __add__(self, o):
         return _add(self, o, 1)
 
-    __radd__ = add = __add__
+    __radd__ = __add__
 
     def __sub__(self, o):
         return _add(self, o, -1)
-
-    sub = __sub__
 
     def __rsub__(self, o):
         return _add(o, self, -1)
@@ -423,7 +521,14 @@ class ComplexTensor:
                     out = _mul(out, base)
                 base, p = _mul(base, base), p >> 1
             return out
-        raise TypeError("complex tensors take integer powers 0..64 only")
+        if isinstance(p, (int, float)):
+            if p == 0.5:
+                return self.sqrt()
+            a = self.abs()
+            return _join(a.pow(p) * (self.angle() * p).cos(), a.pow(p) * (self.angle() * p).sin())
+        raise TypeError("complex tensors take real scalar powers only")
+
+    pow = __pow__
 
     def __eq__(self, o):
         ar, ai = _parts(self)
@@ -483,6 +588,16 @@ class ComplexTensor:
 
     def t(self):
         return self if self.ndim < 2 else self.transpose(0, 1)
+
+    @property
+    def T(self):
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def H(self):
+        if self.ndim != 2:
+            raise RuntimeError("tensor.H is only supported on matrices (2-D tensors).")
+        return self.t().conj()
 
     @property
     def mT(self):
@@ -734,11 +849,12 @@ def _einsum(equation, *operands):
     return _join(re, im)
 
 
-def _factory_call(name, fn, args, kwargs):
+def _factory_call(name_fn, *args, **kwargs):
     """zeros / ones / empty / rand / randn / full with a complex dtype (called from C, ops/
     out_arg.c, when a creation function gets one): the real (..., 2) tensor the same C function
     makes — randn with each part's variance 1/2 and rand uniform in each part, as torch's
     complex normal_ / uniform_ work on the real view."""
+    name, fn = name_fn
     dt = kwargs.pop("dtype")
     if name not in ("zeros", "ones", "empty", "rand", "randn", "full"):
         raise TypeError(f"{name}(): complex dtypes are not supported by cddp here "
@@ -765,6 +881,34 @@ def _factory_call(name, fn, args, kwargs):
     return ComplexTensor(r.requires_grad_(grad) if grad else r)
 
 
+def _slot_call(op, a, b):
+    """A real tensor's operator with a Python complex number (1j * x), from the C number
+    slots (ops/elementwise/binary_driver.c): the tensor taken as complex."""
+    import operator
+    a = _join(a, None) if isinstance(a, Tensor) else a
+    b = _join(b, None) if isinstance(b, Tensor) else b
+    return getattr(operator, op)(a, b)
+
+
+def _where_call(condition, x, y):
+    """torch.where with a complex operand (from ops/elementwise/select.c): per part."""
+    xr, xi = _parts(x)
+    yr, yi = _parts(y)
+    return _join(_C.where(condition, xr, yr),
+                 _C.where(condition, 0.0 if xi is None else xi, 0.0 if yi is None else yi))
+
+
+def _join_call(fname, tensors, dim=0, *, out=None, axis=None):
+    """torch.cat / stack with complex tensors among the inputs (from ops/shape/join.c)."""
+    if out is not None:
+        raise TypeError(f"{fname}(): out= with complex tensors is not supported")
+    dim = axis if axis is not None else dim
+    zs = [t if _is_c(t) else _join(t, None) for t in tensors]
+    if fname == "stack":
+        return ComplexTensor(_C.stack([z._r for z in zs], _norm_dim(dim, zs[0].ndim + 1)))
+    return ComplexTensor(_C.cat([z._r for z in zs], _norm_dim(dim, zs[0].ndim)))
+
+
 def _like_factory(name, cfn):
     """zeros_like / ones_like / ... of a complex tensor (or with a complex dtype)."""
     def fn(input, *args, **kwargs):  # noqa: A002
@@ -782,33 +926,18 @@ def _like_factory(name, cfn):
     return fn
 
 
-def _tensor_factory(cfn):
-    """torch.tensor / as_tensor with complex data or a complex dtype."""
-    def tensor(data, *args, **kwargs):
-        dt = kwargs.get("dtype")
-        if not isinstance(dt, _ComplexDType):
-            try:
-                return cfn(data, *args, **kwargs)
-            except (TypeError, RuntimeError) as e:
-                import numpy as np
-                try:
-                    kind = np.asarray(data).dtype.kind
-                except Exception:                      # not array-like: the C error stands
-                    kind = None
-                if kind != "c":
-                    raise
-                a = np.asarray(data)
-                dt = complex128 if a.dtype == np.complex128 and \
-                    _C.get_default_dtype() == _C.float64 else complex64
-        import numpy as np
-        a = np.asarray(data, dtype=np.complex64 if dt is complex64 else np.complex128)
-        real = np.ascontiguousarray(np.stack([a.real, a.imag], -1))
-        kw = {k: v for k, v in kwargs.items() if k not in ("dtype",)}
-        return ComplexTensor(cfn(real, *args, **kw))
-    tensor.__name__ = tensor.__qualname__ = cfn.__name__
-    tensor.__module__ = "cddp"
-    tensor.__wrapped__ = cfn
-    return tensor
+def _tensor_call(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """torch.tensor with complex numbers in the data or a complex dtype (from C,
+    ops/creation/data.c): complex64 unless dtype or a float64 default says complex128."""
+    import numpy as np
+    if dtype is None:
+        dtype = complex128 if _C.get_default_dtype() == _C.float64 else complex64
+    if not isinstance(dtype, _ComplexDType):
+        raise TypeError(f"tensor(): complex data cannot be stored as {dtype!r}")
+    a = np.asarray(data.numpy() if _is_c(data) else data,
+                   dtype=np.complex64 if dtype is complex64 else np.complex128)
+    r = _C.tensor(np.ascontiguousarray(np.stack([a.real, a.imag], -1)), device=device)
+    return ComplexTensor(r.requires_grad_(True) if requires_grad else r)
 
 
 _LIKE = ("zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "full_like")
@@ -817,7 +946,10 @@ _LIKE = ("zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "fu
 # ComplexTensor method each becomes; the hot binary, reduction and joining functions (add,
 # mul, sum, cat, ...) stay the C entry points: complex code uses the operators and methods
 _METHOD = {"abs": "abs", "absolute": "abs", "angle": "angle", "exp": "exp", "sgn": "sgn",
-           "square": "square", "conj_physical": "conj", "resolve_conj": "conj", "roll": "roll"}
+           "square": "square", "conj_physical": "conj", "resolve_conj": "conj", "roll": "roll",
+           "sqrt": "sqrt", "log": "log", "sin": "sin", "cos": "cos", "reciprocal": "reciprocal",
+           "flip": "flip", "cumsum": "cumsum", "isfinite": "isfinite", "isnan": "isnan",
+           "isinf": "isinf", "norm": "norm", "pow": "__pow__", "masked_fill": "masked_fill"}
 _installed = []
 
 
@@ -838,6 +970,17 @@ def _dispatcher(name, cfn):
     return fn
 
 
+def _norm_dispatcher(name, cfn):
+    """linalg.vector_norm / linalg.norm: a complex input's norm is that of |z|."""
+    def fn(x, *args, **kwargs):
+        return cfn(x.abs() if _is_c(x) else x, *args, **kwargs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "cddp.linalg"
+    fn.__doc__ = getattr(cfn, "__doc__", None)
+    fn.__wrapped__ = cfn
+    return fn
+
+
 def _install():
     """Wrap cddp's module functions so that they take complex tensors (once per process)."""
     if _installed:
@@ -848,10 +991,12 @@ def _install():
         cfn = getattr(cddp, name, None)
         if cfn is not None:
             setattr(cddp, name, _dispatcher(name, cfn))
+    from . import linalg
+    for name in ("vector_norm", "norm"):
+        cfn = getattr(linalg, name)
+        setattr(linalg, name, _norm_dispatcher(name, cfn))
     for name in _LIKE:
         setattr(cddp, name, _like_factory(name, getattr(cddp, name)))
-    for name in ("tensor", "as_tensor"):
-        setattr(cddp, name, _tensor_factory(getattr(cddp, name)))
 
 
 _install()       # loading this module means complex numbers are in use (a dtype, a view)

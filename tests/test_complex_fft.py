@@ -533,3 +533,94 @@ def test_complex_parameter_save_load_clip_and_deepcopy(tmp_path):
     m3 = copy.deepcopy(m)
     assert m3.w is not m.w and [n for n, _ in m3.named_parameters()][0] == "w"
     np.testing.assert_array_equal(m3.w.detach().numpy(), m.w.detach().numpy())
+
+
+# ---- complex numbers reaching the C entry points, more elementwise ops ------------------
+
+def test_python_complex_scalars_with_real_tensors():
+    r = arr(3, 4)
+    x = cddp.tensor(r)
+    cases = [(1j * x, 1j * r), (x * (1 + 2j), r * (1 + 2j)), (x + 1j, r + 1j),
+             (2j - x, 2j - r), (x / 1j, r / 1j), (x - (1 - 1j), r - (1 - 1j))]
+    for got, want in cases:
+        assert got.dtype == cddp.complex128
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+    with pytest.raises(TypeError):
+        x * "a"                           # other foreign operands still raise TypeError
+
+
+def test_tensor_of_complex_numbers_cat_stack_and_where():
+    t = cddp.tensor([3 + 4j, 1 - 1j])
+    assert t.dtype == cddp.complex64
+    np.testing.assert_array_equal(t.numpy(), [3 + 4j, 1 - 1j])
+    u = cddp.tensor([[1, 2j]], dtype=cddp.complex128)
+    assert u.dtype == cddp.complex128 and tuple(u.shape) == (1, 2)
+    a, b, r = carr(2, 3), carr(2, 3), arr(2, 3)
+    np.testing.assert_array_equal(cddp.cat([cz(a), cz(b)], 1).numpy(),
+                                  np.concatenate([a, b], 1))
+    np.testing.assert_array_equal(cddp.cat([cddp.tensor(r), cz(b)]).numpy(),
+                                  np.concatenate([r, b]))
+    np.testing.assert_array_equal(cddp.stack([cz(a), cz(b)], -1).numpy(), np.stack([a, b], -1))
+    m = r > 0
+    np.testing.assert_array_equal(cddp.where(cddp.tensor(m), cz(a), 0).numpy(),
+                                  np.where(m, a, 0))
+    np.testing.assert_array_equal(cddp.where(cddp.tensor(m), cddp.tensor(r), cz(b)).numpy(),
+                                  np.where(m, r, b))
+
+
+def test_more_complex_ops_match_numpy():
+    a, r = carr(3, 4), arr(3, 4)
+    z = cz(a)
+    m = r > 0
+    cases = [(z.T, a.T), (z.H, a.conj().T), (z.sqrt(), np.sqrt(a)), (cddp.sqrt(z), np.sqrt(a)),
+             (z ** 0.5, np.sqrt(a)), (z.log(), np.log(a)), (cddp.log(z), np.log(a)),
+             (z.sin(), np.sin(a)), (z.cos(), np.cos(a)), (z ** 1.5, a ** 1.5),
+             (z.reciprocal(), 1 / a), (z.flip(0), a[::-1]), (z.cumsum(1), a.cumsum(1)),
+             (z.masked_fill(cddp.tensor(m), 2 - 1j), np.where(m, 2 - 1j, a)),
+             (z.new_zeros(2), np.zeros(2)), (z.isfinite(), np.isfinite(a)),
+             (z.norm(), np.linalg.norm(a)), (z.norm(dim=1), np.linalg.norm(a, axis=1)),
+             (z.norm(p=1), np.abs(a).sum()), (cddp.norm(z, 2, 0), np.linalg.norm(a, axis=0)),
+             (cddp.linalg.vector_norm(z), np.linalg.norm(a))]
+    for got, want in cases:
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-10, atol=1e-12)
+    w = cz(a)
+    w.add_(cz(a), alpha=2).mul_(1j).addcmul_(cz(a), cz(a), value=0.5)
+    w.addcdiv_(cz(a), cz(a) + 3, value=-1)
+    w -= 1
+    np.testing.assert_allclose(w.numpy(), (a + 2 * a) * 1j + 0.5 * a * a - a / (a + 3) - 1,
+                               rtol=1e-12)
+
+
+def test_elementary_function_gradients():
+    def f(x):
+        z = cddp.view_as_complex(x)
+        out = z.sqrt() + z.log() * z.sin() - z.cos() / (z ** 1.5 + 4)
+        return (cddp.view_as_real(out) * weights(3, 2)).sum() + z.norm()
+    fd_check(f, arr(3, 2) + 2.0)          # away from the branch cut and from 0
+
+
+def test_user_optimizer_sees_complex_parameters():
+    class ComplexMomentum(cddp.optim.Optimizer):      # written as torch users write theirs
+        def __init__(self, params, lr, momentum):
+            super().__init__(params, {"lr": lr, "momentum": momentum})
+
+        @cddp.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    assert p.is_complex() and p.grad.is_complex()
+                    buf = self.state[p].setdefault("buf", cddp.zeros_like(p))
+                    buf.mul_(group["momentum"]).add_(p.grad)
+                    p.add_(buf, alpha=-group["lr"])
+
+    p0 = carr(3, dtype=np.complex64)
+    p = nn.Parameter(cz(p0))
+    opt = ComplexMomentum([p], lr=0.1, momentum=0.9)
+    want, buf = p0.astype(np.complex128), np.zeros(3, complex)
+    for _ in range(3):
+        opt.zero_grad()
+        (p * p.conj()).real.sum().backward()      # dL/dRe + i dL/dIm = 2 p
+        buf = 0.9 * buf + 2 * want
+        want = want - 0.1 * buf
+        opt.step()
+    np.testing.assert_allclose(p.detach().numpy(), want, rtol=1e-5)

@@ -124,12 +124,15 @@ class Optimizer:
                             "but the ordering of tensors in sets will change between runs. "
                             "Please use a list instead.")
         else:
-            # a complex parameter is optimized as its real view (torch's optimizers do the same
-            # through view_as_real)
-            param_group["params"] = [p._r if getattr(p, "_is_complex_tensor", False) else p
-                                     for p in params]
+            param_group["params"] = list(params)
+            # cddp's optimizers step a complex parameter as its real view (torch's built-in
+            # optimizers do the same through view_as_real); an optimizer written by the user
+            # sees the complex parameter, as in torch
+            if type(self).__module__.startswith("cddp.optim."):
+                param_group["params"] = [p._r if getattr(p, "_is_complex_tensor", False)
+                                         else p for p in param_group["params"]]
         for p in param_group["params"]:
-            if not isinstance(p, Tensor):
+            if not isinstance(p, Tensor) and not getattr(p, "_is_complex_tensor", False):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "
                                 + type(p).__name__)
             if not p.is_leaf:

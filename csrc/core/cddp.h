@@ -316,6 +316,14 @@ int cddp_tensor_resize(TensorObject *t, int ndim, const int64_t *shape);
  * Tensor or a tuple of them for a tuple result, with torch's checks (ops/out_arg.c); returns
  * out (new reference), res itself when out is None, or NULL with an exception. */
 PyObject *cddp_out_finish(const char *name, PyObject *res, PyObject *out);
+/* Complex numbers live in Python (cddp/_complex.py); the C entry points hand them over on
+ * their failure paths only (ops/out_arg.c). cddp_is_complex_obj: o is a complex tensor or a
+ * complex dtype (its class carries the marker). cddp_complex_call: cddp._complex.<fn>(
+ * *args, **kwargs) with args the vectorcall arguments (kwnames may be NULL) and `first`,
+ * when not NULL, prepended. New reference or NULL with an exception. */
+int cddp_is_complex_obj(PyObject *o);
+PyObject *cddp_complex_call(const char *fn, PyObject *first, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames);
 /* 0-dim tensor holding v. */
 TensorObject *cddp_scalar_tensor(double v, cddp_dtype dt);
 /* Read element i (C-order over the shape) of any tensor as double / int64. */

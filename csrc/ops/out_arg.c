@@ -161,35 +161,32 @@ PyObject *cddp_out_finish(const char *name, PyObject *res, PyObject *outobj)
     return final;
 }
 
-/* A creation function called with dtype=torch.complex64 / complex128 (cddp/_complex.py's
- * dtype objects, which the C parsers do not know): checked only when dtype is not a
- * cddp.dtype, so real calls pay nothing. */
-static int is_complex_dtype(PyObject *d)
+int cddp_is_complex_obj(PyObject *o)
 {
     int r;
-    if (d == Py_None || Py_IS_TYPE(d, cddp_state()->dtype_type))
+    if (o == Py_None || cddp_tensor_check(o) || Py_IS_TYPE(o, cddp_state()->dtype_type))
         return 0;
-    r = PyObject_HasAttrString(d, "_cddp_complex");
+    r = PyObject_HasAttrString((PyObject *)Py_TYPE(o), "_cddp_complex");
     return r > 0;
 }
 
-/* ... which cddp._complex._factory_call(name, fn, args, kwargs) answers (the real tensor with
- * a trailing (real, imaginary) dim of 2, made by the same C function). */
-static PyObject *complex_factory(OutFunctionObject *o, PyObject *const *args, Py_ssize_t nargs,
-                                 PyObject *kwnames)
+PyObject *cddp_complex_call(const char *fn, PyObject *first, PyObject *const *args,
+                            Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *mod = NULL, *call = NULL, *targs = NULL, *kwargs = NULL, *res = NULL;
-    Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, at = first ? 1 : 0;
     if (!(mod = PyImport_ImportModule("cddp._complex")) ||
-        !(call = PyObject_GetAttrString(mod, "_factory_call")) ||
-        !(targs = PyTuple_New(nargs)) || !(kwargs = PyDict_New()))
+        !(call = PyObject_GetAttrString(mod, fn)) ||
+        !(targs = PyTuple_New(nargs + at)) || !(kwargs = PyDict_New()))
         goto done;
+    if (first)
+        PyTuple_SET_ITEM(targs, 0, Py_NewRef(first));
     for (Py_ssize_t k = 0; k < nargs; k++)
-        PyTuple_SET_ITEM(targs, k, Py_NewRef(args[k]));
+        PyTuple_SET_ITEM(targs, k + at, Py_NewRef(args[k]));
     for (Py_ssize_t k = 0; k < nkw; k++)
         if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), args[nargs + k]) < 0)
             goto done;
-    res = PyObject_CallFunctionObjArgs(call, o->name, o->fn, targs, kwargs, NULL);
+    res = PyObject_Call(call, targs, kwargs);
 done:
     Py_XDECREF(mod);
     Py_XDECREF(call);
@@ -215,8 +212,16 @@ static PyObject *out_vectorcall(PyObject *self, PyObject *const *args, size_t na
         else if (PyUnicode_CompareWithASCIIString(key, "dtype") == 0)
             dtype_at = k;
     }
-    if (o->creation && dtype_at >= 0 && is_complex_dtype(args[nargs + dtype_at]))
-        return complex_factory(o, args, nargs, kwnames);
+    /* a complex dtype= (checked only when it is not a cddp.dtype: real calls pay nothing):
+     * cddp._complex._factory_call(name, fn, *args, **kwargs) */
+    if (o->creation && dtype_at >= 0 && cddp_is_complex_obj(args[nargs + dtype_at])) {
+        PyObject *pair = PyTuple_Pack(2, o->name, o->fn), *res;
+        if (!pair)
+            return NULL;
+        res = cddp_complex_call("_factory_call", pair, args, nargs, kwnames);
+        Py_DECREF(pair);
+        return res;
+    }
     if (at < 0)
         return PyObject_Vectorcall(o->fn, args, nargsf, kwnames);
     outobj = args[nargs + at];

@@ -152,6 +152,9 @@ static int scan_scalar_type(PyObject *o, cddp_dtype *d)
     return 1;   /* not a number */
 }
 
+/* Set by scan when the data holds a Python complex number (read by cddp_py_tensor). */
+static int complex_seen;
+
 static int scan(scan_t *s, PyObject *o, int depth)
 {
     cddp_dtype d;
@@ -229,6 +232,8 @@ static int scan(scan_t *s, PyObject *o, int depth)
         Py_DECREF(fast);
         return rc;
     }
+    if (PyComplex_Check(o))
+        complex_seen = 1;                /* torch.tensor hands the data to cddp/_complex.py */
     PyErr_Format(PyExc_RuntimeError, "Could not infer dtype of %s", Py_TYPE(o)->tp_name);
     return -1;
 }
@@ -483,11 +488,21 @@ PyObject *cddp_py_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         PyErr_SetString(PyExc_TypeError, "tensor() missing required argument 'data'");
         return NULL;
     }
+    if (v[1] && cddp_is_complex_obj(v[1]))             /* dtype=torch.complex64 */
+        return cddp_complex_call("_tensor_call", NULL, args, nargs, kw);
     if (cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 ||
         (meta = cddp_parse_device_opt(v[2], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[3], &rg) < 0)
         return NULL;
-    return cddp_factory_place(finish_data(cddp_tensor_from_data(v[0], has_dt, dt), rg), meta);
+    complex_seen = 0;
+    {
+        TensorObject *t = cddp_tensor_from_data(v[0], has_dt, dt);
+        if (!t && complex_seen && PyErr_ExceptionMatches(PyExc_RuntimeError)) {
+            PyErr_Clear();                                 /* complex numbers in the data */
+            return cddp_complex_call("_tensor_call", NULL, args, nargs, kw);
+        }
+        return cddp_factory_place(finish_data(t, rg), meta);
+    }
 }
 
 /* as_tensor(data, dtype=None, device=None): shares memory with a tensor of that dtype (the

@@ -556,30 +556,30 @@ static const ew_bparams sub_params = {NULL, 1, 0};
 
 PyObject *cddp_nb_add(PyObject *a, PyObject *b)
 {
-    return cddp_ew_slot_binary(a, b, op_add_sub, &plain_params);
+    return cddp_ew_slot_binary(a, b, op_add_sub, &plain_params, "add");
 }
 PyObject *cddp_nb_sub(PyObject *a, PyObject *b)
 {
-    return cddp_ew_slot_binary(a, b, op_add_sub, &sub_params);
+    return cddp_ew_slot_binary(a, b, op_add_sub, &sub_params, "sub");
 }
 PyObject *cddp_nb_mul(PyObject *a, PyObject *b)
 {
-    return cddp_ew_slot_binary(a, b, op_mul, &plain_params);
+    return cddp_ew_slot_binary(a, b, op_mul, &plain_params, "mul");
 }
 PyObject *cddp_nb_truediv(PyObject *a, PyObject *b)
 {
-    return cddp_ew_slot_binary(a, b, op_div, &plain_params);
+    return cddp_ew_slot_binary(a, b, op_div, &plain_params, "truediv");
 }
 
 /* `//` and `%`: ready for the Tensor type's nb_floor_divide / nb_remainder slots */
 static const ew_bparams floordiv_params = {NULL, 0, 2};
 PyObject *cddp_nb_floordiv(PyObject *a, PyObject *b)
 {
-    return cddp_ew_slot_binary(a, b, op_div, &floordiv_params);
+    return cddp_ew_slot_binary(a, b, op_div, &floordiv_params, "floordiv");
 }
 PyObject *cddp_nb_remainder(PyObject *a, PyObject *b)
 {
-    return cddp_ew_slot_binary(a, b, op_mod, &remainder_params);
+    return cddp_ew_slot_binary(a, b, op_mod, &remainder_params, "mod");
 }
 
 PyObject *cddp_nb_iadd(PyObject *a, PyObject *b)

@@ -122,7 +122,8 @@ done:
 
 /* Slots return NotImplemented for operands that are not tensors/numbers, so Python can try the
  * other side and finally raise its TypeError. */
-PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const ew_bparams *p)
+PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const ew_bparams *p,
+                              const char *op)
 {
     ew_operand x, y;
     PyObject *res = NULL;
@@ -134,6 +135,12 @@ PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const e
             cddp_ew_operand_clear(&y);
         }
         cddp_ew_operand_clear(&x);
+    }
+    if (rc == 0 && (PyComplex_CheckExact(a) || PyComplex_CheckExact(b))) {
+        PyObject *pair[2] = {a, b}, *name = PyUnicode_FromString(op);
+        res = name ? cddp_complex_call("_slot_call", name, pair, 2, NULL) : NULL;
+        Py_XDECREF(name);
+        return res;
     }
     if (rc == 0)
         Py_RETURN_NOTIMPLEMENTED;

@@ -281,5 +281,5 @@ PyObject *cddp_nb_pow(PyObject *a, PyObject *b, PyObject *mod)
 {
     if (mod != Py_None)
         Py_RETURN_NOTIMPLEMENTED;
-    return cddp_ew_slot_binary(a, b, op_pow, &plain_params);
+    return cddp_ew_slot_binary(a, b, op_pow, &plain_params, "pow");
 }

@@ -290,7 +290,11 @@ PyObject *cddp_ew_py_binary(PyObject *self, PyObject *other, ew_binary_fn fn,
                             const ew_bparams *p, const char *fname, const char *argname,
                             int inplace);
 /* A number slot: NotImplemented when either side is not a tensor or number. */
-PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const ew_bparams *p);
+/* The number slots (a + b, ...): NotImplemented for operands that are not tensors or real
+ * numbers; a Python complex number goes to cddp/_complex.py (`op`: the operator module's
+ * name of the slot, "mul"). */
+PyObject *cddp_ew_slot_binary(PyObject *a, PyObject *b, ew_binary_fn fn, const ew_bparams *p,
+                              const char *op);
 
 /* ---- entry points (implemented in the op files, listed in ops/elementwise/elementwise.c's tables) ---- */
 

@@ -332,6 +332,8 @@ PyObject *cddp_ew_where_function(PyObject *mod, PyObject *const *args, Py_ssize_
                      argv[1] ? "other" : "input");
         return NULL;
     }
+    if (cddp_is_complex_obj(argv[1]) || cddp_is_complex_obj(argv[2]))  /* cddp/_complex.py */
+        return cddp_complex_call("_where_call", NULL, argv, 3, NULL);
     return where_py(argv[0], argv[1], argv[2]);
 }
 

@@ -288,6 +288,12 @@ static PyObject *join(const char *fname, PyObject *const *args, Py_ssize_t nargs
     ts = (TensorObject **)PySequence_Fast_ITEMS(fast);
     for (Py_ssize_t i = 0; i < k; i++) {
         if (!cddp_tensor_check((PyObject *)ts[i])) {
+            if (cddp_is_complex_obj((PyObject *)ts[i])) {      /* cddp/_complex.py joins them */
+                PyObject *name = PyUnicode_FromString(fname);
+                res = name ? cddp_complex_call("_join_call", name, args, nargs, kwnames) : NULL;
+                Py_XDECREF(name);
+                goto done;
+            }
             PyErr_Format(PyExc_TypeError,
                          "expected Tensor as element %zd in argument 0, but got %s", i,
                          Py_TYPE(ts[i])->tp_name);
