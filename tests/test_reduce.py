@@ -654,3 +654,17 @@ def test_saved_tensor_checks():
     y.backward(t(np.ones((2, 3))))
     with pytest.raises(RuntimeError, match="second time"):
         y.backward(t(np.ones((2, 3))))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sums_over_short_last_dims(dtype):
+    # rows of 1..9 elements (sum.c's short-row loop below 8, the pairwise one from 8): the
+    # float64 sum of the row, rounded once
+    rng = np.random.default_rng(4)
+    for R in range(1, 10):
+        x = (rng.standard_normal((300, R)) * 1e3).astype(dtype)
+        want = x.astype(np.float64).sum(-1)
+        np.testing.assert_allclose(cddp.tensor(x).sum(-1).numpy(), want.astype(dtype),
+                                   rtol=1e-7 if dtype == np.float32 else 1e-13)
+        np.testing.assert_allclose(cddp.tensor(x).mean(-1).numpy(), (want / R).astype(dtype),
+                                   rtol=1e-7 if dtype == np.float32 else 1e-13)
