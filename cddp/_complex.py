@@ -185,7 +185,9 @@ class _Mul:
 def _mul(a, b):
     if _is_c(a) and _is_c(b) and a._r.dim() == b._r.dim() and \
             a._r.dtype == b._r.dtype and a._r.stride(-1) == 1 and b._r.stride(-1) == 1:
-        return ComplexTensor(_Mul.apply(a._r, b._r))
+        if (a._r.requires_grad or b._r.requires_grad) and _C.is_grad_enabled():
+            return ComplexTensor(_Mul.apply(a._r, b._r))
+        return ComplexTensor(_C._complex_mul(*_broadcast_tensors(a._r, b._r)))
     ar, ai = _parts(a)
     br, bi = _parts(b)
     if ai is None:
