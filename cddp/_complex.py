@@ -964,7 +964,8 @@ def _dispatcher(name, cfn):
         if name == "einsum":
             return _einsum(*args)
         kwargs.pop("out", None)
-        return getattr(args[0], method)(*args[1:], **kwargs)
+        first = args[0] if _is_c(args[0]) else _join(args[0], None)    # pow(x, 1j)
+        return getattr(first, method)(*args[1:], **kwargs)
     fn.__name__ = fn.__qualname__ = name
     fn.__module__ = "cddp"                 # pickled by reference: cddp.<name> is this wrapper
     fn.__doc__ = getattr(cfn, "__doc__", None)
