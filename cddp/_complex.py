@@ -171,6 +171,8 @@ class _Mul:
                 def backward(ctx, g):
                     x, y = ctx.saved_tensors
                     gx = gy = None
+                    if g.stride(-1) != 1:     # a consumer that permuted the (re, im) dim
+                        g = g.contiguous()
                     if ctx.needs_input_grad[0]:
                         gx = _C._complex_mul(*_broadcast_tensors(g, y), True)
                         gx = gx.sum_to_size(x.shape) if gx.shape != x.shape else gx

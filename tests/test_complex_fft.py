@@ -599,6 +599,14 @@ def test_elementary_function_gradients():
     fd_check(f, arr(3, 2) + 2.0)          # away from the branch cut and from 0
 
 
+def test_product_gradient_reaching_it_through_a_permuted_real_view():
+    # the product's incoming gradient has a non-unit stride in its (re, im) dim here
+    def f(x, y):
+        p = cddp.view_as_complex(x) * cddp.view_as_complex(y)
+        return (cddp.view_as_real(p).transpose(-1, -2) * weights(3, 2, 4)).sum()
+    fd_check(f, arr(3, 4, 2), arr(3, 4, 2))
+
+
 def test_user_optimizer_sees_complex_parameters():
     class ComplexMomentum(cddp.optim.Optimizer):      # written as torch users write theirs
         def __init__(self, params, lr, momentum):
