@@ -607,6 +607,17 @@ def test_product_gradient_reaching_it_through_a_permuted_real_view():
     fd_check(f, arr(3, 4, 2), arr(3, 4, 2))
 
 
+def test_module_functions_without_complex_forms_say_so():
+    z = cz(carr(3))
+    for call in (lambda: cddp.sum(z), lambda: cddp.mul(z, z), lambda: cddp.tanh(z),
+                 lambda: cddp.matmul(z, z), lambda: cddp.reshape(z, (3,))):
+        with pytest.raises(TypeError, match="is a complex tensor; cddp's complex tensors take "
+                           "the operators"):
+            call()
+    with pytest.raises(TypeError, match="must be Tensor or Number, not str"):
+        cddp.mul(cddp.ones(2), "a")          # other wrong types keep torch's message
+
+
 def test_user_optimizer_sees_complex_parameters():
     class ComplexMomentum(cddp.optim.Optimizer):      # written as torch users write theirs
         def __init__(self, params, lr, momentum):

@@ -322,6 +322,9 @@ PyObject *cddp_out_finish(const char *name, PyObject *res, PyObject *out);
  * *args, **kwargs) with args the vectorcall arguments (kwnames may be NULL) and `first`,
  * when not NULL, prepended. New reference or NULL with an exception. */
 int cddp_is_complex_obj(PyObject *o);
+/* TypeError "fname(): argument 'argname' must be <what>, not <type>"; for a complex tensor it
+ * says instead which forms take complex tensors (operators and methods). Returns -1. */
+int cddp_arg_type_error(const char *fname, const char *argname, const char *what, PyObject *o);
 PyObject *cddp_complex_call(const char *fn, PyObject *first, PyObject *const *args,
                             Py_ssize_t nargs, PyObject *kwnames);
 /* 0-dim tensor holding v. */

@@ -170,6 +170,19 @@ int cddp_is_complex_obj(PyObject *o)
     return r > 0;
 }
 
+int cddp_arg_type_error(const char *fname, const char *argname, const char *what, PyObject *o)
+{
+    if (o && cddp_is_complex_obj(o))
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' is a complex tensor; cddp's complex "
+                     "tensors take the operators (+ - * / @ **) and their methods (z.sum(), "
+                     "z.abs(), z.exp(), ...), not torch.%s (cddp/_complex.py lists what "
+                     "works)", fname, argname, fname);
+    else
+        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be %s, not %s", fname, argname,
+                     what, o ? Py_TYPE(o)->tp_name : "nothing");
+    return -1;
+}
+
 PyObject *cddp_complex_call(const char *fn, PyObject *first, PyObject *const *args,
                             Py_ssize_t nargs, PyObject *kwnames)
 {

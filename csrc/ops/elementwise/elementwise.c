@@ -99,8 +99,7 @@ int cddp_ew_operand_arg(PyObject *o, ew_operand *op, const char *fname, const ch
 {
     int rc = cddp_ew_operand(o, op);
     if (rc == 0)
-        PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be Tensor or Number, not %s",
-                     fname, argname, Py_TYPE(o)->tp_name);
+        cddp_arg_type_error(fname, argname, "Tensor or Number", o);
     return rc > 0 ? 0 : -1;
 }
 
@@ -108,8 +107,7 @@ TensorObject *cddp_ew_tensor_arg(PyObject *o, const char *fname, const char *arg
 {
     if (o && cddp_tensor_check(o))
         return (TensorObject *)o;
-    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be Tensor, not %s", fname, argname,
-                 o ? Py_TYPE(o)->tp_name : "nothing");
+    cddp_arg_type_error(fname, argname, "Tensor", o);
     return NULL;
 }
 

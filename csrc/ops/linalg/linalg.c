@@ -216,6 +216,8 @@ static int want_tensor(const char *fname, const char *arg, int pos, PyObject *o)
 {
     if (cddp_tensor_check(o))
         return 0;
+    if (cddp_is_complex_obj(o))
+        return cddp_arg_type_error(fname, arg, "Tensor", o);
     PyErr_Format(PyExc_TypeError, "%s(): argument '%s' (position %d) must be Tensor, not %s",
                  fname, arg, pos, Py_TYPE(o)->tp_name);
     return -1;

@@ -89,8 +89,11 @@ PyObject *cddp_reduce_as_function(const char *fname, cddp_reduce_meth impl,
     res = impl(input, rest, 0, PyTuple_GET_SIZE(kw) ? kw : NULL);
     goto done;
 bad_input:
-    PyErr_Format(PyExc_TypeError, "%s(): argument 'input' (position 1) must be Tensor, not %s",
-                 fname, Py_TYPE(input)->tp_name);
+    if (cddp_is_complex_obj(input))
+        cddp_arg_type_error(fname, "input", "Tensor", input);
+    else
+        PyErr_Format(PyExc_TypeError, "%s(): argument 'input' (position 1) must be Tensor, not "
+                     "%s", fname, Py_TYPE(input)->tp_name);
 done:
     Py_XDECREF(kw);
     return res;

@@ -137,7 +137,5 @@ int cddp_shape_check_tensor(PyObject *o, const char *fname, const char *argname)
 {
     if (o && cddp_tensor_check(o))
         return 0;
-    PyErr_Format(PyExc_TypeError, "%s(): argument '%s' must be Tensor, not %s", fname, argname,
-                 o ? Py_TYPE(o)->tp_name : "nothing");
-    return -1;
+    return cddp_arg_type_error(fname, argname, "Tensor", o);
 }
