@@ -225,6 +225,21 @@ def _is_set_to(self, tensor):
             tuple(self.shape) == tuple(tensor.shape) and self.stride() == tensor.stride())
 
 
+class _NoOpContextDecorator:
+    """A torch setting cddp has nothing to change for, used as torch allows: `with x:` or as
+    a decorator (the function itself is returned). torch.compiler.set_stance and
+    torch.sparse.check_sparse_tensor_invariants."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, fn):
+        return fn
+
+
 def _is_coalesced(self):
     raise RuntimeError("is_coalesced expected sparse coordinate tensor layout but got Strided")
 

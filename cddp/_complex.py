@@ -56,6 +56,8 @@ import warnings
 
 from . import _C, atan2 as _atan2, broadcast_tensors as _broadcast_tensors
 from ._C import Tensor
+from ._ops import _dim               # a complex dim (the real dim is never named)
+from .autograd.function import Function
 
 
 class _ComplexDType:
@@ -92,16 +94,26 @@ def _dtype_named(name):
     return {"complex64": complex64, "complex128": complex128}[name]
 
 
+def _to_numpy(r):
+    """The complex ndarray over r (..., 2), a real cddp tensor (no copy when its parts are
+    adjacent)."""
+    import numpy as np
+    a = r.detach().numpy()
+    if a.strides[-1] != a.itemsize or (a.ndim > 1 and a.strides[-2] != 2 * a.itemsize):
+        a = np.ascontiguousarray(a)
+    return a.view(np.complex64 if a.dtype == np.float32 else np.complex128)[..., 0]
+
+
+def _from_numpy(a, real_dtype, device=None):
+    """The real (..., 2) cddp tensor holding the complex ndarray a, in real_dtype's precision."""
+    import numpy as np
+    a = np.ascontiguousarray(a, dtype=np.complex64 if real_dtype == _C.float32 else np.complex128)
+    r = _C.from_numpy(a.view(a.real.dtype).reshape(a.shape + (2,)))
+    return r if device is None else r.to(device)
+
+
 def _is_c(x):
     return isinstance(x, ComplexTensor)
-
-
-def _norm_dim(d, n):
-    """A dim of a complex tensor with n dims, non-negative (the real dim n is never named)."""
-    if not -max(n, 1) <= d < max(n, 1):
-        raise IndexError(f"Dimension out of range (expected to be in range of [{-max(n, 1)}, "
-                         f"{max(n, 1) - 1}], but got {d})")
-    return d + n if d < 0 else d
 
 
 def _parts(x):
@@ -149,39 +161,28 @@ def _add(a, b, sign):
     return _join(re, im)
 
 
-class _Mul:
+class _Mul(Function):
     """The complex x * y of two (..., 2) layouts, one C pass (_C._complex_mul) each way:
-    dx = g * conj(y), dy = g * conj(x), summed back over broadcast dims. Made on first use
-    (cddp.autograd loads after this module's importers)."""
-    fn = None
+    dx = g * conj(y), dy = g * conj(x), summed back over broadcast dims."""
 
-    @classmethod
-    def apply(cls, x, y):
-        if cls.fn is None:
-            from .autograd.function import Function
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x, y)
+        return _C._complex_mul(*_broadcast_tensors(x, y))
 
-            class ComplexMul(Function):
-                @staticmethod
-                def forward(ctx, x, y):
-                    ctx.save_for_backward(x, y)
-                    xe, ye = _broadcast_tensors(x, y)
-                    return _C._complex_mul(xe, ye)
-
-                @staticmethod
-                def backward(ctx, g):
-                    x, y = ctx.saved_tensors
-                    gx = gy = None
-                    if g.stride(-1) != 1:     # a consumer that permuted the (re, im) dim
-                        g = g.contiguous()
-                    if ctx.needs_input_grad[0]:
-                        gx = _C._complex_mul(*_broadcast_tensors(g, y), True)
-                        gx = gx.sum_to_size(x.shape) if gx.shape != x.shape else gx
-                    if ctx.needs_input_grad[1]:
-                        gy = _C._complex_mul(*_broadcast_tensors(g, x), True)
-                        gy = gy.sum_to_size(y.shape) if gy.shape != y.shape else gy
-                    return gx, gy
-            cls.fn = ComplexMul
-        return cls.fn.apply(x, y)
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        gx = gy = None
+        if g.stride(-1) != 1:             # a consumer that permuted the (re, im) dim
+            g = g.contiguous()
+        if ctx.needs_input_grad[0]:
+            gx = _C._complex_mul(*_broadcast_tensors(g, y), True)
+            gx = gx.sum_to_size(x.shape) if gx.shape != x.shape else gx
+        if ctx.needs_input_grad[1]:
+            gy = _C._complex_mul(*_broadcast_tensors(g, x), True)
+            gy = gy.sum_to_size(y.shape) if gy.shape != y.shape else gy
+        return gx, gy
 
 
 def _mul(a, b):
@@ -243,7 +244,7 @@ class ComplexTensor:
         return self._r.shape[:-1]
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim)]
+        return self.shape if dim is None else self.shape[_dim(dim, self.ndim)]
 
     @property
     def ndim(self):
@@ -418,7 +419,7 @@ class ComplexTensor:
         return ComplexTensor(self._r.flip(self._dims(dims)))
 
     def cumsum(self, dim, dtype=None):
-        return ComplexTensor(self._r.cumsum(_norm_dim(dim, self.ndim)))
+        return ComplexTensor(self._r.cumsum(_dim(dim, self.ndim)))
 
     def masked_fill(self, mask, value):
         re, im = _parts(value)
@@ -435,10 +436,10 @@ class ComplexTensor:
         return self
 
     def add_(self, other, *, alpha=1):
-        return self._assign(_add(self, other if alpha == 1 else _mul(other, alpha), 1))
+        return self._assign(self.add(other, alpha=alpha))
 
     def sub_(self, other, *, alpha=1):
-        return self._assign(_add(self, other if alpha == 1 else _mul(other, alpha), -1))
+        return self._assign(self.sub(other, alpha=alpha))
 
     def mul_(self, other):
         return self._assign(_mul(self, other))
@@ -447,10 +448,10 @@ class ComplexTensor:
         return self._assign(_div(self, other))
 
     def addcmul_(self, t1, t2, *, value=1):
-        return self._assign(_add(self, _mul(_mul(t1, t2), value), 1))
+        return self.add_(_mul(t1, t2), alpha=value)
 
     def addcdiv_(self, t1, t2, *, value=1):
-        return self._assign(_add(self, _mul(_div(t1, t2), value), 1))
+        return self.add_(_div(t1, t2), alpha=value)
 
     def add(self, other, *, alpha=1):
         return _add(self, other if alpha == 1 else _mul(other, alpha), 1)
@@ -468,13 +469,13 @@ class ComplexTensor:
         if dim is None:
             return ComplexTensor(r.reshape(-1, 2).sum(0))
         dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        return ComplexTensor(r.sum(tuple(_norm_dim(d, self.ndim) for d in dims), keepdim))
+        return ComplexTensor(r.sum(tuple(_dim(d, self.ndim) for d in dims), keepdim))
 
     def mean(self, dim=None, keepdim=False, dtype=None):
         n = self.numel() if dim is None else 1
         if dim is not None:
             for d in ((dim,) if isinstance(dim, int) else dim):
-                n *= self.shape[_norm_dim(d, self.ndim)]
+                n *= self.shape[_dim(d, self.ndim)]
         return ComplexTensor(self.sum(dim, keepdim, dtype)._r / n)
 
     # ---- arithmetic --------------------------------------------------------------------
@@ -544,7 +545,7 @@ class ComplexTensor:
 
     # ---- shapes ------------------------------------------------------------------------
     def _dims(self, dims):
-        return tuple(_norm_dim(d, self.ndim) for d in dims)
+        return tuple(_dim(d, self.ndim) for d in dims)
 
     @staticmethod
     def _sizes(shape):
@@ -569,7 +570,7 @@ class ComplexTensor:
 
     def unsqueeze(self, dim):
         n = self.ndim + 1
-        return ComplexTensor(self._r.unsqueeze(_norm_dim(dim, n)))
+        return ComplexTensor(self._r.unsqueeze(_dim(dim, n)))
 
     def squeeze(self, dim=None):
         shape = list(self.shape)
@@ -621,20 +622,20 @@ class ComplexTensor:
         return ComplexTensor(self._r.repeat(*self._sizes(sizes), 1))
 
     def chunk(self, chunks, dim=0):
-        return tuple(ComplexTensor(c) for c in self._r.chunk(chunks, _norm_dim(dim, self.ndim)))
+        return tuple(ComplexTensor(c) for c in self._r.chunk(chunks, _dim(dim, self.ndim)))
 
     def split(self, split_size, dim=0):
         return tuple(ComplexTensor(c) for c in self._r.split(split_size,
-                                                             _norm_dim(dim, self.ndim)))
+                                                             _dim(dim, self.ndim)))
 
     def unbind(self, dim=0):
-        return tuple(ComplexTensor(c) for c in self._r.unbind(_norm_dim(dim, self.ndim)))
+        return tuple(ComplexTensor(c) for c in self._r.unbind(_dim(dim, self.ndim)))
 
     def roll(self, shifts, dims=None):
         if dims is None:
             return ComplexTensor(self._r.reshape(-1, 2).roll(shifts, 0)).view(self.shape)
         if isinstance(dims, int):
-            return ComplexTensor(self._r.roll(shifts, _norm_dim(dims, self.ndim)))
+            return ComplexTensor(self._r.roll(shifts, _dim(dims, self.ndim)))
         return ComplexTensor(self._r.roll(shifts, self._dims(dims)))
 
     @staticmethod
@@ -721,11 +722,7 @@ class ComplexTensor:
         return ComplexTensor(self._r.cuda(*args, **kwargs))
 
     def numpy(self, force=False):
-        import numpy as np
-        a = self._r.detach().numpy()
-        if a.strides[-1] != a.itemsize:
-            a = np.ascontiguousarray(a)
-        return a.view(np.complex64 if a.dtype == np.float32 else np.complex128)[..., 0]
+        return _to_numpy(self._r)
 
     def item(self):
         if self.numel() != 1:
@@ -757,9 +754,10 @@ class ComplexParameter(ComplexTensor):
     _is_complex_parameter = True
 
     def __repr__(self):
-        return "Parameter containing:\n" + ComplexTensor.__repr__(ComplexTensor(self._r.detach())) \
-            [:-1] + ", requires_grad=True)" if self.requires_grad else \
-            "Parameter containing:\n" + ComplexTensor.__repr__(self)
+        # as nn.Parameter prints: the flag inside the tensor's parens, no grad_fn
+        body = ComplexTensor.__repr__(ComplexTensor(self._r.detach()))
+        return "Parameter containing:\n" + (body[:-1] + ", requires_grad=True)"
+                                              if self.requires_grad else body)
 
     def __deepcopy__(self, memo):
         from .nn.parameter import Parameter
@@ -909,8 +907,18 @@ def _join_call(fname, tensors, dim=0, *, out=None, axis=None):
     dim = axis if axis is not None else dim
     zs = [t if _is_c(t) else _join(t, None) for t in tensors]
     if fname == "stack":
-        return ComplexTensor(_C.stack([z._r for z in zs], _norm_dim(dim, zs[0].ndim + 1)))
-    return ComplexTensor(_C.cat([z._r for z in zs], _norm_dim(dim, zs[0].ndim)))
+        return ComplexTensor(_C.stack([z._r for z in zs], _dim(dim, zs[0].ndim + 1)))
+    return ComplexTensor(_C.cat([z._r for z in zs], _dim(dim, zs[0].ndim)))
+
+
+def _wrapper(fn, name, cfn, module="cddp"):
+    """fn standing in for the module function cfn: its name, doc and module (pickled by
+    reference: <module>.<name> is fn), and __wrapped__ the C function underneath."""
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = module
+    fn.__doc__ = getattr(cfn, "__doc__", None)
+    fn.__wrapped__ = getattr(cfn, "__wrapped__", cfn)
+    return fn
 
 
 def _like_factory(name, cfn):
@@ -924,10 +932,7 @@ def _like_factory(name, cfn):
         kwargs = {k: v for k, v in kwargs.items() if k not in ("memory_format", "dtype")}
         import cddp
         return getattr(cddp, name[:-5])(tuple(input.shape), *args, dtype=dt, **kwargs)
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = "cddp"
-    fn.__wrapped__ = cfn
-    return fn
+    return _wrapper(fn, name, cfn)
 
 
 def _tensor_call(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -938,9 +943,8 @@ def _tensor_call(data, dtype=None, device=None, requires_grad=False, pin_memory=
         dtype = complex128 if _C.get_default_dtype() == _C.float64 else complex64
     if not isinstance(dtype, _ComplexDType):
         raise TypeError(f"tensor(): complex data cannot be stored as {dtype!r}")
-    a = np.asarray(data.numpy() if _is_c(data) else data,
-                   dtype=np.complex64 if dtype is complex64 else np.complex128)
-    r = _C.tensor(np.ascontiguousarray(np.stack([a.real, a.imag], -1)), device=device)
+    a = np.asarray(data.numpy() if _is_c(data) else data, dtype=np.complex128)
+    r = _from_numpy(a, dtype._real, device)
     return ComplexTensor(r.requires_grad_(True) if requires_grad else r)
 
 
@@ -968,22 +972,14 @@ def _dispatcher(name, cfn):
         kwargs.pop("out", None)
         first = args[0] if _is_c(args[0]) else _join(args[0], None)    # pow(x, 1j)
         return getattr(first, method)(*args[1:], **kwargs)
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = "cddp"                 # pickled by reference: cddp.<name> is this wrapper
-    fn.__doc__ = getattr(cfn, "__doc__", None)
-    fn.__wrapped__ = getattr(cfn, "__wrapped__", cfn)
-    return fn
+    return _wrapper(fn, name, cfn)
 
 
 def _norm_dispatcher(name, cfn):
     """linalg.vector_norm / linalg.norm: a complex input's norm is that of |z|."""
     def fn(x, *args, **kwargs):
         return cfn(x.abs() if _is_c(x) else x, *args, **kwargs)
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = "cddp.linalg"
-    fn.__doc__ = getattr(cfn, "__doc__", None)
-    fn.__wrapped__ = cfn
-    return fn
+    return _wrapper(fn, name, cfn, "cddp.linalg")
 
 
 def _install():

@@ -14,6 +14,7 @@ only records the flag: cddp's CPU kernels and its collectives
 already give the same bits on every run for the same inputs and thread count."""
 import itertools
 import math
+import sys
 import warnings
 
 import numpy as np
@@ -302,6 +303,15 @@ def is_floating_point(input):  # noqa: A002
 def is_complex(input):  # noqa: A002
     # a complex tensor (cddp/_complex.py) carries the marker; cddp's tensors are real
     return getattr(input, "_is_complex_tensor", False)
+
+
+def _real_views(tensors):
+    """tensors with each complex one (cddp/_complex.py) as its real (..., 2) view: what
+    cddp's optimizers step, DDP broadcasts and reduces and clipping scales. The list itself
+    while no complex tensor can exist (the module was never loaded): nothing to look at."""
+    if "cddp._complex" not in sys.modules:
+        return tensors
+    return [t._r if getattr(t, "_is_complex_tensor", False) else t for t in tensors]
 
 
 def conj(input):  # noqa: A002

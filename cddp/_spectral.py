@@ -45,9 +45,9 @@ def _padded_window(window, win_length, n_fft, dtype, name):
                            f"{win_length}, but got window with size {list(window.shape)}")
     if win_length == n_fft:
         return window
+    from .nn import functional as F
     left = (n_fft - win_length) // 2
-    return _C.cat([_C.zeros(left, dtype=window.dtype), window,
-                   _C.zeros(n_fft - win_length - left, dtype=window.dtype)])
+    return F.pad(window, (left, n_fft - win_length - left))
 
 
 def _lengths(n_fft, hop_length, win_length):

@@ -2,6 +2,7 @@
 eagerly — cddp.compile hands them back — so nothing here is ever compiling: is_compiling() is
 False, disable() and the other decorators return the function itself, reset() and the step
 markers do nothing. config: torch.compiler.config's knobs (cddp/_config_module.py)."""
+from ._compat import _NoOpContextDecorator
 from ._compat import compile  # noqa: F401,A004  (torch.compiler.compile)
 from ._config_module import ConfigModule
 
@@ -58,7 +59,7 @@ def get_default_backend():
     return _default_backend[0]
 
 
-class set_stance:  # noqa: N801  (torch's name; a context manager and a decorator)
+class set_stance(_NoOpContextDecorator):  # noqa: N801  (torch's name)
     """torch.compiler.set_stance(stance): how compiled functions behave; usable as a call, a
     context manager or a decorator. Nothing is compiled, so nothing changes."""
 
@@ -67,15 +68,6 @@ class set_stance:  # noqa: N801  (torch's name; a context manager and a decorato
                           "eager_then_compile", "aot_eager_then_compile"):
             raise RuntimeError(f"invalid torch.compiler.set_stance stance: {stance!r}")
         self.stance = stance
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def __call__(self, fn):
-        return fn
 
 
 def cudagraph_mark_step_begin():

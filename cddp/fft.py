@@ -25,7 +25,8 @@ import numpy as np
 
 from . import _C
 from ._C import Tensor
-from ._complex import ComplexTensor, _join
+from ._complex import ComplexTensor, _from_numpy, _join, _to_numpy
+from .nn import functional as F
 from .autograd.function import Function
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2",
@@ -42,15 +43,7 @@ def _norm(norm):
     return norm
 
 
-# ---- NumPy views of cddp tensors -------------------------------------------------------------
-
-def _np_complex(r):
-    """The complex ndarray over r (..., 2), a cddp real tensor (no copy when contiguous)."""
-    a = r.detach().numpy()
-    if a.strides[-1] != a.itemsize or a.strides[-2] != 2 * a.itemsize:
-        a = np.ascontiguousarray(a)
-    return a.view(np.complex64 if a.dtype == np.float32 else np.complex128)[..., 0]
-
+# ---- NumPy views of cddp tensors (the complex ones: cddp/_complex.py's _to_numpy / _from_numpy)
 
 def _wide(a):
     """a in double precision: NumPy 2's pocketfft is 1.2-5x slower in single precision than
@@ -58,12 +51,6 @@ def _wide(a):
     float64 and rounded once on the way out (closer to the exact transform than a float32
     FFT's rounding)."""
     return a.astype(np.complex128 if a.dtype.kind == "c" else np.float64, copy=False)
-
-
-def _from_complex(a, real_dtype):
-    """A cddp real tensor (..., 2) holding the complex ndarray a (in real_dtype's precision)."""
-    a = np.ascontiguousarray(a, dtype=np.complex64 if real_dtype == _C.float32 else np.complex128)
-    return _C.from_numpy(a.view(a.real.dtype).reshape(a.shape + (2,)))
 
 
 def _from_real(a, real_dtype):
@@ -78,12 +65,12 @@ class _C2C(Function):
     def forward(ctx, r, dims, inverse, norm):
         ctx.dims, ctx.inverse, ctx.norm = dims, inverse, norm
         f = np.fft.ifftn if inverse else np.fft.fftn
-        return _from_complex(f(_wide(_np_complex(r)), axes=dims, norm=norm), r.dtype)
+        return _from_numpy(f(_wide(_to_numpy(r)), axes=dims, norm=norm), r.dtype)
 
     @staticmethod
     def backward(ctx, g):
         f = np.fft.fftn if ctx.inverse else np.fft.ifftn
-        return (_from_complex(f(_wide(_np_complex(g)), axes=ctx.dims, norm=_DUAL[ctx.norm]),
+        return (_from_numpy(f(_wide(_to_numpy(g)), axes=ctx.dims, norm=_DUAL[ctx.norm]),
                               g.dtype), None, None, None)
 
 
@@ -91,7 +78,7 @@ class _R2C(Function):
     @staticmethod
     def forward(ctx, x, dims, norm):
         ctx.dims, ctx.norm, ctx.n = dims, norm, x.shape[dims[-1]]
-        return _from_complex(np.fft.rfftn(_wide(x.detach().numpy()), axes=dims, norm=norm),
+        return _from_numpy(np.fft.rfftn(_wide(x.detach().numpy()), axes=dims, norm=norm),
                              x.dtype)
 
     @staticmethod
@@ -99,7 +86,7 @@ class _R2C(Function):
         # The adjoint is Re(ifftn(g zero-padded to n in the last dim)). Its Hermitian part
         # is g with the last dim's bins 1 .. (n - 1) // 2 halved (their mirrors are the
         # zeros), so it is one c2r transform of half the data instead of a full c2c one
-        a = _np_complex(g).astype(np.complex128)        # a copy, in double precision
+        a = _to_numpy(g).astype(np.complex128)        # a copy, in double precision
         last = ctx.dims[-1]
         idx = [slice(None)] * a.ndim
         idx[last] = slice(1, (ctx.n + 1) // 2)
@@ -113,7 +100,7 @@ class _C2R(Function):
     @staticmethod
     def forward(ctx, r, dims, n, norm):
         ctx.dims, ctx.norm = dims, norm
-        a = _wide(_np_complex(r))
+        a = _wide(_to_numpy(r))
         s = [a.shape[d] for d in dims[:-1]] + [n]
         return _from_real(np.fft.irfftn(a, s=s, axes=dims, norm=norm), r.dtype)
 
@@ -126,7 +113,7 @@ class _C2R(Function):
             idx = [slice(None)] * gi.ndim
             idx[last] = slice(1, 1 + double)
             gi[tuple(idx)] *= 2
-        return _from_complex(gi, g.dtype), None, None, None
+        return _from_numpy(gi, g.dtype), None, None, None
 
 
 # ---- argument handling -----------------------------------------------------------------------
@@ -152,11 +139,7 @@ def _resize(t, dim, size):
         return t
     if size < 1:
         raise RuntimeError(f"Invalid number of data points ({size}) specified")
-    if size < cur:
-        return t.narrow(dim, 0, size)
-    pad = list(t.shape)
-    pad[dim] = size - cur
-    return _C.cat([t, _C.zeros(pad, dtype=t.dtype)], dim)
+    return F.pad(t, [0, 0] * (t.dim() - 1 - dim) + [0, size - cur])   # negative: a cut
 
 
 def _plan(x, s, dim, ndim_default_all):

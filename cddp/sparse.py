@@ -28,6 +28,7 @@ are absent.
 import warnings
 
 from . import _C
+from ._compat import _NoOpContextDecorator
 from .autograd.grad_mode import no_grad
 
 __all__ = ["mm", "addmm", "sum", "softmax", "log_softmax", "FloatTensor", "DoubleTensor",
@@ -191,7 +192,7 @@ softmax = _no_softmax("softmax")
 log_softmax = _no_softmax("log_softmax")
 
 
-class check_sparse_tensor_invariants:
+class check_sparse_tensor_invariants(_NoOpContextDecorator):
     """torch.sparse.check_sparse_tensor_invariants: cddp always checks (a context manager
     and decorator that changes nothing)."""
 
@@ -209,15 +210,6 @@ class check_sparse_tensor_invariants:
     @staticmethod
     def disable():
         pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def __call__(self, fn):
-        return fn
 
 
 def to_sparse(self, *args, **kwargs):

@@ -9,6 +9,7 @@ import copy
 import itertools
 
 from .. import _C
+from .._shape_ops import _real_views
 from ..autograd.grad_mode import no_grad
 from ..utils.hooks import RemovableHandle
 
@@ -125,12 +126,12 @@ class Optimizer:
                             "Please use a list instead.")
         else:
             param_group["params"] = list(params)
-            # cddp's optimizers step a complex parameter as its real view (torch's built-in
-            # optimizers do the same through view_as_real); an optimizer written by the user
+            # a step() of cddp's updates a complex parameter as its real view (torch's
+            # built-in optimizers do the same through view_as_real); a step() the user wrote
             # sees the complex parameter, as in torch
-            if type(self).__module__.startswith("cddp.optim."):
-                param_group["params"] = [p._r if getattr(p, "_is_complex_tensor", False)
-                                         else p for p in param_group["params"]]
+            owner = next(c for c in type(self).__mro__ if "step" in vars(c))
+            if owner.__module__.startswith("cddp."):
+                param_group["params"] = _real_views(param_group["params"])
         for p in param_group["params"]:
             if not isinstance(p, Tensor) and not getattr(p, "_is_complex_tensor", False):
                 raise TypeError("optimizer can only optimize Tensors, but one of the params is "

@@ -43,6 +43,7 @@ from contextlib import contextmanager
 from functools import partial
 
 from ... import _C
+from ..._shape_ops import _real_views
 from ...autograd.grad_mode import no_grad
 from ..modules.module import Module
 
@@ -92,12 +93,6 @@ def _bucket_assignment(params, first_bytes, cap_bytes):
     if current:
         buckets.append(current)
     return buckets
-
-
-def _real(t):
-    """A complex parameter or buffer as its real view (cddp/_complex.py): what is broadcast and
-    reduced; other tensors as they are."""
-    return t._r if getattr(t, "_is_complex_tensor", False) else t
 
 
 class _GradBucket:
@@ -180,7 +175,7 @@ class DistributedDataParallel(Module):
         # nor reduced
         self.parameters_to_ignore = set(getattr(module, "_ddp_params_and_buffers_to_ignore",
                                                 ()))
-        named = [(n, _real(p)) for n, p in module.named_parameters()
+        named = [(n, p) for n, p in module.named_parameters()
                  if p.requires_grad and n not in self.parameters_to_ignore]
         if not named:
             raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have "
@@ -193,7 +188,7 @@ class DistributedDataParallel(Module):
                 "device and has no values to broadcast; materialize the module first "
                 "(module.to_empty(device='cpu'), then initialize or load its weights)")
         self._param_names = [n for n, _ in named]
-        self._params = [p for _, p in named]
+        self._params = _real_views([p for _, p in named])    # complex: reduced as real views
         self._check_shapes(named)
         self._sync_module_states()
         cap = _DEFAULT_BUCKET_CAP_MB if bucket_cap_mb is None else bucket_cap_mb
@@ -252,15 +247,18 @@ class DistributedDataParallel(Module):
                     off += n
 
     def _sync_module_states(self):
-        tensors = [_real(p) for n, p in self.module.named_parameters()
-                   if n not in self.parameters_to_ignore] + self._module_buffers()
+        tensors = _real_views([p for n, p in self.module.named_parameters()
+                               if n not in self.parameters_to_ignore]) + self._module_buffers()
         if self.world_size > 1 and tensors:
             self._broadcast_coalesced(tensors)
 
     def _module_buffers(self):
-        """The buffers DDP broadcasts; a complex one as its real view (cddp/_complex.py)."""
-        named = self.module.named_buffers()
-        return [_real(b) for n, b in named if n not in self.parameters_to_ignore]
+        """The buffers DDP broadcasts (every forward that syncs them); a complex one as its
+        real view."""
+        if not self.parameters_to_ignore:          # the usual case: no names to look at
+            return _real_views(list(self.module.buffers()))
+        return _real_views([b for n, b in self.module.named_buffers()
+                            if n not in self.parameters_to_ignore])
 
     def _buffers_to_sync(self):
         """The buffers the next forward broadcasts from rank 0 (torch's rule: before the

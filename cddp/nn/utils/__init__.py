@@ -8,6 +8,7 @@ fusion (conv/linear + BatchNorm folding), stateless (functional_call), skip_init
 import sys
 
 from ... import _C
+from ..._shape_ops import _real_views
 from . import rnn  # noqa: F401
 from . import parametrize, parametrizations, stateless, prune  # noqa: F401
 from .weight_norm import weight_norm, remove_weight_norm  # noqa: F401
@@ -17,15 +18,6 @@ from .fusion import (fuse_conv_bn_eval, fuse_conv_bn_weights,  # noqa: F401
 from .init import skip_init  # noqa: F401
 
 Tensor = _C.Tensor
-
-
-def _real_views(parameters):
-    """Complex parameters as their real views (cddp/_complex.py): clipping scales their
-    (re, im) pairs, whose 2-norm is the complex one. Nothing to look at before a complex
-    tensor can exist."""
-    if "cddp._complex" not in sys.modules:
-        return parameters
-    return [p._r if getattr(p, "_is_complex_tensor", False) else p for p in parameters]
 
 
 def _grads(parameters):
