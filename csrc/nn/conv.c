@@ -138,6 +138,11 @@ static int check_tensors(TensorObject *x, TensorObject *w, TensorObject *b, cons
     return 0;
 }
 
+/* Set by narrow_call while its float32 copies of bfloat16 tensors run through a body, so the
+ * engine may multiply them on the bf16 kernel. Per thread: the engine runs without the GIL,
+ * and another thread's float32 conv may start meanwhile. */
+static _Thread_local int t_bf16_values;
+
 /* The engine's geometry from a conv's input (N, C, H, W) and weight, its arguments and its
  * output plane (OH, OW). 1-D: H = OH = kh = 1. */
 static void make_geom(cddp_conv *cv, cddp_dtype dt, const int64_t *in, int64_t OC,
@@ -155,6 +160,7 @@ static void make_geom(cddp_conv *cv, cddp_dtype dt, const int64_t *in, int64_t O
         .sh = two ? a->stride[0] : 1, .sw = a->stride[a->nd - 1],
         .ph = two ? a->pad[0][0] : 0, .pw = a->pad[a->nd - 1][0],
         .dh = two ? a->dil[0] : 1, .dw = a->dil[a->nd - 1]};
+    cv->bf16 = t_bf16_values;
 }
 
 /* "a x b" (2-D) or "a" (1-D), as torch prints per-channel sizes. */
@@ -167,13 +173,13 @@ static const char *dims_str(int nd, const int64_t *v, char *buf, size_t len)
     return buf;
 }
 
-/* The node keeps the geometry in i[]: N C OC G, the window (13 values), transposed. */
+/* The node keeps the geometry in i[]: N C OC G, the window (13 values), transposed, bf16. */
 static void geom_store(NodeObject *node, const cddp_conv *cv, int transposed)
 {
     const cddp_win2d *g = &cv->win;
-    int64_t v[18] = {cv->N, cv->C, cv->OC, cv->G, g->C, g->H, g->W, g->OH, g->OW, g->kh, g->kw,
-                     g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, transposed};
-    for (int k = 0; k < 18; k++)
+    int64_t v[19] = {cv->N, cv->C, cv->OC, cv->G, g->C, g->H, g->W, g->OH, g->OW, g->kh, g->kw,
+                     g->sh, g->sw, g->ph, g->pw, g->dh, g->dw, transposed, cv->bf16};
+    for (int k = 0; k < 19; k++)
         node->i[k] = v[k];
 }
 
@@ -188,6 +194,7 @@ static int geom_load(NodeObject *node, cddp_conv *cv, cddp_dtype dt)
     cv->win = (cddp_win2d){.C = v[4], .H = v[5], .W = v[6], .OH = v[7], .OW = v[8], .kh = v[9],
                            .kw = v[10], .sh = v[11], .sw = v[12], .ph = v[13], .pw = v[14],
                            .dh = v[15], .dw = v[16]};
+    cv->bf16 = (int)v[18];
     return (int)v[17];
 }
 
@@ -420,7 +427,10 @@ static PyObject *convt_body(PyObject *m, PyObject *const *args, Py_ssize_t nargs
 /* float16/bfloat16 (input, weight and bias all of it): the float32 engine on float32 copies,
  * the result rounded once to the dtype, as torch's CPU convolutions accumulate these dtypes
  * in float32. The casts carry history (ToCopyBackward0), so gradients come back in each
- * tensor's own dtype. Mixed dtypes go to the body unchanged, which refuses them. */
+ * tensor's own dtype — and for bfloat16 every GEMM operand of the forward and the backward
+ * holds bf16 values (the copies, and output gradients that are casts of bf16 ones), which is
+ * what lets the engine use the bf16 kernel (cddp_conv.bf16). Mixed dtypes go to the body
+ * unchanged, which refuses them. */
 static PyObject *narrow_call(PyObject *(*body)(PyObject *, PyObject *const *, Py_ssize_t),
                              PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -440,7 +450,10 @@ static PyObject *narrow_call(PyObject *(*body)(PyObject *, PyObject *const *, Py
         if (!conv[i])
             goto done;
     }
-    if ((y = body(m, conv, nargs)))
+    t_bf16_values = dt == CDDP_BFLOAT16;
+    y = body(m, conv, nargs);
+    t_bf16_values = 0;
+    if (y)
         out = cddp_shape_to_dtype((TensorObject *)y, dt);
 done:
     for (Py_ssize_t i = 0; i < nargs; i++)

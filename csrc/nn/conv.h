@@ -77,6 +77,9 @@ typedef struct {
     cddp_dtype dt;
     int64_t N, C, OC, G;
     cddp_win2d win;
+    int bf16;                 /* dt is float32 holding bfloat16 values (copies of bf16 tensors,
+                                 and gradients that came back through their casts): the GEMMs
+                                 may run on the bf16 kernel (blas.h: cddp_gemm_bf16) */
 } cddp_conv;
 
 /* y = conv(x, w) (+ bias b (OC) when b != NULL). 0, or -1 when scratch memory could not be

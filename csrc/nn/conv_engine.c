@@ -232,6 +232,19 @@ static void shuffle(const cddp_conv *cv, void *t, void *M, int64_t n0, int64_t m
         shuffle_f64(cv, (double *)t, (double *)M, n0, m, g, (const double *)bias, to_chunk);
 }
 
+/* The engine's GEMMs, in cv->dt; bf16-valued float32 operands (cv->bf16) run on the bf16
+ * kernel where it runs (twice the float32 rate), the float32 GEMM otherwise or when it has
+ * no memory. */
+static void conv_gemm(const cddp_conv *cv, int64_t M, int64_t N, int64_t K, const void *A,
+                      int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
+                      double beta, void *C, int64_t ldc)
+{
+    if (cv->bf16 && cddp_gemm_bf16_wanted() &&
+        cddp_gemm_bf16(CDDP_FLOAT32, M, N, K, 1.0, A, ars, acs, B, brs, bcs, beta, C, ldc) == 0)
+        return;
+    cddp_gemm(cv->dt, M, N, K, 1.0, A, ars, acs, B, brs, bcs, beta, C, ldc);
+}
+
 /* Rows of y's slice (OCg, P) start as the bias, so the GEMM accumulates onto it. */
 static void fill_bias(cddp_dtype dt, char *ys, const char *b, int64_t OCg, int64_t P)
 {
@@ -268,9 +281,9 @@ static int forward_full(const cddp_conv *cv, const void *x, const void *w, const
                 char *ys = yp + (size_t)((n0 * cv->OC + g * OCg) * P) * isz;
                 if (bp)
                     fill_bias(cv->dt, ys, bp + (size_t)(g * OCg) * isz, OCg, P);
-                cddp_gemm(cv->dt, OCg, P, K, 1.0, wg, K, 1, B, P, 1, bp ? 1.0 : 0.0, ys, P);
+                conv_gemm(cv, OCg, P, K, wg, K, 1, B, P, 1, bp ? 1.0 : 0.0, ys, P);
             } else {
-                cddp_gemm(cv->dt, OCg, m * P, K, 1.0, wg, K, 1, B, m * P, 1, 0.0, tmp, m * P);
+                conv_gemm(cv, OCg, m * P, K, wg, K, 1, B, m * P, 1, 0.0, tmp, m * P);
                 shuffle(cv, yp, tmp, n0, m, g, bp, 0);
             }
         }
@@ -291,16 +304,16 @@ static void backward_chunk(colbuf *cb, const void *x, const char *A, int64_t lda
     const char *wg = w + (size_t)(g * OCg * K) * isz;
     if (dw) {                                 /* dW_g (OCg, K) += dY (OCg, m*P) @ cols^T */
         const char *B = colbuf_fill(cb, x, n0, m, g);
-        cddp_gemm(cv->dt, OCg, K, m * P, 1.0, A, lda, 1, B, 1, m * P, 1.0,
+        conv_gemm(cv, OCg, K, m * P, A, lda, 1, B, 1, m * P, 1.0,
                   dw + (size_t)(g * OCg * K) * isz, K);
     }
     if (dx) {                                 /* dcols (K, m*P) = W_g^T (K, OCg) @ dY */
         if (!cb->cols) {                      /* pointwise: dcols is dx's slice */
-            cddp_gemm(cv->dt, K, P, OCg, 1.0, wg, 1, K, A, lda, 1, 0.0,
+            conv_gemm(cv, K, P, OCg, wg, 1, K, A, lda, 1, 0.0,
                       (void *)slice(cv, dx, n0, g), P);
             return;
         }
-        cddp_gemm(cv->dt, K, m * P, OCg, 1.0, wg, 1, K, A, lda, 1, 0.0, cb->cols, m * P);
+        conv_gemm(cv, K, m * P, OCg, wg, 1, K, A, lda, 1, 0.0, cb->cols, m * P);
         colbuf_adjoint(cb, dx, n0, m, g);
     }
 }

@@ -7,8 +7,10 @@
  * linear_forward). W^T is addressed through strides, never copied.
  * Backward: dX (M,K) = dY @ W and dW (N,K) = dY^T @ X as two GEMMs; db (N) = column sums of
  * dY in one reduction. M is the product of x's leading dims.
- * float16/bfloat16: both passes run on float32 copies (sgemm: float accumulation, as torch's
- * Half GEMM) and each result is rounded to the dtype once.
+ * float16/bfloat16: both passes accumulate in float32 (as torch's Half GEMM) and each result
+ * is rounded to the dtype once. bfloat16 on an AVX512-BF16 CPU (cddp_gemm_bf16_wanted) reads
+ * the bf16 operands in place (blas.h: cddp_gemm_bf16); otherwise the GEMMs run on float32
+ * copies.
  */
 #include "core/cddp.h"
 #include "amp/amp.h"
@@ -18,19 +20,35 @@
 
 #define GIL_FREE_FLOPS (1 << 16)
 
+/* One GEMM of the backward: float32 C from bf16 operands in place (bf16 != 0), else cddp_gemm
+ * in dt. 0, or -1 when the bf16 kernel had no memory. Pure C. */
+static int backward_gemm(int bf16, cddp_dtype dt, int64_t M, int64_t N, int64_t K,
+                         const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs,
+                         int64_t bcs, void *C, int64_t ldc)
+{
+    if (bf16)
+        return cddp_gemm_bf16(CDDP_BFLOAT16, M, N, K, 1.0, A, ars, acs, B, brs, bcs, 0.0, C, ldc);
+    cddp_gemm(dt, M, N, K, 1.0, A, ars, acs, B, brs, bcs, 0.0, C, ldc);
+    return 0;
+}
+
 static int linear_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
     TensorObject *x = cddp_node_saved(self, 0), *w = cddp_node_saved(self, 1), *gy = NULL;
-    int rc = -1;
+    int rc = -1, err = 0;
     if (!x || !w)
         return -1;
     if (!gout[0])
         return 0;
     int64_t M = self->i[0], K = self->i[1], N = self->i[2];
-    cddp_dtype odt = x->dtype, dt = cddp_kdt(odt);    /* float16: computed in float32 */
-    x = cddp_tensor_cast_raw(x, dt);                   /* new references from here on */
-    w = x ? cddp_tensor_cast_raw(w, dt) : NULL;
-    gy = w ? cddp_tensor_cast_raw(gout[0], dt) : NULL;
+    /* dt: the results' compute dtype (float16 / bfloat16: float32); st: the operands' —
+     * bfloat16 itself when the bf16 kernel reads them in place, else dt */
+    cddp_dtype odt = x->dtype, dt = cddp_kdt(odt);
+    int bf16 = odt == CDDP_BFLOAT16 && cddp_gemm_bf16_wanted();
+    cddp_dtype st = bf16 ? odt : dt;
+    x = cddp_tensor_cast_raw(x, st);                   /* new references from here on */
+    w = x ? cddp_tensor_cast_raw(w, st) : NULL;
+    gy = w ? cddp_tensor_cast_raw(gout[0], st) : NULL;
     if (gy && !cddp_is_contiguous(gy))
         Py_SETREF(gy, cddp_tensor_contiguous_raw(gy));
     if (!gy)
@@ -43,24 +61,34 @@ static int linear_backward(NodeObject *self, TensorObject **gout, TensorObject *
         char *dx = cddp_data(gin[0]);
         const char *wp = cddp_data(w);
         Py_BEGIN_ALLOW_THREADS
-        cddp_gemm(dt, M, K, N, 1.0, dy, N, 1, wp, w->strides[0], w->strides[1], 0.0, dx, K);
+        err = backward_gemm(bf16, dt, M, K, N, dy, N, 1, wp, w->strides[0], w->strides[1], dx, K);
         Py_END_ALLOW_THREADS
     }
-    if (self->next[1].node) {                              /* dW (N,K) = dY^T (N,M) @ X (M,K) */
+    if (self->next[1].node && !err) {                      /* dW (N,K) = dY^T (N,M) @ X (M,K) */
         gin[1] = cddp_tensor_new(dt, 2, self->meta[1].shape, 0);
         if (!gin[1])
             goto done;
         char *dw = cddp_data(gin[1]);
         const char *xp = cddp_data(x);
         Py_BEGIN_ALLOW_THREADS
-        cddp_gemm(dt, N, K, M, 1.0, dy, 1, N, xp, K, 1, 0.0, dw, K);
+        err = backward_gemm(bf16, dt, N, K, M, dy, 1, N, xp, K, 1, dw, K);
         Py_END_ALLOW_THREADS
+    }
+    if (err) {
+        PyErr_NoMemory();
+        goto done;
     }
     if (self->n_next > 2 && self->next[2].node) {          /* db (N) = sum over rows of dY */
         gin[2] = cddp_tensor_new(dt, 1, &N, 1);
         if (!gin[2])
             goto done;
-        if (dt == CDDP_FLOAT32) {
+        if (bf16) {
+            float *db = (float *)cddp_data(gin[2]);
+            const uint16_t *g = (const uint16_t *)dy;
+            for (int64_t m = 0; m < M; m++)
+                for (int64_t n = 0; n < N; n++)
+                    db[n] += cddp_bf16_to_f32(g[m * N + n]);
+        } else if (dt == CDDP_FLOAT32) {
             float *db = (float *)cddp_data(gin[2]);
             const float *g = (const float *)dy;
             for (int64_t m = 0; m < M; m++)
@@ -143,19 +171,39 @@ static int linear_forward(TensorObject *xc, TensorObject *w, TensorObject *b, Te
     return 0;
 }
 
-/* float16/bfloat16 forward: linear_forward on float32 copies, y rounded once (torch's Half
- * addmm accumulates in float and adds the bias before rounding). New reference. */
+/* float16/bfloat16 forward: y accumulated in float32 and rounded once (torch's Half addmm
+ * accumulates in float and adds the bias before rounding) — bfloat16 operands read in place by
+ * the bf16 kernel (rows of y start as the bias, beta = 1), otherwise linear_forward on float32
+ * copies. New reference. */
 static TensorObject *linear_narrow(TensorObject *xc, TensorObject *w, TensorObject *b,
                                    const int64_t *shape, int64_t M, int64_t K, int64_t N)
 {
     cddp_dtype dt = xc->dtype, kt = cddp_kdt(dt);
-    TensorObject *xk = cddp_tensor_cast_raw(xc, kt), *wk = NULL, *bk = NULL, *yk = NULL;
-    TensorObject *y = NULL;
-    if (!xk || !(wk = cddp_tensor_cast_raw(w, kt)) || (b && !(bk = cddp_tensor_cast_raw(b, kt))) ||
+    int bf16 = dt == CDDP_BFLOAT16 && cddp_gemm_bf16_wanted(), err = 0;
+    TensorObject *xk = NULL, *wk = NULL, *bk = NULL, *yk = NULL, *y = NULL;
+    if ((b && !(bk = cddp_tensor_cast_raw(b, kt))) ||
         !(yk = cddp_tensor_new(kt, xc->ndim, shape, b == NULL)))
         goto done;
-    if (linear_forward(xk, wk, bk, yk, M, K, N) == 0)
-        y = cddp_tensor_cast_raw(yk, dt);
+    if (bf16) {
+        float *yp = (float *)cddp_data(yk);
+        const float *bp = bk ? (const float *)cddp_data(bk) : NULL;
+        int64_t bs = bk ? bk->strides[0] : 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t r = 0; bp && r < M; r++)      /* every row of y starts as the bias */
+            for (int64_t n = 0; n < N; n++)
+                yp[r * N + n] = bp[n * bs];
+        err = cddp_gemm_bf16(dt, M, N, K, 1.0, cddp_data(xc), K, 1, cddp_data(w), w->strides[1],
+                             w->strides[0], bp ? 1.0 : 0.0, yp, N);
+        Py_END_ALLOW_THREADS
+        if (err) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    } else if (!(xk = cddp_tensor_cast_raw(xc, kt)) || !(wk = cddp_tensor_cast_raw(w, kt)) ||
+               linear_forward(xk, wk, bk, yk, M, K, N) < 0) {
+        goto done;
+    }
+    y = cddp_tensor_cast_raw(yk, dt);
 done:
     Py_XDECREF(xk);
     Py_XDECREF(wk);

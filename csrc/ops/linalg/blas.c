@@ -74,10 +74,13 @@ static struct {
     char sgemm_name[64], dgemm_name[64];
     char core[32];                    /* OpenBLAS's kernel family ("Haswell", "SkylakeX"), or "" */
     int own_sgemm;                    /* cddp_sgemm_avx512 may run: see own_sgemm_wanted */
+    int own_bgemm;                    /* cddp_bgemm_avx512 may run: an AVX512-BF16 CPU and
+                                         CDDP_GEMM not "blas" */
 } g_blas = {.threads = 1};
 
 int64_t cddp_blas_operand_copies;
 int64_t cddp_sgemm_avx512_calls;
+static int64_t g_bgemm_calls;
 
 /* ---- portable kernel ------------------------------------------------------------------ */
 
@@ -350,6 +353,33 @@ static int use_own_sgemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double 
            M >= 16 && N >= 48 && K >= 32 && current_threads() == 1;
 }
 
+/* Two GEMM threads at most: the bf16 kernel is single-threaded, and one thread of it does
+ * about twice the multiply-adds of one float32 thread (docs/benchmarks.md); with more threads
+ * the library's multithreaded float32 products win. */
+int cddp_gemm_bf16_wanted(void)
+{
+    return g_blas.own_bgemm && current_threads() <= 2;
+}
+
+int cddp_gemm_bf16(cddp_dtype st, int64_t M, int64_t N, int64_t K, double alpha, const void *A,
+                   int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs, double beta,
+                   float *C, int64_t ldc)
+{
+    if (M <= 0 || N <= 0)
+        return 0;
+    if (K <= 0 || alpha == 0.0) {           /* C = beta C (beta == 0: zeros, C not read) */
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                C[i * ldc + j] = beta == 0.0 ? 0.0f : (float)beta * C[i * ldc + j];
+        return 0;
+    }
+    if (cddp_bgemm_avx512(st, M, N, K, (float)alpha, A, ars, acs, B, brs, bcs, (float)beta, C,
+                          ldc) < 0)
+        return -1;
+    g_bgemm_calls++;
+    return 0;
+}
+
 void cddp_gemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
                const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
                double beta, void *C, int64_t ldc)
@@ -577,14 +607,15 @@ static PyObject *py_get_num_threads(PyObject *m, PyObject *unused)
 }
 
 /* {"library", "sgemm", "dgemm", "ilp64", "threads", "backend", "operand_copies", "core",
- * "sgemm_kernel", "own_sgemm_calls", "fixed_operand_packed"}: what blas_find settled on, how
- * many operands matmul had to copy so far, the library's kernel family (OpenBLAS only, else
- * None), whether (and how often) float32 products ran cddp's AVX-512 kernel, and whether
- * cddp_gemm_fixed packs its operand for it. */
+ * "sgemm_kernel", "own_sgemm_calls", "fixed_operand_packed", "bgemm_kernel",
+ * "own_bgemm_calls"}: what blas_find settled on, how many operands matmul had to copy so far,
+ * the library's kernel family (OpenBLAS only, else None), whether (and how often) float32
+ * products ran cddp's AVX-512 kernel, whether cddp_gemm_fixed packs its operand for it, and
+ * whether (how often) bfloat16 products ran cddp's AVX512-BF16 kernel. */
 static PyObject *py_blas_info(PyObject *m, PyObject *unused)
 {
     int have = g_blas.sgemm != NULL;
-    return Py_BuildValue("{s:z,s:z,s:z,s:O,s:i,s:s,s:L,s:z,s:s,s:L,s:O}",
+    return Py_BuildValue("{s:z,s:z,s:z,s:O,s:i,s:s,s:L,s:z,s:s,s:L,s:O,s:s,s:L}",
                          "library", have ? g_blas.path : NULL,
                          "sgemm", have ? g_blas.sgemm_name : NULL,
                          "dgemm", have ? g_blas.dgemm_name : NULL,
@@ -597,7 +628,11 @@ static PyObject *py_blas_info(PyObject *m, PyObject *unused)
                              "cddp avx512 (one GEMM thread, large products), else the library" :
                              have ? "the library" : "portable",
                          "own_sgemm_calls", (long long)cddp_sgemm_avx512_calls,
-                         "fixed_operand_packed", own_sgemm_allowed() ? Py_True : Py_False);
+                         "fixed_operand_packed", own_sgemm_allowed() ? Py_True : Py_False,
+                         "bgemm_kernel", g_blas.own_bgemm ?
+                             "cddp avx512-bf16 (up to two GEMM threads), else float32 copies" :
+                             "float32 copies",
+                         "own_bgemm_calls", (long long)g_bgemm_calls);
 }
 
 static PyMethodDef blas_methods[] = {
@@ -632,5 +667,9 @@ int cddp_blas_init(PyObject *m, cddp_state_t *st)
 {
     blas_find();
     g_blas.own_sgemm = own_sgemm_wanted();
+    {
+        const char *gemm = getenv("CDDP_GEMM");
+        g_blas.own_bgemm = cddp_bgemm_avx512_supported() && !(gemm && !strcmp(gemm, "blas"));
+    }
     return PyModule_AddFunctions(m, blas_methods);
 }

@@ -63,6 +63,34 @@ int cddp_sgemm_avx512_packed(int64_t M, int64_t N, int64_t K, float alpha, const
                              int64_t ars, int64_t acs, const float *pb, float beta, float *C,
                              int64_t ldc);
 
+/* ---- bfloat16 products on AVX512-BF16 CPUs (ops/linalg/bgemm_avx512.c) ------------------- */
+
+/* Whether this CPU runs the kernel below (cpuid: AVX512-BF16 and AVX512-BW). */
+int cddp_bgemm_avx512_supported(void);
+
+/* C (M, N) float32 = alpha * A @ B + beta * C where A and B hold bfloat16 values, stored as st:
+ * CDDP_BFLOAT16, or CDDP_FLOAT32 holding bf16 values (rounded to nearest even when packed).
+ * cddp_gemm's operand conventions otherwise (any element strides for A and B; C row-major,
+ * ldc >= N, not overlapping A or B; beta == 0 does not read C); M, N, K >= 1. Float32
+ * accumulation; subnormals count as zero. Single-threaded; call only when
+ * cddp_bgemm_avx512_supported(). 0 done; -1 when the packing buffers could not be allocated
+ * (C untouched). Callers go through cddp_gemm_bf16 (blas.c), which counts the calls. */
+int cddp_bgemm_avx512(cddp_dtype st, int64_t M, int64_t N, int64_t K, float alpha, const void *A,
+                      int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
+                      float beta, float *C, int64_t ldc);
+
+/* Whether bf16 products run the kernel above here: an AVX512-BF16 CPU, CDDP_GEMM not "blas",
+ * and at most two GEMM threads (one thread of it outruns two of the float32 path's). When
+ * false, callers keep their float32 route (float32 copies, cddp_gemm). */
+int cddp_gemm_bf16_wanted(void);
+
+/* cddp_bgemm_avx512 with its calls counted (_blas_info()["own_bgemm_calls"]); M or N of 0 is
+ * a no-op and K of 0 scales C by beta. Call only when cddp_gemm_bf16_wanted(). 0, or -1 when
+ * out of memory (C untouched, no Python error set). */
+int cddp_gemm_bf16(cddp_dtype st, int64_t M, int64_t N, int64_t K, double alpha, const void *A,
+                   int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs, double beta,
+                   float *C, int64_t ldc);
+
 /* A right operand used by many products (cddp_gemm_fixed_*): packed once where cddp's own
  * kernel may run (float32, an AVX-512 CPU, CDDP_GEMM not "blas"), else plain cddp_gemm. */
 typedef struct {

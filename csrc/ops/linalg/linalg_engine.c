@@ -102,19 +102,44 @@ static void batch_strides(const TensorObject *t, int nb, const int64_t *bshape, 
 
 /* ---- the engine ----------------------------------------------------------------------- */
 
-/* Storage dtypes (float16, bfloat16, small integers): the product of their compute-dtype
- * copies (float32 sgemm: float accumulation, as torch's Half GEMM; int32 wrapping, exact
- * modulo 2^8 / 2^16), rounded into dt once. out (addmm), when given, is read and written in
- * dt. New reference. */
+static TensorObject *bmm_core(TensorObject *a, TensorObject *b, double alpha, TensorObject *out,
+                              double beta, int bf16);
+static TensorObject *bmm_sum_core(TensorObject *x, TensorObject *y, double alpha, int bf16);
+
+/* Whether a product of dtype dt runs on bf16 operands in place (cddp_gemm_bf16: float32
+ * results of the bf16 values, no float32 copies of the operands). */
+static int bf16_direct(cddp_dtype dt)
+{
+    return dt == CDDP_BFLOAT16 && cddp_gemm_bf16_wanted();
+}
+
+/* One GEMM of the engine: float32 C from bf16 operands (bf16 != 0), else cddp_gemm in dt.
+ * 0, or -1 when the bf16 kernel had no memory. Pure C. */
+static int engine_gemm(int bf16, cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
+                       const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs,
+                       int64_t bcs, double beta, void *C, int64_t ldc)
+{
+    if (bf16)
+        return cddp_gemm_bf16(dt, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
+    cddp_gemm(dt, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
+    return 0;
+}
+
+/* Storage dtypes (float16, bfloat16, small integers): the product in their compute dtype
+ * (float accumulation, as torch's Half GEMM; int32 wrapping, exact modulo 2^8 / 2^16), rounded
+ * into dt once. bfloat16 on an AVX512-BF16 CPU multiplies the operands in place into float32
+ * (bf16_direct); the others multiply compute-dtype copies. out (addmm), when given, is read and
+ * written in dt. New reference. */
 static TensorObject *bmm_narrow(TensorObject *a, TensorObject *b, double alpha, TensorObject *out,
                                 double beta)
 {
     cddp_dtype dt = a->dtype, kt = cddp_kdt(dt);
-    TensorObject *ka = cddp_tensor_cast_raw(a, kt), *kb = NULL, *ko = NULL, *r = NULL;
-    if (!ka || !(kb = cddp_tensor_cast_raw(b, kt)) ||
+    int direct = bf16_direct(dt);
+    TensorObject *ka = NULL, *kb = NULL, *ko = NULL, *r = NULL;
+    if ((!direct && (!(ka = cddp_tensor_cast_raw(a, kt)) || !(kb = cddp_tensor_cast_raw(b, kt)))) ||
         (out && !(ko = cddp_tensor_cast_raw(out, kt))))
         goto done;
-    if (!(r = cddp_bmm_raw(ka, kb, alpha, ko, beta)))
+    if (!(r = direct ? bmm_core(a, b, alpha, ko, beta, 1) : bmm_core(ka, kb, alpha, ko, beta, 0)))
         goto done;
     if (out) {
         Py_SETREF(r, cddp_copy_into(out, r) < 0 ? NULL : (TensorObject *)Py_NewRef(out));
@@ -135,14 +160,22 @@ done:
 TensorObject *cddp_bmm_raw(TensorObject *a, TensorObject *b, double alpha, TensorObject *out,
                            double beta)
 {
+    if (cddp_is_narrow(a->dtype))
+        return bmm_narrow(a, b, alpha, out, beta);
+    return bmm_core(a, b, alpha, out, beta, 0);
+}
+
+/* cddp_bmm_raw on a wide dtype, or (bf16 != 0) on bfloat16 operands read in place into a
+ * float32 out (cddp_gemm_bf16 takes any strides: nothing is made contiguous). */
+static TensorObject *bmm_core(TensorObject *a, TensorObject *b, double alpha, TensorObject *out,
+                              double beta, int bf16)
+{
     TensorObject *ac = NULL, *bc = NULL;
-    int an = a->ndim, bn = b->ndim, nb;
+    int an = a->ndim, bn = b->ndim, nb, err = 0;
     int64_t bshape[CDDP_MAX_DIMS], astr[CDDP_MAX_DIMS], bstr[CDDP_MAX_DIMS];
     int64_t idx[CDDP_MAX_DIMS] = {0};
     int64_t M = a->shape[an - 2], K = a->shape[an - 1], N = b->shape[bn - 1], nbatch = 1;
-    cddp_dtype dt = a->dtype;
-    if (cddp_is_narrow(dt))
-        return bmm_narrow(a, b, alpha, out, beta);
+    cddp_dtype dt = a->dtype, ot = bf16 ? CDDP_FLOAT32 : dt;
     if (cddp_broadcast_shapes(an - 2, a->shape, bn - 2, b->shape, &nb, bshape) < 0)
         return NULL;
     if (nb + 2 > CDDP_MAX_DIMS) {
@@ -154,7 +187,7 @@ TensorObject *cddp_bmm_raw(TensorObject *a, TensorObject *b, double alpha, Tenso
     if (out) {
         Py_INCREF(out);
     } else {
-        out = cddp_tensor_new(dt, nb + 2, bshape, 0);
+        out = cddp_tensor_new(ot, nb + 2, bshape, 0);
         beta = 0;
         if (!out)
             return NULL;
@@ -163,8 +196,8 @@ TensorObject *cddp_bmm_raw(TensorObject *a, TensorObject *b, double alpha, Tenso
         nbatch *= bshape[d];
     if (nbatch == 0 || M == 0 || N == 0)
         return out;
-    ac = blas_ready(a);
-    bc = blas_ready(b);
+    ac = bf16 ? (TensorObject *)Py_NewRef(a) : blas_ready(a);
+    bc = bf16 ? (TensorObject *)Py_NewRef(b) : blas_ready(b);
     if (!ac || !bc)
         goto fail;
     batch_strides(ac, nb, bshape, astr);
@@ -178,7 +211,7 @@ TensorObject *cddp_bmm_raw(TensorObject *a, TensorObject *b, double alpha, Tenso
         int shared = 1;
         for (int d = 0; d < nb; d++)
             shared &= bstr[d] == 0;
-        if (shared && (!cddp_blas_available() || !cddp_is_floating(dt) ||
+        if (shared && (bf16 || !cddp_blas_available() || !cddp_is_floating(dt) ||
                        cddp_blas_addressable(dt, nbatch * M, K, ars, acs))) {
             M *= nbatch;
             nbatch = 1;
@@ -186,16 +219,17 @@ TensorObject *cddp_bmm_raw(TensorObject *a, TensorObject *b, double alpha, Tenso
     }
 
     {
-        size_t isz = cddp_dtype_size[dt];
+        size_t isz = cddp_dtype_size[dt], osz = cddp_dtype_size[ot];
         const char *pa = cddp_data(ac), *pb = cddp_data(bc);
         char *pc = cddp_data(out);
         int64_t aoff = 0, boff = 0;
         PyThreadState *ts = NULL;
         if ((double)nbatch * M * N * K >= GIL_RELEASE_WORK)
             ts = PyEval_SaveThread();
-        for (int64_t i = 0; i < nbatch; i++) {
-            cddp_gemm(dt, M, N, K, alpha, pa + aoff * (int64_t)isz, ars, acs,
-                      pb + boff * (int64_t)isz, brs, bcs, beta, pc + i * M * N * (int64_t)isz, N);
+        for (int64_t i = 0; i < nbatch && !err; i++) {
+            err = engine_gemm(bf16, dt, M, N, K, alpha, pa + aoff * (int64_t)isz, ars, acs,
+                              pb + boff * (int64_t)isz, brs, bcs, beta,
+                              pc + i * M * N * (int64_t)osz, N);
             for (int d = nb - 1; d >= 0; d--) {      /* odometer over the batch dims */
                 aoff += astr[d];
                 boff += bstr[d];
@@ -208,6 +242,10 @@ TensorObject *cddp_bmm_raw(TensorObject *a, TensorObject *b, double alpha, Tenso
         }
         if (ts)
             PyEval_RestoreThread(ts);
+    }
+    if (err) {
+        PyErr_NoMemory();
+        goto fail;
     }
     Py_DECREF(ac);
     Py_DECREF(bc);
@@ -222,47 +260,61 @@ fail:
 /* sum over the batch of alpha * x_b @ y_b: x (B..., M, K), y (B..., K, N) with the same batch
  * shape -> (M, N). The gradient of a 2-D operand shared by a batch: when x's batches stack its
  * columns evenly and y's its rows, the batch fuses into K and the sum is one GEMM with inner
- * dim B*K; otherwise the per-batch products are summed. New reference. */
+ * dim B*K; otherwise the per-batch products are summed. Storage dtypes as bmm_narrow. New
+ * reference. */
 static TensorObject *bmm_sum_raw(TensorObject *x, TensorObject *y, double alpha)
 {
+    cddp_dtype dt = x->dtype, kt = cddp_kdt(dt);
+    TensorObject *kx = NULL, *ky = NULL, *r = NULL;
+    if (!cddp_is_narrow(dt))
+        return bmm_sum_core(x, y, alpha, 0);
+    if (bf16_direct(dt))
+        r = bmm_sum_core(x, y, alpha, 1);
+    else if ((kx = cddp_tensor_cast_raw(x, kt)) && (ky = cddp_tensor_cast_raw(y, kt)))
+        r = bmm_sum_core(kx, ky, alpha, 0);
+    if (r)                                  /* computed in float32 / int32, rounded once */
+        Py_SETREF(r, cddp_tensor_cast_raw(r, dt));
+    Py_XDECREF(kx);
+    Py_XDECREF(ky);
+    return r;
+}
+
+/* bmm_sum_raw on a wide dtype, or (bf16 != 0) on bfloat16 operands into a float32 result. */
+static TensorObject *bmm_sum_core(TensorObject *x, TensorObject *y, double alpha, int bf16)
+{
     TensorObject *xc = NULL, *yc = NULL, *out = NULL, *full = NULL;
-    int nb = x->ndim - 2;
+    int nb = x->ndim - 2, err;
     int64_t M = x->shape[nb], K = x->shape[nb + 1], N = y->shape[nb + 1], nbatch = 1;
     int64_t shape[2] = {M, N};
     cddp_dtype dt = x->dtype;
-    if (cddp_is_narrow(dt)) {             /* computed in float32 / int32, rounded once */
-        TensorObject *kx = cddp_tensor_cast_raw(x, cddp_kdt(dt)), *ky = NULL, *r = NULL;
-        if (kx && (ky = cddp_tensor_cast_raw(y, cddp_kdt(dt))) &&
-            (r = bmm_sum_raw(kx, ky, alpha)))
-            Py_SETREF(r, cddp_tensor_cast_raw(r, dt));
-        Py_XDECREF(kx);
-        Py_XDECREF(ky);
-        return r;
-    }
     for (int d = 0; d < nb; d++)
         nbatch *= x->shape[d];
-    xc = blas_ready(x);
-    yc = blas_ready(y);
+    xc = bf16 ? (TensorObject *)Py_NewRef(x) : blas_ready(x);
+    yc = bf16 ? (TensorObject *)Py_NewRef(y) : blas_ready(y);
     if (!xc || !yc)
         goto fail;
     int64_t xrs = xc->strides[nb], xcs = xc->strides[nb + 1];
     int64_t yrs = yc->strides[nb], ycs = yc->strides[nb + 1];
-    int blas = cddp_blas_available() && cddp_is_floating(dt);
+    int blas = !bf16 && cddp_blas_available() && cddp_is_floating(dt);
     if (nbatch > 0 && fuses(nb, xc->shape, xc->strides, K, xcs) &&
         fuses(nb, yc->shape, yc->strides, K, yrs) &&
         (!blas || (cddp_blas_addressable(dt, M, nbatch * K, xrs, xcs) &&
                    cddp_blas_addressable(dt, nbatch * K, N, yrs, ycs)))) {
-        out = cddp_tensor_new(dt, 2, shape, 0);
+        out = cddp_tensor_new(bf16 ? CDDP_FLOAT32 : dt, 2, shape, 0);
         if (!out)
             goto fail;
         int64_t KK = nbatch * K;
         PyThreadState *ts = (double)M * N * KK >= GIL_RELEASE_WORK ? PyEval_SaveThread() : NULL;
-        cddp_gemm(dt, M, N, KK, alpha, cddp_data(xc), xrs, xcs, cddp_data(yc), yrs, ycs, 0,
-                  cddp_data(out), N);
+        err = engine_gemm(bf16, dt, M, N, KK, alpha, cddp_data(xc), xrs, xcs, cddp_data(yc), yrs,
+                          ycs, 0, cddp_data(out), N);
         if (ts)
             PyEval_RestoreThread(ts);
+        if (err) {
+            PyErr_NoMemory();
+            Py_CLEAR(out);
+        }
     } else {
-        full = cddp_bmm_raw(xc, yc, alpha, NULL, 0);
+        full = bmm_core(xc, yc, alpha, NULL, 0, bf16);
         if (!full)
             goto fail;
         out = cddp_sum_to(full, 2, shape);
