@@ -212,21 +212,24 @@ def test_autocast_linear_and_conv_use_the_kernel():
 
 
 @needs_kernel
-def test_many_threads_take_the_float32_path():
-    """More than two GEMM threads: the library's multithreaded float32 products win (blas.c)."""
+@pytest.mark.parametrize("M,N,K", [(400, 300, 600), (60, 1200, 800)])   # rows / columns split
+def test_threads_share_a_product_with_the_same_bits(M, N, K):
+    """set_num_threads(n): a large product is shared by n threads, each on whole micro-tiles
+    of C; every element runs the same operations in the same order, so the bits match."""
     rng = np.random.default_rng(6)
-    a, b = rnd(rng, 40, 50), rnd(rng, 50, 60)
-    old = cddp.get_num_threads()
+    a, b = rnd(rng, M, K), rnd(rng, K, N)
+    ta, tb = cd(a), cd(b)
+    old, got = cddp.get_num_threads(), {}
     try:
-        cddp.set_num_threads(4)
-        c0 = calls()
-        got = (cd(a) @ cd(b)).float().numpy()
-        assert calls() == c0
-        cddp.set_num_threads(1)
-        assert np.array_equal((cd(a) @ cd(b)).float().numpy().shape, got.shape) and calls() == c0 + 1
+        for n in (1, 2, 3):
+            cddp.set_num_threads(n)
+            t0 = cddp._C._blas_info()["own_bgemm_threads"]
+            got[n] = (ta @ tb).float().numpy()
+            assert cddp._C._blas_info()["own_bgemm_threads"] - t0 == n
     finally:
         cddp.set_num_threads(old)
-    close(got, a.astype(np.float64) @ b, np.abs(a).astype(np.float64) @ np.abs(b))
+    assert np.array_equal(got[1], got[2]) and np.array_equal(got[1], got[3])
+    close(got[3], a.astype(np.float64) @ b, np.abs(a).astype(np.float64) @ np.abs(b))
 
 
 @needs_kernel

@@ -16,7 +16,11 @@
  *       float32 accumulators; then C tile = alpha acc + beta' C (beta' = beta on the first
  *       slice, 1 after; beta == 0 never reads C)
  * An odd kc gets a zero partner, ragged rows and columns are zero-filled, edge tiles store
- * through masks — as in the float32 kernel.
+ * through masks — as in the float32 kernel. With `threads` > 1 a product of enough work is cut
+ * into that many jobs along C's longer side, in whole micro-tiles; each job packs for itself
+ * and runs these loops on a thread started for it (joined before return). No job shares a
+ * C element with another and each element sees the same operations, so the bits do not
+ * depend on the thread count.
  *
  * Numerics: a product of two bf16 values is exact in float32, so the result is the float32
  * GEMM of the same values up to summation order (pairs, then k order), with float32
@@ -30,6 +34,7 @@
  */
 #include "ops/linalg/blas.h"
 #include <immintrin.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,39 +237,99 @@ static void pack_b(cddp_dtype st, int64_t kc, int64_t nc, const void *B, int64_t
         pack_panel(st, (const char *)B + j0 * cs * isz, cs, rs, nc - j0, kc, NR, p);
 }
 
-int cddp_bgemm_avx512(cddp_dtype st, int64_t M, int64_t N, int64_t K, float alpha, const void *A,
-                      int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
-                      float beta, float *C, int64_t ldc)
+/* One thread's share of a product: C's rows [i0, i0 + m) or columns [j0, j0 + n), each with its
+ * own packing buffers (allocated before any thread starts, so running out of memory leaves C
+ * untouched). */
+typedef struct {
+    cddp_dtype st;
+    int64_t M, N, K, ars, acs, brs, bcs, ldc;
+    float alpha, beta;
+    const char *a, *b;
+    float *c;
+    uint32_t *pa, *pb;
+} bgemm_job;
+
+/* The blocked loops of one job (see the file comment). */
+static void *run_job(void *arg)
 {
-    int64_t ncap = N < NC ? ROUND_UP(N, NR) : NC, mcap = ROUND_UP(M < MC ? M : MC, MR);
-    int64_t kpcap = (K + 1) / 2 < KPC ? (K + 1) / 2 : KPC, isz = st == CDDP_BFLOAT16 ? 2 : 4;
-    uint32_t *pa = aligned_alloc(64, ROUND_UP((size_t)(mcap * kpcap) * 4, 64));
-    uint32_t *pb = aligned_alloc(64, ROUND_UP((size_t)(ncap * kpcap) * 4, 64));
-    const char *a = A, *b = B;
-    int rc = -1;
-    if (!pa || !pb)
-        goto done;
-    for (int64_t jc = 0; jc < N; jc += NC) {
-        int64_t nc = N - jc < NC ? N - jc : NC;
-        for (int64_t pc = 0; pc < K; pc += 2 * KPC) {
-            int64_t kc = K - pc < 2 * KPC ? K - pc : 2 * KPC, kp = (kc + 1) / 2;
-            float bt = pc == 0 ? beta : 1.0f;
-            pack_b(st, kc, nc, b + (pc * brs + jc * bcs) * isz, brs, bcs, pb);
-            for (int64_t ic = 0; ic < M; ic += MC) {
-                int64_t mc = M - ic < MC ? M - ic : MC;
-                pack_a(st, mc, kc, a + (ic * ars + pc * acs) * isz, ars, acs, pa);
+    const bgemm_job *j = arg;
+    int64_t isz = j->st == CDDP_BFLOAT16 ? 2 : 4;
+    for (int64_t jc = 0; jc < j->N; jc += NC) {
+        int64_t nc = j->N - jc < NC ? j->N - jc : NC;
+        for (int64_t pc = 0; pc < j->K; pc += 2 * KPC) {
+            int64_t kc = j->K - pc < 2 * KPC ? j->K - pc : 2 * KPC, kp = (kc + 1) / 2;
+            float bt = pc == 0 ? j->beta : 1.0f;
+            pack_b(j->st, kc, nc, j->b + (pc * j->brs + jc * j->bcs) * isz, j->brs, j->bcs, j->pb);
+            for (int64_t ic = 0; ic < j->M; ic += MC) {
+                int64_t mc = j->M - ic < MC ? j->M - ic : MC;
+                pack_a(j->st, mc, kc, j->a + (ic * j->ars + pc * j->acs) * isz, j->ars, j->acs,
+                       j->pa);
                 for (int64_t jr = 0; jr < nc; jr += NR)
                     for (int64_t ir = 0; ir < mc; ir += MR)
-                        micro_kernel(kp, pa + ir * kp, pb + jr * kp,
-                                     C + (ic + ir) * ldc + jc + jr, ldc, alpha, bt,
+                        micro_kernel(kp, j->pa + ir * kp, j->pb + jr * kp,
+                                     j->c + (ic + ir) * j->ldc + jc + jr, j->ldc, j->alpha, bt,
                                      (int)(mc - ir < MR ? mc - ir : MR),
                                      (int)(nc - jr < NR ? nc - jr : NR));
             }
         }
     }
-    rc = 0;
+    return NULL;
+}
+
+/* Work (multiply-adds) per thread below which more threads do not pay for their start
+ * (~20-50 us each against ~5 ms of products at this size). */
+#define WORK_PER_THREAD (1 << 24)
+#define MAX_JOBS 64
+
+int cddp_bgemm_avx512(cddp_dtype st, int64_t M, int64_t N, int64_t K, float alpha, const void *A,
+                      int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
+                      float beta, float *C, int64_t ldc, int threads)
+{
+    bgemm_job job[MAX_JOBS];
+    pthread_t tid[MAX_JOBS];
+    int started[MAX_JOBS] = {0};
+    int64_t isz = st == CDDP_BFLOAT16 ? 2 : 4, kpcap = (K + 1) / 2 < KPC ? (K + 1) / 2 : KPC;
+    double work = (double)M * N * K;
+    int rows = M >= N;                     /* split the longer side, in whole micro-tiles */
+    int64_t tile = rows ? MR : NR, len = rows ? M : N, tiles = (len + tile - 1) / tile;
+    int n = threads < 1 ? 1 : threads > MAX_JOBS ? MAX_JOBS : threads, rc = -1;
+    if (n > work / WORK_PER_THREAD)
+        n = work / WORK_PER_THREAD < 1 ? 1 : (int)(work / WORK_PER_THREAD);
+    if (n > tiles)
+        n = (int)tiles;
+    for (int t = 0; t < n; t++) {
+        int64_t lo = tiles * t / n * tile, hi = tiles * (t + 1) / n * tile;
+        hi = hi < len ? hi : len;
+        bgemm_job *j = &job[t];
+        *j = (bgemm_job){.st = st, .M = rows ? hi - lo : M, .N = rows ? N : hi - lo, .K = K,
+                         .ars = ars, .acs = acs, .brs = brs, .bcs = bcs, .ldc = ldc,
+                         .alpha = alpha, .beta = beta,
+                         .a = (const char *)A + (rows ? lo * ars * isz : 0),
+                         .b = (const char *)B + (rows ? 0 : lo * bcs * isz),
+                         .c = C + (rows ? lo * ldc : lo)};
+        int64_t ncap = j->N < NC ? ROUND_UP(j->N, NR) : NC;
+        int64_t mcap = ROUND_UP(j->M < MC ? j->M : MC, MR);
+        j->pa = aligned_alloc(64, ROUND_UP((size_t)(mcap * kpcap) * 4, 64));
+        j->pb = aligned_alloc(64, ROUND_UP((size_t)(ncap * kpcap) * 4, 64));
+        if (!j->pa || !j->pb) {
+            n = t + 1;                      /* free what was taken, C untouched */
+            goto done;
+        }
+    }
+    for (int t = 1; t < n; t++)             /* a thread that cannot start runs here below */
+        started[t] = pthread_create(&tid[t], NULL, run_job, &job[t]) == 0;
+    run_job(&job[0]);
+    for (int t = 1; t < n; t++) {
+        if (started[t])
+            pthread_join(tid[t], NULL);
+        else
+            run_job(&job[t]);
+    }
+    rc = n;
 done:
-    free(pa);
-    free(pb);
+    for (int t = 0; t < n; t++) {
+        free(job[t].pa);
+        free(job[t].pb);
+    }
     return rc;
 }

@@ -80,7 +80,7 @@ static struct {
 
 int64_t cddp_blas_operand_copies;
 int64_t cddp_sgemm_avx512_calls;
-static int64_t g_bgemm_calls;
+static int64_t g_bgemm_calls, g_bgemm_threads;
 
 /* ---- portable kernel ------------------------------------------------------------------ */
 
@@ -353,12 +353,9 @@ static int use_own_sgemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double 
            M >= 16 && N >= 48 && K >= 32 && current_threads() == 1;
 }
 
-/* Two GEMM threads at most: the bf16 kernel is single-threaded, and one thread of it does
- * about twice the multiply-adds of one float32 thread (docs/benchmarks.md); with more threads
- * the library's multithreaded float32 products win. */
 int cddp_gemm_bf16_wanted(void)
 {
-    return g_blas.own_bgemm && current_threads() <= 2;
+    return g_blas.own_bgemm;
 }
 
 int cddp_gemm_bf16(cddp_dtype st, int64_t M, int64_t N, int64_t K, double alpha, const void *A,
@@ -373,10 +370,12 @@ int cddp_gemm_bf16(cddp_dtype st, int64_t M, int64_t N, int64_t K, double alpha,
                 C[i * ldc + j] = beta == 0.0 ? 0.0f : (float)beta * C[i * ldc + j];
         return 0;
     }
-    if (cddp_bgemm_avx512(st, M, N, K, (float)alpha, A, ars, acs, B, brs, bcs, (float)beta, C,
-                          ldc) < 0)
+    int jobs = cddp_bgemm_avx512(st, M, N, K, (float)alpha, A, ars, acs, B, brs, bcs,
+                                 (float)beta, C, ldc, current_threads());
+    if (jobs < 0)
         return -1;
     g_bgemm_calls++;
+    g_bgemm_threads += jobs;
     return 0;
 }
 
@@ -608,14 +607,15 @@ static PyObject *py_get_num_threads(PyObject *m, PyObject *unused)
 
 /* {"library", "sgemm", "dgemm", "ilp64", "threads", "backend", "operand_copies", "core",
  * "sgemm_kernel", "own_sgemm_calls", "fixed_operand_packed", "bgemm_kernel",
- * "own_bgemm_calls"}: what blas_find settled on, how many operands matmul had to copy so far,
- * the library's kernel family (OpenBLAS only, else None), whether (and how often) float32
- * products ran cddp's AVX-512 kernel, whether cddp_gemm_fixed packs its operand for it, and
- * whether (how often) bfloat16 products ran cddp's AVX512-BF16 kernel. */
+ * "own_bgemm_calls", "own_bgemm_threads"}: what blas_find settled on, how many operands matmul
+ * had to copy so far, the library's kernel family (OpenBLAS only, else None), whether (and how
+ * often) float32 products ran cddp's AVX-512 kernel, whether cddp_gemm_fixed packs its operand
+ * for it, and whether (how often, on how many threads in all) bfloat16 products ran cddp's
+ * AVX512-BF16 kernel. */
 static PyObject *py_blas_info(PyObject *m, PyObject *unused)
 {
     int have = g_blas.sgemm != NULL;
-    return Py_BuildValue("{s:z,s:z,s:z,s:O,s:i,s:s,s:L,s:z,s:s,s:L,s:O,s:s,s:L}",
+    return Py_BuildValue("{s:z,s:z,s:z,s:O,s:i,s:s,s:L,s:z,s:s,s:L,s:O,s:s,s:L,s:L}",
                          "library", have ? g_blas.path : NULL,
                          "sgemm", have ? g_blas.sgemm_name : NULL,
                          "dgemm", have ? g_blas.dgemm_name : NULL,
@@ -630,9 +630,10 @@ static PyObject *py_blas_info(PyObject *m, PyObject *unused)
                          "own_sgemm_calls", (long long)cddp_sgemm_avx512_calls,
                          "fixed_operand_packed", own_sgemm_allowed() ? Py_True : Py_False,
                          "bgemm_kernel", g_blas.own_bgemm ?
-                             "cddp avx512-bf16 (up to two GEMM threads), else float32 copies" :
+                             "cddp avx512-bf16 on the GEMM threads" :
                              "float32 copies",
-                         "own_bgemm_calls", (long long)g_bgemm_calls);
+                         "own_bgemm_calls", (long long)g_bgemm_calls,
+                         "own_bgemm_threads", (long long)g_bgemm_threads);
 }
 
 static PyMethodDef blas_methods[] = {

@@ -72,21 +72,23 @@ int cddp_bgemm_avx512_supported(void);
  * CDDP_BFLOAT16, or CDDP_FLOAT32 holding bf16 values (rounded to nearest even when packed).
  * cddp_gemm's operand conventions otherwise (any element strides for A and B; C row-major,
  * ldc >= N, not overlapping A or B; beta == 0 does not read C); M, N, K >= 1. Float32
- * accumulation; subnormals count as zero. Single-threaded; call only when
- * cddp_bgemm_avx512_supported(). 0 done; -1 when the packing buffers could not be allocated
- * (C untouched). Callers go through cddp_gemm_bf16 (blas.c), which counts the calls. */
+ * accumulation; subnormals count as zero. Up to `threads` threads (the caller's and started
+ * ones, joined before return) share a large product by rows or columns of C. Call only when
+ * cddp_bgemm_avx512_supported(). The number of threads that shared it (>= 1); -1 when the
+ * packing buffers could not be allocated (C untouched). Callers go through cddp_gemm_bf16
+ * (blas.c), which counts the calls and the threads. */
 int cddp_bgemm_avx512(cddp_dtype st, int64_t M, int64_t N, int64_t K, float alpha, const void *A,
                       int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
-                      float beta, float *C, int64_t ldc);
+                      float beta, float *C, int64_t ldc, int threads);
 
-/* Whether bf16 products run the kernel above here: an AVX512-BF16 CPU, CDDP_GEMM not "blas",
- * and at most two GEMM threads (one thread of it outruns two of the float32 path's). When
- * false, callers keep their float32 route (float32 copies, cddp_gemm). */
+/* Whether bf16 products run the kernel above here: an AVX512-BF16 CPU and CDDP_GEMM not
+ * "blas". When false, callers keep their float32 route (float32 copies, cddp_gemm). */
 int cddp_gemm_bf16_wanted(void);
 
-/* cddp_bgemm_avx512 with its calls counted (_blas_info()["own_bgemm_calls"]); M or N of 0 is
- * a no-op and K of 0 scales C by beta. Call only when cddp_gemm_bf16_wanted(). 0, or -1 when
- * out of memory (C untouched, no Python error set). */
+/* cddp_bgemm_avx512 on the GEMM threads (set_num_threads), its calls and threads counted
+ * (_blas_info()["own_bgemm_calls"], ["own_bgemm_threads"]); M or N of 0 is a no-op and K of 0 scales C by beta. Call
+ * only when cddp_gemm_bf16_wanted(). 0, or -1 when out of memory (C untouched, no Python error
+ * set). */
 int cddp_gemm_bf16(cddp_dtype st, int64_t M, int64_t N, int64_t K, double alpha, const void *A,
                    int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs, double beta,
                    float *C, int64_t ldc);
