@@ -72,8 +72,10 @@ def _resnet(lib, X, Y, amp):
 def main():
     rng = np.random.default_rng(0)
     f32 = np.float32
-    A, B = rng.standard_normal((1024, 1024)).astype(f32), rng.standard_normal((1024, 1024)).astype(f32)
-    X, W = rng.standard_normal((256, 1024)).astype(f32), (rng.standard_normal((4096, 1024)) * 0.03).astype(f32)
+    A = rng.standard_normal((1024, 1024)).astype(f32)
+    B = rng.standard_normal((1024, 1024)).astype(f32)
+    X = rng.standard_normal((256, 1024)).astype(f32)
+    W = (rng.standard_normal((4096, 1024)) * 0.03).astype(f32)
     Bias = rng.standard_normal(4096).astype(f32)
     CX = rng.standard_normal((32, 128, 16, 16)).astype(f32)
     CW = (rng.standard_normal((128, 128, 3, 3)) * 0.03).astype(f32)
@@ -82,8 +84,10 @@ def main():
     cases = [
         ("matmul 1024^3 float32", lambda lib: _matmul(lib, A, B, "float32")),
         ("matmul 1024^3 bfloat16", lambda lib: _matmul(lib, A, B, "bfloat16")),
-        ("matmul (256,1024)@(4096,1024)^T float32", lambda lib: _matmul(lib, X, W, "float32", True)),
-        ("matmul (256,1024)@(4096,1024)^T bfloat16", lambda lib: _matmul(lib, X, W, "bfloat16", True)),
+        ("matmul (256,1024)@(4096,1024)^T float32",
+         lambda lib: _matmul(lib, X, W, "float32", True)),
+        ("matmul (256,1024)@(4096,1024)^T bfloat16",
+         lambda lib: _matmul(lib, X, W, "bfloat16", True)),
         ("linear 1024->4096 b256 fwd+bwd bfloat16", lambda lib: _linear(lib, X, W, Bias)),
         ("conv2d 3x3 128->128 (32,128,16,16) fwd bf16", lambda lib: _conv(lib, CX, CW, False)),
         ("conv2d 3x3 128->128 fwd+bwd bf16", lambda lib: _conv(lib, CX, CW, True)),

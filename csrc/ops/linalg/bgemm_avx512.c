@@ -33,13 +33,14 @@
  * AVX512-BF16 / AVX512-BW carry the target attribute; cddp_bgemm_avx512_supported asks cpuid.
  */
 #include "ops/linalg/blas.h"
+#include "ops/linalg/gemm_tile.h"
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MR 12           /* rows of a micro-tile: 12 x 2 accumulators + 2 B vectors + 1 A pair */
-#define NV 2            /* zmm vectors across a micro-tile */
+#define MR CDDP_TILE_MR  /* rows of a micro-tile: 12 x 2 accumulators + 2 B vectors + 1 A pair */
+#define NV CDDP_TILE_NV  /* zmm vectors across a micro-tile */
 #define NR (16 * NV)    /* columns of a micro-tile */
 #define KPC 256         /* k-pairs of a slice: a B micro-panel is KPC * NR * 4 = 32 KiB (L1) */
 #define MC 192          /* rows of an A block: MC * KPC * 4 = 192 KiB (L2) */
@@ -71,12 +72,7 @@ static void micro_kernel(int64_t kp, const uint32_t *restrict a, const uint32_t 
                          float *restrict c, int64_t ldc, float alpha, float beta, int mr, int nr)
 {
     __m512 acc[MR][NV];
-    __mmask16 mask[NV];
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++)
-            acc[i][v] = _mm512_setzero_ps();
+    cddp_tile_zero(acc);
     for (int64_t k = 0; k < kp; k++, a += MR, b += NR) {
         __m512bh bv[NV];
 #pragma GCC unroll 2
@@ -90,20 +86,7 @@ static void micro_kernel(int64_t kp, const uint32_t *restrict a, const uint32_t 
                 acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
         }
     }
-    for (int v = 0; v < NV; v++) {
-        int left = nr - 16 * v;
-        mask[v] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-    }
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    for (int i = 0; i < mr; i++) {
-        float *row = c + i * ldc;
-        for (int v = 0; v < NV; v++) {
-            __m512 y = _mm512_mul_ps(acc[i][v], va);
-            if (beta != 0.0f)
-                y = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], row + 16 * v), y);
-            _mm512_mask_storeu_ps(row + 16 * v, mask[v], y);
-        }
-    }
+    cddp_tile_store(acc, c, ldc, alpha, beta, mr, nr);
 }
 
 /* Up to 32 consecutive elements of an operand (bf16, or float32 rounded) as bf16 bits in one
@@ -211,11 +194,12 @@ static void pack_panel(cddp_dtype st, const void *src, int64_t ls, int64_t ks, i
         }
     } else {
         for (int64_t l = 0; l < lanes; l++)
-            for (int64_t k = 0; k < kp; k++)
+            for (int64_t k = 0; k < kp; k++) {       /* lanes past w stay zeros */
+                int64_t o = l * ls + 2 * k * ks;
                 p[k * lanes + l] = l >= w ? 0
-                                   : ld(st, src, l * ls + 2 * k * ks) |
-                                         (2 * k + 1 < kc ? ld(st, src, l * ls + (2 * k + 1) * ks) << 16
-                                                         : 0);
+                                   : ld(st, src, o) |
+                                         (2 * k + 1 < kc ? ld(st, src, o + ks) << 16 : 0);
+            }
     }
 }
 

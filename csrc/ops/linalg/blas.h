@@ -86,9 +86,9 @@ int cddp_bgemm_avx512(cddp_dtype st, int64_t M, int64_t N, int64_t K, float alph
 int cddp_gemm_bf16_wanted(void);
 
 /* cddp_bgemm_avx512 on the GEMM threads (set_num_threads), its calls and threads counted
- * (_blas_info()["own_bgemm_calls"], ["own_bgemm_threads"]); M or N of 0 is a no-op and K of 0 scales C by beta. Call
- * only when cddp_gemm_bf16_wanted(). 0, or -1 when out of memory (C untouched, no Python error
- * set). */
+ * (_blas_info()["own_bgemm_calls"], ["own_bgemm_threads"]); M or N of 0 is a no-op and K of 0
+ * scales C by beta. Call only when cddp_gemm_bf16_wanted(). 0, or -1 when out of memory (C
+ * untouched, no Python error set). */
 int cddp_gemm_bf16(cddp_dtype st, int64_t M, int64_t N, int64_t K, double alpha, const void *A,
                    int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs, double beta,
                    float *C, int64_t ldc);

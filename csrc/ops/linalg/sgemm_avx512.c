@@ -28,12 +28,13 @@
  * cpuid, so valgrind's virtual CPU (no AVX-512) and older CPUs never run it.
  */
 #include "ops/linalg/blas.h"
+#include "ops/linalg/gemm_tile.h"
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MR 12           /* rows of a micro-tile: 12 x 2 accumulators + 2 B vectors + 1 A value */
-#define NV 2            /* zmm vectors across a micro-tile */
+#define MR CDDP_TILE_MR  /* rows of a micro-tile: 12 x 2 accumulators + 2 B vectors + 1 A value */
+#define NV CDDP_TILE_NV  /* zmm vectors across a micro-tile */
 #define NR (16 * NV)    /* columns of a micro-tile */
 #define KC 256          /* depth of a slice: a B micro-panel is KC * NR * 4 = 32 KiB (L1) */
 #define MC 192          /* rows of an A block: MC * KC * 4 = 192 KiB (L2) */
@@ -58,12 +59,7 @@ static void micro_kernel(int64_t kc, const float *restrict a, const float *restr
                          float *restrict c, int64_t ldc, float alpha, float beta, int mr, int nr)
 {
     __m512 acc[MR][NV];
-    __mmask16 mask[NV];
-#pragma GCC unroll 12
-    for (int i = 0; i < MR; i++)
-#pragma GCC unroll 2
-        for (int v = 0; v < NV; v++)
-            acc[i][v] = _mm512_setzero_ps();
+    cddp_tile_zero(acc);
     for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {
         __m512 bv[NV];
 #pragma GCC unroll 2
@@ -77,20 +73,7 @@ static void micro_kernel(int64_t kc, const float *restrict a, const float *restr
                 acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
         }
     }
-    for (int v = 0; v < NV; v++) {
-        int left = nr - 16 * v;
-        mask[v] = left >= 16 ? 0xffff : left <= 0 ? 0 : (__mmask16)((1u << left) - 1);
-    }
-    __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-    for (int i = 0; i < mr; i++) {
-        float *row = c + i * ldc;
-        for (int v = 0; v < NV; v++) {
-            __m512 y = _mm512_mul_ps(acc[i][v], va);
-            if (beta != 0.0f)
-                y = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(mask[v], row + 16 * v), y);
-            _mm512_mask_storeu_ps(row + 16 * v, mask[v], y);
-        }
-    }
+    cddp_tile_store(acc, c, ldc, alpha, beta, mr, nr);
 }
 
 /* A (mc, kc) at element strides (rs, cs) -> micro-panels p[t][k][i] of MR rows, zero-padded. */
