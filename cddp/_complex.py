@@ -27,9 +27,12 @@ Contract:
   log / sin / cos / reciprocal / flip / cumsum / isfinite / isnan / isinf / norm / pow /
   masked_fill, linalg.vector_norm / norm and the *_like factories take complex tensors once
   this module is loaded (the first complex dtype, view or constructor): they are wrapped
-  then (_install), so a program without complex numbers calls the C functions directly. The hot binary and
-  reduction functions (torch.add / mul / sum ...) are not wrapped: complex code uses
-  the operators and methods (z1 * z2, z.sum()).
+  then (_install), so a program without complex numbers calls the C functions directly. The
+  hot binary, reduction and shape functions (torch.add / sub / mul / div / matmul / mm / bmm /
+  sum / mean / reshape / transpose / permute / unsqueeze / movedim / narrow / index_select ...,
+  _FALLBACK) are wrapped too, but call the C function first: only its TypeError over a
+  complex argument reaches the ComplexTensor method (one Python frame, ~100-180 ns, per real
+  call in a program that uses complex numbers).
 - From the start, without wrappers (the C entry points hand these over on their failure paths
   only: no cost to real calls): zeros / ones / empty / rand / randn / full with dtype=
   complex64 / complex128 (ops/out_arg.c -> _factory_call; torch's draws for a seed: rand
@@ -631,6 +634,48 @@ class ComplexTensor:
     def unbind(self, dim=0):
         return tuple(ComplexTensor(c) for c in self._r.unbind(_dim(dim, self.ndim)))
 
+    def movedim(self, source, destination):
+        src = (source,) if isinstance(source, int) else tuple(source)
+        dst = (destination,) if isinstance(destination, int) else tuple(destination)
+        return ComplexTensor(self._r.movedim(self._dims(src), self._dims(dst)))
+
+    moveaxis = movedim
+
+    def narrow(self, dim, start, length):
+        return ComplexTensor(self._r.narrow(_dim(dim, self.ndim), start, length))
+
+    def select(self, dim, index):
+        return ComplexTensor(self._r.select(_dim(dim, self.ndim), index))
+
+    def index_select(self, dim, index):
+        return ComplexTensor(self._r.index_select(_dim(dim, self.ndim), index))
+
+    def repeat_interleave(self, repeats, dim=None):
+        if dim is None:
+            return self.reshape(-1).repeat_interleave(repeats, 0)
+        return ComplexTensor(self._r.repeat_interleave(repeats, _dim(dim, self.ndim)))
+
+    def tile(self, *dims):
+        dims = self._sizes(dims)
+        dims = (1,) * (self.ndim - len(dims)) + tuple(dims)
+        return self.repeat(*dims)
+
+    def outer(self, other):
+        return self.reshape(-1, 1) * (other.reshape(1, -1) if _is_c(other) else
+                                      _join(other.reshape(1, -1), None))
+
+    def dot(self, other):
+        return (self * other).sum()
+
+    def vdot(self, other):
+        """sum(conj(self) * other), as torch.vdot."""
+        return (self.conj() * other).sum()
+
+    def mm(self, other):
+        return _matmul(self, other)
+
+    bmm = mm
+
     def roll(self, shifts, dims=None):
         if dims is None:
             return ComplexTensor(self._r.reshape(-1, 2).roll(shifts, 0)).view(self.shape)
@@ -951,8 +996,8 @@ def _tensor_call(data, dtype=None, device=None, requires_grad=False, pin_memory=
 _LIKE = ("zeros_like", "ones_like", "empty_like", "rand_like", "randn_like", "full_like")
 
 # the module functions that take complex tensors once this module is loaded, and the
-# ComplexTensor method each becomes; the hot binary, reduction and joining functions (add,
-# mul, sum, cat, ...) stay the C entry points: complex code uses the operators and methods
+# ComplexTensor method each becomes (the hot ones are in _FALLBACK below; cat / stack / where
+# hand over from C)
 _METHOD = {"abs": "abs", "absolute": "abs", "angle": "angle", "exp": "exp", "sgn": "sgn",
            "square": "square", "conj_physical": "conj", "resolve_conj": "conj", "roll": "roll",
            "sqrt": "sqrt", "log": "log", "sin": "sin", "cos": "cos", "reciprocal": "reciprocal",
@@ -975,6 +1020,42 @@ def _dispatcher(name, cfn):
     return _wrapper(fn, name, cfn)
 
 
+# hot module functions whose C entry points run first: only their TypeError over a complex
+# argument ("... is a complex tensor", the C argument checks) comes here, so a real call pays
+# one Python frame and nothing else — once this module is loaded (complex numbers in use)
+_FALLBACK = {"add": "__add__", "sub": "__sub__", "subtract": "__sub__", "mul": "__mul__",
+             "multiply": "__mul__", "div": "__truediv__", "divide": "__truediv__",
+             "true_divide": "__truediv__", "matmul": "__matmul__", "mm": "__matmul__",
+             "bmm": "__matmul__", "sum": "sum", "mean": "mean", "transpose": "transpose",
+             "swapaxes": "transpose", "swapdims": "transpose", "reshape": "reshape",
+             "unsqueeze": "unsqueeze", "squeeze": "squeeze", "flatten": "flatten",
+             "chunk": "chunk", "split": "split", "unbind": "unbind", "permute": "permute",
+             "movedim": "movedim", "moveaxis": "movedim", "narrow": "narrow",
+             "select": "select", "index_select": "index_select", "t": "t", "clone": "clone",
+             "repeat_interleave": "repeat_interleave", "tile": "tile", "outer": "outer",
+             "dot": "dot", "vdot": "vdot", "conj": "conj", "real": "real", "imag": "imag"}
+
+
+def _fallback(name, cfn):
+    method = _FALLBACK[name]
+
+    def fn(*args, **kwargs):
+        try:
+            return cfn(*args, **kwargs)
+        except TypeError:
+            if not _any_c(args) or kwargs.get("out") is not None:
+                raise
+        alpha = kwargs.pop("alpha", None)            # add / sub: input + alpha * other
+        first = args[0] if _is_c(args[0]) else _join(args[0], None)
+        rest = args[1:]
+        if alpha is not None:
+            rest = (rest[0] * alpha,) + rest[1:]
+        kwargs.pop("out", None)
+        r = getattr(first, method)
+        return r if method in ("real", "imag") else r(*rest, **kwargs)
+    return _wrapper(fn, name, cfn)
+
+
 def _norm_dispatcher(name, cfn):
     """linalg.vector_norm / linalg.norm: a complex input's norm is that of |z|."""
     def fn(x, *args, **kwargs):
@@ -992,6 +1073,10 @@ def _install():
         cfn = getattr(cddp, name, None)
         if cfn is not None:
             setattr(cddp, name, _dispatcher(name, cfn))
+    for name in _FALLBACK:
+        cfn = getattr(cddp, name, None)
+        if cfn is not None:
+            setattr(cddp, name, _fallback(name, cfn))
     from . import linalg
     for name in ("vector_norm", "norm"):
         cfn = getattr(linalg, name)

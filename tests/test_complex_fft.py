@@ -609,13 +609,48 @@ def test_product_gradient_reaching_it_through_a_permuted_real_view():
 
 def test_module_functions_without_complex_forms_say_so():
     z = cz(carr(3))
-    for call in (lambda: cddp.sum(z), lambda: cddp.mul(z, z), lambda: cddp.tanh(z),
-                 lambda: cddp.matmul(z, z), lambda: cddp.reshape(z, (3,))):
+    for call in (lambda: cddp.tanh(z), lambda: cddp.sigmoid(z), lambda: cddp.prod(z)):
         with pytest.raises(TypeError, match="is a complex tensor; cddp's complex tensors take "
                            "the operators"):
             call()
     with pytest.raises(TypeError, match="must be Tensor or Number, not str"):
         cddp.mul(cddp.ones(2), "a")          # other wrong types keep torch's message
+    with pytest.raises(TypeError, match=r"sum\(\): argument 'input' \(position 1\) must be "
+                       "Tensor, not str"):
+        cddp.sum("a")
+
+
+def test_module_functions_take_complex_tensors():
+    """torch.sum / mul / matmul / reshape ... on complex tensors: the C entry point runs first
+    and its TypeError over a complex argument hands the call to the ComplexTensor method."""
+    a, b, m, v = carr(3, 4), carr(3, 4), carr(4, 2), carr(4)
+    za, zb, zm, zv = cz(a), cz(b), cz(m), cz(v)
+    idx = cddp.tensor([0, 2])
+    cases = [
+        (lambda: cddp.add(za, zb, alpha=2), a + 2 * b), (lambda: cddp.sub(za, zb), a - b),
+        (lambda: cddp.mul(za, zb), a * b), (lambda: cddp.div(za, zb), a / b),
+        (lambda: cddp.mul(cddp.tensor(a.real), zb), a.real * b),
+        (lambda: cddp.matmul(za, zm), a @ m), (lambda: cddp.mm(za, zm), a @ m),
+        (lambda: cddp.bmm(za[None], zm[None]), (a @ m)[None]),
+        (lambda: cddp.sum(za), a.sum()), (lambda: cddp.sum(za, dim=0), a.sum(0)),
+        (lambda: cddp.mean(za, 1), a.mean(1)),
+        (lambda: cddp.transpose(za, 0, 1), a.T), (lambda: cddp.reshape(za, (12,)), a.ravel()),
+        (lambda: cddp.unsqueeze(za, 0), a[None]), (lambda: cddp.flatten(za), a.ravel()),
+        (lambda: cddp.permute(za, (1, 0)), a.T), (lambda: cddp.movedim(za[None], 0, 2),
+                                                   np.moveaxis(a[None], 0, 2)),
+        (lambda: cddp.narrow(za, 1, 1, 2), a[:, 1:3]), (lambda: cddp.select(za, 1, 2), a[:, 2]),
+        (lambda: cddp.index_select(za, 1, idx), a[:, [0, 2]]),
+        (lambda: cddp.repeat_interleave(za, 2, dim=1), np.repeat(a, 2, 1)),
+        (lambda: cddp.repeat_interleave(za, 2), np.repeat(a, 2)),
+        (lambda: cddp.tile(za, (2,)), np.tile(a, (2,))),
+        (lambda: cddp.outer(zv, zv), np.outer(v, v)), (lambda: cddp.dot(zv, zv), np.dot(v, v)),
+        (lambda: cddp.vdot(zv, zv), np.vdot(v, v)), (lambda: cddp.clone(za), a),
+        (lambda: cddp.chunk(za, 2, 1)[1], a[:, 2:]), (lambda: cddp.real(za), a.real),
+    ]
+    for k, (call, ref) in enumerate(cases):
+        got = call()
+        assert np.allclose(got.numpy(), ref, rtol=1e-12, atol=1e-12), k
+    assert cddp.sum(cddp.ones(3)).item() == 3.0 and cddp.sum.__name__ == "sum"
 
 
 def test_user_optimizer_sees_complex_parameters():
