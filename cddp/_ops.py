@@ -9,6 +9,18 @@ from . import _C
 
 Tensor = _C.Tensor
 
+
+def _autocast_fp32(*ts):
+    """torch's fp32 autocast rule for the ops written in Python (the losses, cdist, 3-D
+    pooling, reflect / replicate padding, grid_sample: torch's CPU fp32 list; the C ops call
+    amp/amp.h's gate): inside an autocast region float16 / bfloat16 tensors are cast to
+    float32; anything else, and everything outside a region, passes unchanged."""
+    if _C._autocast_lower_dtype() is None:
+        return ts
+    return tuple(t.float() if isinstance(t, Tensor) and (t.dtype == _C.float16 or
+                                                          t.dtype == _C.bfloat16) else t
+                 for t in ts)
+
 # tensor-tensor promotion of cddp's dtypes is a chain: bool < int32 < int64 < float32 < float64
 _ORDER = [_C.bool, _C.int32, _C.int64, _C.float32, _C.float64]
 

@@ -27,8 +27,29 @@ def _ops(lib, dt_in):
     a, b, v, B = f(4, 4), f(4, 4), f(4), f(2, 4, 4)
     p, q = lib.sigmoid(f(4, 4)), lib.sigmoid(f(4, 4))
     tgt = lib.tensor([0, 3, 1, 2])
+    V, img, grid = f(1, 2, 4, 4, 4), f(1, 2, 4, 4), f(1, 3, 3, 2) * 0.5
+    labels = lib.tensor([[0, 1, -1, 0], [3, -1, 0, 0], [2, 1, 0, -1], [1, -1, 0, 0]])
     fn = lib.nn.functional
     return {
+        "baddbmm": lambda: lib.baddbmm(B, B, B), "addbmm": lambda: lib.addbmm(a, B, B),
+        "Tensor.baddbmm": lambda: B.baddbmm(B, B),
+        "smooth_l1_loss": lambda: fn.smooth_l1_loss(a, b), "huber_loss": lambda: fn.huber_loss(a, b),
+        "kl_div": lambda: fn.kl_div(a, b, reduction="batchmean"),
+        "poisson_nll_loss": lambda: fn.poisson_nll_loss(a, b),
+        "soft_margin_loss": lambda: fn.soft_margin_loss(a, b.sign()),
+        "hinge_embedding_loss": lambda: fn.hinge_embedding_loss(a, b.sign()),
+        "margin_ranking_loss": lambda: fn.margin_ranking_loss(v, v * 2, v.sign()),
+        "cosine_embedding_loss": lambda: fn.cosine_embedding_loss(a, b, v.sign()),
+        "triplet_margin_loss": lambda: fn.triplet_margin_loss(a, b, p),
+        "multi_margin_loss": lambda: fn.multi_margin_loss(a, tgt),
+        "multilabel_margin_loss": lambda: fn.multilabel_margin_loss(a, labels),
+        "cdist": lambda: lib.cdist(a, b), "max_pool3d": lambda: fn.max_pool3d(V, 2),
+        "avg_pool3d": lambda: fn.avg_pool3d(V, 2),
+        "adaptive_avg_pool3d": lambda: fn.adaptive_avg_pool3d(V, 1),
+        "pad_reflect": lambda: fn.pad(B, (1, 1), mode="reflect"),
+        "pad_replicate": lambda: fn.pad(B, (1, 1), mode="replicate"),
+        "pad_circular": lambda: fn.pad(B, (1, 1), mode="circular"),
+        "grid_sample": lambda: fn.grid_sample(img, grid, align_corners=False),
         "mm": lambda: lib.mm(a, b), "bmm": lambda: lib.bmm(B, B),
         "matmul": lambda: lib.matmul(a, b),
         "@": lambda: a @ b, "Tensor.mm": lambda: a.mm(b), "addmm": lambda: lib.addmm(v, a, b),
@@ -43,9 +64,14 @@ def _ops(lib, dt_in):
     }
 
 
-LOWER_OPS = {"mm", "bmm", "matmul", "@", "Tensor.mm", "addmm", "linear"}
+LOWER_OPS = {"mm", "bmm", "matmul", "@", "Tensor.mm", "addmm", "linear", "baddbmm", "addbmm",
+             "Tensor.baddbmm"}
 FP32_OPS = {"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "binary_cross_entropy",
-            "bce_with_logits", "prod", "prod_dim"}
+            "bce_with_logits", "prod", "prod_dim", "smooth_l1_loss", "huber_loss", "kl_div",
+            "poisson_nll_loss", "soft_margin_loss", "hinge_embedding_loss",
+            "margin_ranking_loss", "cosine_embedding_loss", "triplet_margin_loss",
+            "multi_margin_loss", "multilabel_margin_loss", "cdist", "max_pool3d", "avg_pool3d",
+            "adaptive_avg_pool3d", "pad_reflect", "pad_replicate", "grid_sample"}
 
 
 def _expected(op, dt_in, fast):
@@ -103,6 +129,40 @@ def test_values_match_torch(torch, fast):
         # one rounding of the output to the autocast dtype apart at most (BLAS sums may differ)
         np.testing.assert_allclose(got[k], want[k], rtol=1e-2 if fast == "bfloat16" else 2e-3,
                                    atol=1e-2, err_msg=k)
+
+
+def test_mixed_dtype_baddbmm_under_autocast():
+    """torch casts every operand of baddbmm / addbmm: a bf16 batch with float32 input and
+    batch (a relative-position bias added to bf16 scores) runs, in bf16."""
+    rng = np.random.default_rng(3)
+    bias, eye = (t(rng.standard_normal((2, 4, 4)).astype(np.float32)) for _ in range(2))
+    with cddp.autocast("cpu", dtype=cddp.bfloat16):
+        s = cddp.bmm(bias, bias)                       # bf16 scores
+        y = cddp.baddbmm(bias, s, eye)
+        z = cddp.addbmm(bias[0], eye, s)
+    bf = cddp.bfloat16
+    assert y.dtype == z.dtype == bf
+    assert np.array_equal(n(y.float()), n(cddp.baddbmm(bias.to(bf), s, eye.to(bf)).float()))
+    assert np.array_equal(n(z.float()), n(cddp.addbmm(bias[0].to(bf), eye.to(bf), s).float()))
+
+
+def test_linalg_norms_take_reduced_dtypes():
+    """As torch: vector norms and the matrix norms without singular values on bfloat16 /
+    float16 give their dtype (float32 accumulation, one rounding); 2 / nuc refuse them."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((5, 6)).astype(np.float32)
+    for dt in (cddp.bfloat16, cddp.float16):
+        xr = t(x).to(dt)
+        exact = np.asarray(n(xr.float()), np.float64)
+        for got, ref in ((cddp.linalg.vector_norm(xr), np.linalg.norm(exact)),
+                         (cddp.linalg.norm(xr[0]), np.linalg.norm(exact[0])),
+                         (cddp.linalg.vector_norm(xr, 1, dim=1), np.abs(exact).sum(1)),
+                         (cddp.linalg.matrix_norm(xr), np.linalg.norm(exact)),
+                         (cddp.linalg.matrix_norm(xr, 1), np.abs(exact).sum(0).max())):
+            assert got.dtype == dt
+            np.testing.assert_allclose(n(got.float()), ref, rtol=2 ** -7)
+        with pytest.raises(RuntimeError, match="Low precision dtypes not supported"):
+            cddp.linalg.matrix_norm(xr, 2)
 
 
 def test_float64_and_integers_are_not_cast():

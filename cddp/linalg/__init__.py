@@ -35,11 +35,15 @@ matmul = _C.matmul
 
 # ---- norms ----------------------------------------------------------------------------------
 
+_REDUCED = (_C.float16, _C.bfloat16)
+
+
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
     """The ord-norm of x's elements over dim (all of them when None)."""
     if dtype is not None:
         x = x.to(dtype)
-    check_float("linalg.vector_norm", x)
+    if x.dtype not in _REDUCED:               # float16 / bfloat16: as torch, in their dtype
+        check_float("linalg.vector_norm", x)
     return _C.norm(x, p=ord, dim=dim, keepdim=keepdim)
 
 
@@ -59,8 +63,13 @@ def _to_end(A, dim):
 
 
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):  # noqa: A002
-    """'fro', 'nuc', inf, -inf, 1, -1, 2 or -2 norm of each matrix over the dims `dim`."""
-    check_matrix("linalg.matrix_norm", A)
+    """'fro', 'nuc', inf, -inf, 1, -1, 2 or -2 norm of each matrix over the dims `dim`
+    (float16 / bfloat16 take the ones without singular values, as torch)."""
+    if A.dtype not in _REDUCED or ord in ("nuc", 2, -2):
+        check_matrix("linalg.matrix_norm", A)
+    elif A.dim() < 2:
+        raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 "
+                           "dimensions.")
     if dtype is not None:
         A = A.to(dtype)
     M, dims = _to_end(A, dim)

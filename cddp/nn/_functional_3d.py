@@ -41,6 +41,7 @@ import math
 import struct
 
 from .. import _C
+from .._ops import _autocast_fp32
 from ._functional_spatial import _check_tensor, _conv_operands, _conv_padding
 
 Tensor = _C.Tensor
@@ -294,6 +295,7 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: 
     per volume, the first maximum in (d, h, w) order wins, NaN propagates."""
     k, s, p, d = _pool3d_args("max_pool3d", input, kernel_size, stride, padding, dilation,
                               ceil_mode)
+    input, = _autocast_fp32(input)
     ceil_mode = bool(ceil_mode)
     x, lead = _planes(input)
     b, _, h, w = x.shape
@@ -323,6 +325,7 @@ def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,  # n
     divisor_override as torch (the divisor of each window is the product of its per-dim
     extents, so two separable passes give the same result)."""
     k, s, p, _ = _pool3d_args("avg_pool3d", input, kernel_size, stride, padding, 1, ceil_mode)
+    input, = _autocast_fp32(input)
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
     ceil_mode, cip = bool(ceil_mode), bool(count_include_pad)
@@ -368,6 +371,7 @@ def adaptive_avg_pool3d(input, output_size):  # noqa: A002
     """Mean over windows [floor(o*I/O), ceil((o+1)*I/O)) per dim; output_size int, 3-tuple,
     None entries keep the input's size."""
     od, oh, ow = _adaptive3d_size(input, output_size, "adaptive_avg_pool3d")
+    input, = _autocast_fp32(input)
     x, lead = _planes(input)
     b = x.shape[0]
 

@@ -6,6 +6,7 @@ The hinge max(0, z) is relu(z): its gradient at z == 0 is 0, as torch's kernels 
 z > 0.
 """
 from .. import _C
+from .._ops import _autocast_fp32
 
 Tensor = _C.Tensor
 
@@ -37,6 +38,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch "
                            f"size, but got: {list(input.shape)}")
     c = input.shape[-1] if input.dim() else 1
+    input, weight = _autocast_fp32(input, weight)
     x = input.reshape(-1, c)
     n = x.shape[0]
     if target.numel() != n or target.dim() > 1:
@@ -66,6 +68,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None,  # noq
         raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
                            f"{list(input.shape)}")
     c = input.shape[-1] if input.dim() else 1
+    input, = _autocast_fp32(input)
     x, t = input.reshape(-1, c), target.reshape(-1, c)
     if t.numel() and (int(t.min().item()) < -1 or int(t.max().item()) >= c):
         raise RuntimeError("target out of range")

@@ -9,6 +9,7 @@ import math
 import operator
 
 from .. import _C
+from .._ops import _autocast_fp32
 
 Tensor = _C.Tensor
 
@@ -282,6 +283,8 @@ def pad(input, pad, mode="constant", value=None):  # noqa: A002
         return _C._pad(input, pad, 0, 0.0 if value is None else float(value))
     if mode not in _PAD_MODES:
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    if mode != "circular":                 # torch's autocast: reflection / replication in fp32
+        input, = _autocast_fp32(input)
     if value is not None and value != 0:
         raise RuntimeError(f'Padding mode "{mode}" doesn\'t take in value argument')
     k = len(pad) // 2
@@ -490,6 +493,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros",  # noqa: A00
     (N, C, Ho, Wo), differentiable in both (csrc/nn/grid_sample.c)."""
     _check_tensor(input, "input")
     _check_tensor(grid, "grid")
+    input, grid = _autocast_fp32(input, grid)
     if mode not in _GS_MODES:
         if mode == "bicubic":
             raise NotImplementedError("cddp: grid_sample supports mode='bilinear' and "

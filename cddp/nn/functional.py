@@ -7,6 +7,7 @@ This layer only maps torch's keyword arguments onto them.
 import warnings
 
 from .. import _C
+from .._ops import _autocast_fp32
 from ..autograd.grad_mode import no_grad
 
 Tensor = _C.Tensor
@@ -192,6 +193,7 @@ def _check_tensors(**named):
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
                    beta=1.0):
     _check_tensors(input=input, target=target)
+    input, target = _autocast_fp32(input, target)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     _warn_broadcast(input, target)
@@ -203,6 +205,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):  # noqa: A002
     _check_tensors(input=input, target=target)
+    input, target = _autocast_fp32(input, target)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     _warn_broadcast(input, target)
@@ -216,6 +219,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):  # noqa
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # noqa: A002
            log_target=False):
     _check_tensors(input=input, target=target)
+    input, target = _autocast_fp32(input, target)
     if reduction == "batchmean":
         red = 3
     else:
@@ -232,6 +236,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean",  # n
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None,  # noqa: A002
                      eps=1e-8, reduce=None, reduction="mean"):
     _check_tensors(input=input, target=target)
+    input, target = _autocast_fp32(input, target)
     red = _reduction(reduction, size_average, reduce)
     return _C._pointwise_loss(_POISSON_NLL, input, target, None, red, float(eps), 0.0,
                               int(bool(log_input)) | (2 if full else 0))
@@ -257,12 +262,14 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,  # noqa: A002
                          reduction="mean"):
     _check_tensors(input=input, target=target)
+    input, target = _autocast_fp32(input, target)
     return _C._pointwise_loss(_HINGE, input, target, None,
                               _reduction(reduction, size_average, reduce), float(margin), 0.0, 0)
 
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):  # noqa: A002
     _check_tensors(input=input, target=target)
+    input, target = _autocast_fp32(input, target)
     if target.requires_grad and _C.is_grad_enabled():
         raise RuntimeError("The function 'soft_margin_loss' is not differentiable with respect "
                            "to argument 'target'. This input cannot have requires_grad True.")
@@ -273,6 +280,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
                         reduction="mean"):
     _check_tensors(input1=input1, input2=input2, target=target)
+    input1, input2, target = _autocast_fp32(input1, input2, target)
     if not input1.dim() == input2.dim() == target.dim():
         raise RuntimeError(f"margin_ranking_loss : All input tensors should have same dimension "
                            f"but got sizes: input1: {input1.shape}, input2: {input2.shape}, "
@@ -291,6 +299,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None,  
 def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
                           reduction="mean"):
     _check_tensors(input1=input1, input2=input2, target=target)
+    input1, input2, target = _autocast_fp32(input1, input2, target)
     return _C._row_loss(_COSINE_EMBEDDING, input1, input2, target,
                         _reduction(reduction, size_average, reduce), float(margin), 2.0, 0.0, 0)
 
@@ -298,6 +307,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, r
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
                         size_average=None, reduce=None, reduction="mean"):
     _check_tensors(anchor=anchor, positive=positive, negative=negative)
+    anchor, positive, negative = _autocast_fp32(anchor, positive, negative)
     return _C._row_loss(_TRIPLET, anchor, positive, negative,
                         _reduction(reduction, size_average, reduce), float(margin), float(p),
                         float(eps), int(bool(swap)))

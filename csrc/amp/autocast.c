@@ -10,9 +10,13 @@
  * device_type is "cpu" or "cuda"; device_type=None means "cuda", as torch's legacy form.
  *
  * The ops that consult the state (their entry points call cddp_autocast_fastcall/_varargs):
- *   lower_precision_fp: mm bmm matmul (and @) addmm linear
+ *   lower_precision_fp: mm bmm matmul (and @) addmm baddbmm addbmm linear conv1d/2d/3d
+ *                       conv_transpose1d/2d/3d (and, in Python through
+ *                       _autocast_lower_dtype: prelu scaled_dot_product_attention)
  *   fp32:               cross_entropy nll_loss mse_loss l1_loss binary_cross_entropy
- *                       binary_cross_entropy_with_logits prod
+ *                       binary_cross_entropy_with_logits prod (and, in Python through
+ *                       _ops._autocast_fp32: the other losses, cdist, 3-D pooling,
+ *                       reflect / replicate padding, grid_sample)
  * Every other op runs in its inputs' dtype, as torch's CPU autocast (its "promote" ops cat and
  * stack already promote by the ordinary rules).
  *

@@ -17,6 +17,7 @@
  * d b = alpha * a^T @ g on the matrix views (vectors as (n,1) / (1,m) columns and rows), each
  * one GEMM with the transposes as strides (BLAS Trans flags, no copies).
  */
+#include "amp/amp.h"
 #include "ops/linalg/blas.h"
 #include "module.h"
 #include <string.h>
@@ -434,6 +435,20 @@ static PyObject *addx_binding(int kind, PyObject *self, PyObject *const *args, P
 KIND(baddbmm, K_BADDBMM)
 KIND(addbmm, K_ADDBMM)
 KIND(addmv, K_ADDMV)
+
+/* baddbmm and addbmm (not their in-place forms) are on torch's CPU autocast lower_precision_fp
+ * list, with mm / bmm / addmm; addmv and addr run in their inputs' dtype. */
+#define AUTOCAST(F)                                                                        \
+    static PyObject *F##_ac(PyObject *s, PyObject *const *a, Py_ssize_t n, PyObject *kw)  \
+    {                                                                                      \
+        if (CDDP_AUTOCAST_ON())                                                            \
+            return cddp_autocast_fastcall(CDDP_AMP_LOWER, F, s, a, n, kw);                 \
+        return F(s, a, n, kw);                                                             \
+    }
+AUTOCAST(t_baddbmm)
+AUTOCAST(m_baddbmm)
+AUTOCAST(t_addbmm)
+AUTOCAST(m_addbmm)
 static PyObject *m_addmv_(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObject *kw)
 {
     return addx_binding(K_ADDMV, NULL, a, n, kw, 1);
@@ -446,16 +461,18 @@ KIND(addr, K_ADDR)
     {#NAME, FN(t_##NAME), FK, DOC}, {#NAME "_", FN(t_##NAME##_), FK, "in-place " #NAME}
 
 PyMethodDef cddp_addmm_family_tensor_methods[] = {
-    T2(baddbmm, "baddbmm(batch1, batch2, *, beta=1, alpha=1)"),
-    T2(addbmm, "addbmm(batch1, batch2, *, beta=1, alpha=1)"),
+    {"baddbmm", FN(t_baddbmm_ac), FK, "baddbmm(batch1, batch2, *, beta=1, alpha=1)"},
+    {"baddbmm_", FN(t_baddbmm_), FK, "in-place baddbmm"},
+    {"addbmm", FN(t_addbmm_ac), FK, "addbmm(batch1, batch2, *, beta=1, alpha=1)"},
+    {"addbmm_", FN(t_addbmm_), FK, "in-place addbmm"},
     T2(addmv, "addmv(mat, vec, *, beta=1, alpha=1)"),
     T2(addr, "addr(vec1, vec2, *, beta=1, alpha=1)"),
     {NULL},
 };
 
 PyMethodDef cddp_addmm_family_module_methods[] = {
-    {"baddbmm", FN(m_baddbmm), FK, "baddbmm(input, batch1, batch2, *, beta=1, alpha=1)"},
-    {"addbmm", FN(m_addbmm), FK, "addbmm(input, batch1, batch2, *, beta=1, alpha=1)"},
+    {"baddbmm", FN(m_baddbmm_ac), FK, "baddbmm(input, batch1, batch2, *, beta=1, alpha=1)"},
+    {"addbmm", FN(m_addbmm_ac), FK, "addbmm(input, batch1, batch2, *, beta=1, alpha=1)"},
     {"addmv", FN(m_addmv), FK, "addmv(input, mat, vec, *, beta=1, alpha=1)"},
     {"addmv_", FN(m_addmv_), FK, "addmv_(input, mat, vec, *, beta=1, alpha=1): in place"},
     {"addr", FN(m_addr), FK, "addr(input, vec1, vec2, *, beta=1, alpha=1)"},
