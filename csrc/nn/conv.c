@@ -161,6 +161,8 @@ static void make_geom(cddp_conv *cv, cddp_dtype dt, const int64_t *in, int64_t O
         .ph = two ? a->pad[0][0] : 0, .pw = a->pad[a->nd - 1][0],
         .dh = two ? a->dil[0] : 1, .dw = a->dil[a->nd - 1]};
     cv->bf16 = t_bf16_values;
+    t_bf16_values = 0;                 /* consumed here: convs that run later on this
+                                          thread (forward hooks, nested calls) see 0 */
 }
 
 /* "a x b" (2-D) or "a" (1-D), as torch prints per-channel sizes. */
