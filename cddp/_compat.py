@@ -240,8 +240,32 @@ class _NoOpContextDecorator:
         return fn
 
 
+# The COO accessors over cddp's dense stand-ins for sparse tensors (cddp/sparse.py: the
+# constructors sum duplicates into a dense tensor): a dense tensor is its own coalesced form,
+# and its specified entries are its nonzero ones, in row-major order — what torch's coalesced
+# tensor lists when it holds no explicit zeros. torch raises on these for strided tensors;
+# cddp cannot tell a stand-in from any other tensor, so pygcn-style code
+# (`adj.coalesce()`, `adj.indices()`, `adj.values()`) runs on both.
 def _is_coalesced(self):
-    raise RuntimeError("is_coalesced expected sparse coordinate tensor layout but got Strided")
+    return True
+
+
+def _coalesce(self):
+    return self
+
+
+def _indices(self):
+    """(ndim, nnz) int64: the nonzero entries' coordinates."""
+    return self.detach().nonzero().t()
+
+
+def _values(self):
+    """(nnz,): the nonzero entries in _indices order, with autograd to the tensor."""
+    return self[self.detach().nonzero(as_tuple=True)]
+
+
+def _nnz(self):
+    return int(self.count_nonzero())
 
 
 def _to_dense(self, dtype=None, *, masked_grad=None):
@@ -271,6 +295,10 @@ Tensor.stft = _stft
 Tensor.istft = _istft
 Tensor.is_set_to = _is_set_to
 Tensor.is_coalesced = _is_coalesced
+Tensor.coalesce = _coalesce
+Tensor.indices = Tensor._indices = _indices
+Tensor.values = Tensor._values = _values
+Tensor._nnz = _nnz
 Tensor.to_dense = _to_dense
 for _name in ("to_sparse", "to_sparse_coo", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
               "to_sparse_bsc"):

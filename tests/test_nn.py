@@ -87,6 +87,19 @@ def test_load_state_dict_size_mismatch():
         Net().load_state_dict(sd)
 
 
+def test_load_state_dict_takes_one_element_for_a_0_dim_entry():
+    """torch's backward compatibility: a [1]-shaped checkpoint entry fills a 0-dim buffer
+    (old checkpoints' num_batches_tracked; NumPy round trips); other shapes still refuse."""
+    bn = cddp.nn.BatchNorm1d(3)
+    sd = bn.state_dict()
+    sd["num_batches_tracked"] = cddp.tensor([7])
+    bn.load_state_dict(sd)
+    assert bn.num_batches_tracked.dim() == 0 and int(bn.num_batches_tracked) == 7
+    sd["num_batches_tracked"] = cddp.tensor([7, 8])
+    with pytest.raises(RuntimeError, match="size mismatch for num_batches_tracked"):
+        bn.load_state_dict(sd)
+
+
 def test_load_state_dict_copies_values():
     a, b = Net(), Net()
     b.load_state_dict(a.state_dict())

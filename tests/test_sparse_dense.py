@@ -110,6 +110,19 @@ def test_sparse_ops_and_methods():
     with pytest.raises(NotImplementedError, match="unspecified entries as -inf"):
         cddp.sparse.softmax(a, 1)
     assert x.to_dense() is x and x.to_sparse() is x
+    # pygcn-style accessors: a coalesced COO tensor's indices / values (no explicit zeros)
+    b = cddp.sparse_coo_tensor(IDX, VAL, (3, 3), requires_grad=True)
+    c = b.coalesce()
+    dense = dense_ref(IDX, VAL, (3, 3))
+    rows, cols = np.nonzero(dense)
+    assert c is b and c.is_coalesced() and c._nnz() == len(rows) == 3
+    assert np.array_equal(c.indices().numpy(), np.stack([rows, cols]))
+    assert np.array_equal(c._indices().numpy(), c.indices().numpy())
+    np.testing.assert_allclose(c.values().detach().numpy(), dense[rows, cols])
+    (c.values() * cddp.tensor([1.0, 2.0, 3.0])).sum().backward()
+    want = np.zeros((3, 3))
+    want[rows, cols] = [1.0, 2.0, 3.0]
+    np.testing.assert_allclose(b.grad.numpy(), want)
     assert x.to_dense(cddp.float64).dtype == cddp.float64
     with cddp.sparse.check_sparse_tensor_invariants():
         cddp.sparse_coo_tensor(IDX, VAL, (3, 3))

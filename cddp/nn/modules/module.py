@@ -523,6 +523,9 @@ class Module:
                                   f"cddp.Tensor or Tensor-like object from checkpoint but "
                                   f"received {type(value)}")
                 continue
+            if param.dim() == 0 and value.dim() == 1 and value.shape[0] == 1:
+                value = value[0]              # torch's backward compatibility: old checkpoints
+                # (and NumPy round trips) hold 0-dim entries such as num_batches_tracked as [1]
             if tuple(value.shape) != tuple(param.shape):
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape "
                                   f"{value.shape} from checkpoint, the shape in current model "
