@@ -14,11 +14,38 @@
  */
 #include "core/cddp.h"
 #include "amp/amp.h"
+#include "common/clones.h"
 #include "module.h"
 #include "ops/linalg/blas.h"
 #include <string.h>
 
 #define GIL_FREE_FLOPS (1 << 16)
+
+/* db (N) += the column sums of dY (M, N) contiguous, row by row (each db[n] sums in m order,
+ * float32 for float32 and bf16 rows, double for float64): vectorized along n by the clones. */
+CDDP_CLONES static void colsum_bf16(const uint16_t *restrict g, int64_t M, int64_t N,
+                                    float *restrict db)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++)
+            db[n] += cddp_bf16_to_f32(g[m * N + n]);
+}
+
+CDDP_CLONES static void colsum_f32(const float *restrict g, int64_t M, int64_t N,
+                                   float *restrict db)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++)
+            db[n] += g[m * N + n];
+}
+
+CDDP_CLONES static void colsum_f64(const double *restrict g, int64_t M, int64_t N,
+                                   double *restrict db)
+{
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++)
+            db[n] += g[m * N + n];
+}
 
 /* One GEMM of the backward: float32 C from bf16 operands in place (bf16 != 0), else cddp_gemm
  * in dt. 0, or -1 when the bf16 kernel had no memory. Pure C. */
@@ -82,25 +109,12 @@ static int linear_backward(NodeObject *self, TensorObject **gout, TensorObject *
         gin[2] = cddp_tensor_new(dt, 1, &N, 1);
         if (!gin[2])
             goto done;
-        if (bf16) {
-            float *db = (float *)cddp_data(gin[2]);
-            const uint16_t *g = (const uint16_t *)dy;
-            for (int64_t m = 0; m < M; m++)
-                for (int64_t n = 0; n < N; n++)
-                    db[n] += cddp_bf16_to_f32(g[m * N + n]);
-        } else if (dt == CDDP_FLOAT32) {
-            float *db = (float *)cddp_data(gin[2]);
-            const float *g = (const float *)dy;
-            for (int64_t m = 0; m < M; m++)
-                for (int64_t n = 0; n < N; n++)
-                    db[n] += g[m * N + n];
-        } else {
-            double *db = (double *)cddp_data(gin[2]);
-            const double *g = (const double *)dy;
-            for (int64_t m = 0; m < M; m++)
-                for (int64_t n = 0; n < N; n++)
-                    db[n] += g[m * N + n];
-        }
+        if (bf16)
+            colsum_bf16((const uint16_t *)dy, M, N, (float *)cddp_data(gin[2]));
+        else if (dt == CDDP_FLOAT32)
+            colsum_f32((const float *)dy, M, N, (float *)cddp_data(gin[2]));
+        else
+            colsum_f64((const double *)dy, M, N, (double *)cddp_data(gin[2]));
     }
     rc = 0;
     for (int i = 0; i < self->n_next && odt != dt; i++)     /* rounded to the params' dtype */
