@@ -190,3 +190,54 @@ def test_two_ranks_with_different_batches_equal_batch_norm_on_the_whole(tmp_path
             np.testing.assert_allclose(load(tmp_path, f"{k}_{rank}.npy"), n(getattr(bn, k)), rtol=1e-10)
         bn.eval()
         np.testing.assert_allclose(load(tmp_path, f"eval_{rank}.npy"), n(bn(t(arrays[f"x0_{rank}"]))), rtol=1e-10)
+
+
+BF16_JOB = """
+import os
+import numpy as np
+import cddp
+import cddp.distributed as dist
+import cddp.nn as nn
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+data = np.load(os.path.join(OUT, "data.npz"))
+for model_dtype in ("float32", "bfloat16"):      # autocast's case, then a bf16 model
+    bn = nn.SyncBatchNorm(3).to(getattr(cddp, model_dtype))
+    x = cddp.tensor(data[f"x_{rank}"]).bfloat16().requires_grad_(True)
+    y = bn(x)
+    assert y.dtype == cddp.bfloat16 and bn.running_mean.dtype == getattr(cddp, model_dtype)
+    y.backward(cddp.tensor(data[f"g_{rank}"]).bfloat16())
+    for k, v in (("y", y.detach()), ("dx", x.grad), ("rm", bn.running_mean)):
+        np.save(os.path.join(OUT, f"{k}_{model_dtype}_{rank}.npy"), v.float().numpy())
+dist.destroy_process_group()
+"""
+
+
+def test_two_ranks_bfloat16_input_computes_in_float32(tmp_path):
+    """A bf16 input (autocast's conv output; or a bf16 model): the float32 kernels on float32
+    copies, the result rounded once — the whole batch's BatchNorm on the same bf16 values."""
+    sizes = (2, 5)
+    arrays = {}
+    for r, k in enumerate(sizes):
+        arrays[f"x_{r}"] = normal(k, 3, 4, scale=2, shift=r)
+        arrays[f"g_{r}"] = normal(k, 3, 4)
+    np.savez(tmp_path / "data.npz", **arrays)
+    r = run_ranks(tmp_path, BF16_JOB, timeout=180)
+    assert r.returncode == 0, r.stderr[-3000:]
+    x = t(np.concatenate([arrays[f"x_{r}"] for r in (0, 1)], 0)).bfloat16().double()
+    g = t(np.concatenate([arrays[f"g_{r}"] for r in (0, 1)], 0)).bfloat16().double()
+    x.requires_grad_(True)
+    bn = nn.BatchNorm1d(3).double()
+    y = bn(x)
+    y.backward(g)
+    cut = sizes[0]
+    for dt in ("float32", "bfloat16"):
+        for rank, sl in ((0, slice(0, cut)), (1, slice(cut, None))):
+            # one bf16 rounding of the float32 result (half an ulp: 2^-8 relative)
+            np.testing.assert_allclose(load(tmp_path, f"y_{dt}_{rank}.npy"), n(y)[sl],
+                                       rtol=2 ** -7, atol=1e-3)
+            np.testing.assert_allclose(load(tmp_path, f"dx_{dt}_{rank}.npy"), n(x.grad)[sl],
+                                       rtol=2 ** -7, atol=1e-3)
+            np.testing.assert_allclose(load(tmp_path, f"rm_{dt}_{rank}.npy"),
+                                       n(bn.running_mean), rtol=2 ** -7, atol=1e-4)

@@ -166,8 +166,15 @@ class SyncBatchNorm(_BatchNorm):
             return F.batch_norm(input, rm, rv, self.weight, self.bias, bn_training, factor,
                                 self.eps)
         from ._functions import SyncBatchNorm as sync_batch_norm
-        return sync_batch_norm.apply(input, self.weight, self.bias, rm, rv, self.eps, factor,
-                                     process_group, world_size)
+        # float16 / bfloat16 (autocast's conv outputs, bf16 models): the float32 kernels on
+        # float32 copies, the result rounded once to the input's dtype, as F.batch_norm does
+        x, w, b = F._f32(input), F._f32(self.weight), F._f32(self.bias)
+        rm32, rv32 = F._stats_f32(rm), F._stats_f32(rv)
+        y = sync_batch_norm.apply(x, w, b, rm32, rv32, self.eps, factor, process_group,
+                                  world_size)
+        F._stats_back(rm, rm32)
+        F._stats_back(rv, rv32)
+        return y if x is input else y.to(input.dtype)
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):
