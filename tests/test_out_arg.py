@@ -4,12 +4,15 @@ nn.init / clip_grad_norm names. Values are checked against the same call without
 function's own result, itself tested elsewhere) and NumPy; torch, when installed, for the
 messages and the dtype rules."""
 import pickle
+import subprocess
+import sys
 import warnings
 
 import numpy as np
 import pytest
 
 import cddp
+from conftest import subprocess_env
 
 
 def test_out_receives_the_result_and_is_returned():
@@ -134,8 +137,17 @@ def test_wrapped_functions_keep_their_identity_for_users():
     assert "exp" in repr(cddp.exp)
     assert pickle.loads(pickle.dumps(cddp.exp)) is cddp.exp
     assert cddp.exp.__wrapped__ is cddp._C.exp
-    # the elementwise binary functions take out= in C: no wrapper on the hottest calls
-    assert cddp.add is cddp._C.add and cddp.mul is cddp._C.mul
+    # the elementwise binary functions take out= in C: no wrapper on the hottest calls — in a
+    # program without complex numbers; once cddp/_complex.py loads, they are wrapped (the C
+    # function first: tests/test_complex_fft.py), keeping name and pickling
+    code = ("import pickle, cddp\n"
+            "assert cddp.add is cddp._C.add and cddp.mul is cddp._C.mul\n"
+            "cddp.cfloat\n"
+            "assert cddp.add is not cddp._C.add and cddp.add.__wrapped__ is cddp._C.add\n"
+            "assert cddp.add.__name__ == 'add' and pickle.loads(pickle.dumps(cddp.add)) is cddp.add\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=subprocess_env())
+    assert r.returncode == 0, r.stderr
 
 
 def test_inplace_functions_refuse_out():
