@@ -1006,6 +1006,18 @@ _METHOD = {"abs": "abs", "absolute": "abs", "angle": "angle", "exp": "exp", "sgn
 _installed = []
 
 
+def _method_call(method, args, kwargs):
+    """Module function args (a complex tensor among them) as ComplexTensor `method`: the
+    first argument made complex (pow(x, 1j), mul(x, z)), add / sub's alpha= applied to the
+    second, out= dropped; real / imag are attributes."""
+    kwargs.pop("out", None)
+    alpha = kwargs.pop("alpha", None)
+    first = args[0] if _is_c(args[0]) else _join(args[0], None)
+    rest = args[1:] if alpha is None else (args[1] * alpha,) + args[2:]
+    attr = getattr(first, method)
+    return attr if method in ("real", "imag") else attr(*rest, **kwargs)
+
+
 def _dispatcher(name, cfn):
     method = _METHOD.get(name)
 
@@ -1014,9 +1026,7 @@ def _dispatcher(name, cfn):
             return cfn(*args, **kwargs)
         if name == "einsum":
             return _einsum(*args)
-        kwargs.pop("out", None)
-        first = args[0] if _is_c(args[0]) else _join(args[0], None)    # pow(x, 1j)
-        return getattr(first, method)(*args[1:], **kwargs)
+        return _method_call(method, args, kwargs)
     return _wrapper(fn, name, cfn)
 
 
@@ -1045,14 +1055,7 @@ def _fallback(name, cfn):
         except TypeError:
             if not _any_c(args) or kwargs.get("out") is not None:
                 raise
-        alpha = kwargs.pop("alpha", None)            # add / sub: input + alpha * other
-        first = args[0] if _is_c(args[0]) else _join(args[0], None)
-        rest = args[1:]
-        if alpha is not None:
-            rest = (rest[0] * alpha,) + rest[1:]
-        kwargs.pop("out", None)
-        r = getattr(first, method)
-        return r if method in ("real", "imag") else r(*rest, **kwargs)
+        return _method_call(method, args, kwargs)
     return _wrapper(fn, name, cfn)
 
 

@@ -10,6 +10,17 @@ from . import _C
 Tensor = _C.Tensor
 
 
+def _autocast_lower(*ts):
+    """torch's lower_precision_fp autocast rule for the ops written in Python (prelu,
+    scaled_dot_product_attention; the C ops call amp/amp.h's gate, whose dtype rule this asks
+    for): inside an autocast region float32 tensors are cast to its dtype; anything else, and
+    everything outside a region, passes unchanged."""
+    dt = _C._autocast_lower_dtype()
+    if dt is None:
+        return ts
+    return tuple(t.to(dt) if isinstance(t, Tensor) and t.dtype == _C.float32 else t for t in ts)
+
+
 def _autocast_fp32(*ts):
     """torch's fp32 autocast rule for the ops written in Python (the losses, cdist, 3-D
     pooling, reflect / replicate padding, grid_sample: torch's CPU fp32 list; the C ops call

@@ -7,7 +7,7 @@ This layer only maps torch's keyword arguments onto them.
 import warnings
 
 from .. import _C
-from .._ops import _autocast_fp32
+from .._ops import _autocast_fp32, _autocast_lower
 from ..autograd.grad_mode import no_grad
 
 Tensor = _C.Tensor
@@ -323,17 +323,6 @@ def _reduced(t):
 
 def _f32(t):
     return t.float() if _reduced(t) else t
-
-
-def _autocast_lower(*ts):
-    """torch's lower_precision_fp autocast rule for the ops written in Python here (prelu,
-    scaled_dot_product_attention; the C ops call amp/amp.h's gate, whose dtype rule this asks
-    for): inside an autocast region float32 tensors are cast to its dtype; anything else, and
-    everything outside a region, passes unchanged."""
-    dt = _C._autocast_lower_dtype()
-    if dt is None:
-        return ts
-    return tuple(t.to(dt) if isinstance(t, Tensor) and t.dtype == _C.float32 else t for t in ts)
 
 
 def _stats_f32(t):

@@ -239,10 +239,9 @@ static void conv_gemm(const cddp_conv *cv, int64_t M, int64_t N, int64_t K, cons
                       int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
                       double beta, void *C, int64_t ldc)
 {
-    if (cv->bf16 && cddp_gemm_bf16_wanted() &&
-        cddp_gemm_bf16(CDDP_FLOAT32, M, N, K, 1.0, A, ars, acs, B, brs, bcs, beta, C, ldc) == 0)
-        return;
-    cddp_gemm(cv->dt, M, N, K, 1.0, A, ars, acs, B, brs, bcs, beta, C, ldc);
+    if (cddp_gemm_either(cv->bf16 && cddp_gemm_bf16_wanted(), cv->dt, M, N, K, 1.0, A, ars, acs,
+                         B, brs, bcs, beta, C, ldc) < 0)
+        cddp_gemm(cv->dt, M, N, K, 1.0, A, ars, acs, B, brs, bcs, beta, C, ldc);
 }
 
 /* Rows of y's slice (OCg, P) start as the bias, so the GEMM accumulates onto it. */

@@ -47,18 +47,6 @@ CDDP_CLONES static void colsum_f64(const double *restrict g, int64_t M, int64_t 
             db[n] += g[m * N + n];
 }
 
-/* One GEMM of the backward: float32 C from bf16 operands in place (bf16 != 0), else cddp_gemm
- * in dt. 0, or -1 when the bf16 kernel had no memory. Pure C. */
-static int backward_gemm(int bf16, cddp_dtype dt, int64_t M, int64_t N, int64_t K,
-                         const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs,
-                         int64_t bcs, void *C, int64_t ldc)
-{
-    if (bf16)
-        return cddp_gemm_bf16(CDDP_BFLOAT16, M, N, K, 1.0, A, ars, acs, B, brs, bcs, 0.0, C, ldc);
-    cddp_gemm(dt, M, N, K, 1.0, A, ars, acs, B, brs, bcs, 0.0, C, ldc);
-    return 0;
-}
-
 static int linear_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
     TensorObject *x = cddp_node_saved(self, 0), *w = cddp_node_saved(self, 1), *gy = NULL;
@@ -88,7 +76,8 @@ static int linear_backward(NodeObject *self, TensorObject **gout, TensorObject *
         char *dx = cddp_data(gin[0]);
         const char *wp = cddp_data(w);
         Py_BEGIN_ALLOW_THREADS
-        err = backward_gemm(bf16, dt, M, K, N, dy, N, 1, wp, w->strides[0], w->strides[1], dx, K);
+        err = cddp_gemm_either(bf16, st, M, K, N, 1.0, dy, N, 1, wp, w->strides[0], w->strides[1],
+                               0.0, dx, K);
         Py_END_ALLOW_THREADS
     }
     if (self->next[1].node && !err) {                      /* dW (N,K) = dY^T (N,M) @ X (M,K) */
@@ -98,7 +87,7 @@ static int linear_backward(NodeObject *self, TensorObject **gout, TensorObject *
         char *dw = cddp_data(gin[1]);
         const char *xp = cddp_data(x);
         Py_BEGIN_ALLOW_THREADS
-        err = backward_gemm(bf16, dt, N, K, M, dy, 1, N, xp, K, 1, dw, K);
+        err = cddp_gemm_either(bf16, st, N, K, M, 1.0, dy, 1, N, xp, K, 1, 0.0, dw, K);
         Py_END_ALLOW_THREADS
     }
     if (err) {

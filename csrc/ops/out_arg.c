@@ -186,25 +186,21 @@ int cddp_arg_type_error(const char *fname, const char *argname, const char *what
 PyObject *cddp_complex_call(const char *fn, PyObject *first, PyObject *const *args,
                             Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *mod = NULL, *call = NULL, *targs = NULL, *kwargs = NULL, *res = NULL;
     Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, at = first ? 1 : 0;
+    PyObject *mod = NULL, *call = NULL, *res = NULL;
+    PyObject **stack = PyMem_Malloc(sizeof(PyObject *) * (size_t)(nargs + nkw + 1));
+    if (!stack)
+        return PyErr_NoMemory();
     if (!(mod = PyImport_ImportModule("cddp._complex")) ||
-        !(call = PyObject_GetAttrString(mod, fn)) ||
-        !(targs = PyTuple_New(nargs + at)) || !(kwargs = PyDict_New()))
+        !(call = PyObject_GetAttrString(mod, fn)))
         goto done;
-    if (first)
-        PyTuple_SET_ITEM(targs, 0, Py_NewRef(first));
-    for (Py_ssize_t k = 0; k < nargs; k++)
-        PyTuple_SET_ITEM(targs, k + at, Py_NewRef(args[k]));
-    for (Py_ssize_t k = 0; k < nkw; k++)
-        if (PyDict_SetItem(kwargs, PyTuple_GET_ITEM(kwnames, k), args[nargs + k]) < 0)
-            goto done;
-    res = PyObject_Call(call, targs, kwargs);
+    stack[0] = first;                       /* the call's arguments, `first` before them */
+    memcpy(stack + at, args, sizeof(PyObject *) * (size_t)(nargs + nkw));
+    res = PyObject_Vectorcall(call, stack, (size_t)(nargs + at), kwnames);
 done:
+    PyMem_Free(stack);
     Py_XDECREF(mod);
     Py_XDECREF(call);
-    Py_XDECREF(targs);
-    Py_XDECREF(kwargs);
     return res;
 }
 

@@ -379,6 +379,16 @@ int cddp_gemm_bf16(cddp_dtype st, int64_t M, int64_t N, int64_t K, double alpha,
     return 0;
 }
 
+int cddp_gemm_either(int bf16, cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
+                     const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs,
+                     int64_t bcs, double beta, void *C, int64_t ldc)
+{
+    if (bf16)
+        return cddp_gemm_bf16(dt, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
+    cddp_gemm(dt, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
+    return 0;
+}
+
 void cddp_gemm(cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
                const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs,
                double beta, void *C, int64_t ldc)

@@ -93,6 +93,13 @@ int cddp_gemm_bf16(cddp_dtype st, int64_t M, int64_t N, int64_t K, double alpha,
                    int64_t ars, int64_t acs, const void *B, int64_t brs, int64_t bcs, double beta,
                    float *C, int64_t ldc);
 
+/* The GEMM of a caller that multiplies bf16 operands in place when it can: cddp_gemm_bf16 with
+ * operands stored as dt when bf16 != 0 (float32 C), else cddp_gemm in dt. 0, or -1 when the
+ * bf16 kernel had no memory (C untouched, no Python error set). */
+int cddp_gemm_either(int bf16, cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
+                     const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs,
+                     int64_t bcs, double beta, void *C, int64_t ldc);
+
 /* A right operand used by many products (cddp_gemm_fixed_*): packed once where cddp's own
  * kernel may run (float32, an AVX-512 CPU, CDDP_GEMM not "blas"), else plain cddp_gemm. */
 typedef struct {

@@ -113,18 +113,6 @@ static int bf16_direct(cddp_dtype dt)
     return dt == CDDP_BFLOAT16 && cddp_gemm_bf16_wanted();
 }
 
-/* One GEMM of the engine: float32 C from bf16 operands (bf16 != 0), else cddp_gemm in dt.
- * 0, or -1 when the bf16 kernel had no memory. Pure C. */
-static int engine_gemm(int bf16, cddp_dtype dt, int64_t M, int64_t N, int64_t K, double alpha,
-                       const void *A, int64_t ars, int64_t acs, const void *B, int64_t brs,
-                       int64_t bcs, double beta, void *C, int64_t ldc)
-{
-    if (bf16)
-        return cddp_gemm_bf16(dt, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
-    cddp_gemm(dt, M, N, K, alpha, A, ars, acs, B, brs, bcs, beta, C, ldc);
-    return 0;
-}
-
 /* Storage dtypes (float16, bfloat16, small integers): the product in their compute dtype
  * (float accumulation, as torch's Half GEMM; int32 wrapping, exact modulo 2^8 / 2^16), rounded
  * into dt once. bfloat16 on an AVX512-BF16 CPU multiplies the operands in place into float32
@@ -227,7 +215,7 @@ static TensorObject *bmm_core(TensorObject *a, TensorObject *b, double alpha, Te
         if ((double)nbatch * M * N * K >= GIL_RELEASE_WORK)
             ts = PyEval_SaveThread();
         for (int64_t i = 0; i < nbatch && !err; i++) {
-            err = engine_gemm(bf16, dt, M, N, K, alpha, pa + aoff * (int64_t)isz, ars, acs,
+            err = cddp_gemm_either(bf16, dt, M, N, K, alpha, pa + aoff * (int64_t)isz, ars, acs,
                               pb + boff * (int64_t)isz, brs, bcs, beta,
                               pc + i * M * N * (int64_t)osz, N);
             for (int d = nb - 1; d >= 0; d--) {      /* odometer over the batch dims */
@@ -305,7 +293,7 @@ static TensorObject *bmm_sum_core(TensorObject *x, TensorObject *y, double alpha
             goto fail;
         int64_t KK = nbatch * K;
         PyThreadState *ts = (double)M * N * KK >= GIL_RELEASE_WORK ? PyEval_SaveThread() : NULL;
-        err = engine_gemm(bf16, dt, M, N, KK, alpha, cddp_data(xc), xrs, xcs, cddp_data(yc), yrs,
+        err = cddp_gemm_either(bf16, dt, M, N, KK, alpha, cddp_data(xc), xrs, xcs, cddp_data(yc), yrs,
                           ycs, 0, cddp_data(out), N);
         if (ts)
             PyEval_RestoreThread(ts);
