@@ -7,6 +7,8 @@ mirrors torch's constructors, parameter names, shapes and init (so state dicts l
 way), argument checks and messages, and wires the layers: the two directions' outputs are
 concatenated, dropout runs between layers in training, and the final states are views of the
 op's second output (h_n; for LSTM h_n then c_n, flat, so both views are contiguous).
+float16 / bfloat16 stacks, and LSTM / RNN stacks inside autocast, compute in float32 on copies
+and round their results once (RNNBase._reduced_dtype).
 
 Shapes (torch's): input (T, N, I) or batch_first (N, T, I), unbatched (T, I), or a
 PackedSequence; h_0 / h_n (L*D, N, P), c_0 / c_n (L*D, N, H); output (T, N, D*P) with
@@ -196,12 +198,17 @@ class RNNBase(Module):
         H = self.hidden_size
         P = self.proj_size if self.proj_size > 0 else H
         N = int(batch_sizes[0]) if batch_sizes is not None else input.size(1)
+        low = self._reduced_dtype(input, hx, cx, batch_sizes)
+        if low is not None:
+            input, hx, cx = (None if t is None else t.to(low).float() for t in (input, hx, cx))
         x, hs, cs = input, [], []
         for layer in range(self.num_layers):
             outs = []
             for d in range(D):
                 k = layer * D + d
                 w = [getattr(self, name) for name in self._all_weights[k]]
+                if low is not None:
+                    w = [t.to(low).float() for t in w]
                 b_ih, b_hh = (w[2], w[3]) if self.bias else (None, None)
                 w_hr = w[-1] if self.proj_size > 0 else None
                 y, fin = _C._rnn_layer(mode, x, None if hx is None else hx[k],
@@ -217,7 +224,32 @@ class RNNBase(Module):
             x = outs[0] if D == 1 else _C.cat(outs, -1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
-        return x, _C.stack(hs), (_C.stack(cs) if lstm else None)
+        h_n, c_n = _C.stack(hs), (_C.stack(cs) if lstm else None)
+        if low is not None:
+            x, h_n, c_n = (None if t is None else t.to(low) for t in (x, h_n, c_n))
+        return x, h_n, c_n
+
+    def _reduced_dtype(self, input, hx, cx, batch_sizes):  # noqa: A002
+        """float16 / bfloat16 when the stack computes in float32 on copies of that dtype's
+        values and rounds its results once to it (output, h_n, c_n), else None.
+
+        A float16 / bfloat16 stack (input, states and weights of that dtype; torch's CPU
+        kernels take them): once, at the stack's ends — the layers in between hand float32 on
+        (torch's hand the dtype on), so an input feeding both directions gets one float32
+        gradient, rounded once. Inside autocast("cpu"): torch lowers LSTM and Elman RNNs on
+        padded (not packed) float32 input (its oneDNN RNN is on the lower-precision list);
+        GRU, packed sequences and the cells stay float32. The casts carry history, so float32
+        parameters get float32 gradients, as under torch's autocast."""
+        dt = input.dtype
+        if dt == _C.float16 or dt == _C.bfloat16:
+            for name, s in (("h0", hx), ("c0", cx)):
+                if s is not None and s.dtype != dt:
+                    raise RuntimeError(f"RNN {name} dtype ({s.dtype}) does not match input "
+                                       f"dtype ({dt})")
+            return dt
+        if self.mode == "GRU" or batch_sizes is not None or dt != _C.float32:
+            return None
+        return _C._autocast_lower_dtype()
 
     def _unpack_input(self, input):  # noqa: A002
         """(x, batch_sizes, sorted_indices, unsorted_indices, is_batched, batch_dim)."""
@@ -424,9 +456,16 @@ class RNNCellBase(Module):
             init.uniform_(weight, -stdv, stdv)
 
     def _step(self, mode, input, hx, cx):  # noqa: A002
-        """One step of the layer op: (N, I) input, (N, H) states -> the op's final states."""
-        _, fin = _C._rnn_layer(mode, input.unsqueeze(0), hx, cx, self.weight_ih,
-                               self.weight_hh, self.bias_ih, self.bias_hh, None, False, None)
+        """One step of the layer op: (N, I) input, (N, H) states -> the op's final states.
+        float16 / bfloat16 cells compute in float32 inside the op (rnn.c: rnn_layer_narrow).
+        Inside autocast("cpu") torch lowers RNNCell (its cell is two linears, on the
+        lower-precision list) but keeps LSTMCell and GRUCell in float32: an RNNCell runs on
+        casts of its float32 input, state and weights then."""
+        args = [input, hx, cx, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh]
+        low = _C._autocast_lower_dtype() if mode >= 2 and input.dtype == _C.float32 else None
+        if low is not None:
+            args = [None if a is None else a.to(low) for a in args]
+        _, fin = _C._rnn_layer(mode, args[0].unsqueeze(0), *args[1:], None, False, None)
         return fin
 
     def _batched(self, input, hx, what):  # noqa: A002
