@@ -3,6 +3,8 @@
 conv3d, conv_transpose3d and trilinear interpolate (composed of the 2-D kernels,
 cddp/nn/_functional_3d.py), a 3-D max pool, and ctc_loss (csrc/nn/ctc.c), each forward +
 backward; and the cost of a view op, which now remembers its base (csrc/autograd/view.c).
+Then interpolate's 2-D separable modes (cddp/nn/_functional_resample.py): bicubic up,
+antialiased bilinear / bicubic down, and area (adaptive average pooling).
 
     python bench/spatial3d.py
 
@@ -90,6 +92,14 @@ def main():
     case("max_pool3d 2", "(4,16,16,32,32)",
          fwd_bwd(lambda L, x: L.nn.functional.max_pool3d(x, 2), (4, 16, 16, 32, 32)))
     case("ctc_loss (log_softmax input)", "T50 N16 C20 S<=12", ctc)
+    for name, kw in (("interpolate bicubic x2", dict(scale_factor=2, mode="bicubic")),
+                     ("interpolate bilinear x0.5 aa", dict(scale_factor=0.5, mode="bilinear",
+                                                           antialias=True)),
+                     ("interpolate bicubic x0.5 aa", dict(scale_factor=0.5, mode="bicubic",
+                                                          antialias=True)),
+                     ("interpolate area to 24x24", dict(size=(24, 24), mode="area"))):
+        case(name, "(8,32,64,64)",
+             fwd_bwd(lambda L, x, kw=kw: L.nn.functional.interpolate(x, **kw), (8, 32, 64, 64)))
     case("100 x[3] (view op, no grad)", "(64,64)", view_op)
     del F
 

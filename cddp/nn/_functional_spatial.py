@@ -305,9 +305,10 @@ _UP_MODES = {"nearest": 0, "nearest-exact": 1, "linear": 2, "bilinear": 2}
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A002
                 align_corners=None, recompute_scale_factor=None, antialias=False):
-    """torch's interpolate for modes nearest / nearest-exact (3-D, 4-D and 5-D inputs), linear
-    (3-D), bilinear (4-D) and trilinear (5-D, nn/_functional_3d.py); other modes raise
-    NotImplementedError."""
+    """torch's interpolate: modes nearest / nearest-exact / area (3-D, 4-D and 5-D inputs),
+    linear (3-D), bilinear and bicubic (4-D, both also with antialias=True), lanczos (4-D,
+    antialias=True only; nn/_functional_resample.py) and trilinear (5-D,
+    nn/_functional_3d.py)."""
     _check_tensor(input, "input")
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
@@ -350,8 +351,25 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A0
     if recompute_scale_factor:
         out = [math.floor(float(input.shape[i + 2]) * scales[i]) for i in range(dim)]
         scales = None
-    if antialias:
-        raise NotImplementedError("cddp: interpolate(antialias=True) is not supported")
+    if antialias and not (mode in ("bilinear", "bicubic", "lanczos") and input.dim() == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos "
+                         "modes and requires a 4-D tensor as input")
+    if mode == "area":
+        if input.dim() not in (3, 4, 5):
+            raise NotImplementedError("Input Error: Only 3D, 4D and 5D input Tensors supported "
+                                      f"(got {input.dim()}D) for the modes: nearest | linear | "
+                                      "bilinear | bicubic | trilinear | lanczos | area | "
+                                      f"nearest-exact (got {mode})")
+        from . import functional as F          # functional imports this module
+        pool = (F.adaptive_avg_pool1d, F.adaptive_avg_pool2d, F.adaptive_avg_pool3d)[dim - 1]
+        return pool(input, out)
+    if mode in ("bicubic", "lanczos") and input.dim() in (3, 5):
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs 4D input")
+    if mode == "lanczos" and not antialias:
+        raise ValueError("Lanczos mode requires antialias=True")
+    if mode in ("bicubic", "lanczos") or antialias:
+        from ._functional_resample import resample2d
+        return resample2d(input, out, scales, mode, bool(align_corners), antialias)
     if mode == "bilinear" and input.dim() == 3:
         raise NotImplementedError("Got 3D input, but bilinear mode needs 4D input")
     if mode == "linear" and input.dim() in (4, 5):
@@ -366,8 +384,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest",  # noqa: A0
     if mode not in _UP_MODES or input.dim() not in (3, 4):
         raise NotImplementedError(
             f"cddp: interpolate supports 3-D, 4-D and 5-D inputs in modes nearest, "
-            f"nearest-exact, linear (3-D), bilinear (4-D) and trilinear (5-D); got "
-            f"{input.dim()}-D input and mode '{mode}'")
+            f"nearest-exact, area, linear (3-D), bilinear, bicubic and lanczos (4-D) and "
+            f"trilinear (5-D); got {input.dim()}-D input and mode '{mode}'")
     sc = [0.0] * (2 - dim) + ([0.0] * dim if scales is None else scales)
     oh, ow = ([1] + out) if dim == 1 else out
     x = input.unsqueeze(2) if dim == 1 else input
