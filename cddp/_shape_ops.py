@@ -6,8 +6,8 @@ use_deterministic_algorithms and its queries, set/get_num_interop_threads; and t
 methods torch scripts call that are one or two C ops each (unfold, new, fill_diagonal_,
 sum_to_size, split_with_sizes, in-place comparisons and bitwise ops, H / mH / adjoint, ...).
 
-Decisions: Tensor.unfold returns a copy gathered by index (cddp has no as_strided), so values
-and gradients are torch's but writing into the result does not reach the input.
+Decisions: Tensor.unfold is a view (as_strided), as torch's; an input with negative strides
+gets a copy gathered by index instead (values and gradients the same, writes do not reach it).
 torch.range is range_ here (exported
 as cddp.range) so this module's own loops keep Python's range. use_deterministic_algorithms
 only records the flag: cddp's CPU kernels and its collectives
@@ -375,7 +375,9 @@ def get_num_interop_threads():
 # ---- Tensor methods --------------------------------------------------------------------------
 
 def _unfold(self, dimension, size, step):
-    """Windows of `size` every `step` along dimension, the window as a new last dim (a copy)."""
+    """Windows of `size` every `step` along dimension, the window as a new last dim: a view
+    (as_strided over self's storage, as torch's), or a gathered copy for an input with
+    negative strides (which as_strided cannot express)."""
     d = _dim(dimension, self.dim())
     n = self.shape[d] if self.dim() else 1
     if size > n:
@@ -385,6 +387,11 @@ def _unfold(self, dimension, size, step):
     if self.dim() == 0:
         return self.reshape(1)
     count = (n - size) // step + 1
+    st = self.stride()
+    if min(st) >= 0:
+        shape = tuple(self.shape[:d]) + (count,) + tuple(self.shape[d + 1:]) + (size,)
+        strides = st[:d] + (st[d] * step,) + st[d + 1:] + (st[d],)
+        return self.as_strided(shape, strides)
     idx = (_C.arange(count).unsqueeze(1) * step + _C.arange(size)).reshape(-1)
     x = self.index_select(d, idx)                            # (..., count * size, ...)
     x = x.reshape(*self.shape[:d], count, size, *self.shape[d + 1:])

@@ -482,17 +482,18 @@ def _dense_order(size, stride):
 
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
                   pin_memory=False):
-    """An uninitialised tensor with the given strides when they describe a dense layout (the
-    contiguous one or a permutation of it: transposed, channels-last ...); cddp tensors
-    cannot have overlapping or gapped strides, so those raise."""
+    """An uninitialised tensor with the given strides: a dense layout (the contiguous one or a
+    permutation of it: transposed, channels-last ...) is a permuted contiguous tensor; strides
+    that overlap or leave gaps view a storage spanning them (as_strided), as torch's."""
     size, stride = tuple(int(v) for v in size), tuple(int(v) for v in stride)
     if len(size) != len(stride):
         raise RuntimeError(f"mismatch in length of strides and shape: {len(stride)} strides "
                            f"for {len(size)} dims")
     order = _dense_order(size, stride)
     if order is None:
-        raise RuntimeError(f"empty_strided: strides {list(stride)} for size {list(size)} "
-                           "overlap or leave gaps; cddp tensors use dense layouts only")
+        span = 1 + sum((a - 1) * b for a, b in zip(size, stride)) if all(size) else 0
+        base = _C.empty((max(span, 0),), dtype=dtype)
+        return base.as_strided(size, stride).requires_grad_(requires_grad)
     base = _C.empty(tuple(size[d] for d in order), dtype=dtype)
     inverse = [order.index(d) for d in range(len(size))]
     return base.permute(*inverse).requires_grad_(requires_grad)

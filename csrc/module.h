@@ -76,6 +76,8 @@ extern PyMethodDef cddp_pg_module_methods[];        /* distributed/python/py_pg.
 /* the extra tensor ops of the "real models" work, one pair per file */
 extern PyMethodDef cddp_tri_tensor_methods[];       /* ops/shape/tri.c */
 extern PyMethodDef cddp_tri_module_methods[];
+extern PyMethodDef cddp_strided_tensor_methods[];   /* ops/shape/strided.c */
+extern PyMethodDef cddp_strided_module_methods[];
 extern PyMethodDef cddp_repeat_tensor_methods[];    /* ops/shape/repeat.c */
 extern PyMethodDef cddp_repeat_module_methods[];
 extern PyMethodDef cddp_cumprod_tensor_methods[];   /* ops/reduce/cumprod.c */

@@ -373,8 +373,16 @@ def test_empty_strided_dense_layouts(size, stride):
     assert offsets == set(range(int(np.prod(size))))
     assert t.dim_order() == tuple(sorted(range(len(size)), key=lambda d: (-stride[d], -d)))
     assert cddp.zeros(1).new_empty_strided(size, stride).stride() == stride
-    with pytest.raises(RuntimeError, match="dense layouts"):
-        cddp.empty_strided((2, 3), (0, 1))
+
+
+
+@pytest.mark.parametrize("size,stride", [((2, 3), (0, 1)), ((2, 3), (4, 1)), ((3, 3), (1, 1))])
+def test_empty_strided_overlapping_and_gapped_layouts(size, stride):
+    """Strides that overlap or leave gaps view a storage spanning them, as torch's."""
+    t = cddp.empty_strided(size, stride, requires_grad=True)
+    assert tuple(t.shape) == size and t.stride() == stride and t.is_leaf
+    span = 1 + sum((a - 1) * b for a, b in zip(size, stride))
+    assert t.untyped_storage().nbytes() == 4 * span
 
 
 def test_dim_order_matches_torch():

@@ -262,10 +262,19 @@ def _pad_map(ctx, g):
 def _as_strided(ctx, g):
     # autograd/view.c as_strided_backward: a view (of a base written in place since) reads
     # the base's elements at _view_positions (flat, C order of the base's shape)
-    pos = _C._view_positions(ctx.node).reshape(-1)
+    pos = _C._view_positions(ctx.node)
     shape, dt = ctx.meta(0)
+    if pos is None:
+        # the as_strided op (ops/shape/strided.c): the output's gradient summed per storage
+        # position, read back at the input's positions, shared evenly where the input
+        # overlaps itself
+        ypos, xpos, n = _C._as_strided_positions(ctx.node)
+        xpos = xpos.reshape(-1)
+        buf = _C.zeros(n, dtype=dt).index_add(0, ypos.reshape(-1), g[0].reshape(-1).to(dt))
+        cnt = _C.zeros(n, dtype=dt).index_add(0, xpos, _C.ones(xpos.shape[0], dtype=dt))
+        return ((buf.index_select(0, xpos) / cnt.index_select(0, xpos)).reshape(shape),)
     z = _C.zeros(_numel(shape), dtype=dt)
-    return (z.index_add(0, pos, g[0].reshape(-1).to(dt)).reshape(shape),)
+    return (z.index_add(0, pos.reshape(-1), g[0].reshape(-1).to(dt)).reshape(shape),)
 
 
 @formula("CopySlices")
