@@ -66,6 +66,18 @@ _OUT_FUNCTIONS = (
     "rsqrt", "searchsorted", "sgn", "sigmoid", "sign", "signbit", "sin", "sinc", "sinh",
     "sort", "sqrt", "square", "stack", "std", "sum", "take_along_dim", "tan", "tanh",
     "tensordot", "topk", "tril", "triu", "trunc", "var", "vstack", "where", "xlogy")
+# The functions whose torch form also takes its first argument as input= but has no out=:
+# wrapped by _OutFunction(out=False) only so that input= works (the C bindings take it
+# positionally; the wrapper moves it, ops/out_arg.c). Those above take it the same way.
+_INPUT_KW = (
+    "abs_", "acos_", "acosh_", "arccos_", "arccosh_", "arcsin_", "arcsinh_", "arctan_",
+    "arctanh_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "cos_", "cosh_", "deg2rad_",
+    "det", "diag_embed", "diagonal", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fix_",
+    "flatten", "fliplr", "flipud", "floor_", "frac_", "geqrf", "isfinite", "isinf", "isnan",
+    "log10_", "log1p_", "log2_", "log_", "logdet", "matrix_exp", "neg_", "negative_",
+    "pinverse", "qr", "rad2deg_", "reciprocal_", "relu", "relu_", "round_", "rsqrt_",
+    "sigmoid_", "sin_", "sinh_", "slogdet", "sqrt_", "square_", "squeeze", "svd", "t", "tan_",
+    "tanh_", "trace", "trunc_", "unbind", "cholesky", "clone", "inverse")
 _OUT_CREATION = ("arange", "empty", "eye", "full", "linspace", "logspace", "ones", "rand",
                  "randint", "randn", "randperm", "range", "zeros")
 
@@ -130,6 +142,10 @@ else:
     globals().update(_foreach.FUNCTIONS)
     _amp_foreach_non_finite_check_and_unscale_ = _C._amp_foreach_non_finite_check_and_unscale_
     _amp_update_scale_ = _C._amp_update_scale_
+    for _n in _INPUT_KW:
+        if _n in globals() and not isinstance(globals()[_n], _C._OutFunction):
+            globals()[_n] = _C._OutFunction(globals()[_n], _n, False, False)
+    del _n
 
 from .torch_version import __version__  # noqa: E402  (torch 2.13's API level, +cddp<release>)
 
@@ -143,6 +159,7 @@ _LAZY = {"nn": ("nn", None), "optim": ("optim", None), "utils": ("utils", None),
          "save": ("serialization", "save"), "load": ("serialization", "load"),
          "amp": ("amp", None), "cpu": ("cpu", None), "autocast": ("amp", "autocast"),
          "onnx": ("onnx", None), "jit": ("jit", None), "func": ("func", None),
+         "fx": ("fx", None), "overrides": ("overrides", None),
          "distributions": ("distributions", None), "special": ("special", None),
          "random": ("random", None), "testing": ("testing", None),
          "_weight_norm": ("nn.utils.weight_norm", "_weight_norm"),

@@ -29,6 +29,7 @@ typedef struct {
     PyObject *fn;                 /* the wrapped callable */
     PyObject *name;               /* str: torch's name, for messages and pickling */
     int creation;                 /* pass dtype=out.dtype instead of casting the result */
+    int takes_out;                /* 0: only input= is handled (torch's function has no out=) */
     vectorcallfunc vectorcall;
 } OutFunctionObject;
 
@@ -205,6 +206,36 @@ done:
 }
 
 static PyObject *out_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
+                                PyObject *kwnames);
+
+/* f(input=x, **rest) -> f(x, **rest): the wrapped C functions take their first argument
+ * positionally (many are METH_O); torch's take it by name too. nkw keywords, no positional;
+ * input at keyword index `at`. */
+static PyObject *input_first(PyObject *self, PyObject *const *args, Py_ssize_t nkw,
+                             PyObject *kwnames, Py_ssize_t at)
+{
+    PyObject **argv = PyMem_Malloc(sizeof(PyObject *) * (size_t)nkw), *kw = NULL, *res = NULL;
+    Py_ssize_t j = 0;
+    if (!argv)
+        return PyErr_NoMemory();
+    if (nkw > 1 && !(kw = PyTuple_New(nkw - 1)))
+        goto done;
+    argv[0] = args[at];
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        if (k == at)
+            continue;
+        argv[1 + j] = args[k];
+        PyTuple_SET_ITEM(kw, j, Py_NewRef(PyTuple_GET_ITEM(kwnames, k)));
+        j++;
+    }
+    res = out_vectorcall(self, argv, 1, kw);
+done:
+    Py_XDECREF(kw);
+    PyMem_Free(argv);
+    return res;
+}
+
+static PyObject *out_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
                                 PyObject *kwnames)
 {
     OutFunctionObject *o = (OutFunctionObject *)self;
@@ -216,10 +247,12 @@ static PyObject *out_vectorcall(PyObject *self, PyObject *const *args, size_t na
     nkw = PyTuple_GET_SIZE(kwnames);
     for (k = 0; k < nkw; k++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, k);
-        if (PyUnicode_CompareWithASCIIString(key, "out") == 0)
+        if (PyUnicode_CompareWithASCIIString(key, "out") == 0 && o->takes_out)
             at = k;
         else if (PyUnicode_CompareWithASCIIString(key, "dtype") == 0)
             dtype_at = k;
+        else if (nargs == 0 && PyUnicode_CompareWithASCIIString(key, "input") == 0)
+            return input_first(self, args, nkw, kwnames, k);
     }
     /* a complex dtype= (checked only when it is not a cddp.dtype: real calls pay nothing):
      * cddp._complex._factory_call(name, fn, *args, **kwargs) */
@@ -278,9 +311,10 @@ static PyObject *out_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
     PyObject *fn, *name;
     int creation = 0;
     OutFunctionObject *o;
-    static char *kwlist[] = {"fn", "name", "creation", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OU|p:_OutFunction", kwlist, &fn, &name,
-                                     &creation))
+    int takes_out = 1;
+    static char *kwlist[] = {"fn", "name", "creation", "out", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OU|pp:_OutFunction", kwlist, &fn, &name,
+                                     &creation, &takes_out))
         return NULL;
     if (!PyCallable_Check(fn)) {
         PyErr_SetString(PyExc_TypeError, "_OutFunction: fn must be callable");
@@ -292,6 +326,7 @@ static PyObject *out_new(PyTypeObject *tp, PyObject *args, PyObject *kwargs)
     o->fn = Py_NewRef(fn);
     o->name = Py_NewRef(name);
     o->creation = creation;
+    o->takes_out = takes_out;
     o->vectorcall = out_vectorcall;
     return (PyObject *)o;
 }

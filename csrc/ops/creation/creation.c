@@ -318,6 +318,19 @@ static PyObject *t_fill_(PyObject *self, PyObject *value)
     return Py_NewRef(self);
 }
 
+/* fill_(value) or fill_(value=...) */
+static PyObject *t_fill_kw(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw != 1 ||
+        (nkw && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "value"))) {
+        PyErr_SetString(PyExc_TypeError, "fill_() takes exactly one argument (value)");
+        return NULL;
+    }
+    return t_fill_(self, args[0]);
+}
+
 /* [lo, hi) bytes a tensor can touch */
 static void byte_range(const TensorObject *t, uintptr_t *lo, uintptr_t *hi)
 {
@@ -450,7 +463,7 @@ PyMethodDef cddp_creation_tensor_methods[] = {
     {"item", t_item, METH_NOARGS, "item() -> Python number of a 1-element tensor"},
     {"tolist", cddp_tensor_tolist, METH_NOARGS, "tolist() -> nested lists of Python numbers"},
     {"zero_", t_zero_, METH_NOARGS, NULL},
-    {"fill_", t_fill_, METH_O, "fill_(value) -> self"},
+    FK("fill_", t_fill_kw, "fill_(value) -> self"),
     FK("copy_", t_copy_, "copy_(src, non_blocking=False) -> self (broadcasts, converts dtype)"),
     FK("new_zeros", t_new_zeros, NULL),
     FK("new_ones", t_new_ones, NULL),

@@ -10,6 +10,28 @@
 
 /* ---- argument helpers ----------------------------------------------------------------- */
 
+int cddp_shape_keywords_as_positional(const char *fname, PyObject *const **args,
+                                      Py_ssize_t *nargs, PyObject *kwnames,
+                                      const char *const *names, int n, PyObject **buf)
+{
+    int k = 0;
+    if (!kwnames)
+        return 0;
+    if (cddp_shape_parse_args(fname, *args, *nargs, kwnames, names, n, n, buf) < 0)
+        return -1;
+    while (k < n && buf[k])
+        k++;
+    for (int i = k; i < n; i++)
+        if (buf[i]) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", fname,
+                         names[k]);
+            return -1;
+        }
+    *args = buf;
+    *nargs = k;
+    return 0;
+}
+
 int cddp_shape_parse_args(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames, const char *const *names, int nparams, int npos,
                           PyObject **out)

@@ -573,11 +573,16 @@ static TensorObject *take_input(PyObject *self, PyObject *const **args, Py_ssize
 }
 
 /* Tensor.repeat(*sizes) */
-static PyObject *t_repeat(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *t_repeat(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                          PyObject *kwnames)
 {
+    static const char *const names[] = {"repeats"};
+    PyObject *buf[1];
     int n;
     int64_t sizes[CDDP_MAX_DIMS];
-    if (cddp_shape_int_list("repeat", args, nargs, &n, sizes) < 0)
+    if (cddp_shape_keywords_as_positional("repeat", &args, &nargs, kwnames, names, 1,
+                                          buf) < 0 ||
+        cddp_shape_int_list("repeat", args, nargs, &n, sizes) < 0)
         return NULL;
     return repeat_impl((TensorObject *)self, n, sizes, 0);
 }
@@ -763,7 +768,8 @@ PAIR(moveaxis, moveaxis_b)
 #define FN(f) (PyCFunction)(void (*)(void))(f)
 
 PyMethodDef cddp_repeat_tensor_methods[] = {
-    {"repeat", FN(t_repeat), METH_FASTCALL, "repeat(*sizes): tile the tensor (a copy)"},
+    {"repeat", FN(t_repeat), METH_FASTCALL | METH_KEYWORDS,
+     "repeat(*sizes): tile the tensor (a copy)"},
     {"tile", FN(t_tile), FK, "tile(dims): repeat with short dims padded by leading 1s"},
     {"repeat_interleave", FN(t_repeat_interleave), FK,
      "repeat_interleave(repeats, dim=None, *, output_size=None)"},

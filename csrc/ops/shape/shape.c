@@ -302,10 +302,19 @@ static PyObject *view_dtype(TensorObject *x, cddp_dtype dt)
     return (PyObject *)v;
 }
 
-static PyObject *t_view(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *t_view(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames)
 {
+    static const char *const names[] = {"size"}, *const dnames[] = {"dtype"};
+    PyObject *buf[1];
     int ndim;
     int64_t shape[CDDP_MAX_DIMS];
+    if (kwnames && cddp_shape_keywords_as_positional(
+                       "view", &args, &nargs, kwnames,
+                       PyTuple_GET_SIZE(kwnames) == 1 &&
+                       !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "dtype")
+                           ? dnames : names, 1, buf) < 0)
+        return NULL;
     if (nargs == 1 && Py_IS_TYPE(args[0], cddp_state()->dtype_type)) {
         cddp_dtype dt;
         if (cddp_dtype_from_py(args[0], &dt) < 0)
@@ -317,11 +326,16 @@ static PyObject *t_view(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return view_impl((TensorObject *)self, ndim, shape, 0);
 }
 
-static PyObject *t_reshape(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *t_reshape(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
 {
+    static const char *const names[] = {"shape"};
+    PyObject *buf[1];
     int ndim;
     int64_t shape[CDDP_MAX_DIMS];
-    if (cddp_shape_int_list("reshape", args, nargs, &ndim, shape) < 0)
+    if (cddp_shape_keywords_as_positional("reshape", &args, &nargs, kwnames, names, 1,
+                                          buf) < 0 ||
+        cddp_shape_int_list("reshape", args, nargs, &ndim, shape) < 0)
         return NULL;
     return view_impl((TensorObject *)self, ndim, shape, 1);
 }
@@ -343,6 +357,31 @@ static PyObject *t_reshape_as(PyObject *self, PyObject *other)
     memcpy(shape, ((TensorObject *)other)->shape, sizeof shape);
     return view_impl((TensorObject *)self, ((TensorObject *)other)->ndim, shape, 1);
 }
+
+/* view_as / reshape_as / expand_as(other): positional or other= */
+static PyObject *other_arg(const char *fname, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
+{
+    static const char *const names[] = {"other"};
+    PyObject *buf[1];
+    if (cddp_shape_keywords_as_positional(fname, &args, &nargs, kwnames, names, 1, buf) < 0)
+        return NULL;
+    if (nargs != 1) {
+        PyErr_Format(PyExc_TypeError, "%s() missing required argument 'other' (pos 1)", fname);
+        return NULL;
+    }
+    return args[0];
+}
+
+#define OTHER_FORM(NAME)                                                                   \
+    static PyObject *NAME##_kw(PyObject *self, PyObject *const *args, Py_ssize_t nargs,    \
+                               PyObject *kwnames)                                          \
+    {                                                                                      \
+        PyObject *o = other_arg(#NAME + 2, args, nargs, kwnames);                          \
+        return o ? NAME(self, o) : NULL;                                                   \
+    }
+OTHER_FORM(t_view_as)
+OTHER_FORM(t_reshape_as)
 
 static PyObject *t_flatten(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
@@ -575,12 +614,17 @@ static PyObject *t_expand(PyObject *self, PyObject *const *args, Py_ssize_t narg
 {
     int ndim;
     int64_t sizes[CDDP_MAX_DIMS];
-    /* torch's only keyword here is the internal `implicit` flag: accepted and ignored */
-    if (kwnames && (PyTuple_GET_SIZE(kwnames) != 1 ||
-                    PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "implicit"))) {
-        PyErr_SetString(PyExc_TypeError, "expand() takes sizes and an optional implicit=");
+    static const char *const names[] = {"size", "implicit"};
+    PyObject *buf[2];
+    /* keywords: size= (then no positionals), and torch's internal `implicit` flag (ignored) */
+    if (kwnames && PyTuple_GET_SIZE(kwnames) == 1 &&
+        !PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "implicit"))
+        kwnames = NULL;
+    if (cddp_shape_keywords_as_positional("expand", &args, &nargs, kwnames, names, 2,
+                                          buf) < 0)
         return NULL;
-    }
+    if (kwnames)
+        nargs = 1;                        /* (size, implicit): only size is a size */
     if (cddp_shape_int_list("expand", args, nargs, &ndim, sizes) < 0)
         return NULL;
     return expand_impl((TensorObject *)self, ndim, sizes);
@@ -593,6 +637,7 @@ static PyObject *t_expand_as(PyObject *self, PyObject *other)
     return expand_impl((TensorObject *)self, ((TensorObject *)other)->ndim,
                        ((TensorObject *)other)->shape);
 }
+OTHER_FORM(t_expand_as)
 
 /* ---- transpose / t / permute ---------------------------------------------------------- */
 
@@ -664,13 +709,18 @@ static PyObject *t_t(PyObject *self, PyObject *unused)
     return transpose_impl(x, 0, x->ndim == 2 ? 1 : 0, "TBackward0");
 }
 
-static PyObject *t_permute(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+static PyObject *t_permute(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                           PyObject *kwnames)
 {
+    static const char *const names[] = {"dims"};
+    PyObject *buf[1];
     TensorObject *x = (TensorObject *)self;
     int64_t dims[CDDP_MAX_DIMS], sh[CDDP_MAX_DIMS], st[CDDP_MAX_DIMS];
     char seen[CDDP_MAX_DIMS] = {0};
     int nd;
-    if (cddp_shape_int_list("permute", args, nargs, &nd, dims) < 0)
+    if (cddp_shape_keywords_as_positional("permute", &args, &nargs, kwnames, names, 1,
+                                          buf) < 0 ||
+        cddp_shape_int_list("permute", args, nargs, &nd, dims) < 0)
         return NULL;
     if (nd != x->ndim) {
         PyErr_Format(PyExc_RuntimeError,
@@ -723,8 +773,23 @@ static int first_tensor(const char *fname, Py_ssize_t nargs)
         return IMPL(args[0], args + 1, nargs - 1);                                         \
     }
 
-MODULE_FAST(reshape, t_reshape)
-MODULE_FAST(permute, t_permute)
+/* reshape(input, shape) / permute(input, dims): positional or by name */
+#define MODULE_NAMED(NAME, IMPL, ARG)                                                      \
+    static PyObject *m_##NAME(PyObject *m, PyObject *const *args, Py_ssize_t nargs,        \
+                              PyObject *kwnames)                                           \
+    {                                                                                      \
+        static const char *const names[] = {"input", ARG};                                 \
+        PyObject *buf[2];                                                                  \
+        if (cddp_shape_keywords_as_positional(#NAME, &args, &nargs, kwnames, names, 2,     \
+                                              buf) < 0 ||                                  \
+            first_tensor(#NAME, nargs) < 0 ||                                              \
+            cddp_shape_check_tensor(args[0], #NAME, "input") < 0)                          \
+            return NULL;                                                                   \
+        return IMPL(args[0], args + 1, nargs - 1, NULL);                                   \
+    }
+
+MODULE_NAMED(reshape, t_reshape, "shape")
+MODULE_NAMED(permute, t_permute, "dims")
 MODULE_FASTKW(flatten, t_flatten)
 MODULE_FASTKW(unflatten, t_unflatten)
 MODULE_FASTKW(squeeze, t_squeeze)
@@ -750,23 +815,23 @@ static PyObject *m_t(PyObject *m, PyObject *x)
 #define FASTKW (METH_FASTCALL | METH_KEYWORDS)
 
 PyMethodDef cddp_shape_tensor_methods[] = {
-    {"view", (PyCFunction)(void (*)(void))t_view, METH_FASTCALL,
+    {"view", (PyCFunction)(void (*)(void))t_view, FASTKW,
      "view(*shape) -> Tensor sharing this tensor's storage (one dim may be -1)"},
-    {"view_as", t_view_as, METH_O, NULL},
-    {"reshape", (PyCFunction)(void (*)(void))t_reshape, METH_FASTCALL,
+    {"view_as", (PyCFunction)(void (*)(void))t_view_as_kw, FASTKW, NULL},
+    {"reshape", (PyCFunction)(void (*)(void))t_reshape, FASTKW,
      "reshape(*shape): a view when the strides allow, else a copy"},
-    {"reshape_as", t_reshape_as, METH_O, NULL},
+    {"reshape_as", (PyCFunction)(void (*)(void))t_reshape_as_kw, FASTKW, NULL},
     {"flatten", (PyCFunction)(void (*)(void))t_flatten, FASTKW, "flatten(start_dim=0, end_dim=-1)"},
     {"unflatten", (PyCFunction)(void (*)(void))t_unflatten, FASTKW, "unflatten(dim, sizes)"},
     {"squeeze", (PyCFunction)(void (*)(void))t_squeeze, FASTKW, "squeeze(dim=None)"},
     {"unsqueeze", (PyCFunction)(void (*)(void))t_unsqueeze, FASTKW, "unsqueeze(dim)"},
     {"expand", (PyCFunction)(void (*)(void))t_expand, FASTKW, "expand(*sizes); -1 keeps a size"},
-    {"expand_as", t_expand_as, METH_O, NULL},
+    {"expand_as", (PyCFunction)(void (*)(void))t_expand_as_kw, FASTKW, NULL},
     {"transpose", (PyCFunction)(void (*)(void))t_transpose, FASTKW, "transpose(dim0, dim1)"},
     {"swapaxes", (PyCFunction)(void (*)(void))t_swapaxes, FASTKW, NULL},
     {"swapdims", (PyCFunction)(void (*)(void))t_swapdims, FASTKW, NULL},
     {"t", t_t, METH_NOARGS, "t(): transpose of a <= 2-D tensor"},
-    {"permute", (PyCFunction)(void (*)(void))t_permute, METH_FASTCALL, "permute(*dims)"},
+    {"permute", (PyCFunction)(void (*)(void))t_permute, FASTKW, "permute(*dims)"},
     {"narrow", (PyCFunction)(void (*)(void))cddp_shape_narrow, FASTKW,
      "narrow(dim, start, length)"},
     {"select", (PyCFunction)(void (*)(void))cddp_shape_select, FASTKW, "select(dim, index)"},
@@ -797,8 +862,8 @@ PyMethodDef cddp_shape_tensor_methods[] = {
 };
 
 PyMethodDef cddp_shape_module_methods[] = {
-    {"reshape", (PyCFunction)(void (*)(void))m_reshape, METH_FASTCALL, "reshape(input, shape)"},
-    {"permute", (PyCFunction)(void (*)(void))m_permute, METH_FASTCALL, "permute(input, dims)"},
+    {"reshape", (PyCFunction)(void (*)(void))m_reshape, FASTKW, "reshape(input, shape)"},
+    {"permute", (PyCFunction)(void (*)(void))m_permute, FASTKW, "permute(input, dims)"},
     {"flatten", (PyCFunction)(void (*)(void))m_flatten, FASTKW, NULL},
     {"unflatten", (PyCFunction)(void (*)(void))m_unflatten, FASTKW, NULL},
     {"squeeze", (PyCFunction)(void (*)(void))m_squeeze, FASTKW, NULL},

@@ -18,6 +18,14 @@
 int cddp_shape_parse_args(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames, const char *const *names, int nparams, int npos,
                           PyObject **out);
+/* Keywords for a binding whose parameters are otherwise taken positionally (torch's
+ * view(size=), reshape(shape=), permute(dims=), view_as(other=) ...): with kwnames NULL
+ * nothing changes (the hot path); else positionals and keywords are matched against names
+ * (torch's parameter names, in order, n <= 4) into buf, which must fill a prefix of them,
+ * and *args / *nargs then describe buf. -1 with TypeError otherwise. */
+int cddp_shape_keywords_as_positional(const char *fname, PyObject *const **args,
+                                      Py_ssize_t *nargs, PyObject *kwnames,
+                                      const char *const *names, int n, PyObject **buf);
 /* A Python int (or anything with __index__, not bool/float) as int64. TypeError otherwise. */
 int cddp_shape_get_int(PyObject *o, const char *fname, const char *argname, int64_t *v);
 /* torch's maybe_wrap_dim: dim in [-n, n-1] with n = max(ndim, 1); IndexError otherwise. */

@@ -269,11 +269,17 @@ done:
 PyObject *cddp_shape_split(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                          PyObject *kwnames)
 {
-    static const char *const names[] = {"split_size", "dim"};
-    PyObject *a[2];
-    if (cddp_shape_parse_args("split", args, nargs, kwnames, names, 2, 2, a) < 0)
+    /* torch.split names its size argument split_size_or_sections, Tensor.split split_size */
+    static const char *const names[] = {"split_size", "dim", "split_size_or_sections"};
+    PyObject *a[3];
+    if (cddp_shape_parse_args("split", args, nargs, kwnames, names, 3, 2, a) < 0)
         return NULL;
-    return split_impl((TensorObject *)self, a[0], a[1]);
+    if (a[0] && a[2]) {
+        PyErr_SetString(PyExc_TypeError, "split() got multiple values for argument "
+                        "'split_size_or_sections'");
+        return NULL;
+    }
+    return split_impl((TensorObject *)self, a[0] ? a[0] : a[2], a[1]);
 }
 
 PyObject *cddp_shape_chunk(PyObject *self, PyObject *const *args, Py_ssize_t nargs,

@@ -1,0 +1,128 @@
+"""Arguments by name, as torch takes them (found by a sweep of public model code: DiT's
+`x.reshape(shape=...)`), and the import-time names of torch.fx and torch.overrides that model
+libraries touch (timm's `@torch.fx.wrap`).
+
+Oracles: the positional call of the same cddp function (same result), torch (importorskip)
+for which functions take input= by name, and torch's errors for misuse.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import cddp
+from conftest import n
+
+
+def test_shape_methods_take_torch_keywords():
+    x = cddp.arange(24.0).reshape(2, 3, 4)
+    same = [(x.view(size=(6, 4)), x.view(6, 4)), (x.reshape(shape=(4, 6)), x.reshape(4, 6)),
+            (cddp.reshape(x, shape=(24,)), cddp.reshape(x, (24,))),
+            (x.permute(dims=(2, 0, 1)), x.permute(2, 0, 1)),
+            (cddp.permute(x, dims=(1, 0, 2)), cddp.permute(x, (1, 0, 2))),
+            (cddp.permute(input=x, dims=(1, 0, 2)), cddp.permute(x, (1, 0, 2))),
+            (cddp.zeros(24).view_as(other=x), cddp.zeros(24).view_as(x)),
+            (cddp.zeros(24).reshape_as(other=x), cddp.zeros(24).reshape_as(x)),
+            (cddp.ones(1, 4).expand_as(other=x), cddp.ones(1, 4).expand_as(x)),
+            (cddp.ones(1, 4).expand(size=(3, 4)), cddp.ones(1, 4).expand(3, 4)),
+            (cddp.arange(2.0).repeat(repeats=(2, 2)), cddp.arange(2.0).repeat(2, 2)),
+            (cddp.zeros(2).fill_(value=3.0), cddp.full((2,), 3.0))]
+    for a, b in same:
+        assert tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_array_equal(n(a), n(b))
+    assert x.view(dtype=cddp.int32).dtype == cddp.int32
+    parts = cddp.split(x, split_size_or_sections=[1, 3], dim=2)
+    assert [tuple(p.shape) for p in parts] == [(2, 3, 1), (2, 3, 3)]
+    assert x.expand(2, 3, 4, implicit=True).shape == x.shape
+
+
+@pytest.mark.parametrize("call,exc", [
+    (lambda x: x.view(size=(6, 4), shape=(1,)), TypeError),
+    (lambda x: x.reshape((4, 6), shape=(4, 6)), TypeError),
+    (lambda x: x.permute(dim=(0, 1, 2)), TypeError),
+    (lambda x: x.fill_(1.0, value=2.0), TypeError),
+    (lambda x: cddp.split(x, 2, split_size_or_sections=2), TypeError),
+    (lambda x: x.view_as(), TypeError),
+])
+def test_keyword_misuse_raises(call, exc):
+    with pytest.raises(exc):
+        call(cddp.arange(24.0).reshape(2, 3, 4))
+
+
+def test_every_function_torch_calls_with_input_keyword(torch):
+    """For each top-level function both libraries have: if torch accepts f(input=x), cddp's
+    f(input=x) gives what f(x) gives."""
+    checked = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in sorted(dir(cddp)):
+            f = getattr(cddp, name, None)
+            if name.startswith("_") or not callable(f) or isinstance(f, type) or \
+                    not hasattr(torch, name):
+                continue
+            try:
+                getattr(torch, name)(input=torch.eye(2) * 2 + 0.5)
+            except Exception:               # noqa: BLE001 - torch does not take input= here
+                continue
+            try:
+                cddp.manual_seed(0)                # the same draws for random functions
+                want = f(cddp.eye(2) * 2 + 0.5)
+            except Exception:               # noqa: BLE001 - positional call refused too
+                continue
+            cddp.manual_seed(0)
+            got = f(input=cddp.eye(2) * 2 + 0.5)
+            if isinstance(want, cddp.Tensor) and not name.startswith("empty"):
+                np.testing.assert_array_equal(n(got), n(want), err_msg=name)
+            checked += 1
+    assert checked > 150
+
+
+def test_input_keyword_keeps_out_rules():
+    x, y = cddp.zeros(3), cddp.empty(3)
+    assert cddp.exp(input=x, out=y) is y
+    np.testing.assert_array_equal(n(y), [1, 1, 1])
+    with pytest.raises(TypeError):             # torch.relu has no out=
+        cddp.relu(input=x, out=y)
+    with pytest.raises(TypeError):
+        cddp.exp(x, input=x)
+
+
+def test_fx_names_for_eager_code():
+    @cddp.fx.wrap
+    def f(v):
+        return v + 1
+    assert f(cddp.ones(1)).item() == 2.0
+    assert cddp.fx.wrap("name") == "name"
+    assert not isinstance(cddp.ones(1), cddp.fx.Proxy)
+    assert cddp.fx._symbolic_trace.is_fx_tracing() is False
+
+    class MyTracer(cddp.fx.Tracer):           # subclassing at import works
+        pass
+    with pytest.raises(NotImplementedError, match="graph capture"):
+        MyTracer()
+    with pytest.raises(NotImplementedError, match="graph capture"):
+        cddp.fx.symbolic_trace(cddp.nn.Linear(2, 2))
+
+
+def test_overrides_protocol():
+    ov = cddp.overrides
+    assert not ov.has_torch_function((cddp.ones(1), 1.0))
+    assert ov.is_tensor_like(cddp.ones(1)) and not ov.is_tensor_like(1.0)
+
+    class Base:
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return ("base", func.__name__, len(types))
+
+    class Sub(Base):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            return ("sub", func.__name__, len(types))
+
+    @ov.wrap_torch_function(lambda a, b: (a, b))
+    def combine(a, b):
+        return "plain"
+
+    assert ov.has_torch_function_variadic(1, Base())
+    assert combine(1, 2) == "plain"
+    assert combine(Base(), Sub()) == ("sub", "combine", 2)     # subclasses first, as torch
