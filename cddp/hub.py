@@ -26,6 +26,9 @@ import sys
 import urllib.parse
 import urllib.request
 import warnings
+from urllib.error import HTTPError, URLError  # noqa: F401  (torch.hub's module names)
+from urllib.parse import urlparse  # noqa: F401
+from urllib.request import Request, urlopen  # noqa: F401
 
 from .serialization import _atomic_write, load as _load
 

@@ -126,3 +126,27 @@ def test_overrides_protocol():
     assert ov.has_torch_function_variadic(1, Base())
     assert combine(1, 2) == "plain"
     assert combine(Base(), Sub()) == ("sub", "combine", 2)     # subclasses first, as torch
+
+
+def test_import_time_names_of_model_libraries():
+    """What timm imports at module level: generic data classes (Sampler[int] in a base-class
+    list), torch.hub's urlparse, torch.jit.annotations' typing names."""
+    from cddp.hub import urlparse
+    from cddp.jit.annotations import List
+    from cddp.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+
+    class Every(Sampler[int]):
+        def __iter__(self):
+            return iter([2, 0])
+
+    class Squares(Dataset[int]):
+        def __getitem__(self, i):
+            return i * i
+
+        def __len__(self):
+            return 3
+
+    assert [int(v) for v in DataLoader(Squares(), sampler=Every())] == [4, 0]
+    assert IterableDataset[int] is not None and DataLoader[int] is not None
+    import typing
+    assert urlparse("https://h/a/b.pt").path == "/a/b.pt" and List is typing.List

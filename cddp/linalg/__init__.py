@@ -20,7 +20,7 @@ from ._factor import LinAlgError, check_float, check_matrix, check_square
 __all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "inv", "inv_ex", "det",
            "slogdet", "solve", "cholesky", "cholesky_ex", "qr", "svd", "svdvals", "eigh",
            "eigvalsh", "pinv", "matrix_power", "matrix_rank", "cross", "multi_dot", "vecdot",
-           "diagonal", "matmul", "householder_product", "matrix_exp"]
+           "diagonal", "matmul", "householder_product", "matrix_exp", "solve_triangular"]
 
 _slogdet_result = _return_type("linalg_slogdet", ("sign", "logabsdet"))
 _qr_result = _return_type("linalg_qr", ("Q", "R"))
@@ -29,6 +29,7 @@ _eigh_result = _return_type("linalg_eigh", ("eigenvalues", "eigenvectors"))
 _inv_ex_result = _return_type("linalg_inv_ex", ("inverse", "info"))
 _cholesky_ex_result = _return_type("linalg_cholesky_ex", ("L", "info"))
 _geqrf_result = _return_type("geqrf", ("a", "tau"))
+_triangular_solve_result = _return_type("triangular_solve", ("solution", "cloned_coefficient"))
 
 matmul = _C.matmul
 
@@ -146,6 +147,56 @@ def solve(A, B, *, left=True):
                            f"A of type {_factor._dtype_word(A.dtype)} and B of type "
                            f"{_factor._dtype_word(B.dtype)} instead")
     return _factor.Solve.apply(A, B, left)
+
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """X with T X = B (left) or X T = B, T the upper or lower triangle of A (unit diagonal when
+    unitriangular; the rest of A is not read). Solved as linalg.solve on T (np.linalg's LU:
+    the same X up to rounding), so a zero on T's diagonal raises LinAlgError where torch's
+    trsm returns inf / nan. The gradient flows through the triangle's mask, so A's gradient
+    is zero outside it (and on the diagonal when unitriangular), as torch's."""
+    check_square("linalg.solve_triangular", A)
+    check_float("linalg.solve_triangular", B)
+    if B.dim() < 2:
+        raise RuntimeError("linalg.solve_triangular: The input tensor B must have at least 2 "
+                           "dimensions.")
+    if A.dtype is not B.dtype:
+        raise RuntimeError(f"linalg.solve_triangular: Expected A and B to have the same dtype, "
+                           f"but found A of type {_factor._dtype_word(A.dtype)} and B of type "
+                           f"{_factor._dtype_word(B.dtype)} instead")
+    if unitriangular:
+        T = (A.triu(1) if upper else A.tril(-1)) + _C.eye(A.shape[-1], dtype=A.dtype)
+    else:
+        T = A.triu() if upper else A.tril()
+    return _factor.Solve.apply(T, B, left)
+
+
+def _triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):  # noqa: A002
+    """torch.triangular_solve (deprecated there): (solution, cloned_coefficient) for
+    op(A) X = b, op(A) = A^T when transpose."""
+    warnings.warn("torch.triangular_solve is deprecated in favor of "
+                  "torch.linalg.solve_triangular and will be removed in a future PyTorch "
+                  "release. X = torch.triangular_solve(B, A).solution should be replaced with "
+                  "X = torch.linalg.solve_triangular(A, B).", UserWarning, stacklevel=2)
+    T = A.mT if transpose else A
+    X = solve_triangular(T, input, upper=upper != bool(transpose), unitriangular=unitriangular)
+    return _triangular_solve_result((X, A.clone()))
+
+
+def _cholesky_solve(input, input2, upper=False):  # noqa: A002
+    """torch.cholesky_solve(B, L): X with (L L^T) X = B (U^T U when upper), two triangular
+    solves."""
+    B, L = input, input2
+    if upper:
+        return solve_triangular(L, solve_triangular(L.mT, B, upper=False), upper=True)
+    return solve_triangular(L.mT, solve_triangular(L, B, upper=False), upper=True)
+
+
+def _cholesky_inverse(input, upper=False):  # noqa: A002
+    """torch.cholesky_inverse(L): (L L^T)^-1 (U^T U when upper)."""
+    L = input
+    eye = _C.eye(L.shape[-1], dtype=L.dtype).expand(*L.shape)
+    return _cholesky_solve(eye, L, upper)
 
 
 # ---- factorizations -------------------------------------------------------------------------
@@ -446,8 +497,11 @@ def chain_matmul(*matrices):
 TOP_LEVEL = {"inverse": inv, "det": det, "logdet": logdet, "slogdet": _slogdet_top,
              "matrix_power": matrix_power, "pinverse": pinverse, "cholesky": _cholesky_top,
              "qr": _qr_top, "svd": _svd_top, "chain_matmul": chain_matmul, "geqrf": geqrf,
-             "orgqr": householder_product, "matrix_exp": matrix_exp}
+             "orgqr": householder_product, "matrix_exp": matrix_exp,
+             "triangular_solve": _triangular_solve, "cholesky_solve": _cholesky_solve,
+             "cholesky_inverse": _cholesky_inverse}
 for _name in ("inverse", "det", "logdet", "slogdet", "matrix_power", "pinverse", "cholesky",
-              "qr", "svd", "matrix_exp"):
+              "qr", "svd", "matrix_exp", "triangular_solve", "cholesky_solve",
+              "cholesky_inverse"):
     setattr(_C.Tensor, _name, TOP_LEVEL[_name])
 del _name

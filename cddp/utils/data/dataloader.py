@@ -30,6 +30,7 @@ import atexit
 import collections
 import collections.abc
 import copy
+from typing import Generic, TypeVar
 import itertools
 import multiprocessing
 from multiprocessing import connection as mp_connection
@@ -530,8 +531,12 @@ def _shutdown_persistent():
         it.shutdown()
 
 
-class DataLoader:
-    """torch.utils.data.DataLoader: batching, shuffling, samplers, collation, workers."""
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class DataLoader(Generic[_T_co]):
+    """torch.utils.data.DataLoader: batching, shuffling, samplers, collation, workers.
+    Generic, as torch's (DataLoader[Tensor] in annotations)."""
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,

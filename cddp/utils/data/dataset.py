@@ -4,11 +4,16 @@ import bisect
 import math
 import warnings
 
+from typing import Generic, TypeVar
+
 from ... import _C
 
+_T_co = TypeVar("_T_co", covariant=True)
 
-class Dataset:
-    """Map-style dataset: __getitem__(index) and usually __len__."""
+
+class Dataset(Generic[_T_co]):
+    """Map-style dataset: __getitem__(index) and usually __len__. Generic, as torch's
+    (Dataset[Tensor] in annotations and base-class lists)."""
 
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
@@ -17,7 +22,7 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
-class IterableDataset(Dataset):
+class IterableDataset(Dataset[_T_co]):
     """Iterable-style dataset: __iter__ yields samples."""
 
     def __iter__(self):

@@ -3,10 +3,16 @@ SubsetRandomSampler, WeightedRandomSampler, BatchSampler. RandomSampler draws it
 with torch's algorithm (cddp.randperm), and WeightedRandomSampler with cddp.multinomial, whose
 draws equal torch.multinomial's for the same generator state, so a seeded generator gives
 torch's order."""
+from typing import Generic, TypeVar
+
 from ... import _C
 
+_T_co = TypeVar("_T_co", covariant=True)
 
-class Sampler:
+
+class Sampler(Generic[_T_co]):
+    """Base class; Sampler[int] and the like subscript, as torch's generic classes."""
+
     def __init__(self, data_source=None):
         pass
 
