@@ -63,6 +63,14 @@ NodeObject *cddp_grad_accumulator(TensorObject *leaf);
  * to the final gradient (g itself, increfed, when no hook replaced it), or NULL. */
 TensorObject *cddp_run_tensor_hooks(PyObject *hooks, TensorObject *g);
 
+/* retain_grad() of t, whose grad_fn is set: t's gradient at this point of its history is
+ * kept in t.grad (t->grad_fn's `retain` entry, a weak reference). A tensor that retains its
+ * gradient and gets new history (an in-place op, a view's rebuilt history) registers again:
+ * torch moves the retains_grad hook to the newest version, and the engine (run_pre_hooks)
+ * skips entries whose tensor has since moved on, so only the last version's gradient lands.
+ * 0, or -1 with an exception. */
+int cddp_retain_on_history(TensorObject *t);
+
 /* ---- autograd/view.c ------------------------------------------------------------------ */
 
 /* _C._view_positions(node): for a CopySlices / AsStridedBackward0 node, an int64 tensor of

@@ -128,7 +128,10 @@ static int run_pre_hooks(NodeObject *node, TensorObject **gout)
             if (!ref && PyErr_Occurred())
                 return -1;
             obj = ref ? PyWeakref_GetObject(ref) : NULL;
-            if (obj && obj != Py_None) {
+            /* an entry whose tensor got newer history since (an in-place op) is stale: the
+             * newer node holds its entry (cddp_retain_on_history) */
+            if (obj && obj != Py_None && ((TensorObject *)obj)->grad_fn == node &&
+                ((TensorObject *)obj)->output_nr == k) {
                 TensorObject *t = (TensorObject *)obj;
                 if (t->grad && cddp_tensor_check(t->grad)) {
                     TensorObject *s = cddp_tensor_new(t->dtype, t->ndim, t->shape, 0);

@@ -213,30 +213,34 @@ static PyObject *tensor_register_post_acc_hook(TensorObject *self, PyObject *fn)
     return hook_handle(self->post_acc_hooks, fn);
 }
 
-static PyObject *tensor_retain_grad(TensorObject *self, PyObject *unused)
+int cddp_retain_on_history(TensorObject *t)
 {
-    NodeObject *n;
+    NodeObject *n = t->grad_fn;
     PyObject *key, *ref;
     int rc;
+    if (!n->retain && !(n->retain = PyDict_New()))
+        return -1;
+    key = PyLong_FromLong(t->output_nr);
+    ref = PyWeakref_NewRef((PyObject *)t, NULL);
+    rc = key && ref ? PyDict_SetItem(n->retain, key, ref) : -1;
+    Py_XDECREF(key);
+    Py_XDECREF(ref);
+    return rc;
+}
+
+static PyObject *tensor_retain_grad(TensorObject *self, PyObject *unused)
+{
     if (cddp_view_sync(self) < 0)
         return NULL;
-    n = self->grad_fn;
     if (!cddp_needs_grad(self)) {
         PyErr_SetString(PyExc_RuntimeError,
                         "can't retain_grad on Tensor that has requires_grad=False");
         return NULL;
     }
-    if (!n)
+    if (!self->grad_fn)
         Py_RETURN_NONE;                   /* leaves retain their grad anyway */
     self->retains_grad = 1;
-    if (!n->retain && !(n->retain = PyDict_New()))
-        return NULL;
-    key = PyLong_FromLong(self->output_nr);
-    ref = PyWeakref_NewRef((PyObject *)self, NULL);
-    rc = key && ref ? PyDict_SetItem(n->retain, key, ref) : -1;
-    Py_XDECREF(key);
-    Py_XDECREF(ref);
-    if (rc < 0)
+    if (cddp_retain_on_history(self) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

@@ -189,7 +189,7 @@ static int view_of_base(TensorObject *t, TensorObject *b)
     cddp_set_history(t, n, 0);
     Py_DECREF(n);
     t->view_version = t->storage->version;
-    return 0;
+    return t->retains_grad ? cddp_retain_on_history(t) : 0;
 }
 
 /* ---- entry points --------------------------------------------------------------------- */
@@ -259,7 +259,7 @@ int cddp_set_inplace_history(TensorObject *x, NodeObject *n, int output_nr)
     NodeObject *cs;
     cddp_set_history(x, n, output_nr);
     if (!(b = live_base(x)))
-        return 0;
+        return x->retains_grad ? cddp_retain_on_history(x) : 0;
     if (x->view_nograd)
         return refuse_nograd_view();
     x->view_version = x->storage->version;        /* n is x's current history: keep it */
@@ -275,6 +275,8 @@ int cddp_set_inplace_history(TensorObject *x, NodeObject *n, int output_nr)
     }
     cddp_set_history(b, cs, 0);
     Py_DECREF(cs);
+    if (b->retains_grad && cddp_retain_on_history(b) < 0)
+        return -1;
     return view_of_base(x, b);
 }
 
