@@ -443,3 +443,36 @@ Tensor.renorm_ = lambda self, p, dim, maxnorm: self.copy_(renorm(self, p, dim, m
 del _n
 __all__ += ["gcd", "lcm", "ldexp", "isreal", "resolve_conj", "resolve_neg", "renorm",
             "bitwise_left_shift", "bitwise_right_shift", "angle", "nextafter", "scalar_tensor"]
+
+
+# torch.polygamma / mvlgamma / igamma / igammac and their Tensor methods: cddp/special.py's
+# functions (loaded on first call), under torch's top-level argument orders
+def polygamma(n, input):  # noqa: A002
+    from .special import polygamma as f
+    return f(n, input)
+
+
+def mvlgamma(input, p):  # noqa: A002
+    from .special import multigammaln
+    return multigammaln(input, p)
+
+
+def igamma(input, other):  # noqa: A002
+    from .special import gammainc
+    return gammainc(input, other)
+
+
+def igammac(input, other):  # noqa: A002
+    from .special import gammaincc
+    return gammaincc(input, other)
+
+
+Tensor.polygamma = lambda self, n: polygamma(n, self)
+Tensor.mvlgamma = lambda self, p: mvlgamma(self, p)
+Tensor.igamma = lambda self, other: igamma(self, other)
+Tensor.igammac = lambda self, other: igammac(self, other)
+Tensor.polygamma_ = lambda self, n: self.copy_(polygamma(n, self))
+Tensor.mvlgamma_ = lambda self, p: self.copy_(mvlgamma(self, p))
+Tensor.igamma_ = lambda self, other: self.copy_(igamma(self, other))
+Tensor.igammac_ = lambda self, other: self.copy_(igammac(self, other))
+__all__ += ["polygamma", "mvlgamma", "igamma", "igammac"]

@@ -140,9 +140,11 @@ def _upper_continued_fraction(a, x):
                        f"{_MAX_TERMS} terms")
 
 
-def _gamma_p_parts(a, x):
+def _gamma_p_parts(a, x, upper_tail=False):
     """For float64 a > 0, x >= 0 (same shape, no grad): (log f(x), P(a, x), dP/da / f(x)),
-    f the Gamma(a, 1) density. Series and fraction run only on the entries they serve."""
+    f the Gamma(a, 1) density. Series and fraction run only on the entries they serve. With
+    upper_tail, Q = 1 - P instead of P, taken from the continued fraction where that is the
+    branch (so a tiny Q keeps its digits), and the derivative's sign flipped."""
     logf = (a - 1) * x.log() - x - a.lgamma()
     P = _C.zeros_like(x)
     G = _C.zeros_like(x)
@@ -157,8 +159,11 @@ def _gamma_p_parts(a, x):
         au, xu = a[upper], x[upper]
         h, dh = _upper_continued_fraction(au, xu)
         Q = ((au - 1) * xu.log() - xu - au.lgamma()).exp() * xu * h
-        P[upper] = 1 - Q
+        P[upper] = Q if upper_tail else 1 - Q
         G[upper] = -xu * ((xu.log() - au.digamma()) * h + dh)
+    if upper_tail:
+        P[lower] = 1 - P[lower]
+        G = -G
     return logf, P.clamp(min=0, max=1), G
 
 
@@ -176,16 +181,19 @@ def _standard_gamma_grad(concentration, x):
         return g.reshape(shape).to(x.dtype)
 
 
-def _gammainc(a, x):
-    """Regularized lower incomplete gamma P(a, x) (torch.special.gammainc), differentiable
-    in x (dP/dx = f(x)) and in a (dP/da from the same series / fraction)."""
+def _gammainc(a, x, upper_tail=False):
+    """Regularized lower incomplete gamma P(a, x) (torch.special.gammainc; with upper_tail
+    the upper one Q = 1 - P, special.gammaincc), differentiable in x (dP/dx = f(x)) and in a
+    (dP/da from the same series / fraction)."""
     a, x = broadcast_all(a, x)
     with no_grad():
         a64 = a.detach().to(_C.float64).reshape(-1)
         x64 = x.detach().to(_C.float64).clamp(min=0).reshape(-1)
-        logf, P, G = _gamma_p_parts(a64, x64)
+        logf, P, G = _gamma_p_parts(a64, x64, upper_tail)
         f = _C.where(x64 > 0, logf.exp(), _C.zeros_like(logf))
-        dPda = _C.where(_C.isfinite(G), G * f, _C.zeros_like(G))
+        dPda = _C.where(_C.isfinite(G), G * f, _C.zeros_like(G))      # G: sign already Q's
+        if upper_tail:
+            f = -f                                                      # dQ/dx = -f
         shape = tuple(a.shape)
         P = P.reshape(shape).to(x.dtype)
         f = f.reshape(shape).to(x.dtype)
