@@ -10,6 +10,8 @@ matrix_power. The old top-level names (torch.inverse, det, svd returning V, qr(s
 import math
 import warnings
 
+import numpy as np
+
 from .. import _C
 from .._ops import _return_type
 from .._shape_ops import cross as _cross
@@ -20,7 +22,8 @@ from ._factor import LinAlgError, check_float, check_matrix, check_square
 __all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "inv", "inv_ex", "det",
            "slogdet", "solve", "cholesky", "cholesky_ex", "qr", "svd", "svdvals", "eigh",
            "eigvalsh", "pinv", "matrix_power", "matrix_rank", "cross", "multi_dot", "vecdot",
-           "diagonal", "matmul", "householder_product", "matrix_exp", "solve_triangular"]
+           "diagonal", "matmul", "householder_product", "matrix_exp", "solve_triangular",
+           "lstsq", "eig", "eigvals", "vander", "cond", "solve_ex"]
 
 _slogdet_result = _return_type("linalg_slogdet", ("sign", "logabsdet"))
 _qr_result = _return_type("linalg_qr", ("Q", "R"))
@@ -30,6 +33,9 @@ _inv_ex_result = _return_type("linalg_inv_ex", ("inverse", "info"))
 _cholesky_ex_result = _return_type("linalg_cholesky_ex", ("L", "info"))
 _geqrf_result = _return_type("geqrf", ("a", "tau"))
 _triangular_solve_result = _return_type("triangular_solve", ("solution", "cloned_coefficient"))
+_lstsq_result = _return_type("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
+_eig_result = _return_type("linalg_eig", ("eigenvalues", "eigenvectors"))
+_solve_ex_result = _return_type("linalg_solve_ex", ("result", "info"))
 
 matmul = _C.matmul
 
@@ -169,6 +175,120 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     else:
         T = A.triu() if upper else A.tril()
     return _factor.Solve.apply(T, B, left)
+
+
+_LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """Least squares (minimum norm when A is rank-deficient or wide): solution = pinv(A) B
+    with singular values below rcond * s_max dropped (rcond defaults to eps * max(m, n)), so
+    the solution is differentiable with pinv's derivative. The other fields follow the
+    driver as torch's: rank unless "gels"; singular_values for "gelsd" / "gelss"; residuals
+    (squared column norms of A X - B) for every driver but the default "gelsy", when A is
+    tall (m > n) and of full rank. Results equal LAPACK's to rounding for full-rank problems;
+    for rank-deficient ones gelsy's basic solution may differ from this minimum-norm one
+    (gelsd / gelss give the minimum-norm one too)."""
+    check_matrix("linalg.lstsq", A)
+    check_float("linalg.lstsq", B)
+    if A.dtype is not B.dtype:
+        raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same "
+                           f"dtype, but got input's dtype {_factor._dtype_word(A.dtype)} and "
+                           f"other's dtype {_factor._dtype_word(B.dtype)}")
+    driver = "gelsy" if driver is None else driver
+    if driver not in _LSTSQ_DRIVERS:
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of "
+                           "(gels, gelsy, gelsd, gelss)")
+    m, n = A.shape[-2], A.shape[-1]
+    vec = B.dim() == A.dim() - 1
+    if (B.shape[-1] if vec else B.shape[-2]) != m:
+        raise RuntimeError(f"torch.linalg.lstsq: input.size(-2) should match other.size(-2)")
+    if rcond is None:
+        rcond = _factor.eps(A.dtype) * max(m, n)
+    Bm = B.unsqueeze(-1) if vec else B
+    X = pinv(A, rtol=rcond) @ Bm
+    empty = _C.empty((0,), dtype=A.dtype)
+    with no_grad():
+        sv = svdvals(A) if driver in ("gelsd", "gelss") else empty
+        rank = (matrix_rank(A, rtol=rcond) if driver != "gels"
+                else _C.empty((0,), dtype=_C.int64))
+    full = driver == "gels" or bool((rank == min(m, n)).all())
+    residuals = empty
+    if driver != "gelsy" and m > n and full:
+        residuals = ((A @ X - Bm) ** 2).sum(-2)
+        residuals = residuals.squeeze(-1) if vec else residuals
+    return _lstsq_result((X.squeeze(-1) if vec else X, residuals, rank, sv))
+
+
+def eig(A):
+    """Eigenvalues and eigenvectors of a general square matrix: complex tensors (LAPACK's geev
+    through NumPy: unit columns, each unique up to a complex factor, which torch's LAPACK may
+    choose differently). Not differentiable here (torch's is)."""
+    check_square("linalg.eig", A)
+    _no_grad_guard("linalg.eig", A)
+    w, v = np.linalg.eig(_factor._np(A))
+    return _eig_result((_complex_of(w, A.dtype), _complex_of(v, A.dtype)))
+
+
+def eigvals(A):
+    """The eigenvalues of eig(A), complex."""
+    check_square("linalg.eigvals", A)
+    _no_grad_guard("linalg.eigvals", A)
+    return _complex_of(np.linalg.eigvals(_factor._np(A)), A.dtype)
+
+
+def _no_grad_guard(name, A):
+    if A.requires_grad and _C.is_grad_enabled():
+        raise NotImplementedError(f"{name}: cddp computes eigen-decompositions of general "
+                                  "matrices without a derivative; detach the input (eigh has "
+                                  "one for symmetric matrices)")
+
+
+def _complex_of(a, dtype):
+    from .._complex import view_as_complex
+    real = np.float32 if dtype is _C.float32 else np.float64
+    return view_as_complex(_C.from_numpy(np.ascontiguousarray(
+        np.stack([a.real, a.imag], -1).astype(real))))
+
+
+def vander(x, *, N=None):  # noqa: N803 (torch's argument name)
+    """(..., n) -> (..., n, N) with columns x^0, x^1, ..., x^(N-1) (increasing powers)."""
+    if x.dim() < 1:
+        raise RuntimeError("linalg.vander: x must have at least one dimension")
+    N = x.shape[-1] if N is None else int(N)
+    if N < 1:
+        raise RuntimeError("N must be greater than 1.")
+    cols = [_C.ones_like(x)]
+    for _ in range(1, N):
+        cols.append(cols[-1] * x)
+    return _C.stack(cols, -1)
+
+
+def cond(A, p=None):
+    """The condition number: sigma_max / sigma_min for p None / 2, sigma_min / sigma_max for
+    -2 (from svdvals), else norm(A, p) * norm(inv(A), p) (square matrices)."""
+    check_matrix("linalg.cond", A)
+    if p is None or p in (2, -2):
+        s = svdvals(A)
+        ratio = s[..., 0] / s[..., -1]
+        return ratio.reciprocal() if p == -2 else ratio
+    check_square("linalg.cond", A)
+    return matrix_norm(A, p) * matrix_norm(inv(A), p)
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    """(result, info): info 0 per system, or > 0 where A is singular (result not meaningful
+    there; raised when check_errors)."""
+    try:
+        return _solve_ex_result((solve(A, B, left=left), _C.zeros(A.shape[:-2],
+                                                                  dtype=_C.int32)))
+    except LinAlgError:
+        if check_errors:
+            raise
+    _, info = _factor.inv_info(_factor._np(A))
+    with no_grad():
+        X = _C.full_like(B, math.nan)
+    return _solve_ex_result((X, _C.from_numpy(info)))
 
 
 def _triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):  # noqa: A002
