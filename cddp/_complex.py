@@ -15,8 +15,8 @@ Contract:
   torch's convention (what a complex leaf's .grad holds).
 - Arithmetic: + - * / ** with complex tensors, real tensors and Python numbers (complex ones
   included), unary -, @ (matmul), ==; in place add_ sub_ mul_ div_ addcmul_ addcdiv_ (+= ...);
-  abs, angle, exp, log, sqrt, sin, cos, reciprocal, pow (real exponents), conj, sgn, square,
-  norm, isfinite / isnan / isinf; real / imag (views); sum / mean / cumsum; shape ops (view,
+  abs, angle, exp, log, sqrt, sin, cos, sinh, cosh, tanh, tan, sigmoid, reciprocal, pow (real
+  exponents), conj, sgn, square, norm, isfinite / isnan / isinf; prod; gather; tril / triu; real / imag (views); sum / mean / cumsum; shape ops (view,
   reshape, flatten, unsqueeze, squeeze, permute, transpose, t, T, H, mT, mH, expand,
   expand_as, repeat, flip, roll, chunk, split, unbind, indexing, setitem, masked_fill,
   contiguous, clone, detach, new_zeros); to / type_as / float / double (a real dtype keeps the
@@ -24,6 +24,7 @@ Contract:
   parts' promotion (a float64 operand makes complex128).
 - torch.real / imag / conj / is_complex take complex tensors (cddp/_shape_ops.py); torch.abs /
   absolute / angle / exp / sgn / square / conj_physical / resolve_conj / roll / einsum / sqrt /
+  sinh / cosh / tanh / tan / sigmoid / prod / gather / tril / triu /
   log / sin / cos / reciprocal / flip / cumsum / isfinite / isnan / isinf / norm / pow /
   masked_fill, linalg.vector_norm / norm and the *_like factories take complex tensors once
   this module is loaded (the first complex dtype, view or constructor): they are wrapped
@@ -394,6 +395,56 @@ class ComplexTensor:
     def cos(self):
         re, im = self._r[..., 0], self._r[..., 1]
         return _join(re.cos() * im.cosh(), -(re.sin() * im.sinh()))
+
+    def sinh(self):
+        re, im = self._r[..., 0], self._r[..., 1]
+        return _join(re.sinh() * im.cos(), re.cosh() * im.sin())
+
+    def cosh(self):
+        re, im = self._r[..., 0], self._r[..., 1]
+        return _join(re.cosh() * im.cos(), re.sinh() * im.sin())
+
+    def tanh(self):
+        """(sinh 2a + i sin 2b) / (cosh 2a + cos 2b); beyond |a| = 20 that is
+        sign(a) + i 2 sin(2b) exp(-2|a|) to double precision, taken directly (the ratio of the
+        two would overflow)."""
+        re, im = self._r[..., 0], self._r[..., 1]
+        big = re.abs() > 20
+        a2 = _C.where(big, _C.zeros_like(re), 2 * re)
+        d = a2.cosh() + (2 * im).cos()
+        far = 2 * (2 * im).sin() * (-2 * re.abs()).exp()
+        return _join(_C.where(big, re.sign(), a2.sinh() / d),
+                     _C.where(big, far, (2 * im).sin() / d))
+
+    def tan(self):
+        """tan z = -i tanh(i z)."""
+        re, im = self._r[..., 0], self._r[..., 1]
+        t = _join(-im, re).tanh()
+        return _join(t._r[..., 1], -t._r[..., 0])
+
+    def sigmoid(self):
+        return _div(1.0, 1.0 + (-self).exp())
+
+    def prod(self, dim=None, keepdim=False, dtype=None):
+        """The product in polar form: prod |z| * exp(i sum angle z)."""
+        mag, ang = self.abs(), self.angle()
+        if dim is None:
+            r, a = mag.prod(), ang.sum()
+        else:
+            d = _dim(dim, self.ndim)
+            r, a = mag.prod(d, keepdim), ang.sum(d, keepdim)
+        out = _join(r * a.cos(), r * a.sin())
+        return out if dtype is None else out.to(dtype)
+
+    def gather(self, dim, index):
+        idx = index.unsqueeze(-1).expand(*index.shape, 2)
+        return ComplexTensor(self._r.gather(_dim(dim, self.ndim), idx))
+
+    def tril(self, diagonal=0):
+        return ComplexTensor(self._r.movedim(-1, 0).tril(diagonal).movedim(0, -1))
+
+    def triu(self, diagonal=0):
+        return ComplexTensor(self._r.movedim(-1, 0).triu(diagonal).movedim(0, -1))
 
     def reciprocal(self):
         return _div(1.0, self)
@@ -1002,7 +1053,9 @@ _METHOD = {"abs": "abs", "absolute": "abs", "angle": "angle", "exp": "exp", "sgn
            "square": "square", "conj_physical": "conj", "resolve_conj": "conj", "roll": "roll",
            "sqrt": "sqrt", "log": "log", "sin": "sin", "cos": "cos", "reciprocal": "reciprocal",
            "flip": "flip", "cumsum": "cumsum", "isfinite": "isfinite", "isnan": "isnan",
-           "isinf": "isinf", "norm": "norm", "pow": "__pow__", "masked_fill": "masked_fill"}
+           "isinf": "isinf", "norm": "norm", "pow": "__pow__", "masked_fill": "masked_fill",
+           "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "tan": "tan", "sigmoid": "sigmoid",
+           "prod": "prod", "gather": "gather", "tril": "tril", "triu": "triu"}
 _installed = []
 
 
@@ -1022,6 +1075,8 @@ def _dispatcher(name, cfn):
     method = _METHOD.get(name)
 
     def fn(*args, **kwargs):
+        if not args and "input" in kwargs:            # torch.exp(input=z)
+            args = (kwargs.pop("input"),)
         if not _any_c(args):
             return cfn(*args, **kwargs)
         if name == "einsum":
@@ -1053,6 +1108,8 @@ def _fallback(name, cfn):
         try:
             return cfn(*args, **kwargs)
         except TypeError:
+            if not args and "input" in kwargs:        # torch.sum(input=z)
+                args = (kwargs.pop("input"),)
             if not _any_c(args) or kwargs.get("out") is not None:
                 raise
         return _method_call(method, args, kwargs)
