@@ -145,13 +145,18 @@ def slogdet(A):
     return _slogdet_result(_factor.Slogdet.apply(A))
 
 
-def solve(A, B, *, left=True):
-    check_square("linalg.solve", A)
-    check_float("linalg.solve", B)
+def _solve_args(name, A, B):
+    """torch's checks of a solve's A (square batches) and B (floating, A's dtype)."""
+    check_square(name, A)
+    check_float(name, B)
     if A.dtype is not B.dtype:
-        raise RuntimeError(f"linalg.solve: Expected A and B to have the same dtype, but found "
+        raise RuntimeError(f"{name}: Expected A and B to have the same dtype, but found "
                            f"A of type {_factor._dtype_word(A.dtype)} and B of type "
                            f"{_factor._dtype_word(B.dtype)} instead")
+
+
+def solve(A, B, *, left=True):
+    _solve_args("linalg.solve", A, B)
     return _factor.Solve.apply(A, B, left)
 
 
@@ -161,15 +166,10 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     the same X up to rounding), so a zero on T's diagonal raises LinAlgError where torch's
     trsm returns inf / nan. The gradient flows through the triangle's mask, so A's gradient
     is zero outside it (and on the diagonal when unitriangular), as torch's."""
-    check_square("linalg.solve_triangular", A)
-    check_float("linalg.solve_triangular", B)
+    _solve_args("linalg.solve_triangular", A, B)
     if B.dim() < 2:
         raise RuntimeError("linalg.solve_triangular: The input tensor B must have at least 2 "
                            "dimensions.")
-    if A.dtype is not B.dtype:
-        raise RuntimeError(f"linalg.solve_triangular: Expected A and B to have the same dtype, "
-                           f"but found A of type {_factor._dtype_word(A.dtype)} and B of type "
-                           f"{_factor._dtype_word(B.dtype)} instead")
     if unitriangular:
         T = (A.triu(1) if upper else A.tril(-1)) + _C.eye(A.shape[-1], dtype=A.dtype)
     else:
