@@ -150,3 +150,36 @@ def test_import_time_names_of_model_libraries():
     assert IterableDataset[int] is not None and DataLoader[int] is not None
     import typing
     assert urlparse("https://h/a/b.pt").path == "/a/b.pt" and List is typing.List
+
+
+def test_torch_utils_helpers():
+    """torch._utils' buffer helpers (guided-diffusion's fp16_util imports them)."""
+    from cddp._utils import (_flatten_dense_tensors, _reorder_tensors_as, _take_tensors,
+                             _unflatten_dense_tensors)
+    a = cddp.arange(6.0, requires_grad=True)
+    b = cddp.arange(4.0).reshape(2, 2)
+    flat = _flatten_dense_tensors([a.reshape(2, 3), b])
+    np.testing.assert_array_equal(n(flat), np.r_[np.arange(6.0), np.arange(4.0)])
+    parts = _unflatten_dense_tensors(flat, [a.reshape(2, 3), b])
+    assert [tuple(p.shape) for p in parts] == [(2, 3), (2, 2)]
+    (flat * 2).sum().backward()
+    assert a.grad.tolist() == [2.0] * 6
+    ts = [cddp.ones(3), cddp.ones(3, dtype=cddp.float64), cddp.ones(5), cddp.ones(1)]
+    # float32: 12 + 20 > 16 bytes, then 20 + 4 > 16: each in its own chunk; float64 apart
+    chunks = list(_take_tensors(ts, 16))
+    assert [[tuple(t.shape) for t in c] for c in chunks] == [[(3,)], [(5,)], [(1,)], [(3,)]]
+    assert [[tuple(t.shape) for t in c] for c in _take_tensors(ts, 40)] == [[(3,), (5,), (1,)],
+                                                                           [(3,)]]
+    back = _reorder_tensors_as([t for c in chunks for t in c], ts)
+    assert all(x is y for x, y in zip(back, ts))
+    assert cddp._utils.is_compiling() is False
+
+
+def test_bce_size_mismatch_messages_match_torch(torch):
+    for name in ("binary_cross_entropy_with_logits", "binary_cross_entropy"):
+        msgs = []
+        for lib in (torch, cddp):
+            with pytest.raises(ValueError) as info:
+                getattr(lib.nn.functional, name)(lib.zeros(2, 3), lib.zeros(3, 2))
+            msgs.append(str(info.value))
+        assert msgs[0] == msgs[1]

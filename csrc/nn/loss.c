@@ -27,6 +27,7 @@
 #include "core/cddp.h"
 #include "amp/amp.h"
 #include "module.h"
+#include "nn/conv.h"
 #include "nn/ce_rows.h"
 #include <math.h>
 #include <string.h>
@@ -754,8 +755,16 @@ static PyObject *pointwise_loss(int kind, TensorObject *x, TensorObject *y, PyOb
     }
     if ((kind == PW_BCE || kind == PW_BCEL) &&
         (x->ndim != y->ndim || memcmp(x->shape, y->shape, sizeof(int64_t) * x->ndim))) {
-        PyErr_SetString(PyExc_ValueError, "Using a target size that is different to the input "
-                        "size is deprecated. Please ensure they have the same size.");
+        char xs[256], ys[256];
+        cddp_shape_str(x->ndim, x->shape, xs, sizeof xs);
+        cddp_shape_str(y->ndim, y->shape, ys, sizeof ys);
+        if (kind == PW_BCEL)               /* torch's two texts */
+            PyErr_Format(PyExc_ValueError, "Target size (torch.Size(%s)) must be the same as "
+                         "input size (torch.Size(%s))", ys, xs);
+        else
+            PyErr_Format(PyExc_ValueError, "Using a target size (torch.Size(%s)) that is "
+                         "different to the input size (torch.Size(%s)) is deprecated. Please "
+                         "ensure they have the same size.", ys, xs);
         return NULL;
     }
     if (pw_prepare(ins, 4, b, &nd, sh) < 0)
