@@ -100,3 +100,83 @@ def test_match_torch(torch):
     for p in (None, "fro", 1):
         np.testing.assert_allclose(n(cddp.linalg.cond(t(S), p)),
                                    torch.linalg.cond(torch.tensor(S), p).numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4), (5, 3), (3, 5)])
+def test_lu_reconstructs_and_solves(shape):
+    A = RNG.standard_normal(shape)
+    P, L, U = (n(v) for v in cddp.linalg.lu(t(A)))
+    np.testing.assert_allclose(P @ L @ U, A, rtol=1e-12, atol=1e-12)
+    k = min(shape[-2:])
+    assert np.allclose(np.tril(L), L) and np.allclose(np.diagonal(L, axis1=-2, axis2=-1)[..., :k], 1)
+    assert np.allclose(np.triu(U), U)
+    # partial pivoting: every multiplier is at most 1 in magnitude
+    assert np.abs(np.tril(L, -1)).max() <= 1.0 + 1e-12
+    if shape[-1] == shape[-2]:
+        LU, piv = cddp.linalg.lu_factor(t(A))
+        B = RNG.standard_normal(shape[:-1] + (2,))
+        np.testing.assert_allclose(n(cddp.linalg.lu_solve(LU, piv, t(B))), np.linalg.solve(A, B),
+                                   rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(n(cddp.linalg.lu_solve(LU, piv, t(B), adjoint=True)),
+                                   np.linalg.solve(np.swapaxes(A, -1, -2), B), rtol=1e-10,
+                                   atol=1e-12)
+
+
+def test_lu_gradients_and_singular_inputs():
+    A = RNG.standard_normal((3, 3))
+    gradcheck(lambda a: cddp.linalg.lu_factor(a).LU, A)
+    gradcheck(lambda a: cddp.linalg.lu(a).U * 2 + cddp.linalg.lu(a).L, A)
+    LU, piv = cddp.linalg.lu_factor(t(A))
+    gradcheck(lambda lu, b: cddp.linalg.lu_solve(lu, piv, b), n(LU), RNG.standard_normal((3, 2)))
+    S = t(np.array([[1.0, 2.0], [2.0, 4.0]]))
+    r = cddp.linalg.lu_factor_ex(S)
+    assert int(r.info) == 2 and r.pivots.tolist() == [2, 2]
+    with pytest.raises(RuntimeError, match=r"U\[2,2\] is zero"):
+        cddp.linalg.lu_factor(S)
+    with pytest.warns(UserWarning, match="torch.lu is deprecated"):
+        LU2, piv2 = t(A).lu()
+    np.testing.assert_array_equal(n(LU2), n(LU))
+    P, L, U = cddp.lu_unpack(LU2, piv2)
+    np.testing.assert_allclose(n(P @ L @ U), A, rtol=1e-12)
+
+
+def test_data_has_its_own_version_counter():
+    """Writes through t.data do not count as modifications of t (torch gives .data a fresh
+    version counter; torchdiffeq's adaptive solvers write their scratch that way), while writes
+    through the .data tensor itself still count for what was saved from it."""
+    w = cddp.ones(3, requires_grad=True)
+    k = cddp.zeros(3)
+    y = w * k
+    k.data[0] = 5.0
+    assert k._version == 0
+    y.sum().backward()
+    assert w.grad.tolist() == [5.0, 0.0, 0.0]          # the value at backward time, as torch
+    d = cddp.zeros(3).data
+    y = w * d
+    d.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    k2 = cddp.zeros(3)
+    k2.add_(1)
+    assert k2._version == 1 and k2.detach()._version == 1        # detach shares the counter
+
+
+def test_lu_matches_torch(torch):
+    import warnings
+    A = RNG.standard_normal((2, 4, 4))
+    for shape in ((4, 4), (5, 3), (3, 5)):
+        X = RNG.standard_normal(shape)
+        c, tt = cddp.linalg.lu_factor_ex(t(X)), torch.linalg.lu_factor_ex(torch.tensor(X))
+        np.testing.assert_allclose(n(c.LU), tt.LU.numpy(), rtol=1e-12, atol=1e-14)
+        np.testing.assert_array_equal(n(c.pivots), tt.pivots.numpy())
+    ca, ta = t(A, requires_grad=True), torch.tensor(A, requires_grad=True)
+    g = RNG.standard_normal(A.shape)
+    (cddp.linalg.lu_factor(ca).LU * t(g)).sum().backward()
+    (torch.linalg.lu_factor(ta).LU * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(n(ca.grad), ta.grad.numpy(), rtol=1e-10, atol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        P, L, U = cddp.lu_unpack(*t(A[0]).lu())
+        tP, tL, tU = torch.lu_unpack(*torch.tensor(A[0]).lu())
+    for a, b in ((P, tP), (L, tL), (U, tU)):
+        np.testing.assert_allclose(n(a), b.numpy(), rtol=1e-12, atol=1e-14)

@@ -23,7 +23,8 @@ __all__ = ["LinAlgError", "vector_norm", "matrix_norm", "norm", "inv", "inv_ex",
            "slogdet", "solve", "cholesky", "cholesky_ex", "qr", "svd", "svdvals", "eigh",
            "eigvalsh", "pinv", "matrix_power", "matrix_rank", "cross", "multi_dot", "vecdot",
            "diagonal", "matmul", "householder_product", "matrix_exp", "solve_triangular",
-           "lstsq", "eig", "eigvals", "vander", "cond", "solve_ex"]
+           "lstsq", "eig", "eigvals", "vander", "cond", "solve_ex", "lu_factor", "lu_factor_ex",
+           "lu", "lu_solve"]
 
 _slogdet_result = _return_type("linalg_slogdet", ("sign", "logabsdet"))
 _qr_result = _return_type("linalg_qr", ("Q", "R"))
@@ -36,6 +37,10 @@ _triangular_solve_result = _return_type("triangular_solve", ("solution", "cloned
 _lstsq_result = _return_type("linalg_lstsq", ("solution", "residuals", "rank", "singular_values"))
 _eig_result = _return_type("linalg_eig", ("eigenvalues", "eigenvectors"))
 _solve_ex_result = _return_type("linalg_solve_ex", ("result", "info"))
+_lu_factor_result = _return_type("linalg_lu_factor", ("LU", "pivots"))
+_lu_factor_ex_result = _return_type("linalg_lu_factor_ex", ("LU", "pivots", "info"))
+_lu_result = _return_type("linalg_lu", ("P", "L", "U"))
+_lu_unpack_result = _return_type("lu_unpack", ("P", "L", "U"))
 
 matmul = _C.matmul
 
@@ -289,6 +294,90 @@ def solve_ex(A, B, *, left=True, check_errors=False):
     with no_grad():
         X = _C.full_like(B, math.nan)
     return _solve_ex_result((X, _C.from_numpy(info)))
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False):
+    """(LU, pivots, info): partial pivoting as LAPACK's getrf (cddp/linalg/_factor.py, the
+    unblocked algorithm in NumPy over the batch: the same pivots, factors to rounding);
+    pivots 1-based int32; info the first zero pivot's column (1-based), 0 when none.
+    Differentiable for square matrices (torch's formula)."""
+    check_matrix("linalg.lu_factor_ex", A)
+    if not pivot:
+        raise NotImplementedError("linalg.lu_factor: LU without pivoting is not implemented "
+                                  "on the CPU")            # torch's CPU says the same
+    LU, piv, info = _factor.LUFactor.apply(A)
+    if check_errors and bool((info > 0).any()):
+        raise LinAlgError("torch.linalg.lu_factor_ex: the factorization could not be completed "
+                          "because the input is not full rank")
+    return _lu_factor_ex_result((LU, piv, info))
+
+
+def lu_factor(A, *, pivot=True):
+    LU, piv, info = lu_factor_ex(A, pivot=pivot)
+    bad = (info > 0).reshape(-1)
+    if bool(bad.any()):
+        k = int(info.reshape(-1)[bad][0])
+        raise RuntimeError(f"torch.linalg.lu_factor: U[{k},{k}] is zero and using it on lu_solve "
+                           "would result in a division by zero. If you still want to perform "
+                           "the factorization, consider calling linalg.lu(A, pivot) or "
+                           "linalg.lu_factor_ex(A, pivot)")
+    return _lu_factor_result((LU, piv))
+
+
+def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """torch.lu_unpack: (P, L, U) with A = P L U; L unit lower (m, k), U upper (k, n)."""
+    m, n = LU_data.shape[-2], LU_data.shape[-1]
+    k = min(m, n)
+    empty = _C.empty((0,), dtype=LU_data.dtype)
+    L = U = P = empty
+    if unpack_data:
+        L = LU_data[..., :, :k].tril(-1) + _C.eye(m, k, dtype=LU_data.dtype)
+        U = LU_data[..., :k, :].triu()
+    if unpack_pivots:
+        perm = _factor.perm_from_pivots(LU_pivots.numpy(), m)          # A[perm] = L U
+        eye = np.eye(m, dtype=np.float32 if LU_data.dtype is _C.float32 else np.float64)
+        P = _C.from_numpy(np.ascontiguousarray(np.swapaxes(eye[perm], -1, -2)))
+    return _lu_unpack_result((P, L, U))
+
+
+def lu(A, *, pivot=True):
+    """(P, L, U) with A = P L U."""
+    LU, piv, _ = lu_factor_ex(A, pivot=pivot)
+    return _lu_result(tuple(_lu_unpack(LU, piv)))
+
+
+def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """X with A X = B (A^T X = B when adjoint; X A = B / X A^T = B when not left), A = P L U
+    from lu_factor: the permutation, then the two triangular solves (differentiable in LU and
+    B through them)."""
+    P, L, U = _lu_unpack(LU, pivots)
+    if not left:                       # X A = B  <=>  A^T X^T = B^T
+        return lu_solve(LU, pivots, B.mT, left=True, adjoint=not adjoint).mT
+    if adjoint:                        # U^T L^T P^T X = B
+        Y = solve_triangular(U.mT, B, upper=False)
+        Z = solve_triangular(L.mT, Y, upper=True, unitriangular=True)
+        return P @ Z
+    Y = solve_triangular(L, P.mT @ B, upper=False, unitriangular=True)
+    return solve_triangular(U, Y, upper=True)
+
+
+def _lu_top(A, pivot=True, get_infos=False):
+    """torch.lu / Tensor.lu (deprecated there): (LU, pivots[, infos])."""
+    warnings.warn("torch.lu is deprecated in favor of torch.linalg.lu_factor / "
+                  "torch.linalg.lu_factor_ex and will be removed in a future PyTorch release.",
+                  UserWarning, stacklevel=2)
+    r = lu_factor_ex(A, pivot=pivot)
+    if get_infos:
+        return tuple(r)
+    if bool((r.info > 0).any()):
+        raise RuntimeError("torch.linalg.lu_factor: the factorization could not be completed "
+                           "because the input is singular")
+    return r.LU, r.pivots
+
+
+def _lu_solve_top(input, LU_data, LU_pivots):  # noqa: A002,N803
+    """torch.lu_solve(b, LU_data, LU_pivots) (deprecated there)."""
+    return lu_solve(LU_data, LU_pivots, input)
 
 
 def _triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):  # noqa: A002
@@ -619,9 +708,10 @@ TOP_LEVEL = {"inverse": inv, "det": det, "logdet": logdet, "slogdet": _slogdet_t
              "qr": _qr_top, "svd": _svd_top, "chain_matmul": chain_matmul, "geqrf": geqrf,
              "orgqr": householder_product, "matrix_exp": matrix_exp,
              "triangular_solve": _triangular_solve, "cholesky_solve": _cholesky_solve,
-             "cholesky_inverse": _cholesky_inverse}
+             "cholesky_inverse": _cholesky_inverse, "lu_unpack": _lu_unpack, "lu": _lu_top,
+             "lu_solve": _lu_solve_top}
 for _name in ("inverse", "det", "logdet", "slogdet", "matrix_power", "pinverse", "cholesky",
               "qr", "svd", "matrix_exp", "triangular_solve", "cholesky_solve",
-              "cholesky_inverse"):
+              "cholesky_inverse", "lu", "lu_solve"):
     setattr(_C.Tensor, _name, TOP_LEVEL[_name])
 del _name

@@ -460,3 +460,79 @@ class Pinv(Function):
         ga = -(pt @ gp @ pt) + (gpt @ p @ pt - a @ (p @ (gpt @ p @ pt))) + \
             (pt @ p @ gpt - ((pt @ p @ gpt) @ p) @ a)
         return _tensor(ga, g.dtype), None, None
+
+
+# ---- LU with partial pivoting -----------------------------------------------------------------
+
+def lu_np(a):
+    """getrf's unblocked algorithm (getf2) over a batch (..., m, n) of NumPy arrays: the
+    pivot of column j is the first largest |a[i, j]|, i >= j (LAPACK's idamax); rows swapped,
+    the column below scaled by the pivot unless it is zero, the trailing block updated.
+    Returns (LU, pivots (..., k) int32 1-based, info (...) int32: the first zero pivot's
+    1-based column, 0 when none), k = min(m, n)."""
+    a = np.array(a, copy=True)
+    m, n = a.shape[-2], a.shape[-1]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    piv = np.zeros(batch + (k,), dtype=np.int32)
+    info = np.zeros(batch, dtype=np.int32)
+    for j in range(k):
+        p = np.argmax(np.abs(a[..., j:, j]), axis=-1) + j          # (...)
+        piv[..., j] = p + 1
+        rows_j = a[..., j, :].copy()
+        pidx = np.broadcast_to(p[..., None, None], batch + (1, n))
+        a[..., j, :] = np.take_along_axis(a, pidx, axis=-2)[..., 0, :]
+        np.put_along_axis(a, pidx, rows_j[..., None, :], axis=-2)
+        d = a[..., j, j]
+        zero = d == 0
+        info = np.where(zero & (info == 0), j + 1, info).astype(np.int32)
+        if j + 1 < m:
+            safe = np.where(zero, 1, d)
+            a[..., j + 1:, j] = np.where(zero[..., None], a[..., j + 1:, j],
+                                         a[..., j + 1:, j] / safe[..., None])
+            a[..., j + 1:, j + 1:] -= a[..., j + 1:, j:j + 1] * a[..., j:j + 1, j + 1:]
+    return a, piv, info
+
+
+def perm_from_pivots(piv, m):
+    """Row order perm (..., m) with A[perm] = L U: the pivots' swaps applied to arange(m)."""
+    perm = np.broadcast_to(np.arange(m), piv.shape[:-1] + (m,)).copy()
+    for j in range(piv.shape[-1]):
+        p = piv[..., j].astype(np.int64) - 1
+        pj = perm[..., j].copy()
+        pp = np.take_along_axis(perm, p[..., None], -1)[..., 0]
+        perm[..., j] = pp
+        np.put_along_axis(perm, p[..., None], pj[..., None], -1)
+    return perm
+
+
+class LUFactor(Function):
+    """(LU, pivots, info) of A; the gradient is torch's for square matrices of full rank:
+    gA = P L^-T (tril(L^T gL, -1) + triu(gU U^T)) U^-T with gL, gU the strict lower and
+    upper parts of LU's gradient."""
+
+    @staticmethod
+    def forward(ctx, A):
+        lu, piv, info = lu_np(_np(A))
+        out = _tensor(lu, A.dtype)
+        ctx.save_for_backward(out)
+        ctx.piv = piv
+        return out, _C.from_numpy(piv), _C.from_numpy(info)
+
+    @staticmethod
+    def backward(ctx, g, _gp=None, _gi=None):
+        LU, = ctx.saved_tensors
+        lu, gl = _np(LU), _np(g)
+        m, n = lu.shape[-2], lu.shape[-1]
+        if m != n:
+            raise NotImplementedError("the gradient of lu_factor is implemented for square "
+                                      "matrices only")
+        L = np.tril(lu, -1) + np.eye(n)
+        U = np.triu(lu)
+        inner = np.tril(_mT(L) @ np.tril(gl, -1), -1) + np.triu(np.triu(gl) @ _mT(U))
+        x = np.linalg.solve(_mT(L), inner)                       # L^-T (...)
+        x = _mT(np.linalg.solve(U, _mT(x)))                      # (...) U^-T
+        perm = perm_from_pivots(ctx.piv, m)                      # A[perm] = L U
+        ga = np.empty_like(x)
+        np.put_along_axis(ga, np.broadcast_to(perm[..., :, None], x.shape), x, axis=-2)
+        return _tensor(ga, g.dtype)

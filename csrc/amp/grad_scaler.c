@@ -184,7 +184,7 @@ static int unscale_all(TensorObject **gs, TensorObject **work, Py_ssize_t n, flo
         if (work[i] && cddp_copy_into(gs[i], work[i]) < 0)
             return -1;
         else if (!work[i])
-            gs[i]->storage->version++;                /* an in-place write, as copy_into's */
+            cddp_bump_version(gs[i]);                /* an in-place write, as copy_into's */
     return bad;
 }
 
@@ -262,8 +262,8 @@ static PyObject *py_update_scale(PyObject *m, PyObject *args)
             *gt = successful;
         }
     }
-    ((TensorObject *)scale)->storage->version++;
-    ((TensorObject *)tracker)->storage->version++;
+    cddp_bump_version((TensorObject *)scale);
+    cddp_bump_version((TensorObject *)tracker);
     return Py_NewRef(scale);
 }
 

@@ -169,7 +169,7 @@ static int save_variables(FunctionNode *f, PyObject *outs)
                          "argument %zd is of type %s", j, Py_TYPE(o)->tp_name);
             goto done;
         }
-        f->saved_version[j] = t->storage->version;
+        f->saved_version[j] = *cddp_version(t);
         k = find_obj(PySequence_Fast_ITEMS(outs), PySequence_Fast_GET_SIZE(outs), o);
         if (k >= 0 && t->grad_fn == &f->node) {
             f->saved_out[j] = k;

@@ -386,7 +386,7 @@ int cddp_node_save(NodeObject *n, int slot, TensorObject *t)
     if (!kept)
         return -1;
     Py_XSETREF(n->saved[slot], (PyObject *)kept);
-    n->saved_version[slot] = t->storage->version;
+    n->saved_version[slot] = *cddp_version(t);
     if (slot >= n->n_saved)
         n->n_saved = slot + 1;
     return 0;
@@ -419,7 +419,7 @@ int cddp_saved_check(NodeObject *n, TensorObject *t, int64_t version)
                         "after calling backward.");
         return -1;
     }
-    if (!t || t->storage->version == version)
+    if (!t || *cddp_version(t) == version)
         return 0;
     for (int d = 0; d < t->ndim && k < sizeof shape - 24; d++)
         k += (size_t)snprintf(shape + k, sizeof shape - k, d ? ", %lld" : "%lld",
@@ -432,7 +432,7 @@ int cddp_saved_check(NodeObject *n, TensorObject *t, int64_t version)
                  "modified it ran after the forward pass; clone() the tensor before "
                  "modifying it in place.",
                  cddp_dtype_name[t->dtype], shape, n->name,
-                 (long long)t->storage->version, (long long)version);
+                 (long long)*cddp_version(t), (long long)version);
     return -1;
 }
 
@@ -445,7 +445,7 @@ TensorObject *cddp_node_saved(NodeObject *n, int slot)
         if (!(t = cddp_saved_unpack(t)))
             return NULL;
         Py_SETREF(n->saved[slot], (PyObject *)t);
-        n->saved_version[slot] = t->storage->version;
+        n->saved_version[slot] = *cddp_version(t);
     }
     if (cddp_saved_check(n, t, n->saved_version[slot]) < 0)
         return NULL;

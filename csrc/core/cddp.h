@@ -233,7 +233,18 @@ typedef struct TensorObject {
     struct TensorObject *view_base;      /* differentiable view: its root base (owned), else
                                             NULL (autograd/view.c) */
     int64_t view_version;                /* storage version its history was recorded at */
+    struct cddp_vcounter *vc;            /* NULL: the storage's version counter, shared by
+                                            every alias; else a counter of its own (a `.data`
+                                            tensor and the views cut from it), as torch gives
+                                            .data a fresh one (cddp_version) */
 } TensorObject;
+
+/* A version counter of its own (TensorObject.vc), shared by reference among the aliases that
+ * inherit it (cddp_tensor_alias). */
+typedef struct cddp_vcounter {
+    Py_ssize_t refcnt;
+    int64_t version;
+} cddp_vcounter;
 
 /* Module state: one interpreter, one module instance; kept behind cddp_state() so hot paths
  * do not walk the MRO to find it. */
@@ -331,7 +342,16 @@ PyObject *cddp_complex_call(const char *fn, PyObject *first, PyObject *const *ar
 TensorObject *cddp_scalar_tensor(double v, cddp_dtype dt);
 /* Read element i (C-order over the shape) of any tensor as double / int64. */
 double cddp_get_double(const TensorObject *t, int64_t flat_index);
-static inline void cddp_bump_version(TensorObject *t) { t->storage->version++; }
+/* The version counter of t: what in-place writes through t bump and what saved-tensor checks
+ * compare. Writes through a `.data` tensor (its own counter) leave the storage's counter, and
+ * so every other alias's, untouched: torch's way past the version check. */
+static inline int64_t *cddp_version(TensorObject *t)
+{
+    return t->vc ? &t->vc->version : &t->storage->version;
+}
+static inline void cddp_bump_version(TensorObject *t) { ++*cddp_version(t); }
+/* Drop t's reference to its own counter (t->vc NULL afterwards). */
+void cddp_vcounter_release(TensorObject *t);
 
 /* Broadcasting: out = broadcast(a, b) shape (out may alias sa or sb); RuntimeError with
  * torch's text when the shapes do not broadcast. */

@@ -42,6 +42,13 @@ int cddp_is_contiguous(const TensorObject *t)
     return 1;
 }
 
+void cddp_vcounter_release(TensorObject *t)
+{
+    if (t->vc && --t->vc->refcnt == 0)
+        PyMem_Free(t->vc);
+    t->vc = NULL;
+}
+
 static TensorObject *tensor_alloc(void)
 {
     PyTypeObject *tp = cddp_state()->tensor_type;
@@ -121,6 +128,8 @@ TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *sha
         return NULL;
     t->storage = base->storage;
     cddp_storage_incref(t->storage);
+    if ((t->vc = base->vc))
+        t->vc->refcnt++;
     t->offset = offset;
     t->ndim = ndim;
     t->dtype = base->dtype;

@@ -50,6 +50,7 @@ static void tensor_dealloc(TensorObject *self)
     if (self->weakreflist)
         PyObject_ClearWeakRefs((PyObject *)self);
     tensor_clear(self);
+    cddp_vcounter_release(self);
     cddp_storage_decref(self->storage);
     self->storage = NULL;
     tp->tp_free(self);
@@ -227,14 +228,29 @@ static PyObject *get_output_nr(TensorObject *self, void *c)
 
 static PyObject *get_version(TensorObject *self, void *c)
 {
-    return PyLong_FromLongLong(self->storage->version);
+    return PyLong_FromLongLong(*cddp_version(self));
 }
 
 static PyObject *tensor_detach(TensorObject *self, PyObject *unused);
 
+/* t.data: an alias with no history and a version counter of its own (torch's), so in-place
+ * writes through it go unnoticed by the version checks of t's saved copies (torchdiffeq's
+ * `scratch.data[index] = value  # sneak past the version checker`). */
 static PyObject *get_data(TensorObject *self, void *c)
 {
-    return tensor_detach(self, NULL);
+    TensorObject *t = (TensorObject *)tensor_detach(self, NULL);
+    cddp_vcounter *vc;
+    if (!t)
+        return NULL;
+    if (!(vc = PyMem_Malloc(sizeof *vc))) {
+        Py_DECREF(t);
+        return PyErr_NoMemory();
+    }
+    cddp_vcounter_release(t);
+    vc->refcnt = 1;
+    vc->version = 0;
+    t->vc = vc;
+    return (PyObject *)t;
 }
 
 /* `t.data = other`: t takes other's storage and geometry (torch's set_data). */

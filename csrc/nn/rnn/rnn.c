@@ -232,12 +232,12 @@ static void plan_from_node(NodeObject *self, cddp_rnn_plan *p, cddp_dtype dt)
 static TensorObject *saved_w_hr(NodeObject *self)
 {
     TensorObject *w = (TensorObject *)self->extra;
-    if (w->storage->version != self->i[10]) {
+    if (*cddp_version(w) != self->i[10]) {
         PyErr_Format(PyExc_RuntimeError, "one of the variables needed for gradient computation "
                      "has been modified by an inplace operation: [cddp.%s [%lld, %lld]], which "
                      "is saved by %s, is at version %lld; expected version %lld instead.",
                      cddp_dtype_name[w->dtype], (long long)w->shape[0], (long long)w->shape[1],
-                     self->name, (long long)w->storage->version, (long long)self->i[10]);
+                     self->name, (long long)*cddp_version(w), (long long)self->i[10]);
         return NULL;
     }
     return w;
@@ -313,7 +313,7 @@ static int attach_node(TensorObject **a, cddp_rnn_plan *p, TensorObject *xc, Ten
     *ibuf = NULL;
     if (a[A_WHR]) {
         node->extra = Py_NewRef(a[A_WHR]);
-        node->i[10] = a[A_WHR]->storage->version;
+        node->i[10] = *cddp_version(a[A_WHR]);
     }
     bad = cddp_node_save(node, 0, xc) < 0 || cddp_node_save(node, 1, a[A_WIH]) < 0 ||
           cddp_node_save(node, 2, a[A_WHH]) < 0 || cddp_node_save(node, 3, ws) < 0;
