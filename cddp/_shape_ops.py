@@ -695,3 +695,58 @@ Tensor.masked_scatter = masked_scatter
 Tensor.masked_scatter_ = lambda self, mask, source: self.copy_(masked_scatter(self, mask, source))
 __all__ += ["select_scatter", "slice_scatter", "masked_scatter", "unravel_index", "vander",
             "frombuffer", "put", "index_reduce"]
+
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):  # noqa: A002
+    """A copy of input with input.diagonal(offset, dim1, dim2) replaced by src."""
+    out = input.clone()
+    out.diagonal(offset, dim1, dim2).copy_(src)      # an in-place op on a view: CopySlices
+    return out
+
+
+def as_strided_scatter(input, src, size, stride, storage_offset=None):  # noqa: A002
+    """A copy of input (contiguous) with its as_strided(size, stride, storage_offset) view
+    replaced by src; the strides address the copy's elements in row-major order."""
+    out = input.contiguous().clone()
+    out.as_strided(size, stride, 0 if storage_offset is None else storage_offset).copy_(src)
+    return out
+
+
+def frexp(input):  # noqa: A002
+    """(mantissa, exponent) with input = mantissa * 2**exponent, |mantissa| in [0.5, 1)
+    (0 for 0): NumPy's frexp; the exponent int32, as torch's. No gradient."""
+    import numpy as np
+    if not input.is_floating_point():
+        raise RuntimeError("torch.frexp() only supports floating-point dtypes")
+    m, e = np.frexp(input.detach().float().numpy() if input.dtype in (_C.float16, _C.bfloat16)
+                    else input.detach().numpy())
+    return _frexp_result((_C.from_numpy(np.ascontiguousarray(m)).to(input.dtype),
+                          _C.from_numpy(np.ascontiguousarray(e.astype(np.int32)))))
+
+
+def ger(input, vec2):  # noqa: A002
+    """torch.ger: the outer product (torch.outer's old name)."""
+    return _C.outer(input, vec2)
+
+
+def nonzero_static(input, *, size, fill_value=-1):  # noqa: A002
+    """torch.nonzero_static: nonzero's (n, ndim) indices cut or padded (with fill_value) to
+    exactly `size` rows."""
+    idx = input.nonzero()
+    n = idx.shape[0]
+    if n >= size:
+        return idx[:size]
+    pad = _C.full((size - n, input.dim()), fill_value, dtype=idx.dtype)
+    return _C.cat([idx, pad])
+
+
+from ._ops import _return_type as _rt  # noqa: E402
+_frexp_result = _rt("frexp", ("mantissa", "exponent"))
+for _n in ("diagonal_scatter", "as_strided_scatter", "frexp", "ger", "nonzero_static"):
+    setattr(Tensor, _n, globals()[_n])
+Tensor.unsafe_chunk = lambda self, chunks, dim=0: self.chunk(chunks, dim)
+Tensor.unsafe_split = lambda self, split_size, dim=0: self.split(split_size, dim)
+Tensor.unsafe_split_with_sizes = lambda self, split_sizes, dim=0: self.split(list(split_sizes),
+                                                                            dim)
+del _n
+__all__ += ["diagonal_scatter", "as_strided_scatter", "frexp", "ger", "nonzero_static"]

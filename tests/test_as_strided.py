@@ -135,3 +135,36 @@ def test_unfold_is_a_view(torch):
     assert cu.stride() == tu.stride() and tuple(cu.shape) == tuple(tu.shape)
     cu[0, 1, 0] = -5.0
     assert n(cx)[0, 3] == -5.0
+
+
+def test_scatter_variants_frexp_ger_nonzero_static():
+    """diagonal_scatter / as_strided_scatter (copies with a view replaced), frexp, ger and
+    nonzero_static, against NumPy."""
+    a = np.arange(12.0).reshape(3, 4)
+    for src, off in ((np.ones(3), 0), (np.full(3, 7.0), 1), (np.ones(2), -1)):
+        want = a.copy()
+        r = np.arange(len(src))
+        want[r - min(off, 0), r + max(off, 0)] = src
+        np.testing.assert_array_equal(n(cddp.diagonal_scatter(t(a), t(src), off)), want)
+    x = t(a, requires_grad=True)
+    s = t(np.ones(3), requires_grad=True)
+    cddp.diagonal_scatter(x, s).sum().backward()
+    np.testing.assert_array_equal(n(x.grad), 1 - np.eye(3, 4))
+    assert s.grad.tolist() == [1.0, 1.0, 1.0]
+    want = a.copy()
+    want.ravel()[[1, 2, 5, 6]] = 1.0
+    np.testing.assert_array_equal(n(cddp.as_strided_scatter(t(a), t(np.ones((2, 2))), (2, 2),
+                                                            (4, 1), 1)), want)
+    v = np.array([0.0, 1.5, -3.0, 1e-300, 7e10])
+    m, e = cddp.frexp(t(v))
+    nm, ne = np.frexp(v)
+    np.testing.assert_array_equal(n(m), nm)
+    np.testing.assert_array_equal(n(e), ne)
+    assert e.dtype == cddp.int32
+    np.testing.assert_array_equal(n(cddp.ger(t(np.array([1.0, 2.0])), t(np.arange(3.0)))),
+                                  np.outer([1.0, 2.0], np.arange(3.0)))
+    mask = t(np.array([[0, 1], [1, 0], [1, 1]]))
+    assert cddp.nonzero_static(mask, size=5).tolist() == [[0, 1], [1, 0], [2, 0], [2, 1],
+                                                          [-1, -1]]
+    assert mask.nonzero_static(size=2, fill_value=9).tolist() == [[0, 1], [1, 0]]
+    assert [tuple(c.shape) for c in t(a).unsafe_chunk(2)] == [(2, 4), (1, 4)]
