@@ -282,18 +282,20 @@ def cond(A, p=None):
 
 
 def solve_ex(A, B, *, left=True, check_errors=False):
-    """(result, info): info 0 per system, or > 0 where A is singular (result not meaningful
-    there; raised when check_errors)."""
-    try:
-        return _solve_ex_result((solve(A, B, left=left), _C.zeros(A.shape[:-2],
-                                                                  dtype=_C.int32)))
-    except LinAlgError:
-        if check_errors:
-            raise
-    _, info = _factor.inv_info(_factor._np(A))
+    """(result, info): info per system from the LU factorization (lu_factor_ex: 0, or the
+    first zero pivot's column); the result is linalg.solve's when every system is regular,
+    else NaN (not meaningful there), and check_errors raises."""
+    _solve_args("linalg.solve_ex", A, B)
+    with no_grad():
+        info = _C.from_numpy(_factor.lu_np(_factor._np(A))[2])
+    if not bool((info > 0).any()):
+        return _solve_ex_result((solve(A, B, left=left), info))
+    if check_errors:
+        raise LinAlgError("linalg.solve_ex: The solver failed because the input matrix is "
+                          "singular.")
     with no_grad():
         X = _C.full_like(B, math.nan)
-    return _solve_ex_result((X, _C.from_numpy(info)))
+    return _solve_ex_result((X, info))
 
 
 def lu_factor_ex(A, *, pivot=True, check_errors=False):
