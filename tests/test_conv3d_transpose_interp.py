@@ -495,8 +495,12 @@ def test_interpolate_5d_errors_vs_torch(torch, shape, kw):
     assert cm == tm
 
 
-def test_interpolate_5d_unsupported_modes():
+def test_interpolate_5d_modes():
+    """bicubic is 4-D only (torch's NotImplementedError); area on 5-D is adaptive average
+    pooling to the output size, as torch's."""
     x = t(rnd(1, 1, 2, 2, 2))
-    for mode in ("area", "bicubic"):
-        with pytest.raises(NotImplementedError):
-            F.interpolate(x, scale_factor=2, mode=mode)
+    with pytest.raises(NotImplementedError, match="bicubic mode needs 4D input"):
+        F.interpolate(x, scale_factor=2, mode="bicubic")
+    y = t(rnd(1, 2, 4, 6, 5))
+    np.testing.assert_array_equal(n(F.interpolate(y, size=(2, 3, 2), mode="area")),
+                                  n(F.adaptive_avg_pool3d(y, (2, 3, 2))))
