@@ -55,6 +55,7 @@ Differences from torch:
 - clip_grad_norm_ with norm_type=inf takes the largest |re| or |im| (torch: the largest |z|).
 """
 import builtins
+import math
 import numbers
 import warnings
 
@@ -589,6 +590,24 @@ class ComplexTensor:
 
     pow = __pow__
 
+    def __rpow__(self, base):
+        """base ** z for a real number or real tensor base: exp(z log base), log of a negative
+        base being log|base| + i pi; a zero base gives 0 (torch: 0 for Re z > 0)."""
+        if isinstance(base, (int, float)) and not isinstance(base, bool):
+            if base == 0:
+                return _join(self._r[..., 0] * 0, None)
+            lg = builtins.complex(math.log(abs(base)), math.pi if base < 0 else 0.0)
+            return _mul(self, lg).exp()
+        if isinstance(base, _C.Tensor) and base.is_floating_point():
+            mag = base.abs()
+            lg = _join(_C.where(mag == 0, _C.full_like(mag, -math.inf), mag).log(),
+                       _C.where(base < 0, _C.full_like(mag, math.pi), _C.zeros_like(mag)))
+            return _mul(self, lg).exp()
+        return NotImplemented
+
+    def __abs__(self):
+        return self.abs()
+
     def __eq__(self, o):
         ar, ai = _parts(self)
         br, bi = _parts(o)
@@ -1031,10 +1050,54 @@ def _like_factory(name, cfn):
     return _wrapper(fn, name, cfn)
 
 
+def _numpy_complex_dtype(a):
+    """complex64 / complex128 for a complex ndarray (torch keeps an array's precision)."""
+    import numpy as np
+    return complex64 if a.dtype == np.complex64 else complex128
+
+
+def _from_numpy_call(a):
+    """torch.from_numpy of a complex ndarray (from C, module.c): a complex tensor sharing its
+    memory — the real and imaginary parts are a (..., 2) strided view of the array's bytes,
+    any non-negative strides (a complex256 array is refused, as torch)."""
+    import numpy as np
+    if a.dtype not in (np.complex64, np.complex128):
+        raise TypeError(f"can't convert np.ndarray of type {a.dtype}. The only supported "
+                        "complex types are complex64 and complex128.")
+    re = a.real
+    pairs = np.lib.stride_tricks.as_strided(re, shape=a.shape + (2,),
+                                            strides=a.strides + (re.itemsize,))
+    return ComplexTensor(_C.from_numpy(pairs))
+
+
+def _as_tensor_call(data, dtype=None, device=None):
+    """torch.as_tensor with complex data or dtype (from C, ops/creation/data.c): a complex
+    ndarray of that precision shares memory, anything else is copied (torch.tensor)."""
+    import numpy as np
+    if isinstance(data, np.ndarray) and np.iscomplexobj(data) and \
+            (dtype is None or dtype is _numpy_complex_dtype(data)):
+        return _from_numpy_call(data)
+    if _is_c(data) and (dtype is None or dtype is data.dtype):
+        return data
+    return _tensor_call(data, dtype=dtype, device=device)
+
+
+def _real_to_call(x, *args, **kwargs):
+    """A real tensor's .to / .type with a complex dtype (from C, ops/shape/convert.c): the
+    complex tensor with x as its real part and zero imaginary part (a differentiable copy)."""
+    dtype = next((a for a in list(args) + list(kwargs.values())
+                  if isinstance(a, _ComplexDType)), complex64)
+    re = x.to(dtype._real)
+    return _join(re, _C.zeros_like(re))
+
+
 def _tensor_call(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """torch.tensor with complex numbers in the data or a complex dtype (from C,
-    ops/creation/data.c): complex64 unless dtype or a float64 default says complex128."""
+    ops/creation/data.c): complex64 unless dtype, a complex ndarray's precision or a float64
+    default says complex128."""
     import numpy as np
+    if dtype is None and isinstance(data, np.ndarray) and np.iscomplexobj(data):
+        dtype = _numpy_complex_dtype(data)
     if dtype is None:
         dtype = complex128 if _C.get_default_dtype() == _C.float64 else complex64
     if not isinstance(dtype, _ComplexDType):

@@ -88,6 +88,8 @@ static PyObject *py_set_device_objects(PyObject *m, PyObject *args)
 
 static PyObject *py_from_numpy(PyObject *m, PyObject *arr)
 {
+    if (PyArray_Check(arr) && PyArray_ISCOMPLEX((PyArrayObject *)arr))   /* cddp/_complex.py */
+        return cddp_complex_call("_from_numpy_call", NULL, &arr, 1, NULL);
     return (PyObject *)cddp_tensor_from_numpy(arr);
 }
 

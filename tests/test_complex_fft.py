@@ -713,3 +713,38 @@ def test_tanh_and_prod_gradients():
         return (cddp.view_as_real(w.tanh()) * weights(3, 2, 2)).sum() + \
             (cddp.view_as_real(w.prod(1)) * weights(3, 2)).sum()
     fd_check(f, arr(3, 2, 2))
+
+
+def test_complex_ndarrays_dunders_and_real_to_complex():
+    """torch.from_numpy / as_tensor / tensor take complex ndarrays (from_numpy shares memory,
+    strided too), abs(z), number ** z and real ** z, and real tensors' to / type / type_as with
+    a complex dtype (found by a sweep of TimesNet / FEDformer code), against NumPy."""
+    a = carr(3, 4)
+    z = cddp.from_numpy(a)
+    assert z.dtype == cddp.complex128
+    a[0, 0] = 7 - 2j                                   # shares memory
+    np.testing.assert_array_equal(cddp.view_as_real(z).numpy()[0, 0], [7.0, -2.0])
+    s = cddp.from_numpy(a[:, ::2])
+    np.testing.assert_array_equal(cddp.view_as_real(s).numpy()[..., 1], a[:, ::2].imag)
+    b = a.astype(np.complex64)
+    for f in (cddp.tensor, cddp.as_tensor):
+        w = f(b)
+        assert w.dtype == cddp.complex64
+        np.testing.assert_array_equal(cddp.view_as_real(w).numpy()[..., 0], b.real)
+    assert cddp.as_tensor(b, dtype=cddp.complex128).dtype == cddp.complex128
+
+    def back(w):
+        r = cddp.view_as_real(w).detach().numpy()
+        return r[..., 0] + 1j * r[..., 1]
+    np.testing.assert_allclose(abs(z).numpy(), np.abs(a), rtol=1e-15)
+    np.testing.assert_allclose(back(2 ** z), 2 ** a, rtol=1e-13)
+    np.testing.assert_allclose(back((-1.5) ** z), (-1.5 + 0j) ** a, rtol=1e-13)
+    base = np.array([0.5, 2.0, -3.0, 1.0])
+    np.testing.assert_allclose(back(cddp.tensor(base) ** z), (base + 0j) ** a, rtol=1e-13)
+    r = cddp.tensor([1.0, -2.0], requires_grad=True)
+    c = r.to(cddp.complex64)
+    assert c.dtype == cddp.complex64 and r.type(cddp.complex128).dtype == cddp.complex128
+    assert r.type_as(z).dtype == cddp.complex128
+    np.testing.assert_array_equal(back(c), [1.0, -2.0])
+    abs(c * (3 + 4j)).sum().backward()
+    np.testing.assert_allclose(r.grad.numpy(), [5.0, -5.0])

@@ -488,7 +488,8 @@ PyObject *cddp_py_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         PyErr_SetString(PyExc_TypeError, "tensor() missing required argument 'data'");
         return NULL;
     }
-    if (v[1] && cddp_is_complex_obj(v[1]))             /* dtype=torch.complex64 */
+    if ((v[1] && cddp_is_complex_obj(v[1])) ||         /* dtype=torch.complex64 */
+        (PyArray_Check(v[0]) && PyArray_ISCOMPLEX((PyArrayObject *)v[0])))
         return cddp_complex_call("_tensor_call", NULL, args, nargs, kw);
     if (cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 ||
         (meta = cddp_parse_device_opt(v[2], cddp_default_meta())) < 0 ||
@@ -525,6 +526,9 @@ PyObject *cddp_py_as_tensor(PyObject *m, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_TypeError, "as_tensor() missing required argument 'data'");
         return NULL;
     }
+    if ((v[1] && cddp_is_complex_obj(v[1])) ||
+        (PyArray_Check(v[0]) && PyArray_ISCOMPLEX((PyArrayObject *)v[0])))
+        return cddp_complex_call("_as_tensor_call", NULL, args, nargs, kw);
     if (cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 ||
         (meta = cddp_parse_device_opt(v[2], cddp_default_meta())) < 0)
         return NULL;

@@ -335,6 +335,10 @@ PyObject *cddp_convert_to(PyObject *self, PyObject *const *args, Py_ssize_t narg
             return to_impl(x, 1, dt, NULL, 0);
         }
     }
+    /* a complex dtype (x.to(torch.complex64)): cddp/_complex.py makes the complex tensor */
+    for (Py_ssize_t i = 0; i < nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0); i++)
+        if (cddp_is_complex_obj(args[i]))
+            return cddp_complex_call("_real_to_call", self, args, nargs, kwnames);
     if (nargs > 0) {
         PyObject *a0 = args[0];
         if (cddp_tensor_check(a0)) {
@@ -453,6 +457,8 @@ PyObject *cddp_convert_type(PyObject *self, PyObject *const *args, Py_ssize_t na
     cddp_dtype dt;
     if (cddp_shape_parse_args("type", args, nargs, kwnames, names, 2, 2, a) < 0)
         return NULL;
+    if (a[0] && cddp_is_complex_obj(a[0]))          /* x.type(torch.complex64) */
+        return cddp_complex_call("_real_to_call", self, a, 1, NULL);
     if (!a[0] || a[0] == Py_None)
         return PyUnicode_FromFormat("torch.%s%s", x->storage->device >= 0 ? "cuda."
                                     : cddp_is_meta(x) ? "meta." : "",
