@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from . import _C
-from ._ops import _dim
+from ._ops import _dim, _return_type
 from ._pointwise import _inplace
 
 Tensor = _C.Tensor
@@ -740,8 +740,7 @@ def nonzero_static(input, *, size, fill_value=-1):  # noqa: A002
     return _C.cat([idx, pad])
 
 
-from ._ops import _return_type as _rt  # noqa: E402
-_frexp_result = _rt("frexp", ("mantissa", "exponent"))
+_frexp_result = _return_type("frexp", ("mantissa", "exponent"))
 for _n in ("diagonal_scatter", "as_strided_scatter", "frexp", "ger", "nonzero_static"):
     setattr(Tensor, _n, globals()[_n])
 Tensor.unsafe_chunk = lambda self, chunks, dim=0: self.chunk(chunks, dim)

@@ -1,9 +1,9 @@
 """Recurrent layers in float16 / bfloat16, and under CPU autocast.
 
-cddp runs a reduced-precision layer stack in float32 on float32 copies of its input, states
-and weights and rounds the results once (cddp/nn/modules/rnn.py `_reduced_dtype`; a cell or a
-direct `_C._rnn_layer` call: csrc/nn/rnn/rnn.c `rnn_layer_narrow`); gradients come back through
-the casts, so each is the float32 gradient rounded once to its tensor's dtype.
+cddp runs a reduced-precision layer stack or cell in float32 on float32 copies of its input,
+states and weights and rounds the results once (cddp/nn/modules/rnn.py `_reduced_dtype`);
+gradients come back through the casts, so each is the float32 gradient rounded once to its
+tensor's dtype.
 
 Oracle: the float64 layers (tests/test_rnn.py holds those to torch at 1e-10) run on the same
 reduced-precision values. Every output and gradient is then the float64 value rounded to the

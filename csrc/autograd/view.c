@@ -27,31 +27,6 @@
 #include "autograd/autograd.h"
 #include <string.h>
 
-/* Whether two index tuples of this geometry can reach the same element (strides >= 0). */
-static int self_overlapping(int nd, const int64_t *shape, const int64_t *st)
-{
-    int idx[CDDP_MAX_DIMS], n = 0;
-    int64_t reach = 1;                 /* elements spanned by the dims taken so far */
-    for (int d = 0; d < nd; d++) {
-        if (shape[d] == 0)
-            return 0;
-        if (shape[d] > 1)
-            idx[n++] = d;
-    }
-    for (int i = 1; i < n; i++) {      /* by increasing stride */
-        int k = idx[i], j = i;
-        for (; j > 0 && st[idx[j - 1]] > st[k]; j--)
-            idx[j] = idx[j - 1];
-        idx[j] = k;
-    }
-    for (int i = 0; i < n; i++) {
-        if (st[idx[i]] < reach)
-            return 1;
-        reach += (shape[idx[i]] - 1) * st[idx[i]];
-    }
-    return 0;
-}
-
 static int negative_stride(const TensorObject *t)
 {
     for (int d = 0; d < t->ndim; d++)
@@ -76,8 +51,8 @@ void cddp_view_mark(TensorObject *in, TensorObject *out)
 static int trackable(const TensorObject *t, const TensorObject *b)
 {
     return t->offset >= b->offset && !negative_stride(b) && !negative_stride(t) &&
-           !self_overlapping(b->ndim, b->shape, b->strides) &&
-           !self_overlapping(t->ndim, t->shape, t->strides);
+           !cddp_self_overlapping(b->ndim, b->shape, b->strides) &&
+           !cddp_self_overlapping(t->ndim, t->shape, t->strides);
 }
 
 /* ---- the two nodes -------------------------------------------------------------------- */

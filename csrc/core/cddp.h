@@ -289,6 +289,9 @@ static inline char *cddp_data(const TensorObject *t) {
 }
 int64_t cddp_numel(const TensorObject *t);
 int cddp_is_contiguous(const TensorObject *t);
+/* Whether two index tuples of the geometry (shape, strides >= 0) reach the same element
+ * (expand, unfold, as_strided windows); an empty geometry does not. */
+int cddp_self_overlapping(int nd, const int64_t *shape, const int64_t *st);
 void cddp_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 
 /* New contiguous tensor with fresh storage (uninitialized unless zero). */

@@ -29,6 +29,30 @@ void cddp_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
     }
 }
 
+int cddp_self_overlapping(int nd, const int64_t *shape, const int64_t *st)
+{
+    int idx[CDDP_MAX_DIMS], n = 0;
+    int64_t reach = 1;                 /* elements spanned by the dims taken so far */
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] == 0)
+            return 0;
+        if (shape[d] > 1)
+            idx[n++] = d;
+    }
+    for (int i = 1; i < n; i++) {      /* by increasing stride */
+        int k = idx[i], j = i;
+        for (; j > 0 && st[idx[j - 1]] > st[k]; j--)
+            idx[j] = idx[j - 1];
+        idx[j] = k;
+    }
+    for (int i = 0; i < n; i++) {
+        if (st[idx[i]] < reach)
+            return 1;
+        reach += (shape[idx[i]] - 1) * st[idx[i]];
+    }
+    return 0;
+}
+
 int cddp_is_contiguous(const TensorObject *t)
 {
     int64_t s = 1;

@@ -7,8 +7,8 @@ mirrors torch's constructors, parameter names, shapes and init (so state dicts l
 way), argument checks and messages, and wires the layers: the two directions' outputs are
 concatenated, dropout runs between layers in training, and the final states are views of the
 op's second output (h_n; for LSTM h_n then c_n, flat, so both views are contiguous).
-float16 / bfloat16 stacks, and LSTM / RNN stacks inside autocast, compute in float32 on copies
-and round their results once (RNNBase._reduced_dtype).
+float16 / bfloat16 stacks and cells, and LSTM / RNN stacks and RNNCell inside autocast,
+compute in float32 on copies and round their results once (_reduced_dtype).
 
 Shapes (torch's): input (T, N, I) or batch_first (N, T, I), unbatched (T, I), or a
 PackedSequence; h_0 / h_n (L*D, N, P), c_0 / c_n (L*D, N, H); output (T, N, D*P) with
@@ -31,6 +31,29 @@ _MODES = {"LSTM": 0, "GRU": 1, "RNN_TANH": 2, "RNN_RELU": 3}
 
 def _apply_permutation(tensor, permutation, dim=1):
     return tensor.index_select(dim, permutation)
+
+
+def _reduced_dtype(input, hx, cx, autocast_lowers):  # noqa: A002
+    """float16 / bfloat16 when a layer stack or a cell computes in float32 on copies of that
+    dtype's values and rounds its results once to it (output, h_n, c_n), else None.
+
+    A float16 / bfloat16 input (states and weights of that dtype: torch's CPU kernels take
+    them; a state of another dtype raises). A stack rounds once, at its ends — the layers in
+    between hand float32 on (torch's hand the dtype on), so an input feeding both directions
+    gets one float32 gradient, rounded once. Inside autocast("cpu"), when autocast_lowers (the
+    layers on torch's lower-precision list): float32 input runs on casts to the autocast
+    dtype. The casts carry history, so float32 parameters get float32 gradients, as under
+    torch's autocast."""
+    dt = input.dtype
+    if dt == _C.float16 or dt == _C.bfloat16:
+        for name, s in (("h0", hx), ("c0", cx)):
+            if s is not None and s.dtype != dt:
+                raise RuntimeError(f"RNN {name} dtype ({s.dtype}) does not match input "
+                                   f"dtype ({dt})")
+        return dt
+    if not autocast_lowers or dt != _C.float32:
+        return None
+    return _C._autocast_lower_dtype()
 
 
 def _lstm_states(fin, n, p, h):
@@ -230,26 +253,9 @@ class RNNBase(Module):
         return x, h_n, c_n
 
     def _reduced_dtype(self, input, hx, cx, batch_sizes):  # noqa: A002
-        """float16 / bfloat16 when the stack computes in float32 on copies of that dtype's
-        values and rounds its results once to it (output, h_n, c_n), else None.
-
-        A float16 / bfloat16 stack (input, states and weights of that dtype; torch's CPU
-        kernels take them): once, at the stack's ends — the layers in between hand float32 on
-        (torch's hand the dtype on), so an input feeding both directions gets one float32
-        gradient, rounded once. Inside autocast("cpu"): torch lowers LSTM and Elman RNNs on
-        padded (not packed) float32 input (its oneDNN RNN is on the lower-precision list);
-        GRU, packed sequences and the cells stay float32. The casts carry history, so float32
-        parameters get float32 gradients, as under torch's autocast."""
-        dt = input.dtype
-        if dt == _C.float16 or dt == _C.bfloat16:
-            for name, s in (("h0", hx), ("c0", cx)):
-                if s is not None and s.dtype != dt:
-                    raise RuntimeError(f"RNN {name} dtype ({s.dtype}) does not match input "
-                                       f"dtype ({dt})")
-            return dt
-        if self.mode == "GRU" or batch_sizes is not None or dt != _C.float32:
-            return None
-        return _C._autocast_lower_dtype()
+        """_reduced_dtype below for the stack: torch lowers LSTM and Elman RNNs on padded (not
+        packed) input under autocast; GRU and packed sequences stay float32."""
+        return _reduced_dtype(input, hx, cx, self.mode != "GRU" and batch_sizes is None)
 
     def _unpack_input(self, input):  # noqa: A002
         """(x, batch_sizes, sorted_indices, unsorted_indices, is_batched, batch_dim)."""
@@ -456,17 +462,16 @@ class RNNCellBase(Module):
             init.uniform_(weight, -stdv, stdv)
 
     def _step(self, mode, input, hx, cx):  # noqa: A002
-        """One step of the layer op: (N, I) input, (N, H) states -> the op's final states.
-        float16 / bfloat16 cells compute in float32 inside the op (rnn.c: rnn_layer_narrow).
-        Inside autocast("cpu") torch lowers RNNCell (its cell is two linears, on the
-        lower-precision list) but keeps LSTMCell and GRUCell in float32: an RNNCell runs on
-        casts of its float32 input, state and weights then."""
+        """One step of the layer op: (N, I) input, (N, H) states -> the op's final states,
+        reduced dtypes as the stacks (_reduced_dtype). Inside autocast("cpu") torch lowers
+        RNNCell (two linears, on the lower-precision list) but keeps LSTMCell and GRUCell in
+        float32."""
         args = [input, hx, cx, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh]
-        low = _C._autocast_lower_dtype() if mode >= 2 and input.dtype == _C.float32 else None
+        low = _reduced_dtype(input, hx, cx, mode >= 2)
         if low is not None:
-            args = [None if a is None else a.to(low) for a in args]
+            args = [None if a is None else a.to(low).float() for a in args]
         _, fin = _C._rnn_layer(mode, args[0].unsqueeze(0), *args[1:], None, False, None)
-        return fin
+        return fin if low is None else fin.to(low)
 
     def _batched(self, input, hx, what):  # noqa: A002
         name = type(self).__name__

@@ -24,7 +24,6 @@
 #include "core/cddp.h"
 #include "module.h"
 #include "nn/rnn/rnn.h"
-#include "ops/shape/shape.h"
 #include <string.h>
 
 static const char *const node_names[4] = {
@@ -128,12 +127,6 @@ static int check_args(TensorObject **a, int mode, cddp_rnn_plan *p, int64_t **ib
 {
     TensorObject *x = a[A_X];
     int64_t k = mode == CDDP_RNN_LSTM ? 4 : mode == CDDP_RNN_GRU ? 3 : 1;
-    for (int i = 1; i < A_BS; i++)
-        if (a[i] && a[i]->dtype != x->dtype) {
-            PyErr_Format(PyExc_RuntimeError, "_rnn_layer: %s is %s but input is %s",
-                         arg_names[i], cddp_dtype_name[a[i]->dtype], cddp_dtype_name[x->dtype]);
-            return -1;
-        }
     if (cddp_refuse_narrow(x, "_rnn_layer") < 0)
         return -1;
     if (!cddp_is_floating(x->dtype) || x->ndim != (a[A_BS] ? 2 : 3)) {
@@ -141,6 +134,12 @@ static int check_args(TensorObject **a, int mode, cddp_rnn_plan *p, int64_t **ib
                      "tensor, got %d-D %s", a[A_BS] ? 2 : 3, x->ndim, cddp_dtype_name[x->dtype]);
         return -1;
     }
+    for (int i = 1; i < A_BS; i++)
+        if (a[i] && a[i]->dtype != x->dtype) {
+            PyErr_Format(PyExc_RuntimeError, "_rnn_layer: %s is %s but input is %s",
+                         arg_names[i], cddp_dtype_name[a[i]->dtype], cddp_dtype_name[x->dtype]);
+            return -1;
+        }
     p->mode = mode;
     p->dt = x->dtype;
     p->I = x->shape[x->ndim - 1];
@@ -367,61 +366,15 @@ fail:
     return res;
 }
 
-/* One layer on validated arguments: a new (y, fin) tuple. */
-static PyObject *rnn_layer(TensorObject **a, int mode, int reverse)
-{
-    cddp_rnn_plan p;
-    int64_t *ibuf = NULL;
-    PyObject *res = NULL;
-    memset(&p, 0, sizeof p);
-    p.reverse = reverse;
-    if (check_args(a, mode, &p, &ibuf) == 0)
-        res = rnn_run(a, &p, &ibuf);
-    PyMem_Free(ibuf);
-    return res;
-}
-
-/* float16 / bfloat16 layers (input, states and weights all of it, as torch's CPU kernels
- * take them): the float32 layer on float32 copies, y and the final states rounded once to the
- * dtype. The casts carry history, so gradients come back in each tensor's own dtype. The
- * arithmetic is float32 throughout — states are not rounded between steps — which is at
- * least as accurate as torch's (oneDNN keeps bf16 states); results agree to bf16 rounding.
- * Mixed dtypes go to rnn_layer unchanged, which refuses them with the argument named. */
-static PyObject *rnn_layer_narrow(TensorObject **a, int mode, int reverse)
-{
-    TensorObject *c[A_N] = {0};
-    PyObject *r = NULL, *out = NULL, *y = NULL, *fin = NULL;
-    cddp_dtype dt = a[A_X]->dtype;
-    if (dt != CDDP_FLOAT16 && dt != CDDP_BFLOAT16)
-        return rnn_layer(a, mode, reverse);
-    for (int i = 0; i < A_BS; i++)
-        if (a[i] && a[i]->dtype != dt)
-            return rnn_layer(a, mode, reverse);
-    c[A_BS] = a[A_BS];
-    for (int i = 0; i < A_BS; i++)
-        if (a[i] && !(c[i] = (TensorObject *)cddp_shape_to_dtype(a[i], CDDP_FLOAT32)))
-            goto done;
-    if (!(r = rnn_layer(c, mode, reverse)))
-        goto done;
-    y = cddp_shape_to_dtype((TensorObject *)PyTuple_GET_ITEM(r, 0), dt);
-    fin = y ? cddp_shape_to_dtype((TensorObject *)PyTuple_GET_ITEM(r, 1), dt) : NULL;
-    if (fin)
-        out = PyTuple_Pack(2, y, fin);
-done:
-    for (int i = 0; i < A_BS; i++)
-        Py_XDECREF(c[i]);
-    Py_XDECREF(r);
-    Py_XDECREF(y);
-    Py_XDECREF(fin);
-    return out;
-}
-
 static PyObject *py_rnn_layer(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
 {
     /* argument order: mode, x, h0, c0, w_ih, w_hh, b_ih, b_hh, w_hr, reverse, batch_sizes */
     static const int slot[11] = {-1, A_X, A_H0, A_C0, A_WIH, A_WHH, A_BIH, A_BHH, A_WHR, -1, A_BS};
     TensorObject *a[A_N] = {0};
-    (void)m;
+    cddp_rnn_plan p;
+    int64_t *ibuf = NULL;
+    PyObject *res = NULL;
+    memset(&p, 0, sizeof p);
     if (nargs != 11) {
         PyErr_SetString(PyExc_TypeError, "_rnn_layer(mode, input, h0, c0, w_ih, w_hh, b_ih, "
                         "b_hh, w_hr, reverse, batch_sizes)");
@@ -449,7 +402,11 @@ static PyObject *py_rnn_layer(PyObject *m, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "_rnn_layer: input, w_ih and w_hh are required");
         return NULL;
     }
-    return rnn_layer_narrow(a, (int)mode, reverse);
+    p.reverse = reverse;
+    if (check_args(a, (int)mode, &p, &ibuf) == 0)
+        res = rnn_run(a, &p, &ibuf);
+    PyMem_Free(ibuf);
+    return res;
 }
 
 PyMethodDef cddp_rnn_module_methods[] = {

@@ -373,15 +373,15 @@ static PyObject *other_arg(const char *fname, PyObject *const *args, Py_ssize_t 
     return args[0];
 }
 
-#define OTHER_FORM(NAME)                                                                   \
+#define OTHER_FORM(NAME, FNAME)                                                            \
     static PyObject *NAME##_kw(PyObject *self, PyObject *const *args, Py_ssize_t nargs,    \
                                PyObject *kwnames)                                          \
     {                                                                                      \
-        PyObject *o = other_arg(#NAME + 2, args, nargs, kwnames);                          \
+        PyObject *o = other_arg(FNAME, args, nargs, kwnames);                              \
         return o ? NAME(self, o) : NULL;                                                   \
     }
-OTHER_FORM(t_view_as)
-OTHER_FORM(t_reshape_as)
+OTHER_FORM(t_view_as, "view_as")
+OTHER_FORM(t_reshape_as, "reshape_as")
 
 static PyObject *t_flatten(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
@@ -637,7 +637,7 @@ static PyObject *t_expand_as(PyObject *self, PyObject *other)
     return expand_impl((TensorObject *)self, ((TensorObject *)other)->ndim,
                        ((TensorObject *)other)->shape);
 }
-OTHER_FORM(t_expand_as)
+OTHER_FORM(t_expand_as, "expand_as")
 
 /* ---- transpose / t / permute ---------------------------------------------------------- */
 

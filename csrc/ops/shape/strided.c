@@ -73,31 +73,6 @@ static void scatter_##SFX(const int64_t *g, const cddp_meta *m, const T *gy, T *
 DEFINE_SCATTER(float, f32)
 DEFINE_SCATTER(double, f64)
 
-/* Whether two index tuples of x reach the same storage position (strides >= 0). */
-static int overlaps(int nd, const int64_t *shape, const int64_t *st)
-{
-    int64_t reach = 1;
-    int order[CDDP_MAX_DIMS], n = 0;
-    for (int d = 0; d < nd; d++) {
-        if (shape[d] == 0)
-            return 0;
-        if (shape[d] > 1)
-            order[n++] = d;
-    }
-    for (int i = 1; i < n; i++)                   /* by increasing stride */
-        for (int j = i; j > 0 && st[order[j - 1]] > st[order[j]]; j--) {
-            int tmp = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = tmp;
-        }
-    for (int i = 0; i < n; i++) {
-        if (st[order[i]] < reach)
-            return 1;
-        reach += (shape[order[i]] - 1) * st[order[i]];
-    }
-    return 0;
-}
-
 static int as_strided_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
     const cddp_meta *m = &self->meta[0];
@@ -114,7 +89,7 @@ static int as_strided_backward(NodeObject *self, TensorObject **gout, TensorObje
     span_of(m->ndim, m->shape, xst, g[2 + 2 * nd], &xlo, &xhi);
     lo = ylo < xlo ? ylo : xlo;
     len = (yhi > xhi ? yhi : xhi) - lo;
-    ovl = overlaps(m->ndim, m->shape, xst);
+    ovl = cddp_self_overlapping(m->ndim, m->shape, xst);
     gy = cddp_tensor_cast_raw(gout[0], acc);
     if (gy && !cddp_is_contiguous(gy))
         Py_SETREF(gy, cddp_tensor_contiguous_raw(gy));
@@ -185,30 +160,15 @@ static int check_geometry(TensorObject *x, int nd, const int64_t *size, int ns,
     return 0;
 }
 
-/* A Python sequence of ints into out (at most CDDP_MAX_DIMS); -1 with TypeError. */
+/* A sequence of ints (torch's IntArrayRef; a bare int is refused, as torch's as_strided). */
 static int int_seq(PyObject *o, const char *what, int *n, int64_t *out)
 {
-    PyObject *seq = PySequence_Check(o) ? PySequence_Fast(o, "") : NULL;
-    if (!seq) {
-        PyErr_Clear();
+    if (!PySequence_Check(o)) {
         PyErr_Format(PyExc_TypeError, "as_strided(): argument '%s' must be tuple of ints, not "
                      "%s", what, Py_TYPE(o)->tp_name);
         return -1;
     }
-    *n = (int)PySequence_Fast_GET_SIZE(seq);
-    if (*n > CDDP_MAX_DIMS) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions", CDDP_MAX_DIMS);
-        return -1;
-    }
-    for (int i = 0; i < *n; i++)
-        if (cddp_shape_get_int(PySequence_Fast_GET_ITEM(seq, i), "as_strided", what,
-                               &out[i]) < 0) {
-            Py_DECREF(seq);
-            return -1;
-        }
-    Py_DECREF(seq);
-    return 0;
+    return cddp_shape_int_list("as_strided", &o, 1, n, out);
 }
 
 static PyObject *as_strided_impl(TensorObject *x, PyObject *so, PyObject *sto, PyObject *oo)
