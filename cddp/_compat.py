@@ -126,6 +126,19 @@ Tensor.transpose_ = Tensor.swapdims_ = Tensor.swapaxes_ = _transpose_
 Tensor.pin_memory = _pin_memory
 Tensor.is_pinned = _is_pinned
 Tensor.is_inference = _is_inference
+Tensor.dequantize = lambda self: self     # a float tensor dequantizes to itself (torch)
+
+
+def _to_complex(name):
+    def fn(self, memory_format=None):
+        from . import _complex
+        return self.to(getattr(_complex, name))
+    fn.__name__ = name
+    return fn
+
+
+Tensor.cfloat = _to_complex("complex64")
+Tensor.cdouble = _to_complex("complex128")
 
 
 # ---- legacy tensor types --------------------------------------------------------------------
@@ -134,10 +147,11 @@ class _LegacyTensorType(type):
     """isinstance(x, cddp.FloatTensor): a cddp tensor of that dtype, as torch answers."""
 
     def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.dtype == cls.dtype
+        return isinstance(obj, Tensor) and obj.dtype == cls.dtype and \
+            obj.is_cuda == (cls._device == "cuda")
 
     def __repr__(cls):
-        return f"<class 'cddp.{cls.__name__}'>"
+        return f"<class '{cls._type_name.replace('torch.', 'cddp.')}'>"
 
 
 def _legacy_new(cls, args, device):
@@ -160,25 +174,32 @@ def _legacy_data(cls, args):
     return _C.tensor(args[0], dtype=cls.dtype)
 
 
-def _legacy_type(name, dtype):
+def _legacy_type(name, dtype, on=None):
+    """torch.<name> (on None) or torch.cuda.<name> (on "cuda": made through the device policy,
+    as .cuda())."""
     def __new__(cls, *args, device=None):
-        return _legacy_new(cls, args, device)
-    return _LegacyTensorType(name, (), {"__new__": __new__, "dtype": dtype,
-                                        "__doc__": f"torch.{name}: {dtype} tensors"})
+        return _legacy_new(cls, args, on if device is None else device)
+    prefix = "torch." if on is None else f"torch.{on}."
+    return _LegacyTensorType(name, (), {"__new__": __new__, "dtype": dtype, "_device": on,
+                                        "_type_name": prefix + name,
+                                        "__doc__": f"{prefix}{name}: {dtype} tensors"})
 
 
-LEGACY_TYPES = {name: _legacy_type(name, getattr(_C, dt)) for name, dt in (
+_LEGACY_NAMES = (
     ("FloatTensor", "float32"), ("DoubleTensor", "float64"), ("HalfTensor", "float16"),
     ("BFloat16Tensor", "bfloat16"), ("LongTensor", "int64"), ("IntTensor", "int32"),
     ("ShortTensor", "int16"), ("CharTensor", "int8"), ("ByteTensor", "uint8"),
-    ("BoolTensor", "bool"))}
+    ("BoolTensor", "bool"))
+LEGACY_TYPES = {name: _legacy_type(name, getattr(_C, dt)) for name, dt in _LEGACY_NAMES}
+CUDA_LEGACY_TYPES = {name: _legacy_type(name, getattr(_C, dt), "cuda")
+                     for name, dt in _LEGACY_NAMES}
 
 _c_type = Tensor.type
 
 
 def _type(self, dtype=None, *args, **kwargs):
     if isinstance(dtype, _LegacyTensorType):
-        dtype = f"torch.{dtype.__name__}"
+        dtype = dtype._type_name
     return _c_type(self) if dtype is None else _c_type(self, dtype, *args, **kwargs)
 
 
@@ -246,26 +267,57 @@ class _NoOpContextDecorator:
 # tensor lists when it holds no explicit zeros. torch raises on these for strided tensors;
 # cddp cannot tell a stand-in from any other tensor, so pygcn-style code
 # (`adj.coalesce()`, `adj.indices()`, `adj.values()`) runs on both.
+# A sparse constructor's result also keeps its description, _coo = (indices, values,
+# coalesced): its accessors give the entries as given, duplicates and explicit zeros included
+# (torch's uncoalesced tensor), and coalesce() sorts and sums them.
 def _is_coalesced(self):
-    return True
+    coo = self.__dict__.get("_coo")
+    return True if coo is None else coo[2]
 
 
 def _coalesce(self):
-    return self
+    coo = self.__dict__.get("_coo")
+    if coo is None or coo[2]:
+        return self
+    idx, vals, _ = coo
+    sizes = list(self.shape[:idx.shape[0]])
+    lin = _C.zeros(idx.shape[1], dtype=_C.int64)
+    for d, n in enumerate(sizes):
+        lin = lin * n + idx[d]
+    keys, inverse = lin.unique(sorted=True, return_inverse=True)
+    summed = _C.zeros((keys.shape[0],) + tuple(vals.shape[1:]), dtype=vals.dtype)
+    summed = summed.index_add(0, inverse, vals)
+    rows = []
+    for n in reversed(sizes):
+        rows.append(keys % n)
+        keys = keys.div(n, rounding_mode="floor")
+    out = self.view_as(self)
+    out._coo = (_C.stack(rows[::-1]) if rows else idx[:, :0], summed, True)
+    return out
 
 
 def _indices(self):
-    """(ndim, nnz) int64: the nonzero entries' coordinates."""
-    return self.detach().nonzero().t()
+    """(sparse_dim, nnz) int64: a stand-in's given coordinates, else the nonzero entries'."""
+    coo = self.__dict__.get("_coo")
+    return coo[0] if coo is not None else self.detach().nonzero().t()
 
 
 def _values(self):
-    """(nnz,): the nonzero entries in _indices order, with autograd to the tensor."""
-    return self[self.detach().nonzero(as_tuple=True)]
+    """(nnz, ...): a stand-in's given values, else the nonzero entries in _indices order; with
+    autograd to the tensor either way (a stand-in's: its values, their gradient through the
+    dense entries they were summed into, as torch's sparse gradient)."""
+    coo = self.__dict__.get("_coo")
+    if coo is None:
+        return self[self.detach().nonzero(as_tuple=True)]
+    if not (self.requires_grad and _C.is_grad_enabled()):
+        return coo[1]
+    g = self[tuple(coo[0].unbind(0))]
+    return coo[1].detach() + (g - g.detach())
 
 
 def _nnz(self):
-    return int(self.count_nonzero())
+    coo = self.__dict__.get("_coo")
+    return int(coo[0].shape[1]) if coo is not None else int(self.count_nonzero())
 
 
 def _to_dense(self, dtype=None, *, masked_grad=None):
@@ -357,3 +409,33 @@ def _is_contiguous(self, memory_format=contiguous_format):
 
 
 Tensor.is_contiguous = _is_contiguous
+
+
+# ---- torch._C's TorchScript fuser switches --------------------------------------------------
+# timm, speechbrain and safari flip these before training. cddp has no TorchScript (cddp.jit),
+# so each switch records its flag; the setters that return the previous value in torch do so.
+
+_JIT_FLAGS = {"profiling_executor": True, "profiling_mode": True, "fuse_cpu": False,
+              "fuse_gpu": False, "texpr": True, "nvfuser": False}
+
+
+def _jit_setter(key, returns_previous):
+    def fn(flag):
+        prev, _JIT_FLAGS[key] = _JIT_FLAGS[key], bool(flag)
+        return prev if returns_previous else None
+    return fn
+
+
+for _name, _key, _prev in (("_jit_set_profiling_executor", "profiling_executor", True),
+                           ("_jit_set_profiling_mode", "profiling_mode", True),
+                           ("_jit_override_can_fuse_on_cpu", "fuse_cpu", False),
+                           ("_jit_override_can_fuse_on_gpu", "fuse_gpu", False),
+                           ("_jit_set_texpr_fuser_enabled", "texpr", False),
+                           ("_jit_set_nvfuser_enabled", "nvfuser", True)):
+    setattr(_C, _name, _jit_setter(_key, _prev))
+_C._jit_can_fuse_on_cpu = lambda: _JIT_FLAGS["fuse_cpu"]
+_C._jit_can_fuse_on_gpu = lambda: _JIT_FLAGS["fuse_gpu"]
+_C._jit_texpr_fuser_enabled = lambda: _JIT_FLAGS["texpr"]
+_C._jit_set_nvfuser_guard_mode = lambda flag: None
+_C._get_privateuse1_backend_name = lambda: "privateuseone"
+del _name, _key, _prev

@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from . import _C
+from ._ops import numpy_names as _numpy_names
 
 Tensor = _C.Tensor
 
@@ -74,7 +75,8 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
     if input.dim() == 0:                  # torch: 0-d values and index for k = 0 and 1
         idx = _order(input, dim, largest)
         return _SortResult(input.clone(), idx)
-    idx = _order(input, dim, largest, True).narrow(dim if dim >= 0 else input.dim() + dim, 0, k)
+    idx = _order(input, dim, largest, True).narrow(dim if dim >= 0 else input.dim() + dim, 0,
+                                                  k).contiguous()     # torch's: .view()-able
     return _SortResult(input.gather(dim, idx), idx)
 
 
@@ -82,6 +84,8 @@ def type_as(self, other):
     return self.to(other.dtype)
 
 
+for _name in ("sort", "argsort", "topk"):           # axis= for dim=, as torch's parser
+    globals()[_name] = _numpy_names(globals()[_name])
 for _name in ("isclose", "allclose", "equal", "sort", "argsort", "topk"):
     setattr(Tensor, _name, globals()[_name])
 Tensor.type_as = type_as

@@ -10,6 +10,24 @@ from . import _C
 Tensor = _C.Tensor
 
 
+def numpy_names(fn):
+    """fn accepting torch's NumPy spellings of two keywords, as every torch function does
+    (its argument parser maps them): axis= for dim=, keepdims= for keepdim=. For the
+    reductions written in Python; the C ones map them in their parsers."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        for np_name, name in (("axis", "dim"), ("keepdims", "keepdim")):
+            if np_name in kwargs:
+                if name in kwargs:
+                    raise TypeError(f"{fn.__name__}() got multiple values for argument "
+                                    f"'{name}'")
+                kwargs[name] = kwargs.pop(np_name)
+        return fn(*args, **kwargs)
+    return wrapper
+
+
 def _autocast_lower(*ts):
     """torch's lower_precision_fp autocast rule for the ops written in Python (prelu,
     scaled_dot_product_attention; the C ops call amp/amp.h's gate, whose dtype rule this asks
@@ -31,6 +49,24 @@ def _autocast_fp32(*ts):
     return tuple(t.float() if isinstance(t, Tensor) and (t.dtype == _C.float16 or
                                                           t.dtype == _C.bfloat16) else t
                  for t in ts)
+
+
+class autocast_suspended:
+    """A block whose C ops see no autocast region: for ops written in Python whose inner
+    GEMMs are an implementation detail (interpolate's bicubic / antialias tables), which torch
+    runs in the input's dtype whatever the region. Restores both device types' flags."""
+
+    def __enter__(self):
+        self.prev = [(d, _C.is_autocast_enabled(d)) for d in ("cpu", "cuda")]
+        for d, _ in self.prev:
+            _C.set_autocast_enabled(d, False)
+        return self
+
+    def __exit__(self, *exc):
+        for d, on in self.prev:
+            _C.set_autocast_enabled(d, on)
+        return False
+
 
 # tensor-tensor promotion of cddp's dtypes is a chain: bool < int32 < int64 < float32 < float64
 _ORDER = [_C.bool, _C.int32, _C.int64, _C.float32, _C.float64]
@@ -147,11 +183,17 @@ def _torch_name(dtype):
             _C.int8: "Char", _C.int16: "Short"}[dtype]
 
 
+_MESHGRID_WARNED = [False]
+
+
 def meshgrid(*tensors, indexing=None):
     tensors = _tensors(tensors, "meshgrid")
     if indexing is None:
-        warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass the "
-                      "indexing argument.", UserWarning, stacklevel=2)
+        from ._variable_functions import is_warn_always_enabled
+        if not _MESHGRID_WARNED[0] or is_warn_always_enabled():   # once per process (torch's
+            _MESHGRID_WARNED[0] = True                             # TORCH_WARN_ONCE)
+            warnings.warn("torch.meshgrid: in an upcoming release, it will be required to pass "
+                          "the indexing argument.", UserWarning, stacklevel=2)
         indexing = "ij"
     if indexing not in ("ij", "xy"):
         raise RuntimeError('torch.meshgrid: indexing must be one of "xy" or "ij", but received: '
@@ -378,7 +420,17 @@ def signbit(input):  # noqa: A002
     return input < 0
 
 
+count_nonzero = numpy_names(count_nonzero)
 for _name in ("cummax", "cummin", "take_along_dim", "tensor_split", "hsplit", "vsplit",
               "dsplit", "kron", "count_nonzero", "isposinf", "isneginf", "signbit"):
     setattr(Tensor, _name, globals()[_name])
 del _name
+
+
+def __getattr__(name):
+    # `from torch._ops import ops` (torch.ops, the custom-op namespace: cddp/ops.py), loaded on
+    # first use as cddp.ops is
+    if name == "ops":
+        import importlib
+        return importlib.import_module("cddp.ops")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

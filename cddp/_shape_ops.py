@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 
 from . import _C
-from ._ops import _dim, _return_type
+from ._ops import _dim, _return_type, numpy_names
 from ._pointwise import _inplace
 
 Tensor = _C.Tensor
@@ -384,8 +384,8 @@ def _unfold(self, dimension, size, step):
         raise RuntimeError(f"maximum size for tensor at dimension {d} is {n} but size is {size}")
     if step <= 0:
         raise RuntimeError(f"step is {step} but must be > 0")
-    if self.dim() == 0:
-        return self.reshape(1)
+    if self.dim() == 0:                  # torch: the one element as a window of `size` (0 or 1)
+        return self.reshape(1)[:size]
     count = (n - size) // step + 1
     st = self.stride()
     if min(st) >= 0:
@@ -485,6 +485,7 @@ for _n in _INPLACE:
     if not hasattr(Tensor, _n + "_"):
         setattr(Tensor, _n + "_", _inplace(getattr(_C, _n)))
 
+diff = numpy_names(diff)
 for _n in ("cross", "diff", "rot90", "broadcast_to", "ravel", "inner", "vdot", "diagflat",
            "is_nonzero", "is_complex"):
     setattr(Tensor, _n, globals()[_n])

@@ -10,7 +10,7 @@ either side has more than 25 rows, as torch's default compute_mode, else directl
 import math
 
 from . import _C
-from ._ops import _autocast_fp32, _dim, _return_type
+from ._ops import _autocast_fp32, _dim, _return_type, numpy_names
 
 Tensor = _C.Tensor
 
@@ -313,6 +313,9 @@ def trapz(y, x=None, *, dx=None, dim=-1):
     return trapezoid(y, x, dx=dx, dim=dim)
 
 
+for _n in ("median", "nanmedian", "kthvalue", "aminmax", "quantile", "nanquantile", "nansum",
+           "nanmean", "std_mean", "var_mean", "logcumsumexp"):
+    globals()[_n] = numpy_names(globals()[_n])
 for _n in ("median", "nanmedian", "kthvalue", "msort", "aminmax", "quantile", "nanquantile",
            "nansum", "nanmean", "logcumsumexp", "dist"):
     setattr(Tensor, _n, globals()[_n])
@@ -411,6 +414,7 @@ def histogram(input, bins=100, *, range=None, weight=None, density=False):  # no
                               _C.from_numpy(np.ascontiguousarray(edges.astype(x.dtype)))))
 
 
+mode = numpy_names(mode)
 Tensor.cov = cov
 Tensor.corrcoef = corrcoef
 Tensor.mode = mode

@@ -12,9 +12,9 @@ The pickle runs through cddp's weights_only unpickler (_weights_only_unpickler.p
 names mapped to cddp's: torch._utils._rebuild_tensor_v2 / _rebuild_parameter (a view of the
 storage, bounds checked in C by _C._storage_view), torch.<Type>Storage (the storage's dtype),
 torch.Size, torch.<dtype>, torch.device. Anything else a file names is refused as in cddp's own
-whole-object files, weights_only=False included: the objects a torch pickle builds beyond
-these are torch's classes, which cddp cannot build. Storages are read once and shared, so views
-and tied weights stay shared; map_location applies to each storage's saved location.
+whole-object files. weights_only=False (the caller trusts the file) unpickles the rest as pickle
+does, with torch.X.Y read as cddp.X.Y (_load_trusted). Storages are read once and shared, so
+views and tied weights stay shared; map_location applies to each storage's saved location.
 
 Every way a file can be wrong (not a zip, a compressed or missing entry, a storage whose bytes
 do not match its element count, a view outside its storage, a refused global) raises
@@ -164,7 +164,45 @@ def _read_archive(src, opts):
                 _fail(name, f"byteorder {order[:20]!r} is neither little nor big")
         pkl = io.BytesIO(_entry(zf, f"{prefix}data.pkl", fail))
         storages = _Storages(name, zf, prefix, order == b"big", opts.relocate)
+        if not opts.weights_only:
+            return _load_trusted(pkl, storages, opts, name)
         return load_weights_only(_unpickler(pkl, storages, **opts.pickle_load_args), name)
+
+
+def _load_trusted(pkl, storages, opts, name):
+    """weights_only=False: pickle's own unpickler, so the file's other globals (a script's
+    argparse.Namespace, its own classes, NumPy scalars) are imported and built as torch
+    would; torch's names go to cddp's (the tensor rebuilders above, then torch.X.Y ->
+    cddp.X.Y where cddp has it: a whole torch.save(model) of torch.nn layers comes back as
+    cddp modules). A torch name cddp lacks raises UnpicklingError naming it."""
+    import importlib
+    import pickle
+    from .serialization import CheckpointError
+    torch_names, _ = _torch_names()
+
+    class TrustedTorchUnpickler(pickle.Unpickler):
+        def persistent_load(self, pid):
+            return storages(pid)
+
+        def find_class(self, module, attr):
+            full = f"{module}.{attr}"
+            if full in torch_names:
+                return torch_names[full]
+            if module == "torch" or module.startswith("torch."):
+                try:
+                    obj = importlib.import_module("cddp" + module[len("torch"):])
+                    for part in attr.split("."):
+                        obj = getattr(obj, part)
+                    return obj
+                except (ImportError, AttributeError):
+                    raise pickle.UnpicklingError(
+                        f"{name}: the pickle names {full}, which cddp does not have (it "
+                        "cannot build torch's own objects of that kind)") from None
+            return super().find_class(module, attr)
+    try:
+        return TrustedTorchUnpickler(pkl, **opts.pickle_load_args).load()
+    except (EOFError, pickle.UnpicklingError) as e:
+        raise CheckpointError(name, f"data.pkl: {type(e).__name__}: {e}") from e
 
 
 _UNPICKLER = None

@@ -466,6 +466,70 @@ Tensor.new_empty_strided = lambda self, size, stride, *, dtype=None, device=None
         size, stride, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)
 
 
+# ---- the view ops' copying forms (torch.X_copy: functionalization's names) ------------------
+
+def _view_copy(name, view):
+    def fn(input, *args, out=None, **kwargs):  # noqa: A002
+        r = view(input, *args, **kwargs)
+        r = tuple(t.contiguous().clone() for t in r) if isinstance(r, (tuple, list)) \
+            else r.contiguous().clone()
+        if out is None:
+            return r
+        if isinstance(r, tuple):
+            for o, t in zip(out, r):
+                o.resize_(t.shape).copy_(t)
+        else:
+            out.resize_(r.shape).copy_(r)
+        return out
+    fn.__name__ = f"{name}_copy"
+    fn.__doc__ = f"torch.{name}_copy(input, ...): a contiguous copy of input.{name}(...)"
+    return fn
+
+
+def _slice(input, dim=0, start=None, end=None, step=1):  # noqa: A002
+    index = [slice(None)] * input.dim()
+    index[dim] = slice(start, end, step)
+    return input[tuple(index)]
+
+
+def _view(input, *args, **kwargs):  # noqa: A002
+    """view(dtype) / view(shape), torch.view_copy's two forms."""
+    return input.view(*args, **kwargs)
+
+
+for _n, _f in (("alias", lambda t: t.view_as(t)), ("as_strided", Tensor.as_strided),
+               ("detach", Tensor.detach), ("diagonal", Tensor.diagonal),
+               ("expand", Tensor.expand), ("permute", Tensor.permute),
+               ("select", Tensor.select), ("slice", _slice), ("split", Tensor.split),
+               ("split_with_sizes", Tensor.split), ("squeeze", Tensor.squeeze),
+               ("t", Tensor.t), ("transpose", Tensor.transpose), ("unbind", Tensor.unbind),
+               ("unfold", Tensor.unfold), ("unsqueeze", Tensor.unsqueeze), ("view", _view),
+               ("view_as_real", lambda t: _C.view_as_real(t) if hasattr(_C, "view_as_real")
+                else __import__("cddp").view_as_real(t)),
+               ("view_as_complex", lambda t: __import__("cddp").view_as_complex(t))):
+    globals()[f"{_n}_copy"] = _view_copy(_n, _f)
+del _n, _f
+
+
+def _assert(condition, message):
+    """torch._assert: `assert condition, message` as a function (tracing-friendly in torch)."""
+    assert condition, message
+
+
+def get_autocast_gpu_dtype():
+    """Deprecated in torch: get_autocast_dtype('cuda')."""
+    warnings.warn("torch.get_autocast_gpu_dtype() is deprecated. Please use "
+                  "torch.get_autocast_dtype('cuda') instead.", DeprecationWarning, stacklevel=2)
+    return _C.get_autocast_dtype("cuda")
+
+
+def get_autocast_cpu_dtype():
+    """Deprecated in torch: get_autocast_dtype('cpu')."""
+    warnings.warn("torch.get_autocast_cpu_dtype() is deprecated. Please use "
+                  "torch.get_autocast_dtype('cpu') instead.", DeprecationWarning, stacklevel=2)
+    return _C.get_autocast_dtype("cpu")
+
+
 # ---- strided allocation ---------------------------------------------------------------------
 
 def _dense_order(size, stride):

@@ -122,3 +122,8 @@ class Future:
                 self._callbacks.append(callback)
                 return
         callback(self)
+
+
+def wait_all(futures):
+    """Wait for every future; their values in order (the first error raises, as torch's)."""
+    return [f.wait() for f in futures]

@@ -93,6 +93,12 @@ except ImportError:
             self.close()
 
 
+def _check_module_exists(name):
+    """Whether module `name` can be imported (hubconf dependency checks)."""
+    import importlib.util
+    return importlib.util.find_spec(name) is not None
+
+
 def _get_torch_home():
     return os.path.expanduser(os.getenv(ENV_TORCH_HOME, os.path.join(
         os.getenv(ENV_XDG_CACHE_HOME, DEFAULT_CACHE_DIR), "torch")))

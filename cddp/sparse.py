@@ -20,10 +20,15 @@ Contract:
   the results are torch's). sparse.softmax / log_softmax raise NotImplementedError: torch's
   treat unspecified entries as -inf, which a dense tensor cannot tell apart from a stored 0.
 
+- The result keeps its description (`_coo`: indices, values, coalesced?), so _indices() /
+  _values() / _nnz() give the entries as given — duplicates and explicit zeros included, as
+  torch's uncoalesced tensor lists them (pyGAT's custom spmm backward indexes with them) —
+  and coalesce() gives them sorted and summed (cddp/_compat.py). Any other tensor answers
+  these from its nonzero entries (it is its own coalesced form).
+
 Differences from torch: results are dense (is_sparse False, layout strided; to_dense()
 returns the tensor itself, as torch does for a strided tensor); memory and time grow with
-the full size, not with nnz; sparse-only methods (indices(), values(), coalesce(), _nnz())
-are absent.
+the full size, not with nnz; an operation on a stand-in gives a plain dense tensor.
 """
 import warnings
 
@@ -96,8 +101,11 @@ def _coo_dense(indices, values, size, dtype, requires_grad, what):
     if requires_grad:
         with no_grad():
             out = out.index_put(tuple(idx.unbind(0)), values, accumulate=True)
-        return out.requires_grad_(True)
-    return out.index_put(tuple(idx.unbind(0)), values, accumulate=True)
+        out.requires_grad_(True)
+    else:
+        out = out.index_put(tuple(idx.unbind(0)), values, accumulate=True)
+    out._coo = (idx, values, False)   # the description, for _indices() / _values() (_compat.py)
+    return out
 
 
 def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pin_memory=False,

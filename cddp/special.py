@@ -237,7 +237,10 @@ def polygamma(n, input):  # noqa: A002
     if n == 0:
         return input.digamma()
     x = _f64(input)
-    r = (-1.0) ** (n + 1) * math.factorial(n) * _hurwitz(_C.full_like(x, n + 1.0), x)
+    # n! as a float: past 170 it is inf in float64 anyway (math.factorial of a huge n would
+    # run unbounded), and the result is then +-inf or NaN, as torch's
+    fact = float(math.factorial(n)) if n <= 170 else math.inf
+    r = (-1.0 if n % 2 == 0 else 1.0) * fact * _hurwitz(_C.full_like(x, n + 1.0), x)
     return _back(r, input)
 
 

@@ -40,6 +40,28 @@ RAISES = [
     # loops that ran for minutes
     ("T.tensor_split(T.ones(3, 4), 2**62)", "RuntimeError", "cannot create"),
     ("T.vander(T.ones(4), 2**62)", "RuntimeError", "overflows int64"),
+    # the thirteenth-session fuzz sweep: storage spans and sizes that wrapped around int64
+    # (out-of-bounds views that segfaulted on read, a 1-element cat written 2**63 times)
+    ("T.as_strided(T.arange(24.), (3,), (2**62 + 2**28,), 0).tolist()", "RuntimeError",
+     "Storage size calculation overflowed"),
+    ("T.arange(24.).as_strided((2,), (2**62,), 2**62 + 1).fill_(1)", "RuntimeError",
+     "Storage size calculation overflowed"),
+    ("T.as_strided_scatter(T.zeros(4), T.ones(3), (3,), (2**62 + 2**28,))", "RuntimeError",
+     "Storage size calculation overflowed"),
+    ("a = T.ones(1).expand(2**58); T.cat([a] * 40 + [T.ones(3)])", "RuntimeError",
+     "overflow"),
+    ("T.arange(4.).expand(2**62, 4).fill_(0)", "RuntimeError", "integer multiplication overflow"),
+    ("T.ones(2).repeat(2**62, 4)", "RuntimeError", "overflow"),
+    ("T.ones(3).repeat_interleave(T.tensor([2**62, 2**62, 2**62]))", "RuntimeError",
+     "overflows int64"),
+    # a factorial of 2**63 - 1 and a Python loop of 2**40 columns
+    ("T.polygamma(2**63 - 1, T.tensor([0.5]))", "ok", ""),
+    ("T.linalg.vander(T.ones(3), N=2**40)", "MemoryError", "cannot allocate"),
+    # forged LU pivots indexed out of range (a raw NumPy IndexError) or wrapped around
+    ("T.linalg.lu_solve(T.eye(3), T.tensor([1, 4, 1], dtype=T.int32), T.ones(3, 1))",
+     "RuntimeError", "smaller or equal to LU.size(-2)"),
+    ("T.lu_unpack(T.eye(3), T.tensor([0, 1, 1], dtype=T.int32))", "RuntimeError",
+     "between 1 and LU.size(-2)"),
     # exception types torch 2.13 raises
     ("T.arange(0, 10, 0)", "RuntimeError", "step must be nonzero"),
     ("T.arange(-2**62, 2**62)", "RuntimeError", "does not fit int64"),
@@ -113,3 +135,45 @@ def test_vander_by_running_product():
     np.testing.assert_array_equal(x.grad.numpy(), [6.0, 17.0, 34.0])
     np.testing.assert_array_equal(cddp.vander(cddp.tensor([2, -3]), increasing=True).numpy(),
                                   [[1, 2], [1, -3]])
+
+
+def test_incomplete_gamma_special_and_large_arguments_match_torch():
+    torch = pytest.importorskip("torch")
+    a = [1e10, 1e8, 1e8, float("inf"), float("nan"), 3.0, 0.0, 2.0, -1.0, 2.0, 1e7, 1e12]
+    x = [1e10, 1e8 + 1e4, 1e8 - 3e4, float("inf"), 2.0, float("nan"), 1.0, 0.0, 1.0, -1.0,
+         1e7 + 3e3, 1e12 + 1e6]
+    for f in ("gammainc", "gammaincc"):
+        want = getattr(torch.special, f)(torch.tensor(a, dtype=torch.float64),
+                                         torch.tensor(x, dtype=torch.float64)).numpy()
+        got = getattr(cddp.special, f)(cddp.tensor(a, dtype=cddp.float64),
+                                       cddp.tensor(x, dtype=cddp.float64)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-9, equal_nan=True)
+
+
+def test_polygamma_of_a_huge_order_is_inf_or_nan_as_torch():
+    torch = pytest.importorskip("torch")
+    for n in (170, 171):
+        want = torch.polygamma(n, torch.tensor([0.5, 2.0], dtype=torch.float64)).numpy()
+        got = cddp.polygamma(n, cddp.tensor([0.5, 2.0], dtype=cddp.float64)).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-10)
+    # n = 2**31: no factorial of it is computed; neither library has a finite answer
+    assert not np.isfinite(cddp.polygamma(2**31, cddp.tensor([0.5, 2.0])).numpy()).any()
+
+
+def test_linalg_vander_by_one_cumprod_matches_torch_with_zeros():
+    torch = pytest.importorskip("torch")
+    for xs in ([0.0, 2.0, -1.5], [[1.0, 0.0], [3.0, 0.5]]):
+        xt = torch.tensor(xs, dtype=torch.float64, requires_grad=True)
+        xc = cddp.tensor(xs, dtype=cddp.float64, requires_grad=True)
+        w = np.random.RandomState(0).rand(*(tuple(np.shape(xs)) + (4,)))
+        (torch.linalg.vander(xt, N=4) * torch.tensor(w)).sum().backward()
+        yc = cddp.linalg.vander(xc, N=4)
+        (yc * cddp.tensor(w)).sum().backward()
+        np.testing.assert_allclose(yc.detach().numpy(),
+                                   torch.linalg.vander(xt, N=4).detach().numpy())
+        np.testing.assert_allclose(xc.grad.numpy(), xt.grad.numpy())
+
+
+def test_unfold_of_a_zero_dim_tensor_is_a_window_of_size():
+    assert cddp.tensor(3.0).unfold(0, 0, 1).shape == (0,)
+    assert cddp.tensor(3.0).unfold(0, 1, 1).tolist() == [3.0]

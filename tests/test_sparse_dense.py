@@ -115,7 +115,7 @@ def test_sparse_ops_and_methods():
     c = b.coalesce()
     dense = dense_ref(IDX, VAL, (3, 3))
     rows, cols = np.nonzero(dense)
-    assert c is b and c.is_coalesced() and c._nnz() == len(rows) == 3
+    assert c.is_coalesced() and c._nnz() == len(rows) == 3
     assert np.array_equal(c.indices().numpy(), np.stack([rows, cols]))
     assert np.array_equal(c._indices().numpy(), c.indices().numpy())
     np.testing.assert_allclose(c.values().detach().numpy(), dense[rows, cols])

@@ -176,6 +176,32 @@ def get_device_name(device=None):
     raise RuntimeError("cddp.cuda: no CUDA device is available")
 
 
+def get_device_properties(device=None):
+    raise RuntimeError("cddp.cuda: no CUDA device is available (get_device_properties)")
+
+
+def get_device_capability(device=None):
+    raise RuntimeError("cddp.cuda: no CUDA device is available (get_device_capability)")
+
+
+def mem_get_info(device=None):
+    raise RuntimeError("cddp.cuda: no CUDA device is available (mem_get_info)")
+
+
+def get_arch_list():
+    """The CUDA architectures cddp's kernels target: none while device tensors do not exist
+    (torch's CPU build answers [] too)."""
+    return []
+
+
+def is_current_stream_capturing():
+    return False
+
+
+def ipc_collect():
+    """Accepted: no CUDA IPC memory to release."""
+
+
 class device:
     """Context manager torch.cuda.device(i): a no-op without a GPU."""
 
@@ -195,6 +221,8 @@ def is_bf16_supported(including_emulation=True):
 
 
 from . import amp  # noqa: E402,F401  (torch.cuda.amp: CPU fallback, see cddp/amp)
+from .._compat import CUDA_LEGACY_TYPES as _LEGACY  # noqa: E402
+globals().update(_LEGACY)          # torch.cuda.FloatTensor ...: made through the device policy
 from . import memory, nvtx  # noqa: E402,F401
 from .memory import memory_summary  # noqa: E402,F401
 from .streams import (Event, Stream, current_stream, default_stream,  # noqa: E402,F401

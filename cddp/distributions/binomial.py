@@ -30,9 +30,9 @@ __all__ = ["Binomial", "NegativeBinomial", "Multinomial"]
 _MAX_ROUNDS = 100
 
 
-def _binomial_inversion(n, q):
+def _binomial_inversion(n, q, generator=None):
     """n q < 10: k = #{j : u > F(j - 1)}, F the cdf built from pmf(0) = (1 - q)^n."""
-    u = _C.rand(n.numel(), dtype=_C.float64)
+    u = _C.rand(n.numel(), dtype=_C.float64, generator=generator)
     r = q / (1 - q)
     p = (n * (-q).log1p()).exp()
     F = p.clone()
@@ -50,7 +50,7 @@ def _binomial_inversion(n, q):
             return k                   # the rest of the pmf is below double rounding
 
 
-def _binomial_btrs(n, q):
+def _binomial_btrs(n, q, generator=None):
     spq = (n * q * (1 - q)).sqrt()
     b = 1.15 + 2.53 * spq
     a = -0.0873 + 0.0248 * b + 0.01 * q
@@ -66,8 +66,8 @@ def _binomial_btrs(n, q):
         if pending.numel() == 0:
             return out
         nn, ap, bp = n[pending], a[pending], b[pending]
-        U = _C.rand(pending.numel(), dtype=_C.float64) - 0.5
-        V = _C.rand(pending.numel(), dtype=_C.float64)
+        U = _C.rand(pending.numel(), dtype=_C.float64, generator=generator) - 0.5
+        V = _C.rand(pending.numel(), dtype=_C.float64, generator=generator)
         us = 0.5 - U.abs()
         k = ((2 * ap / us + bp) * U + c[pending]).floor()
         inside = (k >= 0) & (k <= nn)
@@ -86,7 +86,7 @@ def _binomial_btrs(n, q):
     return out
 
 
-def _binomial(total_count, probs):
+def _binomial(total_count, probs, generator=None):
     """Binomial(total_count, probs) draws (one broadcast shape, float); no gradient."""
     with no_grad():
         dtype, shape = probs.dtype, tuple(probs.shape)
@@ -98,10 +98,10 @@ def _binomial(total_count, probs):
         live = (n > 0) & (q > 0)
         small = live & (n * q < 10)
         if bool(small.any()):
-            k[small] = _binomial_inversion(n[small], q[small])
+            k[small] = _binomial_inversion(n[small], q[small], generator)
         large = live & (n * q >= 10)
         if bool(large.any()):
-            k[large] = _binomial_btrs(n[large], q[large])
+            k[large] = _binomial_btrs(n[large], q[large], generator)
         k = _C.where(flip, n - k, k)
         return k.to(dtype).reshape(shape)
 

@@ -43,7 +43,7 @@ _MAX_TERMS = 200000                # series / continued-fraction terms before gi
 _CHECK_EVERY = 8                   # convergence is checked (one .item()) every 8 terms
 
 
-def _standard_gamma(concentration):
+def _standard_gamma(concentration, generator=None):
     """Gamma(concentration, 1) draws, shape and dtype of concentration; no gradient."""
     with no_grad():
         dtype, shape = concentration.dtype, tuple(concentration.shape)
@@ -58,8 +58,8 @@ def _standard_gamma(concentration):
             if pending.numel() == 0:
                 break
             dp, cp = d[pending], c[pending]
-            z = _C.randn(pending.numel(), dtype=_C.float64)
-            u = _C.rand(pending.numel(), dtype=_C.float64)
+            z = _C.randn(pending.numel(), dtype=_C.float64, generator=generator)
+            u = _C.rand(pending.numel(), dtype=_C.float64, generator=generator)
             v = (1 + cp * z) ** 3
             # accept when v > 0 and log u < z^2/2 + d - d v + d log v (nan compares False)
             ok = (v > 0) & (u.log() < 0.5 * z * z + dp - dp * v + dp * v.log())
@@ -70,7 +70,7 @@ def _standard_gamma(concentration):
                 raise RuntimeError(f"Gamma sampling: {pending.numel()} draws still rejected "
                                    f"after {_MAX_ROUNDS} rounds of Marsaglia-Tsang rejection")
         # boosting, in log space (U^(1/a) underflows for small a)
-        u = _C.rand(a.numel(), dtype=_C.float64)
+        u = _C.rand(a.numel(), dtype=_C.float64, generator=generator)
         out = _C.where(boost, (out.log() + u.log() / a).exp(), out)
         out = out.to(dtype).clamp(min=finfo(dtype).tiny)   # torch clamps to tiny too
         return out.reshape(shape)
@@ -140,21 +140,61 @@ def _upper_continued_fraction(a, x):
                        f"{_MAX_TERMS} terms")
 
 
+_LARGE_A = 1e7      # from here P comes from Wilson-Hilferty (the series would need ~sqrt(a) terms)
+
+
+def _special_p(a, x):
+    """P(a, x) where the series do not apply, as torch's igamma: NaN for a NaN, a < 0 or
+    x < 0; a == 0: 1 for x > 0; x == 0: 0; infinite a: 0 (NaN when x is infinite too);
+    infinite x: 1."""
+    nan = _C.full_like(x, float("nan"))
+    P = _C.where(_C.isinf(x), _C.ones_like(x), nan)
+    P = _C.where(_C.isinf(a), _C.where(_C.isinf(x), nan, _C.zeros_like(x)), P)
+    P = _C.where((x == 0) & (a > 0), _C.zeros_like(x), P)
+    P = _C.where((a == 0) & (x > 0), _C.ones_like(x), P)
+    bad = _C.isnan(a) | _C.isnan(x) | (a < 0) | (x < 0) | ((a == 0) & (x == 0))
+    return _C.where(bad, nan, P)
+
+
+def _wilson_hilferty(a, x):
+    """(P, dP/da) for large a: P = Phi(z), z = (t - 1 + 1/(9a)) 3 sqrt(a), t = (x/a)^(1/3)
+    (the cube root of a Gamma(a) / a is nearly normal; error O(1/a))."""
+    t = (x / a) ** (1.0 / 3.0)
+    r = 3 * a.sqrt()
+    z = (t - 1 + 1 / (9 * a)) * r
+    dz = r * (-t / (3 * a) - 1 / (9 * a * a)) + (t - 1 + 1 / (9 * a)) * 1.5 / a.sqrt()
+    P = 0.5 * (-z / 2 ** 0.5).erfc()
+    phi = (-0.5 * z * z).exp() / (2 * math.pi) ** 0.5
+    return P, phi * dz
+
+
 def _gamma_p_parts(a, x, upper_tail=False):
-    """For float64 a > 0, x >= 0 (same shape, no grad): (log f(x), P(a, x), dP/da / f(x)),
-    f the Gamma(a, 1) density. Series and fraction run only on the entries they serve. With
-    upper_tail, Q = 1 - P instead of P, taken from the continued fraction where that is the
-    branch (so a tiny Q keeps its digits), and the derivative's sign flipped."""
+    """For float64 a, x (same shape, no grad): (log f(x), P(a, x), dP/da / f(x)), f the
+    Gamma(a, 1) density. Series and fraction run only on the entries they serve: finite a > 0
+    below _LARGE_A and finite x > 0; larger a takes Wilson-Hilferty, the rest torch's special
+    values (_special_p; derivative 0). With upper_tail, Q = 1 - P instead of P, taken from the
+    continued fraction where that is the branch (so a tiny Q keeps its digits), and the
+    derivative's sign flipped."""
     logf = (a - 1) * x.log() - x - a.lgamma()
     P = _C.zeros_like(x)
     G = _C.zeros_like(x)
-    lower = x < a + 1
+    finite = _C.isfinite(a) & _C.isfinite(x) & (a > 0) & (x > 0)
+    large = finite & (a >= _LARGE_A)
+    odd = ~finite
+    if bool(odd.any()):
+        P[odd] = _special_p(a[odd], x[odd])
+    if bool(large.any()):
+        pl, dpl = _wilson_hilferty(a[large], x[large])
+        P[large] = pl
+        G[large] = dpl / logf[large].exp()
+    regular = finite & ~large
+    lower = regular & (x < a + 1)
     if bool(lower.any()):
         al, xl = a[lower], x[lower]
         s1, s2 = _lower_series(al, xl)
         P[lower] = ((al - 1) * xl.log() - xl - al.lgamma()).exp() * xl * s1
         G[lower] = xl * s2
-    upper = ~lower
+    upper = regular & ~lower
     if bool(upper.any()):
         au, xu = a[upper], x[upper]
         h, dh = _upper_continued_fraction(au, xu)
@@ -162,7 +202,8 @@ def _gamma_p_parts(a, x, upper_tail=False):
         P[upper] = Q if upper_tail else 1 - Q
         G[upper] = -xu * ((xu.log() - au.digamma()) * h + dh)
     if upper_tail:
-        P[lower] = 1 - P[lower]
+        flip = ~upper
+        P[flip] = 1 - P[flip]
         G = -G
     return logf, P.clamp(min=0, max=1), G
 
@@ -188,7 +229,7 @@ def _gammainc(a, x, upper_tail=False):
     a, x = broadcast_all(a, x)
     with no_grad():
         a64 = a.detach().to(_C.float64).reshape(-1)
-        x64 = x.detach().to(_C.float64).clamp(min=0).reshape(-1)
+        x64 = x.detach().to(_C.float64).reshape(-1)
         logf, P, G = _gamma_p_parts(a64, x64, upper_tail)
         f = _C.where(x64 > 0, logf.exp(), _C.zeros_like(logf))
         dPda = _C.where(_C.isfinite(G), G * f, _C.zeros_like(G))      # G: sign already Q's
@@ -206,9 +247,9 @@ def _gammainc(a, x, upper_tail=False):
     return out
 
 
-def _rsample_standard_gamma(concentration):
+def _rsample_standard_gamma(concentration, generator=None):
     """_standard_gamma draws carrying d/d concentration (implicit reparameterization)."""
-    x = _standard_gamma(concentration)
+    x = _standard_gamma(concentration, generator)
     if concentration.requires_grad:
         g = _standard_gamma_grad(concentration, x)
         x = x + g * (concentration - concentration.detach())

@@ -23,8 +23,8 @@ _MAX_ROUNDS = 100
 _MAX_STEPS = 2000                  # inversion steps (rate < 10 needs < 60 in float64)
 
 
-def _poisson_inversion(lam):
-    u = _C.rand(lam.numel(), dtype=_C.float64)
+def _poisson_inversion(lam, generator=None):
+    u = _C.rand(lam.numel(), dtype=_C.float64, generator=generator)
     p = (-lam).exp()                   # pmf(0)
     F = p.clone()
     k = _C.zeros_like(lam)
@@ -40,7 +40,7 @@ def _poisson_inversion(lam):
     return k
 
 
-def _poisson_ptrs(lam):
+def _poisson_ptrs(lam, generator=None):
     smu = lam.sqrt()
     b = 0.931 + 2.53 * smu
     a = -0.059 + 0.02483 * b
@@ -53,8 +53,8 @@ def _poisson_ptrs(lam):
         if pending.numel() == 0:
             return out
         m, ap, bp = lam[pending], a[pending], b[pending]
-        U = _C.rand(pending.numel(), dtype=_C.float64) - 0.5
-        V = _C.rand(pending.numel(), dtype=_C.float64)
+        U = _C.rand(pending.numel(), dtype=_C.float64, generator=generator) - 0.5
+        V = _C.rand(pending.numel(), dtype=_C.float64, generator=generator)
         us = 0.5 - U.abs()
         k = ((2 * ap / us + bp) * U + m + 0.43).floor()
         quick = (us >= 0.07) & (V <= v_r[pending])
@@ -71,7 +71,7 @@ def _poisson_ptrs(lam):
     return out
 
 
-def _poisson(rate):
+def _poisson(rate, generator=None):
     """Poisson(rate) draws, shape and dtype of rate; no gradient."""
     with no_grad():
         dtype, shape = rate.dtype, tuple(rate.shape)
@@ -79,10 +79,10 @@ def _poisson(rate):
         out = _C.zeros_like(lam)
         small = (lam > 0) & (lam < 10)
         if bool(small.any()):
-            out[small] = _poisson_inversion(lam[small])
+            out[small] = _poisson_inversion(lam[small], generator)
         large = lam >= 10
         if bool(large.any()):
-            out[large] = _poisson_ptrs(lam[large])
+            out[large] = _poisson_ptrs(lam[large], generator)
         return out.to(dtype).reshape(shape)
 
 

@@ -7,10 +7,14 @@ import typing
 __all__ = ["script", "trace", "ignore", "unused", "export", "is_scripting", "is_tracing",
            "annotate", "Final", "ScriptModule", "ScriptFunction", "save", "load", "fork",
            "wait", "Attribute", "interface", "isinstance", "Error", "freeze",
-           "optimize_for_inference", "trace_module", "script_if_tracing"]
+           "optimize_for_inference", "trace_module", "script_if_tracing", "TracerWarning"]
 
 Final = typing.Final
 _isinstance = isinstance
+
+
+class TracerWarning(Warning):
+    """torch.jit.TracerWarning (scripts filter it: cddp's trace() never emits it)."""
 
 
 class Error(Exception):

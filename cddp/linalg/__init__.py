@@ -263,10 +263,10 @@ def vander(x, *, N=None):  # noqa: N803 (torch's argument name)
     N = x.shape[-1] if N is None else int(N)
     if N < 1:
         raise RuntimeError("N must be greater than 1.")
-    cols = [_C.ones_like(x)]
-    for _ in range(1, N):
-        cols.append(cols[-1] * x)
-    return _C.stack(cols, -1)
+    # one allocation of the result, then a running product along it: the same products as
+    # x^0, x^0*x, ... column by column, with cumprod's gradient (which handles zeros)
+    ones = _C.ones_like(x).unsqueeze(-1)
+    return _C.cat([ones, x.unsqueeze(-1).expand(*x.shape, N - 1)], -1).cumprod(-1)
 
 
 def cond(A, p=None):
@@ -326,9 +326,29 @@ def lu_factor(A, *, pivot=True):
     return _lu_factor_result((LU, piv))
 
 
-def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+def _check_pivots(pivots, m, fn):
+    """torch's pivot checks (a forged or foreign pivots tensor must not index out of range):
+    integers in [1, m] — RuntimeError in torch's words otherwise."""
+    if pivots.dtype not in (_C.int32, _C.int64):
+        raise RuntimeError(f"{fn}: pivots must be an int32 tensor, got {pivots.dtype}")
+    if pivots.numel():
+        lo, hi = int(pivots.min()), int(pivots.max())
+        if fn == "lu_unpack" and (lo < 1 or hi > m):
+            raise RuntimeError("pivots passed to lu_unpack must be between 1 and LU.size(-2) "
+                               "inclusive.Did you properly pass the result of lu_factor?")
+        if lo < 1:
+            raise RuntimeError(f"Pivots given to {fn} must all be greater or equal to 1. Did "
+                               "you properly pass the result of lu_factor?")
+        if hi > m:
+            raise RuntimeError(f"Pivots given to {fn} must all be smaller or equal to "
+                               "LU.size(-2). Did you properly pass the result of lu_factor?")
+
+
+def _lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, _fn="lu_unpack"):
     """torch.lu_unpack: (P, L, U) with A = P L U; L unit lower (m, k), U upper (k, n)."""
     m, n = LU_data.shape[-2], LU_data.shape[-1]
+    if unpack_pivots:
+        _check_pivots(LU_pivots, m, _fn)
     k = min(m, n)
     empty = _C.empty((0,), dtype=LU_data.dtype)
     L = U = P = empty
@@ -352,7 +372,7 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     """X with A X = B (A^T X = B when adjoint; X A = B / X A^T = B when not left), A = P L U
     from lu_factor: the permutation, then the two triangular solves (differentiable in LU and
     B through them)."""
-    P, L, U = _lu_unpack(LU, pivots)
+    P, L, U = _lu_unpack(LU, pivots, _fn="lu_solve")
     if not left:                       # X A = B  <=>  A^T X^T = B^T
         return lu_solve(LU, pivots, B.mT, left=True, adjoint=not adjoint).mT
     if adjoint:                        # U^T L^T P^T X = B

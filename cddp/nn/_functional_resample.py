@@ -31,6 +31,7 @@ import math
 import numpy as np
 
 from .. import _C
+from .._ops import autocast_suspended
 
 Tensor = _C.Tensor
 
@@ -130,7 +131,12 @@ def _resample(x, idx, w, axis):
 
 def resample2d(input, out, scales, mode, align_corners, antialias):  # noqa: A002
     """(N, C, H, W) -> (N, C, out[0], out[1]) for interpolate's bicubic / antialias modes;
-    scales is [sh, sw] (scale factors given by the caller, not recomputed) or None."""
+    scales is [sh, sw] (scale factors given by the caller, not recomputed) or None. Inside an
+    autocast region it runs in the input's dtype, as torch's kernels: the GEMMs below must not
+    be cast."""
+    if _C._autocast_lower_dtype() is not None:
+        with autocast_suspended():
+            return resample2d(input, out, scales, mode, align_corners, antialias)
     H, W = int(input.shape[2]), int(input.shape[3])
     if H <= 0 or W <= 0 or out[0] <= 0 or out[1] <= 0:
         raise RuntimeError(f"Input and output sizes should be greater than 0, but got input "

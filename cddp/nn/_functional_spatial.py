@@ -264,15 +264,27 @@ def adaptive_max_pool1d(input, output_size, return_indices=False):  # noqa: A002
 _PAD_MODES = {"constant": 0, "reflect": 1, "replicate": 2, "circular": 3}
 
 
+def _int_elem(p):
+    """An int of an int list: ints, NumPy integers and 0-d integer tensors (torch's int-list
+    parser takes all three; pads often come from a tensor's .ceil().to(int32))."""
+    if not isinstance(p, (bool, float)) and not (isinstance(p, Tensor) and
+                                                 (p.dim() or p.is_floating_point())):
+        try:
+            return operator.index(p)
+        except TypeError:
+            pass
+    raise TypeError(f"pad(): argument 'pad' must be tuple of ints, but found element of type "
+                    f"{type(p).__name__}")
+
+
 def pad(input, pad, mode="constant", value=None):  # noqa: A002
     """Pad the last len(pad)//2 dims (pad lists (left, right) pairs, last dim first).
     constant: any number of dims, negative values crop; reflect/replicate/circular: the last
     1, 2 or 3 dims of a (batched or not) tensor."""
     _check_tensor(input, "input")
     pad = tuple(pad)
-    if any(not isinstance(p, int) or isinstance(p, bool) for p in pad):
-        raise TypeError(f"pad(): argument 'pad' must be tuple of ints, but found element of "
-                        f"type {type(next(p for p in pad if not isinstance(p, int))).__name__}")
+    if any(type(p) is not int for p in pad):
+        pad = tuple(_int_elem(p) for p in pad)
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
     if len(pad) // 2 > input.dim():

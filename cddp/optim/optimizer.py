@@ -6,7 +6,10 @@ checkpoints move between cddp and torch.
 """
 from collections import OrderedDict, defaultdict
 import copy
+import functools
 import itertools
+import math
+from typing import Any, Dict, Iterable, Tuple, Union
 
 from .. import _C
 from .._shape_ops import _real_views
@@ -14,6 +17,46 @@ from ..autograd.grad_mode import no_grad
 from ..utils.hooks import RemovableHandle
 
 Tensor = _C.Tensor
+
+
+ParamsT = Union[Iterable[Tensor], Iterable[Dict[str, Any]], Iterable[Tuple[str, Tensor]]]
+
+
+# ---- torch.optim.optimizer's helpers that optimizers written outside torch import ------------
+
+def _use_grad_for_differentiable(func):
+    """step() runs with grad mode = self.defaults["differentiable"] (False: no_grad)."""
+    @functools.wraps(func)
+    def _use_grad(self, *args, **kwargs):
+        prev = _C.is_grad_enabled()
+        try:
+            _C._set_grad_enabled(bool(self.defaults.get("differentiable", False)))
+            return func(self, *args, **kwargs)
+        finally:
+            _C._set_grad_enabled(prev)
+    return _use_grad
+
+
+def _default_to_fused_or_foreach(params, differentiable, use_fused=False):
+    """(fused, foreach): both False here, as torch answers for CPU tensors (its foreach and
+    fused kernels are for accelerators; cddp's single-tensor steps are C loops already)."""
+    return False, False
+
+
+def _get_capturable_supported_devices(supports_xla=True):
+    return ["cuda", "xla"] if supports_xla else ["cuda"]
+
+
+def _get_value(x):
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def _dispatch_sqrt(x):
+    return x.sqrt() if isinstance(x, Tensor) else math.sqrt(x)
+
+
+def _get_scalar_dtype(is_fused=None):
+    return _C.float64 if _C.get_default_dtype() == _C.float64 else _C.float32
 
 
 def _check_lr(lr):

@@ -301,7 +301,8 @@ TensorObject *cddp_tensor_new_meta(cddp_dtype dt, int ndim, const int64_t *shape
 /* 0 unless t is a meta tensor; then -1 with NotImplementedError naming op: for the paths that
  * read values (item, tolist, numpy, the buffer protocol, pickling the bytes). */
 int cddp_refuse_meta(const TensorObject *t, const char *op);
-/* A view sharing base's storage; no autograd history (callers add it). */
+/* A view sharing base's storage; no autograd history (callers add it). NULL + RuntimeError
+ * when a size is negative or the element count overflows (numel * 16 must fit in int64). */
 TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *shape,
                                 const int64_t *strides, int64_t offset);
 /* Over a NumPy array, zero-copy (owner keeps the array alive). TypeError/ValueError on

@@ -143,9 +143,23 @@ TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *sha
                                 const int64_t *strides, int64_t offset)
 {
     TensorObject *t;
+    int64_t n = 1;
     if (ndim > CDDP_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions", CDDP_MAX_DIMS);
         return NULL;
+    }
+    for (int d = 0; d < ndim; d++) {    /* the same bound as tensor_new: numel * 16 fits */
+        if (shape[d] == 0) {
+            n = 0;
+            break;
+        }
+        if (shape[d] < 0 || n > INT64_MAX / 16 / shape[d]) {
+            PyErr_SetString(PyExc_RuntimeError, shape[d] < 0 ? "a view with a negative size"
+                            : "numel: integer multiplication overflow (the view's element "
+                              "count overflows int64)");
+            return NULL;
+        }
+        n *= shape[d];
     }
     t = tensor_alloc();
     if (!t)

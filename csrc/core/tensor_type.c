@@ -57,7 +57,8 @@ static void tensor_dealloc(TensorObject *self)
     Py_DECREF(tp);
 }
 
-/* Tensor(*sizes) -> uninitialized float32; Tensor(data) -> float32 copy of data. */
+/* Tensor(*sizes) -> uninitialized, Tensor(data) -> a copy of data, both in the default dtype
+ * (float32 unless set_default_dtype changed it: torch.Tensor is the default tensor type). */
 static PyObject *tensor_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
     int ndim = 0;
@@ -71,9 +72,9 @@ static PyObject *tensor_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
     if (n == 0 || PyLong_Check(PyTuple_GET_ITEM(args, 0))) {
         if (cddp_parse_shape(args, &ndim, shape) < 0)
             return NULL;
-        t = cddp_tensor_new(CDDP_FLOAT32, ndim, shape, 1);
+        t = cddp_tensor_new(cddp_state()->default_dtype, ndim, shape, 1);
     } else if (n == 1) {
-        t = cddp_tensor_from_data(PyTuple_GET_ITEM(args, 0), 1, CDDP_FLOAT32);
+        t = cddp_tensor_from_data(PyTuple_GET_ITEM(args, 0), 1, cddp_state()->default_dtype);
     } else {
         PyErr_SetString(PyExc_TypeError, "Tensor() takes sizes as ints or one data argument");
         return NULL;

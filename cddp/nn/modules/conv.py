@@ -192,6 +192,16 @@ class _ConvTransposeNd(_ConvNd):
                     self.dilation)
 
 
+class _ConvTransposeMixin(_ConvTransposeNd):
+    """torch's deprecated alias base (isinstance checks in libraries); warns when made."""
+
+    def __init__(self, *args, **kwargs):
+        import warnings
+        warnings.warn("_ConvTransposeMixin is a deprecated internal class. Please consider "
+                      "using public APIs.", FutureWarning, stacklevel=2)
+        super().__init__(*args, **kwargs)
+
+
 class ConvTranspose1d(_ConvTransposeNd):
     """Transposed 1-D convolution (the adjoint of Conv1d), (N, C_in, L) -> (N, C_out, L_out)."""
     _nd = 1

@@ -43,27 +43,9 @@ class MaxPool3d(_MaxPoolNd):
                             ceil_mode=self.ceil_mode, return_indices=self.return_indices)
 
 
-class AvgPool1d(Module):
-    __constants__ = ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"]
-
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
-                 count_include_pad=True):
-        super().__init__()
-        self.kernel_size = F._ntuple(kernel_size, 1, "kernel_size")
-        self.stride = F._ntuple(stride if stride is not None else kernel_size, 1, "stride")
-        self.padding = F._ntuple(padding, 1, "padding")
-        self.ceil_mode = ceil_mode
-        self.count_include_pad = count_include_pad
-
-    def extra_repr(self):
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-    def forward(self, input):  # noqa: A002
-        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad)
-
-
-class AvgPool2d(Module):
+class _AvgPoolNd(Module):
+    """torch's common base of AvgPool1d / 2d / 3d (the 2-D / 3-D constructor; AvgPool1d has
+    its own)."""
     __constants__ = ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                      "divisor_override"]
 
@@ -80,12 +62,31 @@ class AvgPool2d(Module):
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
 
+
+class AvgPool1d(_AvgPoolNd):
+    __constants__ = ["kernel_size", "stride", "padding", "ceil_mode", "count_include_pad"]
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
+        Module.__init__(self)           # its tuples, not _AvgPoolNd's 2-D / 3-D fields
+        self.kernel_size = F._ntuple(kernel_size, 1, "kernel_size")
+        self.stride = F._ntuple(stride if stride is not None else kernel_size, 1, "stride")
+        self.padding = F._ntuple(padding, 1, "padding")
+        self.ceil_mode = ceil_mode
+        self.count_include_pad = count_include_pad
+
+    def forward(self, input):  # noqa: A002
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+
+class AvgPool2d(_AvgPoolNd):
     def forward(self, input):  # noqa: A002
         return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
 
 
-class AvgPool3d(AvgPool2d):
+class AvgPool3d(_AvgPoolNd):
     def forward(self, input):  # noqa: A002
         return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
                             self.count_include_pad, self.divisor_override)
@@ -104,46 +105,43 @@ class _AdaptivePoolNd(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveAvgPool1d(_AdaptivePoolNd):
+class _AdaptiveAvgPoolNd(_AdaptivePoolNd):
     _max = False
 
+
+class _AdaptiveMaxPoolNd(_AdaptivePoolNd):
+    _max = True
+
+
+class AdaptiveAvgPool1d(_AdaptiveAvgPoolNd):
     def forward(self, input):  # noqa: A002
         return F.adaptive_avg_pool1d(input, self.output_size)
 
 
-class AdaptiveAvgPool2d(_AdaptivePoolNd):
+class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     """Average over windows chosen so the output is output_size (int, tuple, None entries keep
     the input's size)."""
-    _max = False
 
     def forward(self, input):  # noqa: A002
         return F.adaptive_avg_pool2d(input, self.output_size)
 
 
-class AdaptiveMaxPool1d(_AdaptivePoolNd):
-    _max = True
-
+class AdaptiveMaxPool1d(_AdaptiveMaxPoolNd):
     def forward(self, input):  # noqa: A002
         return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
 
 
-class AdaptiveMaxPool2d(_AdaptivePoolNd):
-    _max = True
-
+class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     def forward(self, input):  # noqa: A002
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
-class AdaptiveAvgPool3d(_AdaptivePoolNd):
-    _max = False
-
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
     def forward(self, input):  # noqa: A002
         return F.adaptive_avg_pool3d(input, self.output_size)
 
 
-class AdaptiveMaxPool3d(_AdaptivePoolNd):
-    _max = True
-
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
     def forward(self, input):  # noqa: A002
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
 

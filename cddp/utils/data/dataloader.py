@@ -48,7 +48,7 @@ import weakref
 import numpy as np
 
 from ... import _C
-from .dataset import IterableDataset, TensorDataset
+from .dataset import Dataset, IterableDataset, TensorDataset  # noqa: F401  (Dataset: torch's path)
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 Tensor = _C.Tensor
@@ -138,6 +138,20 @@ def _fetch(dataset, indices, collate_fn, auto_collation):
     getitems = getattr(dataset, "__getitems__", None)
     data = getitems(indices) if getitems is not None else [dataset[i] for i in indices]
     return collate_fn(data)
+
+
+class _DatasetKind:
+    """torch's tag for how a loader reads its dataset (loader._dataset_kind)."""
+    Map = 0
+    Iterable = 1
+
+
+class _InfiniteConstantSampler:
+    """torch's placeholder sampler of IterableDataset loaders: None, forever."""
+
+    def __iter__(self):
+        while True:
+            yield None
 
 
 class _WorkerInfo:
@@ -612,6 +626,10 @@ class DataLoader(Generic[_T_co]):
     @property
     def _auto_collation(self):
         return self.batch_sampler is not None or (self._is_iterable and self.batch_size is not None)
+
+    @property
+    def _dataset_kind(self):
+        return _DatasetKind.Iterable if self._is_iterable else _DatasetKind.Map
 
     @property
     def _index_sampler(self):

@@ -305,8 +305,8 @@ PyObject *cddp_ix_index_put(TensorObject *x, PyObject *indices, PyObject *values
     if (v->dtype != x->dtype) {
         PyErr_Format(PyExc_RuntimeError,
                      "Index put requires the source and destination dtypes match, got %s for "
-                     "the destination and %s for the source.", cddp_dtype_name[x->dtype],
-                     cddp_dtype_name[v->dtype]);
+                     "the destination and %s for the source.", cddp_dtype_torch_name[x->dtype],
+                     cddp_dtype_torch_name[v->dtype]);
         return NULL;
     }
     fast = PySequence_Fast(indices, "indices must be a sequence");

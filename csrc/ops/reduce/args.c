@@ -3,7 +3,8 @@
  * arguments, and the module-function form cddp.<op>(input, ...) of a Tensor method.
  *
  * Mirrors the argument rules of torch's reduction signatures (torch/_C/_VariableFunctions):
- * `dim` also answers to `axis`, keepdim must be a bool, dims are normalized against ndim with
+ * `dim` also answers to `axis` and `keepdim` to `keepdims` (NumPy's spellings, which torch's
+ * parser maps for every function), keepdim must be a bool, dims are normalized against ndim with
  * torch's IndexError text, duplicate dims are a RuntimeError.
  */
 #include "ops/reduce/reduce.h"
@@ -35,7 +36,8 @@ int cddp_reduce_args(const char *fname, PyObject *const *args, Py_ssize_t nargs,
         PyObject *key = PyTuple_GET_ITEM(kwnames, j);
         int k = 0;
         for (; k < n; k++)
-            if (kw_is(key, names[k]) || (strcmp(names[k], "dim") == 0 && kw_is(key, "axis")))
+            if (kw_is(key, names[k]) || (strcmp(names[k], "dim") == 0 && kw_is(key, "axis")) ||
+                (strcmp(names[k], "keepdim") == 0 && kw_is(key, "keepdims")))
                 break;
         if (k == n) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'",

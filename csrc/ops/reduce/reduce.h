@@ -270,7 +270,7 @@ CDDP_MATH_INLINE double cddp_row_sumexp_f32(const float *x, float *y, int64_t n,
 
 /* Fill out[0..n) (borrowed, NULL when absent) from FASTCALL positional args and keywords
  * matched by names[k]; only the first npos may be given positionally. A name "dim" also
- * accepts the keyword "axis" (NumPy spelling, as torch does). TypeError like torch's on too
+ * accepts the keywords "axis" and "keepdims" (NumPy spellings, as torch does). TypeError like torch's on too
  * many positionals, an unknown keyword or a duplicate. */
 int cddp_reduce_args(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                      PyObject *kwnames, const char *const *names, int n, int npos,

@@ -166,7 +166,11 @@ static int join_shape(TensorObject **ts, Py_ssize_t k, int stack, int64_t *dimp,
                 return -1;
             }
         }
-        shape[dim] += t->shape[dim];
+        if (__builtin_add_overflow(shape[dim], t->shape[dim], &shape[dim])) {
+            PyErr_Format(PyExc_RuntimeError, "cat: the joined size of dimension %lld "
+                         "overflows int64", (long long)dim);
+            return -1;
+        }
     }
     *ndim = ref->ndim;
     *dimp = dim;

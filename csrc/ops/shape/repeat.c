@@ -189,7 +189,10 @@ static PyObject *repeat_impl(TensorObject *x, int n, const int64_t *sizes, int t
     for (int d = 0; d < m; d++) {
         xs[d] = d < pad ? 1 : x->shape[d - pad];
         sst[d] = d < pad ? 0 : x->strides[d - pad];
-        osh[d] = xs[d] * r[d];
+        if (__builtin_mul_overflow(xs[d], r[d], &osh[d])) {
+            PyErr_SetString(PyExc_RuntimeError, "repeat: the output size overflows int64");
+            return NULL;
+        }
     }
     for (int d = 0; d < m; d++) {
         if (r[d] < 0) {
@@ -225,7 +228,11 @@ static TensorObject *repeated_indices(TensorObject *reps, int64_t output_size)
             PyErr_SetString(PyExc_RuntimeError, "repeats can not be negative");
             goto done;
         }
-        total += rv[i];
+        if (__builtin_add_overflow(total, rv[i], &total)) {
+            PyErr_SetString(PyExc_RuntimeError, "repeat_interleave: the total of repeats "
+                            "overflows int64");
+            goto done;
+        }
     }
     if (output_size >= 0 && output_size != total) {
         PyErr_SetString(PyExc_RuntimeError, "allocated size does not match required size");
@@ -298,6 +305,10 @@ static PyObject *repeat_interleave_impl(TensorObject *x, PyObject *ro, PyObject 
     }
     if (reps < 0) {
         PyErr_SetString(PyExc_RuntimeError, "Repeats must be non-negative");
+        goto done;
+    }
+    if (reps > 0 && n > INT64_MAX / reps) {
+        PyErr_SetString(PyExc_RuntimeError, "repeat_interleave: the output size overflows int64");
         goto done;
     }
     if (output_size >= 0 && output_size != n * reps) {

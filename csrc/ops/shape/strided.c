@@ -23,20 +23,23 @@
 #include "module.h"
 #include <string.h>
 
-/* Storage span [lo, hi) of a geometry: hi == lo when it has no element. */
-static void span_of(int nd, const int64_t *shape, const int64_t *st, int64_t off, int64_t *lo,
-                    int64_t *hi)
+/* Storage span [lo, hi) of a geometry (sizes and strides >= 0): hi == lo when it has no
+ * element. -1 when the end does not fit in int64 (a forged stride must not wrap around into
+ * a small, in-bounds-looking span), else 0. */
+static int span_of(int nd, const int64_t *shape, const int64_t *st, int64_t off, int64_t *lo,
+                   int64_t *hi)
 {
-    int64_t end = off + 1;
-    *lo = off;
-    for (int d = 0; d < nd; d++) {
-        if (shape[d] == 0) {
-            *hi = off;
-            return;
-        }
-        end += (shape[d] - 1) * st[d];
-    }
+    int64_t end = off + 1, step;
+    *lo = *hi = off;
+    for (int d = 0; d < nd; d++)
+        if (shape[d] == 0)
+            return 0;
+    for (int d = 0; d < nd; d++)
+        if (__builtin_mul_overflow(shape[d] - 1, st[d], &step) ||
+            __builtin_add_overflow(end, step, &end))
+            return -1;
     *hi = end;
+    return 0;
 }
 
 /* Calls fn(pos, k) for every element, k its C-order index and pos its storage position. */
@@ -85,8 +88,9 @@ static int as_strided_backward(NodeObject *self, TensorObject **gout, TensorObje
     int rc = -1;
     if (!gout[0] || !self->next[0].node)
         return 0;
-    span_of(nd, g + 2, g + 2 + nd, g[1], &ylo, &yhi);
-    span_of(m->ndim, m->shape, xst, g[2 + 2 * nd], &xlo, &xhi);
+    /* both spans were checked when the view was made */
+    (void)span_of(nd, g + 2, g + 2 + nd, g[1], &ylo, &yhi);
+    (void)span_of(m->ndim, m->shape, xst, g[2 + 2 * nd], &xlo, &xhi);
     lo = ylo < xlo ? ylo : xlo;
     len = (yhi > xhi ? yhi : xhi) - lo;
     ovl = cddp_self_overlapping(m->ndim, m->shape, xst);
@@ -147,7 +151,13 @@ static int check_geometry(TensorObject *x, int nd, const int64_t *size, int ns,
         PyErr_Format(PyExc_RuntimeError, "Tensor: invalid storage offset %lld", (long long)off);
         return -1;
     }
-    span_of(nd, size, st, off, &lo, &hi);
+    if (span_of(nd, size, st, off, &lo, &hi) < 0 || hi > INT64_MAX / (int64_t)isz) {
+        cddp_shape_format(a, sizeof a, nd, size);
+        cddp_shape_format(b, sizeof b, nd, st);
+        PyErr_Format(PyExc_RuntimeError, "Storage size calculation overflowed with sizes=%s "
+                     "and strides=%s", a, b);
+        return -1;
+    }
     if (hi > lo && (size_t)hi * isz > x->storage->nbytes) {
         cddp_shape_format(a, sizeof a, nd, size);
         cddp_shape_format(b, sizeof b, nd, st);
@@ -262,8 +272,8 @@ static PyObject *py_as_strided_positions(PyObject *m, PyObject *arg)
     mt = &node->meta[0];
     g = node->ibuf;
     nd = (int)g[0];
-    span_of(nd, g + 2, g + 2 + nd, g[1], &ylo, &yhi);
-    span_of(mt->ndim, mt->shape, g + 3 + 2 * nd, g[2 + 2 * nd], &xlo, &xhi);
+    (void)span_of(nd, g + 2, g + 2 + nd, g[1], &ylo, &yhi);     /* checked at the forward */
+    (void)span_of(mt->ndim, mt->shape, g + 3 + 2 * nd, g[2 + 2 * nd], &xlo, &xhi);
     lo = ylo < xlo ? ylo : xlo;
     ypos = cddp_tensor_new(CDDP_INT64, nd, g + 2, 0);
     xpos = ypos ? cddp_tensor_new(CDDP_INT64, mt->ndim, mt->shape, 0) : NULL;
