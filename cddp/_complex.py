@@ -112,8 +112,9 @@ def _to_numpy(r):
 def _from_numpy(a, real_dtype, device=None):
     """The real (..., 2) cddp tensor holding the complex ndarray a, in real_dtype's precision."""
     import numpy as np
-    a = np.ascontiguousarray(a, dtype=np.complex64 if real_dtype == _C.float32 else np.complex128)
-    r = _C.from_numpy(a.view(a.real.dtype).reshape(a.shape + (2,)))
+    a = np.asarray(a, dtype=np.complex64 if real_dtype == _C.float32 else np.complex128,
+                   order="C")              # (ascontiguousarray would make a 0-d array 1-d)
+    r = _C.from_numpy(a.reshape(a.shape + (1,)).view(a.real.dtype))   # (..., 2) real parts
     return r if device is None else r.to(device)
 
 

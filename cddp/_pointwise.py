@@ -340,7 +340,7 @@ def _int_binary(name):
             raise RuntimeError(f'"{name}_cpu" not implemented for '
                                f"'{_torch_name(a.dtype if a.is_floating_point() else b.dtype)}'")
         r = getattr(np, name)(a.detach().numpy(), b.detach().numpy())
-        return _C.from_numpy(np.ascontiguousarray(r))
+        return _C.from_numpy(np.asarray(r, order="C"))
     op.__name__ = name
     return op
 
@@ -364,7 +364,7 @@ def _shift(left):
         r = np.left_shift(a, s) if left else np.right_shift(a, s)
         if left:
             r = np.where(b >= bits, 0, r)
-        return _C.from_numpy(np.ascontiguousarray(r.astype(work))).to(dt)
+        return _C.from_numpy(np.asarray(r.astype(work), order="C")).to(dt)
     op.__name__ = "bitwise_left_shift" if left else "bitwise_right_shift"
     return op
 
@@ -384,8 +384,8 @@ def nextafter(input, other):  # noqa: A002
     """The next representable value after input towards other (NumPy's ufunc; no gradient)."""
     import numpy as np
     a, b = _float_pair(input, other)
-    return _C.from_numpy(np.ascontiguousarray(
-        np.nextafter(a.detach().numpy(), b.detach().numpy())))
+    return _C.from_numpy(np.asarray(
+        np.nextafter(a.detach().numpy(), b.detach().numpy()), order="C"))
 
 
 def scalar_tensor(s, dtype=None, device=None, requires_grad=False):

@@ -721,8 +721,8 @@ def frexp(input):  # noqa: A002
         raise RuntimeError("torch.frexp() only supports floating-point dtypes")
     m, e = np.frexp(input.detach().float().numpy() if input.dtype in (_C.float16, _C.bfloat16)
                     else input.detach().numpy())
-    return _frexp_result((_C.from_numpy(np.ascontiguousarray(m)).to(input.dtype),
-                          _C.from_numpy(np.ascontiguousarray(e.astype(np.int32)))))
+    return _frexp_result((_C.from_numpy(np.asarray(m, order="C")).to(input.dtype),
+                          _C.from_numpy(np.asarray(e.astype(np.int32), order="C"))))
 
 
 def ger(input, vec2):  # noqa: A002

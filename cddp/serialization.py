@@ -38,7 +38,7 @@ the unpickler refuses); nothing else escapes from a bad file.
 Formats: load() sniffs the first bytes and hands the file to the reader registered for what it
 sees (_FORMATS): safetensors files go to the reader their "format" names (_load_safetensors);
 torch.save's zip files to cddp/_torch_zip.py (weights_only rules, torch's names mapped to
-cddp's); torch's legacy pickle format is refused by name with how to re-save it.
+cddp's; weights_only=False builds the rest as pickle does); torch's legacy pickle format is refused by name with how to re-save it.
 
 Writes to a path are atomic: the bytes go to an unnamed file (O_TMPFILE) in the target's
 directory, fsync, then it is linked under a temporary name and renamed over the target, and

@@ -177,3 +177,21 @@ def test_linalg_vander_by_one_cumprod_matches_torch_with_zeros():
 def test_unfold_of_a_zero_dim_tensor_is_a_window_of_size():
     assert cddp.tensor(3.0).unfold(0, 0, 1).shape == (0,)
     assert cddp.tensor(3.0).unfold(0, 1, 1).tolist() == [3.0]
+
+
+def test_zero_dim_results_of_numpy_backed_ops_stay_zero_dim():
+    # np.ascontiguousarray makes a 0-d array 1-d: complex scalars, gcd / shifts / nextafter
+    # and frexp of 0-d tensors came back with shape [1]
+    z = cddp.tensor(1 + 1j)
+    assert z.shape == () and (z == cddp.tensor(3)).shape == ()
+    with pytest.raises(IndexError):
+        z[0]
+    assert cddp.tensor([[1 + 2j, 3j]]).shape == (1, 2)
+    for r in (cddp.gcd(cddp.tensor(4), cddp.tensor(6)),
+              cddp.bitwise_left_shift(cddp.tensor(1), cddp.tensor(3)),
+              cddp.nextafter(cddp.tensor(1.0), cddp.tensor(2.0)),
+              cddp.frexp(cddp.tensor(2.5)).mantissa, cddp.frexp(cddp.tensor(2.5)).exponent):
+        assert r.shape == ()
+    assert cddp.gcd(cddp.tensor(4), cddp.tensor(6)).item() == 2
+    with pytest.raises(AssertionError, match="shape"):
+        cddp.testing.assert_close(np.array(1.0), np.array([1.0]))

@@ -376,3 +376,66 @@ def test_a_custom_spmm_backward_indexing_with_the_given_entries_runs():
         warnings.simplefilter("ignore")
         Spmm.apply(idx, v, (3, 3), b).sum().backward()
     assert v.grad.tolist() == [2.0, 2.0, 2.0, 2.0]
+
+
+# ---- the adversarial / NAS / CTC / 3-D sweep ---------------------------------------------------
+
+def test_cuda_random_module_seeds_as_torch_cuda():
+    import cddp.cuda.random as cr
+    cr.manual_seed(3)
+    a = cddp.rand(3)
+    cddp.cuda.random.manual_seed_all(3)
+    assert cddp.equal(a, cddp.rand(3))             # no CUDA device: the CPU stream is seeded
+
+
+def test_deprecated_alpha_overload_takes_a_zero_dim_tensor():
+    torch = pytest.importorskip("torch")
+    v = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    for lib in (torch, cddp):                       # (torch warns once per process)
+        R = lib.tensor(0.25)
+        p = lib.ones(3)
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            p.add_(R, lib.from_numpy(v.copy()))
+            p.sub_(2 * R, lib.from_numpy(v.copy()))
+        if lib is cddp:
+            assert ["This overload of add_ is deprecated" in str(x.message) for x in w] == \
+                [True, False] and "This overload of sub_" in str(w[1].message)
+        np.testing.assert_allclose(p.numpy(), 1 - 0.25 * v, rtol=1e-6)
+    with pytest.raises(TypeError):
+        cddp.ones(3).add_(cddp.ones(3), cddp.ones(3))   # a 1-d first operand is no alpha
+
+
+@pytest.mark.parametrize("make", [
+    lambda o: cddp.optim.lr_scheduler.CosineAnnealingLR(o, 3.0),
+    lambda o: cddp.optim.lr_scheduler.StepLR(o, 2), lambda o: cddp.optim.lr_scheduler.MultiStepLR(o, [1]),
+    lambda o: cddp.optim.lr_scheduler.ExponentialLR(o, 0.9),
+    lambda o: cddp.optim.lr_scheduler.LinearLR(o), lambda o: cddp.optim.lr_scheduler.LambdaLR(o, lambda e: 1.0),
+    lambda o: cddp.optim.lr_scheduler.OneCycleLR(o, 0.1, total_steps=10)])
+def test_get_lr_outside_step_warns_as_torch(make):
+    p = cddp.nn.Parameter(cddp.zeros(1))
+    opt = cddp.optim.SGD([p], 0.1, momentum=0.9)
+    s = make(opt)
+    opt.step()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s.step()                                   # inside step: silent
+    with pytest.warns(UserWarning, match="please use `get_last_lr\\(\\)`"):
+        s.get_lr()
+
+
+def test_loss_modules_warn_on_legacy_reduction_arguments():
+    with pytest.warns(UserWarning, match="reduction='sum' instead"):
+        m = cddp.nn.KLDivLoss(size_average=False)
+    assert m.reduction == "sum"
+    with pytest.warns(UserWarning, match="reduction='none' instead"):
+        assert cddp.nn.CrossEntropyLoss(reduce=False).reduction == "none"
+
+
+def test_copy_shape_mismatch_in_torch_words_and_axis_for_shape_ops():
+    with pytest.raises(RuntimeError, match=r"size of tensor a \(14\) must match the size of "
+                                           r"tensor b \(5\) at non-singleton dimension 0"):
+        cddp.zeros(14, 8).copy_(cddp.ones(5, 8))
+    x = cddp.ones(1, 3, 1)
+    assert x.squeeze(axis=0).shape == (3, 1) and cddp.unsqueeze(x, axis=0).shape == (1, 1, 3, 1)
+    assert len(cddp.ones(2, 3).unbind(axis=1)) == 3

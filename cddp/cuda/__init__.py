@@ -223,7 +223,7 @@ def is_bf16_supported(including_emulation=True):
 from . import amp  # noqa: E402,F401  (torch.cuda.amp: CPU fallback, see cddp/amp)
 from .._compat import CUDA_LEGACY_TYPES as _LEGACY  # noqa: E402
 globals().update(_LEGACY)          # torch.cuda.FloatTensor ...: made through the device policy
-from . import memory, nvtx  # noqa: E402,F401
+from . import memory, nvtx, random  # noqa: E402,F401
 from .memory import memory_summary  # noqa: E402,F401
 from .streams import (Event, Stream, current_stream, default_stream,  # noqa: E402,F401
                       set_stream, stream)

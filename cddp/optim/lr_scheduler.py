@@ -175,6 +175,7 @@ class LambdaLR(LRScheduler):
                 self.lr_lambdas[i].__dict__.update(fn)
 
     def get_lr(self):
+        _warn_get_lr_called_within_step(self)
         return [base_lr * lmbda(self.last_epoch)
                 for lmbda, base_lr in zip(self.lr_lambdas, self.base_lrs)]
 
@@ -186,6 +187,7 @@ class StepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_get_lr_called_within_step(self)
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
@@ -202,6 +204,7 @@ class MultiStepLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_get_lr_called_within_step(self)
         if self.last_epoch not in self.milestones:
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * self.gamma ** self.milestones[self.last_epoch]
@@ -220,6 +223,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_get_lr_called_within_step(self)
         if self.last_epoch == 0:
             return [group["lr"] for group in self.optimizer.param_groups]
         return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
@@ -235,6 +239,7 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_get_lr_called_within_step(self)
         groups = self.optimizer.param_groups
         if self.last_epoch == 0:
             return [group["lr"] for group in groups]
@@ -269,6 +274,7 @@ class LinearLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
+        _warn_get_lr_called_within_step(self)
         groups = self.optimizer.param_groups
         if self.last_epoch == 0:
             return [group["lr"] * self.start_factor for group in groups]
@@ -356,6 +362,7 @@ class OneCycleLR(LRScheduler):
         return (end - start) * pct + start
 
     def get_lr(self):
+        _warn_get_lr_called_within_step(self)
         lrs = []
         step_num = self.last_epoch
         if step_num > self.total_steps:

@@ -117,8 +117,8 @@ def _compare(actual, expected, rtol, atol, equal_nan, check_dtype, path):
             _compare(x, y, rtol, atol, equal_nan, check_dtype, path + [i])
         return
     if isinstance(actual, np.ndarray) and isinstance(expected, np.ndarray):
-        return _compare(_C.from_numpy(np.ascontiguousarray(actual)),
-                        _C.from_numpy(np.ascontiguousarray(expected)), rtol, atol, equal_nan,
+        return _compare(_C.from_numpy(np.asarray(actual, order="C")),
+                        _C.from_numpy(np.asarray(expected, order="C")), rtol, atol, equal_nan,
                         check_dtype, path)
     if actual != expected:
         _fail(f"Inputs {actual!r} and {expected!r} are not equal", path)

@@ -148,18 +148,17 @@ TensorObject *cddp_tensor_alias(TensorObject *base, int ndim, const int64_t *sha
         PyErr_Format(PyExc_ValueError, "cddp tensors have at most %d dimensions", CDDP_MAX_DIMS);
         return NULL;
     }
+    int over = 0, neg = 0, zero = 0;
     for (int d = 0; d < ndim; d++) {    /* the same bound as tensor_new: numel * 16 fits */
-        if (shape[d] == 0) {
-            n = 0;
-            break;
-        }
-        if (shape[d] < 0 || n > INT64_MAX / 16 / shape[d]) {
-            PyErr_SetString(PyExc_RuntimeError, shape[d] < 0 ? "a view with a negative size"
-                            : "numel: integer multiplication overflow (the view's element "
-                              "count overflows int64)");
-            return NULL;
-        }
-        n *= shape[d];
+        neg |= shape[d] < 0;
+        zero |= shape[d] == 0;
+        over |= __builtin_mul_overflow(n, shape[d], &n);
+    }
+    if (neg || (!zero && (over || n > INT64_MAX / 16))) {
+        PyErr_SetString(PyExc_RuntimeError, neg ? "a view with a negative size"
+                        : "numel: integer multiplication overflow (the view's element count "
+                          "overflows int64)");
+        return NULL;
     }
     t = tensor_alloc();
     if (!t)
@@ -319,10 +318,10 @@ int cddp_broadcast_shapes(int na, const int64_t *sa, int nb, const int64_t *sb,
 int cddp_broadcast_strides(const TensorObject *t, int ndim, const int64_t *shape,
                            int64_t *strides)
 {
-    int off = ndim - t->ndim;
+    int off = ndim - t->ndim, d = 0;
     if (off < 0)
         goto fail;
-    for (int d = 0; d < ndim; d++) {
+    for (; d < ndim; d++) {
         int td = d - off;
         if (td < 0) {
             strides[d] = 0;
@@ -336,7 +335,11 @@ int cddp_broadcast_strides(const TensorObject *t, int ndim, const int64_t *shape
     }
     return 0;
 fail:
-    {
+    if (off >= 0) {                  /* torch's words (copy_, expand_as, in-place operands) */
+        PyErr_Format(PyExc_RuntimeError, "The size of tensor a (%lld) must match the size of "
+                     "tensor b (%lld) at non-singleton dimension %d", (long long)shape[d],
+                     (long long)t->shape[d - off], d);
+    } else {
         char bt[256], bs[256];
         format_shape(bt, sizeof bt, t->ndim, t->shape);
         format_shape(bs, sizeof bs, ndim, shape);

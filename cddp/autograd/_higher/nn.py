@@ -967,7 +967,7 @@ def _grid_sample(ctx, g):
     gy = g.reshape(N, C, P)
 
     def const(a):
-        return _C.from_numpy(np.ascontiguousarray(a)).to(dt)
+        return _C.from_numpy(np.asarray(a, order="C")).to(dt)
 
     def at(jy, jx):                 # (flat index (N, C, P), in-image mask (N, 1, P))
         ok = (jx >= 0) & (jx < W) & (jy >= 0) & (jy < H)

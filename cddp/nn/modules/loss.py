@@ -11,10 +11,8 @@ from .module import Module
 class _Loss(Module):
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
-        if size_average is not None or reduce is not None:
-            reduction = F._REDUCTIONS and (
-                ("mean" if (size_average is None or size_average) else "sum")
-                if (reduce is None or reduce) else "none")
+        if size_average is not None or reduce is not None:   # torch's legacy rule and warning
+            reduction = ("none", "mean", "sum")[F._reduction(reduction, size_average, reduce)]
         self.reduction = reduction
 
 

@@ -439,25 +439,37 @@ EW_DEFINE_PY(add_, "add_", add__impl, 1, 1, "other", "alpha")
 EW_DEFINE_PY(sub_, "sub_", sub__impl, 1, 1, "other", "alpha")
 
 /* torch's deprecated overloads x.add_(Number alpha, Tensor other) (and add, sub, sub_),
- * still in old tutorials (p.data.add_(-lr, p.grad.data)): two positionals, a number then a
- * tensor, become (other, alpha=) with torch's warning; anything else parses as above. */
+ * still in old tutorials (p.data.add_(-lr, p.grad.data)) and in DARTS (p.data.add_(R, v)
+ * with R a 0-d tensor, which torch's parser takes as a Number): two positionals, a number or
+ * 0-d tensor then a tensor, become (other, alpha=) with torch's warning (the new signature
+ * takes alpha by keyword only, so two positionals are never it); anything else parses as
+ * above. */
 static PyObject *deprecated_alpha(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames, const char *fname,
                                   PyObject *(*impl)(PyObject *, PyObject **),
                                   PyObject *(*parsed)(PyObject *, PyObject *const *, Py_ssize_t,
                                                       PyObject *))
 {
-    if (nargs == 2 && !kwnames && !cddp_tensor_check(args[0]) && cddp_tensor_check(args[1]) &&
-        PyNumber_Check(args[0])) {
-        PyObject *argv[2] = {args[1], args[0]};
-        if (PyErr_WarnFormat(PyExc_UserWarning, 1, "This overload of %s is deprecated:\n\t"
-                             "%s(Number alpha, Tensor other)\nConsider using one of the "
-                             "following signatures instead:\n\t%s(Tensor other, *, Number "
-                             "alpha = 1)", fname, fname, fname) < 0)
-            return NULL;
-        return impl(self, argv);
-    }
-    return parsed(self, args, nargs, kwnames);
+    PyObject *alpha, *argv[2], *res;
+    int scalar_tensor;
+    if (nargs != 2 || kwnames || !cddp_tensor_check(args[1]))
+        return parsed(self, args, nargs, kwnames);
+    scalar_tensor = cddp_tensor_check(args[0]) && ((TensorObject *)args[0])->ndim == 0;
+    if (!scalar_tensor && (cddp_tensor_check(args[0]) || !PyNumber_Check(args[0])))
+        return parsed(self, args, nargs, kwnames);
+    if (PyErr_WarnFormat(PyExc_UserWarning, 1, "This overload of %s is deprecated:\n\t"
+                         "%s(Number alpha, Tensor other)\nConsider using one of the "
+                         "following signatures instead:\n\t%s(Tensor other, *, Number "
+                         "alpha = 1)", fname, fname, fname) < 0)
+        return NULL;
+    alpha = scalar_tensor ? PyObject_CallMethod(args[0], "item", NULL) : Py_NewRef(args[0]);
+    if (!alpha)
+        return NULL;
+    argv[0] = args[1];
+    argv[1] = alpha;
+    res = impl(self, argv);
+    Py_DECREF(alpha);
+    return res;
 }
 
 #define DEPRECATED_ALPHA(op, fname)                                                        \

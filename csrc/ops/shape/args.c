@@ -7,6 +7,7 @@
  * many positionals or unknown keywords, IndexError "Dimension out of range ...").
  */
 #include "ops/shape/shape.h"
+#include <string.h>
 
 /* ---- argument helpers ----------------------------------------------------------------- */
 
@@ -49,8 +50,9 @@ int cddp_shape_parse_args(const char *fname, PyObject *const *args, Py_ssize_t n
     for (Py_ssize_t k = 0; k < nkw; k++) {
         PyObject *key = PyTuple_GET_ITEM(kwnames, k);
         int i = 0;
-        for (; i < nparams; i++)
-            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0)
+        for (; i < nparams; i++)             /* "dim" also answers to NumPy's "axis", as torch */
+            if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0 ||
+                (strcmp(names[i], "dim") == 0 && PyUnicode_CompareWithASCIIString(key, "axis") == 0))
                 break;
         if (i == nparams) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'",

@@ -146,8 +146,9 @@ static PyObject *repeat_run(TensorObject *x, int m, const int64_t *xs, const int
         cddp_contiguous_strides(m, xs, cst);
         sst = cst;
     }
-    rep_plan_init(&p, m, xs, sst, r, cddp_dtype_size[x->dtype]);
-    out = cddp_tensor_new(x->dtype, ond, oshape, 0);
+    out = cddp_tensor_new(x->dtype, ond, oshape, 0);   /* first: it checks the sizes' product */
+    if (out)
+        rep_plan_init(&p, m, xs, sst, r, cddp_dtype_size[x->dtype]);
     if (out && cddp_numel(out) > 0) {
         if (m == 0) {
             memcpy(cddp_data(out), cddp_data(src), p.isz);

@@ -14,6 +14,7 @@
 
 /* Match positional args and keyword names against `names` (nparams entries, the first
  * npos of which may be given positionally). out[i] = borrowed object or NULL when absent.
+ * A parameter named "dim" also takes the keyword "axis" (NumPy's spelling, as torch's).
  * TypeError (Python's wording) on too many positionals, unknown or repeated keywords. */
 int cddp_shape_parse_args(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                           PyObject *kwnames, const char *const *names, int nparams, int npos,
