@@ -95,6 +95,36 @@ complex128 = cdouble = _ComplexDType("complex128", _C.float64)
 _OF_REAL = {_C.float32: complex64, _C.float64: complex128}
 
 
+class _Formatter:
+    """torch's element formatter (torch/_tensor_str.py), for one part of a complex tensor:
+    integer mode ("1.") when every finite nonzero value is an integer, scientific notation
+    when they span more than 1000x (or reach 1e8, or go below 1e-4 outside integer mode),
+    else 4 decimals; right-aligned to the widest finite nonzero value."""
+
+    def __init__(self, a):
+        import numpy as np
+        v = a[np.isfinite(a) & (a != 0)].astype(np.float64)
+        self.int_mode, self.sci_mode, self.width = True, False, 1
+        if v.size == 0:
+            return
+        lo, hi = np.abs(v).min(), np.abs(v).max()
+        self.int_mode = bool((v == np.ceil(v)).all())
+        self.sci_mode = hi / lo > 1000.0 or hi > 1.0e8 or (not self.int_mode and lo < 1.0e-4)
+        fmt = "{:.4e}" if self.sci_mode else "{:.0f}" if self.int_mode else "{:.4f}"
+        extra = 1 if self.int_mode and not self.sci_mode else 0
+        self.width = max(len(fmt.format(x)) + extra for x in v)
+
+    def format(self, x):
+        import math
+        if self.sci_mode:
+            r = f"{x:{self.width}.4e}"
+        elif self.int_mode:
+            r = f"{x:.0f}" + ("" if math.isinf(x) or math.isnan(x) else ".")
+        else:
+            r = f"{x:.4f}"
+        return (self.width - len(r)) * " " + r
+
+
 def _dtype_named(name):
     return {"complex64": complex64, "complex128": complex128}[name]
 
@@ -852,8 +882,14 @@ class ComplexTensor:
 
     def __repr__(self):
         import numpy as np
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(", formatter={
-            "complex_kind": lambda z: f"{z.real:.4f}{z.imag:+.4f}j"})
+        a = self.detach().numpy()
+        fr, fi = _Formatter(a.real), _Formatter(a.imag)
+
+        def element(z):
+            imag = (fi.format(z.imag) + "j").lstrip()
+            return fr.format(z.real) + (imag if imag[0] in "+-" else "+" + imag)
+        body = element(a[()]) if a.ndim == 0 else np.array2string(
+            a, separator=", ", prefix="tensor(", formatter={"complex_kind": element})
         extra = "" if self.dtype is complex64 else f", dtype={self.dtype!r}"
         if self.grad_fn is not None:
             extra += f", grad_fn=<{type(self.grad_fn).__name__}>"

@@ -439,3 +439,15 @@ def test_copy_shape_mismatch_in_torch_words_and_axis_for_shape_ops():
     x = cddp.ones(1, 3, 1)
     assert x.squeeze(axis=0).shape == (3, 1) and cddp.unsqueeze(x, axis=0).shape == (1, 1, 3, 1)
     assert len(cddp.ones(2, 3).unbind(axis=1)) == 3
+
+
+def test_complex_repr_formats_as_torch():
+    torch = pytest.importorskip("torch")
+    cases = [[1 + 2j, 3 - 1j], [1.5 + 2j, 3 - 1j], [1.5 + 2.25j, 3 - 1j], 1 + 1j,
+             [1e-5 + 1j, 3e5 - 1j], [[1 + 2j, 3 - 1j], [0j, -1.5j]],
+             [1e-5 + 1j, float("nan") + 0j, float("inf") - 2j], [0j, 0j], [123456789 + 1j]]
+    for c in cases:
+        want = repr(torch.tensor(c)).replace("torch.", "")
+        assert repr(cddp.tensor(c)).replace("cddp.", "") == want
+    assert repr(cddp.tensor([1 + 2j], dtype=cddp.complex128)).replace("cddp.", "") == \
+        repr(torch.tensor([1 + 2j], dtype=torch.complex128)).replace("torch.", "")
