@@ -309,10 +309,11 @@ def _values(self):
     coo = self.__dict__.get("_coo")
     if coo is None:
         return self[self.detach().nonzero(as_tuple=True)]
-    if not (self.requires_grad and _C.is_grad_enabled()):
-        return coo[1]
-    g = self[tuple(coo[0].unbind(0))]
-    return coo[1].detach() + (g - g.detach())
+    vals = coo[1]
+    if vals.requires_grad or not (self.requires_grad and _C.is_grad_enabled()):
+        return vals                    # its own path to the values the caller gave
+    g = self[tuple(coo[0].unbind(0))]  # a leaf stand-in: the gradient lands in its entries
+    return vals.detach() + (g - g.detach())
 
 
 def _nnz(self):

@@ -195,3 +195,13 @@ def test_zero_dim_results_of_numpy_backed_ops_stay_zero_dim():
     assert cddp.gcd(cddp.tensor(4), cddp.tensor(6)).item() == 2
     with pytest.raises(AssertionError, match="shape"):
         cddp.testing.assert_close(np.array(1.0), np.array([1.0]))
+
+
+def test_data_of_a_grad_requiring_leaf_must_stay_floating():
+    x = cddp.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="must be floating point or complex dtype"):
+        x.data = cddp.tensor([1, 2])
+    assert x.dtype == cddp.float32
+    y = cddp.ones(2)
+    y.data = cddp.tensor([1, 2])                 # no grad required: any dtype, as torch
+    assert y.dtype == cddp.int64

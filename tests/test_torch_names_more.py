@@ -451,3 +451,19 @@ def test_complex_repr_formats_as_torch():
         assert repr(cddp.tensor(c)).replace("cddp.", "") == want
     assert repr(cddp.tensor([1 + 2j], dtype=cddp.complex128)).replace("cddp.", "") == \
         repr(torch.tensor([1 + 2j], dtype=torch.complex128)).replace("torch.", "")
+
+
+def test_sparse_values_gradient_with_duplicates_matches_torch():
+    torch = pytest.importorskip("torch")
+    idx = [[0, 0, 1], [1, 1, 0]]                     # entries 0 and 1 share (0, 1)
+    grads = {}
+    for lib in (torch, cddp):
+        v = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            a = lib.sparse_coo_tensor(lib.tensor(idx), v, (2, 2))
+        c = a.coalesce()
+        assert c.values().tolist() == [3.0, 3.0]
+        (c.values() * lib.tensor([1.0, 10.0])).sum().backward()
+        grads[lib.__name__] = v.grad.tolist()
+    assert grads["cddp"] == grads["torch"] == [1.0, 1.0, 10.0]

@@ -262,6 +262,11 @@ static int set_data(TensorObject *self, PyObject *v, void *c)
         return -1;
     }
     TensorObject *o = (TensorObject *)v;
+    if (self->requires_grad && !cddp_is_floating(o->dtype)) {    /* torch's check */
+        PyErr_SetString(PyExc_RuntimeError, "data set to a tensor that requires gradients must "
+                        "be floating point or complex dtype");
+        return -1;
+    }
     Py_CLEAR(self->view_base);             /* other memory: no longer a view of its base */
     cddp_storage_incref(o->storage);
     cddp_storage_decref(self->storage);
