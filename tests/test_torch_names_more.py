@@ -467,3 +467,46 @@ def test_sparse_values_gradient_with_duplicates_matches_torch():
         (c.values() * lib.tensor([1.0, 10.0])).sum().backward()
         grads[lib.__name__] = v.grad.tolist()
     assert grads["cddp"] == grads["torch"] == [1.0, 1.0, 10.0]
+
+
+# ---- the detection / Swin / YOLO / LoRA sweep ----------------------------------------------
+
+def test_load_from_state_dict_overrides_with_torchs_seven_arguments():
+    class FrozenBatchNorm2d(cddp.nn.Module):         # DETR's backbone.py, torchvision's
+        def __init__(self, n):
+            super().__init__()
+            self.register_buffer("weight", cddp.ones(n))
+            self.register_buffer("bias", cddp.zeros(n))
+
+        def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                                  missing_keys, unexpected_keys, error_msgs):
+            state_dict.pop(prefix + "num_batches_tracked", None)
+            super()._load_from_state_dict(state_dict, prefix, local_metadata, strict,
+                                          missing_keys, unexpected_keys, error_msgs)
+    m = cddp.nn.Sequential(FrozenBatchNorm2d(3))
+    sd = {"0.weight": cddp.full((3,), 2.0), "0.bias": cddp.ones(3),
+          "0.num_batches_tracked": cddp.tensor(0)}
+    r = m.load_state_dict(sd)
+    assert not r.missing_keys and not r.unexpected_keys and m[0].weight.tolist() == [2.0] * 3
+    w = cddp.full((3,), 5.0)
+    m.load_state_dict({"0.weight": w, "0.bias": cddp.ones(3)}, assign=True)
+    assert m[0].weight is w                          # assign reaches the base through metadata
+
+
+def test_unknown_print_profile_is_ignored_as_torch():
+    cddp.set_printoptions(profile="long")            # yolov5's utils/general.py
+    assert repr(cddp.arange(3.0)) == "tensor([0., 1., 2.])"
+    cddp.set_printoptions(profile="default")
+
+
+def test_as_strided_in_place():
+    x = cddp.arange(6.0)
+    y = x.as_strided_((2, 2), (1, 2), 1)
+    assert y is x and x.tolist() == [[1.0, 3.0], [2.0, 4.0]] and x.stride() == (1, 2)
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        cddp.arange(6.0).as_strided_((3,), (3,))
+    with pytest.raises(RuntimeError, match="requires grad"):
+        cddp.ones(3, requires_grad=True).as_strided_((2,), (1,))
+    with cddp.no_grad():
+        z = cddp.ones(4, requires_grad=True)
+        assert z.as_strided_((2,), (2,)).shape == (2,)

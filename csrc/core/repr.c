@@ -393,11 +393,8 @@ PyObject *cddp_py_set_printoptions(PyObject *m, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOOOO:set_printoptions", kwlist, &prec, &thr,
                                      &edge, &lw, &prof, &sci))
         return NULL;
-    if (prof != Py_None) {
-        if (!PyUnicode_Check(prof)) {
-            PyErr_SetString(PyExc_TypeError, "profile must be a str");
-            return NULL;
-        }
+    /* a profile other than torch's three (yolov5 passes "long") changes nothing, as torch's */
+    if (prof != Py_None && PyUnicode_Check(prof)) {
         if (PyUnicode_CompareWithASCIIString(prof, "default") == 0) {
             opts.precision = 4; opts.threshold = 1000; opts.edgeitems = 3; opts.linewidth = 80;
         } else if (PyUnicode_CompareWithASCIIString(prof, "short") == 0) {
@@ -405,9 +402,6 @@ PyObject *cddp_py_set_printoptions(PyObject *m, PyObject *args, PyObject *kw)
         } else if (PyUnicode_CompareWithASCIIString(prof, "full") == 0) {
             opts.precision = 4; opts.threshold = INFINITY; opts.edgeitems = 3;
             opts.linewidth = 80;
-        } else {
-            PyErr_Format(PyExc_ValueError, "unknown print profile %R", prof);
-            return NULL;
         }
     }
     if (prec != Py_None) {

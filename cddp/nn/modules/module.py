@@ -507,6 +507,7 @@ class Module:
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs, assign=False):
+        assign = assign or local_metadata.get("assign_to_params_buffers", False)
         persistent = {k: v for k, v in self._buffers.items()
                       if k not in self._non_persistent_buffers_set}
         for name, param in itertools.chain(self._parameters.items(), persistent.items()):
@@ -604,8 +605,10 @@ class Module:
             for hook in module._load_state_dict_pre_hooks.values():
                 hook(state_dict, prefix, local_metadata, True, missing_keys, unexpected_keys,
                      error_msgs)
+            # torch's seven arguments (overrides in the wild — DETR's FrozenBatchNorm2d,
+            # torchvision's, detectron2's — take exactly these); assign rides in the metadata
             module._load_from_state_dict(state_dict, prefix, local_metadata, True,
-                                         missing_keys, unexpected_keys, error_msgs, assign)
+                                         missing_keys, unexpected_keys, error_msgs)
             for name, child in module._modules.items():
                 if child is not None:
                     load(child, prefix + name + ".")
