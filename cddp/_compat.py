@@ -115,6 +115,10 @@ def _t_(self):
     return _C._adopt_view(self, self.t())
 
 
+def _as_strided_(self, size, stride, storage_offset=None):
+    return _C._adopt_view(self, self.as_strided(size, stride, storage_offset))
+
+
 def _transpose_(self, dim0, dim1):
     return _C._adopt_view(self, self.transpose(dim0, dim1))
 
@@ -122,6 +126,7 @@ def _transpose_(self, dim0, dim1):
 Tensor.unsqueeze_ = _unsqueeze_
 Tensor.squeeze_ = _squeeze_
 Tensor.t_ = _t_
+Tensor.as_strided_ = _as_strided_
 Tensor.transpose_ = Tensor.swapdims_ = Tensor.swapaxes_ = _transpose_
 Tensor.pin_memory = _pin_memory
 Tensor.is_pinned = _is_pinned
@@ -287,12 +292,9 @@ def _coalesce(self):
     keys, inverse = lin.unique(sorted=True, return_inverse=True)
     summed = _C.zeros((keys.shape[0],) + tuple(vals.shape[1:]), dtype=vals.dtype)
     summed = summed.index_add(0, inverse, vals)
-    rows = []
-    for n in reversed(sizes):
-        rows.append(keys % n)
-        keys = keys.div(n, rounding_mode="floor")
+    from ._shape_ops import unravel_index
     out = self.view_as(self)
-    out._coo = (_C.stack(rows[::-1]) if rows else idx[:, :0], summed, True)
+    out._coo = (_C.stack(unravel_index(keys, sizes)) if sizes else idx[:, :0], summed, True)
     return out
 
 

@@ -115,7 +115,6 @@ class _Formatter:
         self.width = max(len(fmt.format(x)) + extra for x in v)
 
     def format(self, x):
-        import math
         if self.sci_mode:
             r = f"{x:{self.width}.4e}"
         elif self.int_mode:
@@ -144,8 +143,17 @@ def _from_numpy(a, real_dtype, device=None):
     import numpy as np
     a = np.asarray(a, dtype=np.complex64 if real_dtype == _C.float32 else np.complex128,
                    order="C")              # (ascontiguousarray would make a 0-d array 1-d)
-    r = _C.from_numpy(a.reshape(a.shape + (1,)).view(a.real.dtype))   # (..., 2) real parts
+    r = _C.from_numpy(_pairs(a))
     return r if device is None else r.to(device)
+
+
+def _pairs(a):
+    """The (..., 2) real view (real, imaginary) of a complex64 / complex128 ndarray's bytes,
+    any non-negative strides, no copy."""
+    import numpy as np
+    re = a.real
+    return np.lib.stride_tricks.as_strided(re, shape=a.shape + (2,),
+                                           strides=a.strides + (re.itemsize,))
 
 
 def _is_c(x):
@@ -1101,10 +1109,7 @@ def _from_numpy_call(a):
     if a.dtype not in (np.complex64, np.complex128):
         raise TypeError(f"can't convert np.ndarray of type {a.dtype}. The only supported "
                         "complex types are complex64 and complex128.")
-    re = a.real
-    pairs = np.lib.stride_tricks.as_strided(re, shape=a.shape + (2,),
-                                            strides=a.strides + (re.itemsize,))
-    return ComplexTensor(_C.from_numpy(pairs))
+    return ComplexTensor(_C.from_numpy(_pairs(a)))
 
 
 def _as_tensor_call(data, dtype=None, device=None):

@@ -3,6 +3,7 @@ cummax/cummin's named result, take_along_dim, meshgrid / cartesian_prod, atleast
 block_diag, tensor_split / hsplit / vsplit / dsplit, hstack / vstack / dstack / column_stack,
 kron, and count_nonzero / isposinf / isneginf / signbit. Every value comes from a C kernel (gather, expand, narrow, cat, mul, reshape), so
 autograd comes from those ops' nodes. Signatures, defaults and messages are torch's."""
+import functools
 import warnings
 
 from . import _C
@@ -14,8 +15,6 @@ def numpy_names(fn):
     """fn accepting torch's NumPy spellings of two keywords, as every torch function does
     (its argument parser maps them): axis= for dim=, keepdims= for keepdim=. For the
     reductions written in Python; the C ones map them in their parsers."""
-    import functools
-
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         for np_name, name in (("axis", "dim"), ("keepdims", "keepdim")):

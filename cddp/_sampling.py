@@ -30,12 +30,19 @@ def _float_arg(fn, name, t):
         raise NotImplementedError(f'"{fn}_cpu" not implemented for \'{_torch_name(t.dtype)}\'')
 
 
+def _positive_concentration(fn, input):  # noqa: A002
+    _float_arg(fn, "input", input)
+    with no_grad():
+        if not bool((input > 0).all()):
+            raise RuntimeError(f"{fn}: the concentration must be positive")
+
+
 def poisson(input, generator=None):  # noqa: A002
     """Draws k ~ Poisson(rate) elementwise, in input's dtype and shape."""
     from .distributions.poisson import _poisson
     _float_arg("poisson", "input", input)
     with no_grad():
-        ok = bool(((input >= 0) & _C.isfinite(input)).all()) if input.numel() else True
+        ok = bool(((input >= 0) & _C.isfinite(input)).all())
     if not ok:
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative and finite "
                            "(input holds a negative, NaN or infinite entry)")
@@ -55,9 +62,9 @@ def binomial(count, prob, generator=None):
                            f"{_torch_name(count.dtype)}")
     with no_grad():
         c, p = broadcast_tensors(count.detach(), prob.detach())
-        if c.numel() and not bool(((c >= 0) & _C.isfinite(c)).all()):
+        if not bool(((c >= 0) & _C.isfinite(c)).all()):
             raise RuntimeError("binomial: count must be non-negative and finite")
-        if p.numel() and bool(_C.isnan(p).any()):
+        if bool(_C.isnan(p).any()):
             raise RuntimeError("binomial: prob holds NaN")
         return _binomial(c, p.clamp(0, 1), generator)
 
@@ -65,19 +72,14 @@ def binomial(count, prob, generator=None):
 def _standard_gamma(input, generator=None):  # noqa: A002
     """Gamma(input, 1) draws, differentiable in input (the concentration)."""
     from .distributions.gamma import _rsample_standard_gamma
-    _float_arg("_standard_gamma", "input", input)
-    with no_grad():
-        if input.numel() and not bool((input > 0).all()):
-            raise RuntimeError("_standard_gamma: the concentration must be positive")
+    _positive_concentration("_standard_gamma", input)
     return _rsample_standard_gamma(input, generator)
 
 
 def _sample_dirichlet(input, generator=None):  # noqa: A002
     """Dirichlet(input) draws over the last dim: Gamma(input, 1) draws, normalized."""
     from .distributions.gamma import _standard_gamma as _gamma
-    _float_arg("_sample_dirichlet", "input", input)
+    _positive_concentration("_sample_dirichlet", input)
     with no_grad():
-        if input.numel() and not bool((input > 0).all()):
-            raise RuntimeError("_sample_dirichlet: the concentration must be positive")
         g = _gamma(input.detach(), generator)
         return g / g.sum(-1, keepdim=True)

@@ -471,8 +471,7 @@ Tensor.new_empty_strided = lambda self, size, stride, *, dtype=None, device=None
 def _view_copy(name, view):
     def fn(input, *args, out=None, **kwargs):  # noqa: A002
         r = view(input, *args, **kwargs)
-        r = tuple(t.contiguous().clone() for t in r) if isinstance(r, (tuple, list)) \
-            else r.contiguous().clone()
+        r = tuple(t.clone() for t in r) if isinstance(r, (tuple, list)) else r.clone()
         if out is None:
             return r
         if isinstance(r, tuple):
@@ -492,6 +491,11 @@ def _slice(input, dim=0, start=None, end=None, step=1):  # noqa: A002
     return input[tuple(index)]
 
 
+def _complex():
+    from . import _complex as c          # loaded on first complex use, not with this module
+    return c
+
+
 def _view(input, *args, **kwargs):  # noqa: A002
     """view(dtype) / view(shape), torch.view_copy's two forms."""
     return input.view(*args, **kwargs)
@@ -504,9 +508,8 @@ for _n, _f in (("alias", lambda t: t.view_as(t)), ("as_strided", Tensor.as_strid
                ("split_with_sizes", Tensor.split), ("squeeze", Tensor.squeeze),
                ("t", Tensor.t), ("transpose", Tensor.transpose), ("unbind", Tensor.unbind),
                ("unfold", Tensor.unfold), ("unsqueeze", Tensor.unsqueeze), ("view", _view),
-               ("view_as_real", lambda t: _C.view_as_real(t) if hasattr(_C, "view_as_real")
-                else __import__("cddp").view_as_real(t)),
-               ("view_as_complex", lambda t: __import__("cddp").view_as_complex(t))):
+               ("view_as_real", lambda t: _complex().view_as_real(t)),
+               ("view_as_complex", lambda t: _complex().view_as_complex(t))):
     globals()[f"{_n}_copy"] = _view_copy(_n, _f)
 del _n, _f
 

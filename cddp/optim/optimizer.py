@@ -13,7 +13,7 @@ from typing import Any, Dict, Iterable, Tuple, Union
 
 from .. import _C
 from .._shape_ops import _real_views
-from ..autograd.grad_mode import no_grad
+from ..autograd.grad_mode import no_grad, set_grad_enabled
 from ..utils.hooks import RemovableHandle
 
 Tensor = _C.Tensor
@@ -28,12 +28,8 @@ def _use_grad_for_differentiable(func):
     """step() runs with grad mode = self.defaults["differentiable"] (False: no_grad)."""
     @functools.wraps(func)
     def _use_grad(self, *args, **kwargs):
-        prev = _C.is_grad_enabled()
-        try:
-            _C._set_grad_enabled(bool(self.defaults.get("differentiable", False)))
+        with set_grad_enabled(bool(self.defaults.get("differentiable", False))):
             return func(self, *args, **kwargs)
-        finally:
-            _C._set_grad_enabled(prev)
     return _use_grad
 
 

@@ -292,6 +292,11 @@ int cddp_is_contiguous(const TensorObject *t);
 /* Whether two index tuples of the geometry (shape, strides >= 0) reach the same element
  * (expand, unfold, as_strided windows); an empty geometry does not. */
 int cddp_self_overlapping(int nd, const int64_t *shape, const int64_t *st);
+/* One past the last storage element a geometry (sizes and strides >= 0) addresses from
+ * offset off (off itself when it has no element) into *end. -1 when that does not fit in
+ * int64 (a forged stride must not wrap around into a small span), else 0. */
+int cddp_span_end(int nd, const int64_t *shape, const int64_t *st, int64_t off,
+                  int64_t *end);
 void cddp_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 
 /* New contiguous tensor with fresh storage (uninitialized unless zero). */

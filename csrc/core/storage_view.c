@@ -8,7 +8,8 @@
  *     _storage_info(t) -> (key, nbytes)      key: the storage's identity while t is alive
  *     _storage_view(t, offset, size, stride) -> a view of t's whole storage, history-free
  *     _adopt_view(t, view) -> t, now with view's shape, strides and offset (the in-place shape
- *                             ops: unsqueeze_, squeeze_, t_, transpose_ in cddp/_compat.py)
+ *                             ops: unsqueeze_, squeeze_, t_, transpose_, as_strided_ in
+ *                             cddp/_compat.py)
  *
  * Dimension legend: size/stride (ndim,) in elements of t's dtype, offset in elements; the
  * storage holds nbytes bytes. _storage_view is reached by files a forger wrote (through the
@@ -63,7 +64,7 @@ done:
 static int check_bounds(int n, const int64_t *size, const int64_t *stride, int64_t offset,
                         size_t itemsize, size_t nbytes)
 {
-    int64_t numel = 1, last = offset, end;
+    int64_t numel = 1, end;
     for (int d = 0; d < n; d++)
         if (__builtin_mul_overflow(numel, size[d], &numel))
             goto out;
@@ -72,14 +73,7 @@ static int check_bounds(int n, const int64_t *size, const int64_t *stride, int64
             goto out;
         return 0;
     }
-    for (int d = 0; d < n; d++) {
-        int64_t step;
-        if (__builtin_mul_overflow(size[d] - 1, stride[d], &step) ||
-            __builtin_add_overflow(last, step, &last))
-            goto out;
-    }
-    /* the last addressable element is [last, last + 1) */
-    if (__builtin_add_overflow(last, 1, &end) ||
+    if (cddp_span_end(n, size, stride, offset, &end) < 0 ||
         __builtin_mul_overflow(end, (int64_t)itemsize, &end) || (uint64_t)end > nbytes)
         goto out;
     return 0;
@@ -135,8 +129,9 @@ static PyObject *py_storage_view(PyObject *m, PyObject *args)
 }
 
 /* t takes view's geometry. Contract: view is a view of t's storage made from t (in bounds
- * by construction; checked again: same storage, same dtype); t records no autograd history
- * (in-place geometry changes would bypass it). Returns t (new reference). */
+ * by construction; checked again: same storage, same dtype); refused where autograd would have
+ * to record the change (t has history, or requires grad with grad mode on): in-place geometry
+ * changes bypass it. Returns t (new reference). */
 static PyObject *py_adopt_view(PyObject *m, PyObject *args)
 {
     PyObject *a, *b;
@@ -153,10 +148,11 @@ static PyObject *py_adopt_view(PyObject *m, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "_adopt_view: the view is not of this tensor's storage");
         return NULL;
     }
-    if (t->requires_grad || t->grad_fn) {
+    if (t->grad_fn || (t->requires_grad && cddp_grad_enabled)) {
         PyErr_SetString(PyExc_RuntimeError, "in-place shape operations (unsqueeze_, squeeze_, "
-                        "t_, transpose_) are not supported on a tensor that requires grad in "
-                        "cddp; use the out-of-place form (x = x.unsqueeze(d))");
+                        "t_, transpose_, as_strided_) are not supported on a tensor that "
+                        "requires grad in cddp; use the out-of-place form (x = x.unsqueeze(d)) "
+                        "or run it under no_grad");
         return NULL;
     }
     t->ndim = v->ndim;

@@ -29,6 +29,23 @@ void cddp_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides)
     }
 }
 
+int cddp_span_end(int nd, const int64_t *shape, const int64_t *st, int64_t off,
+                  int64_t *end)
+{
+    int64_t step;
+    *end = off;
+    for (int d = 0; d < nd; d++)
+        if (shape[d] == 0)
+            return 0;
+    if (__builtin_add_overflow(off, 1, end))
+        return -1;
+    for (int d = 0; d < nd; d++)
+        if (__builtin_mul_overflow(shape[d] - 1, st[d], &step) ||
+            __builtin_add_overflow(*end, step, end))
+            return -1;
+    return 0;
+}
+
 int cddp_self_overlapping(int nd, const int64_t *shape, const int64_t *st)
 {
     int idx[CDDP_MAX_DIMS], n = 0;

@@ -4,6 +4,7 @@ math is cddp.nn.functional's conv*/conv_transpose* (im2col + GEMM in csrc/nn/con
 conv3d / conv_transpose3d are composed over conv2d / conv_transpose2d in
 nn/_functional_3d.py)."""
 import math
+import warnings
 from collections.abc import Iterable
 
 from ... import _C
@@ -196,7 +197,6 @@ class _ConvTransposeMixin(_ConvTransposeNd):
     """torch's deprecated alias base (isinstance checks in libraries); warns when made."""
 
     def __init__(self, *args, **kwargs):
-        import warnings
         warnings.warn("_ConvTransposeMixin is a deprecated internal class. Please consider "
                       "using public APIs.", FutureWarning, stacklevel=2)
         super().__init__(*args, **kwargs)

@@ -52,7 +52,8 @@ int cddp_shape_parse_args(const char *fname, PyObject *const *args, Py_ssize_t n
         int i = 0;
         for (; i < nparams; i++)             /* "dim" also answers to NumPy's "axis", as torch */
             if (PyUnicode_CompareWithASCIIString(key, names[i]) == 0 ||
-                (strcmp(names[i], "dim") == 0 && PyUnicode_CompareWithASCIIString(key, "axis") == 0))
+                (strcmp(names[i], "dim") == 0 &&
+                 PyUnicode_CompareWithASCIIString(key, "axis") == 0))
                 break;
         if (i == nparams) {
             PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'",

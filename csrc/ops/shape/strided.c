@@ -3,7 +3,7 @@
  * signal into overlapping windows).
  *
  *   as_strided(input, size, stride, storage_offset=None) -> view      AsStridedBackward0
- *   Tensor.as_strided_(size, stride, storage_offset=None) -> self       (no autograd record)
+ *   Tensor.as_strided_ (cddp/_compat.py) adopts such a view's geometry (_C._adopt_view)
  *
  * Strides and the offset are in elements of the storage, not of the input's layout (the
  * input's own strides do not matter); storage_offset defaults to the input's. The view may
@@ -24,23 +24,12 @@
 #include "module.h"
 #include <string.h>
 
-/* Storage span [lo, hi) of a geometry (sizes and strides >= 0): hi == lo when it has no
- * element. -1 when the end does not fit in int64 (a forged stride must not wrap around into
- * a small, in-bounds-looking span), else 0. */
+/* Storage span [lo, hi) of a geometry (core's cddp_span_end): -1 on int64 overflow. */
 static int span_of(int nd, const int64_t *shape, const int64_t *st, int64_t off, int64_t *lo,
                    int64_t *hi)
 {
-    int64_t end = off + 1, step;
-    *lo = *hi = off;
-    for (int d = 0; d < nd; d++)
-        if (shape[d] == 0)
-            return 0;
-    for (int d = 0; d < nd; d++)
-        if (__builtin_mul_overflow(shape[d] - 1, st[d], &step) ||
-            __builtin_add_overflow(end, step, &end))
-            return -1;
-    *hi = end;
-    return 0;
+    *lo = off;
+    return cddp_span_end(nd, shape, st, off, hi);
 }
 
 /* Calls fn(pos, k) for every element, k its C-order index and pos its storage position. */
@@ -250,47 +239,6 @@ static PyObject *m_as_strided(PyObject *m, PyObject *const *a, Py_ssize_t n, PyO
     return as_strided_binding(NULL, a, n, kw);
 }
 
-/* Tensor.as_strided_(size, stride, storage_offset=None): self takes the new geometry over its
- * own storage (the same checks as as_strided). Refused where autograd would have to record
- * it (self requires grad with grad mode on): cddp has no in-place AsStridedBackward. */
-static PyObject *t_as_strided_(PyObject *s, PyObject *const *a, Py_ssize_t n, PyObject *kw)
-{
-    static const char *const names[] = {"size", "stride", "storage_offset"};
-    TensorObject *x = (TensorObject *)s;
-    PyObject *o[3];
-    int64_t size[CDDP_MAX_DIMS], st[CDDP_MAX_DIMS], off = x->offset;
-    int nd, ns;
-    if (cddp_shape_parse_args("as_strided_", a, n, kw, names, 3, 3, o) < 0)
-        return NULL;
-    if (!o[0] || !o[1]) {
-        PyErr_Format(PyExc_TypeError, "as_strided_() missing required argument '%s'",
-                     !o[0] ? "size" : "stride");
-        return NULL;
-    }
-    if (cddp_grad_enabled && cddp_needs_grad(x)) {
-        PyErr_SetString(PyExc_RuntimeError, "as_strided_: changing the geometry in place of a "
-                        "tensor that requires grad is not supported in cddp (use as_strided, "
-                        "which records AsStridedBackward0, or do it under no_grad)");
-        return NULL;
-    }
-    if (int_seq(o[0], "size", &nd, size) < 0 || int_seq(o[1], "stride", &ns, st) < 0 ||
-        (o[2] && o[2] != Py_None && cddp_shape_get_int(o[2], "as_strided_", "storage_offset",
-                                                       &off) < 0) ||
-        check_geometry(x, nd, size, ns, st, off) < 0)
-        return NULL;
-    {   /* the alias check: the element count must fit, as for every view */
-        TensorObject *probe = cddp_tensor_alias(x, nd, size, st, off);
-        if (!probe)
-            return NULL;
-        Py_DECREF(probe);
-    }
-    x->ndim = nd;
-    x->offset = off;
-    memcpy(x->shape, size, sizeof(int64_t) * (size_t)nd);
-    memcpy(x->strides, st, sizeof(int64_t) * (size_t)nd);
-    return Py_NewRef(s);
-}
-
 /* _C._as_strided_positions(node): for this op's AsStridedBackward0 node, (positions of the
  * output's elements, positions of the input's elements, length) — int64 tensors of the
  * output's and the input's shapes holding storage positions relative to the lowest either
@@ -336,8 +284,6 @@ static PyObject *py_as_strided_positions(PyObject *m, PyObject *arg)
 PyMethodDef cddp_strided_tensor_methods[] = {
     {"as_strided", FN(t_as_strided), FK,
      "as_strided(size, stride, storage_offset=None): a view of the storage"},
-    {"as_strided_", FN(t_as_strided_), FK,
-     "as_strided_(size, stride, storage_offset=None): self takes that geometry (no autograd)"},
     {NULL},
 };
 
