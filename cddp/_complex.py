@@ -61,7 +61,7 @@ import warnings
 
 from . import _C, atan2 as _atan2, broadcast_tensors as _broadcast_tensors
 from ._C import Tensor
-from ._ops import _dim               # a complex dim (the real dim is never named)
+from ._ops import _dim, autocast_fp32_op  # _dim: a complex dim (the real dim is never named)
 from .autograd.function import Function
 
 
@@ -928,6 +928,7 @@ class ComplexParameter(ComplexTensor):
 
 # ---- constructors (torch.view_as_complex, view_as_real, polar, complex) --------------------
 
+@autocast_fp32_op
 def view_as_complex(input):  # noqa: A002
     """The complex view of a real tensor whose last dimension is 2 (real, imaginary)."""
     if not isinstance(input, Tensor):
@@ -953,6 +954,7 @@ def view_as_real(input):  # noqa: A002
     return input._r
 
 
+@autocast_fp32_op
 def polar(abs, angle, *, out=None):  # noqa: A002
     """abs * (cos(angle) + i sin(angle))."""
     _check_pair("polar", abs, angle)

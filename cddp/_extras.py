@@ -49,13 +49,16 @@ def _order(input, dim, descending, stable=True):  # noqa: A002
                              f"got {dim})")
         return _C.from_numpy(np.zeros((), np.int64))
     a = x.float().numpy() if x.dtype == _C.bfloat16 else x.numpy()   # order: exact in float
-    # NumPy sorts NaN last; torch puts NaN first when descending (NaN is "largest")
-    if a.dtype.kind == "u":               # negation below must not wrap around
-        a = a.astype(np.int64)
-    if descending and a.dtype.kind == "b":
-        a = ~a                            # True first, ties in position order (stable)
-    idx = np.argsort(-a if descending and a.dtype.kind in "fiu" else a, axis=dim,
-                     kind="stable" if stable else "quicksort")
+    kind = "stable" if stable else "quicksort"
+    if descending and a.dtype.kind == "f":
+        # torch's NaN is the largest value: first when descending (NumPy's key would put it
+        # last), then -a ascending; lexsort is stable, so ties keep position order
+        idx = np.lexsort((-a, ~np.isnan(a)), axis=dim)
+    elif descending:
+        # ~a reverses bool and integer order without the wrap-around of -a at the minimum
+        idx = np.argsort(~a, axis=dim, kind=kind)
+    else:
+        idx = np.argsort(a, axis=dim, kind=kind)
     return _C.from_numpy(np.ascontiguousarray(idx.astype(np.int64)))
 
 

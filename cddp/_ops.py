@@ -50,6 +50,23 @@ def _autocast_fp32(*ts):
                  for t in ts)
 
 
+def autocast_fp32_op(fn):
+    """fn on torch's CPU autocast fp32 list (linear algebra, quantile, some pooling, polar):
+    inside an autocast region its float16 / bfloat16 tensor arguments (not out=) arrive as
+    float32 and its body runs outside the region, as torch's kernel runs below the autocast
+    dispatch (a composite's own matmuls stay float32); outside one the call goes straight
+    through."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _C._autocast_lower_dtype() is None:
+            return fn(*args, **kwargs)
+        args = _autocast_fp32(*args)
+        kwargs = {k: v if k == "out" else _autocast_fp32(v)[0] for k, v in kwargs.items()}
+        with autocast_suspended():
+            return fn(*args, **kwargs)
+    return wrapper
+
+
 class autocast_suspended:
     """A block whose C ops see no autocast region: for ops written in Python whose inner
     GEMMs are an implementation detail (interpolate's bicubic / antialias tables), which torch

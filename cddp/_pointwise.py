@@ -152,7 +152,9 @@ arctan2 = atan2
 
 
 def hypot(input, other):  # noqa: A002
-    """sqrt(input^2 + other^2), scaled by the larger magnitude so large inputs don't overflow."""
+    """sqrt(input^2 + other^2), scaled by the larger magnitude so large inputs don't overflow;
+    computed in the promoted floating dtype (bool with float32 is float32)."""
+    input, other = _float_pair(input, other)  # noqa: A001
     a, b = input.abs(), other.abs()
     m = _C.maximum(a, b)
     ms = _C.where(m == 0, _C.ones_like(m), m)
@@ -163,6 +165,7 @@ def hypot(input, other):  # noqa: A002
 
 def logaddexp(input, other):  # noqa: A002
     """log(exp(input) + exp(other)) without overflow: max + log1p(exp(-|input - other|))."""
+    input, other = _float_pair(input, other)  # noqa: A001
     m = _C.maximum(input, other)
     d = (input - other).abs()
     same_inf = _C.isinf(m) & (input == other)          # -inf + -inf, inf + inf: m itself
@@ -172,6 +175,7 @@ def logaddexp(input, other):  # noqa: A002
 
 def logaddexp2(input, other):  # noqa: A002
     """log2(2^input + 2^other) without overflow."""
+    input, other = _float_pair(input, other)  # noqa: A001
     m = _C.maximum(input, other)
     d = (input - other).abs()
     same_inf = _C.isinf(m) & (input == other)
@@ -202,10 +206,9 @@ def _xlogy_(self, other):
 
 
 def copysign(input, other):  # noqa: A002
-    """|input| with other's sign bit (other may be a number); always floating."""
-    x = _floatify(input)
-    if isinstance(other, Tensor) and other.is_floating_point():
-        x = x.to(_C.result_type(x, other))              # float32 with float64 -> float64
+    """|input| with other's sign bit (other may be a number); in the promoted floating dtype
+    (int with float16 is float16, as torch's)."""
+    x, _ = _float_pair(input, other)
     neg = signbit(other) if isinstance(other, Tensor) else math.copysign(1.0, other) < 0
     if isinstance(neg, bool):
         return -x.abs() if neg else x.abs()
@@ -347,7 +350,8 @@ def _int_binary(name):
 
 def _shift(left):
     """bitwise_left_shift / bitwise_right_shift in torch's result dtype, by NumPy's ufuncs (C):
-    a shift by the type's width or more gives 0 (right: the sign, arithmetic for signed)."""
+    a shift by a negative amount or by the type's width or more gives 0 (right shifts of a
+    signed type: the sign fill)."""
     kernel = "lshift_cpu" if left else "rshift_cpu"
 
     def op(input, other):  # noqa: A002
@@ -361,9 +365,12 @@ def _shift(left):
         a, b = a.astype(work), b.astype(work)
         bits = np.dtype(work).itemsize * 8
         s = np.clip(b, 0, bits - 1)
-        r = np.left_shift(a, s) if left else np.right_shift(a, s)
+        out_of_range = (b < 0) | (b >= bits)
         if left:
-            r = np.where(b >= bits, 0, r)
+            r = np.where(out_of_range, 0, np.left_shift(a, s))
+        else:
+            fill = np.right_shift(a, bits - 1) if np.dtype(work).kind == "i" else 0
+            r = np.where(out_of_range, fill, np.right_shift(a, s))
         return _C.from_numpy(np.asarray(r.astype(work), order="C")).to(dt)
     op.__name__ = "bitwise_left_shift" if left else "bitwise_right_shift"
     return op
@@ -437,6 +444,14 @@ Tensor.__rlshift__ = lambda self, other: bitwise_left_shift(other, self)
 Tensor.__rrshift__ = lambda self, other: bitwise_right_shift(other, self)
 Tensor.__ilshift__ = Tensor.bitwise_left_shift_
 Tensor.__irshift__ = Tensor.bitwise_right_shift_
+# the other augmented assignments torch defines in place (without them Python rebinds the name
+# to a new, promoted tensor and aliases keep the old values)
+Tensor.__ifloordiv__ = lambda self, other: self.floor_divide_(other)
+Tensor.__imod__ = lambda self, other: self.remainder_(other)
+Tensor.__ipow__ = lambda self, other: self.pow_(other)
+Tensor.__iand__ = lambda self, other: self.bitwise_and_(other)
+Tensor.__ior__ = lambda self, other: self.bitwise_or_(other)
+Tensor.__ixor__ = lambda self, other: self.bitwise_xor_(other)
 Tensor.gcd_ = lambda self, other: self.copy_(gcd(self, other))
 Tensor.lcm_ = lambda self, other: self.copy_(lcm(self, other))
 Tensor.renorm_ = lambda self, p, dim, maxnorm: self.copy_(renorm(self, p, dim, maxnorm))
@@ -476,3 +491,25 @@ Tensor.mvlgamma_ = lambda self, p: self.copy_(mvlgamma(self, p))
 Tensor.igamma_ = lambda self, other: self.copy_(igamma(self, other))
 Tensor.igammac_ = lambda self, other: self.copy_(igammac(self, other))
 __all__ += ["polygamma", "mvlgamma", "igamma", "igammac"]
+
+
+_round_half_even = _C.round          # the C kernel (RoundBackward0: zero gradient)
+_Tensor_round_ = Tensor.round_
+
+
+def round(input, *, decimals=0):  # noqa: A001,A002 (torch's name)
+    """Round half to even; with decimals, to that many decimal places (negative: tens,
+    hundreds, ...), computed as torch's kernel: in float32 for float16 / bfloat16, x * 10^d
+    rounded then divided (d > 0), or x / 10^-d rounded then multiplied (d < 0)."""
+    if decimals == 0:
+        return _round_half_even(input)
+    x = input.float() if input.dtype in _NARROW else input
+    p = float(10 ** abs(decimals))
+    r = _round_half_even(x * p) / p if decimals > 0 else _round_half_even(x / p) * p
+    return r.to(input.dtype)
+
+
+Tensor.round = lambda self, *, decimals=0: round(self, decimals=decimals)
+Tensor.round_ = lambda self, *, decimals=0: (_Tensor_round_(self) if decimals == 0 else
+                                             self.copy_(round(self, decimals=decimals)))
+__all__ += ["round"]

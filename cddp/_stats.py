@@ -10,7 +10,7 @@ either side has more than 25 rows, as torch's default compute_mode, else directl
 import math
 
 from . import _C
-from ._ops import _autocast_fp32, _dim, _return_type, numpy_names
+from ._ops import _dim, _return_type, autocast_fp32_op, numpy_names
 
 Tensor = _C.Tensor
 
@@ -175,10 +175,12 @@ def _quantile(input, q, dim, keepdim, interpolation, ignore_nan, fname):  # noqa
     return outs[0] if scalar_q else _C.stack(outs)
 
 
+@autocast_fp32_op
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
     return _quantile(input, q, dim, keepdim, interpolation, False, "quantile")
 
 
+@autocast_fp32_op
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):  # noqa: A002
     return _quantile(input, q, dim, keepdim, interpolation, True, "nanquantile")
 
@@ -246,10 +248,10 @@ def dist(input, other, p=2):  # noqa: A002
     return (input - other).norm(p=p)
 
 
+@autocast_fp32_op
 def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     """Pairwise p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M):
     (..., P, R)."""
-    x1, x2 = _autocast_fp32(x1, x2)
     if x1.dim() < 2 or x2.dim() < 2:
         raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.dim()}D")
     if x1.shape[-1] != x2.shape[-1]:

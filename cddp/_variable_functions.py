@@ -533,6 +533,30 @@ def get_autocast_cpu_dtype():
     return _C.get_autocast_dtype("cpu")
 
 
+def set_autocast_cpu_enabled(enabled):
+    """Deprecated in torch: set_autocast_enabled('cpu', enabled)."""
+    warnings.warn("torch.set_autocast_cpu_enabled(enabled) is deprecated. Please use "
+                  "torch.set_autocast_enabled('cpu', enabled) instead.", DeprecationWarning,
+                  stacklevel=2)
+    _C.set_autocast_enabled("cpu", enabled)
+
+
+def set_autocast_cpu_dtype(dtype):
+    """Deprecated in torch: set_autocast_dtype('cpu', dtype)."""
+    warnings.warn("torch.set_autocast_cpu_dtype(dtype) is deprecated. Please use "
+                  "torch.set_autocast_dtype('cpu', dtype) instead.", DeprecationWarning,
+                  stacklevel=2)
+    _C.set_autocast_dtype("cpu", dtype)
+
+
+def set_autocast_gpu_dtype(dtype):
+    """Deprecated in torch: set_autocast_dtype('cuda', dtype)."""
+    warnings.warn("torch.set_autocast_gpu_dtype(dtype) is deprecated. Please use "
+                  "torch.set_autocast_dtype('cuda', dtype) instead.", DeprecationWarning,
+                  stacklevel=2)
+    _C.set_autocast_dtype("cuda", dtype)
+
+
 # ---- strided allocation ---------------------------------------------------------------------
 
 def _dense_order(size, stride):

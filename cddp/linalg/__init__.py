@@ -5,7 +5,8 @@ gradients.
 The factorizations are LAPACK through NumPy (_factor.py); everything else is composed of
 them and cddp's differentiable ops, as torch composes pinv, matrix_norm('nuc') or
 matrix_power. The old top-level names (torch.inverse, det, svd returning V, qr(some=...),
-...) and the Tensor methods are at the end.
+...) and the Tensor methods are at the end. Inside an autocast region the functions on torch's
+CPU fp32 list (@autocast_fp32_op) take float16 / bfloat16 inputs as float32.
 """
 import math
 import warnings
@@ -13,7 +14,7 @@ import warnings
 import numpy as np
 
 from .. import _C
-from .._ops import _return_type
+from .._ops import _return_type, autocast_fp32_op
 from .._shape_ops import cross as _cross
 from ..autograd.grad_mode import no_grad
 from . import _factor
@@ -122,11 +123,13 @@ def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):  # noqa: A002
 
 # ---- inverse, determinants, solve -----------------------------------------------------------
 
+@autocast_fp32_op
 def inv(A):
     check_square("linalg.inv", A)
     return _factor.Inv.apply(A)
 
 
+@autocast_fp32_op
 def inv_ex(A, *, check_errors=False):
     """(inverse, info): info is 0 per matrix, or > 0 (the first zero pivot) where the matrix
     is singular — then that matrix's inverse is not meaningful."""
@@ -160,6 +163,7 @@ def _solve_args(name, A, B):
                            f"{_factor._dtype_word(B.dtype)} instead")
 
 
+@autocast_fp32_op
 def solve(A, B, *, left=True):
     _solve_args("linalg.solve", A, B)
     return _factor.Solve.apply(A, B, left)
@@ -185,6 +189,7 @@ def solve_triangular(A, B, *, upper, left=True, unitriangular=False):
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+@autocast_fp32_op
 def lstsq(A, B, rcond=None, *, driver=None):
     """Least squares (minimum norm when A is rank-deficient or wide): solution = pinv(A) B
     with singular values below rcond * s_max dropped (rcond defaults to eps * max(m, n)), so
@@ -225,6 +230,7 @@ def lstsq(A, B, rcond=None, *, driver=None):
     return _lstsq_result((X.squeeze(-1) if vec else X, residuals, rank, sv))
 
 
+@autocast_fp32_op
 def eig(A):
     """Eigenvalues and eigenvectors of a general square matrix: complex tensors (LAPACK's geev
     through NumPy: unit columns, each unique up to a complex factor, which torch's LAPACK may
@@ -235,6 +241,7 @@ def eig(A):
     return _eig_result((_complex_of(w, A.dtype), _complex_of(v, A.dtype)))
 
 
+@autocast_fp32_op
 def eigvals(A):
     """The eigenvalues of eig(A), complex."""
     check_square("linalg.eigvals", A)
@@ -269,6 +276,7 @@ def vander(x, *, N=None):  # noqa: N803 (torch's argument name)
     return _C.cat([ones, x.unsqueeze(-1).expand(*x.shape, N - 1)], -1).cumprod(-1)
 
 
+@autocast_fp32_op
 def cond(A, p=None):
     """The condition number: sigma_max / sigma_min for p None / 2, sigma_min / sigma_max for
     -2 (from svdvals), else norm(A, p) * norm(inv(A), p) (square matrices)."""
@@ -383,6 +391,7 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     return solve_triangular(U, Y, upper=True)
 
 
+@autocast_fp32_op
 def _lu_top(A, pivot=True, get_infos=False):
     """torch.lu / Tensor.lu (deprecated there): (LU, pivots[, infos])."""
     warnings.warn("torch.lu is deprecated in favor of torch.linalg.lu_factor / "
@@ -397,11 +406,13 @@ def _lu_top(A, pivot=True, get_infos=False):
     return r.LU, r.pivots
 
 
+@autocast_fp32_op
 def _lu_solve_top(input, LU_data, LU_pivots):  # noqa: A002,N803
     """torch.lu_solve(b, LU_data, LU_pivots) (deprecated there)."""
     return lu_solve(LU_data, LU_pivots, input)
 
 
+@autocast_fp32_op
 def _triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):  # noqa: A002
     """torch.triangular_solve (deprecated there): (solution, cloned_coefficient) for
     op(A) X = b, op(A) = A^T when transpose."""
@@ -414,6 +425,7 @@ def _triangular_solve(input, A, upper=True, transpose=False, unitriangular=False
     return _triangular_solve_result((X, A.clone()))
 
 
+@autocast_fp32_op
 def _cholesky_solve(input, input2, upper=False):  # noqa: A002
     """torch.cholesky_solve(B, L): X with (L L^T) X = B (U^T U when upper), two triangular
     solves."""
@@ -423,6 +435,7 @@ def _cholesky_solve(input, input2, upper=False):  # noqa: A002
     return solve_triangular(L.mT, solve_triangular(L, B, upper=False), upper=True)
 
 
+@autocast_fp32_op
 def _cholesky_inverse(input, upper=False):  # noqa: A002
     """torch.cholesky_inverse(L): (L L^T)^-1 (U^T U when upper)."""
     L = input
@@ -432,11 +445,13 @@ def _cholesky_inverse(input, upper=False):  # noqa: A002
 
 # ---- factorizations -------------------------------------------------------------------------
 
+@autocast_fp32_op
 def cholesky(A, *, upper=False):
     check_square("linalg.cholesky", A)
     return _factor.Cholesky.apply(A, upper)
 
 
+@autocast_fp32_op
 def cholesky_ex(A, *, upper=False, check_errors=False):
     """(L, info): info 0 per matrix, or the order of the first leading minor that is not
     positive-definite (L is then not meaningful for that matrix)."""
@@ -452,6 +467,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
     return _cholesky_ex_result((L, _C.from_numpy(info)))
 
 
+@autocast_fp32_op
 def qr(A, mode="reduced"):
     check_matrix("linalg.qr", A)
     if mode not in ("reduced", "complete", "r"):
@@ -460,6 +476,7 @@ def qr(A, mode="reduced"):
     return _qr_result(_factor.QR.apply(A, mode))
 
 
+@autocast_fp32_op
 def householder_product(A, tau):
     """The first n columns of H_1 ... H_k, H_i = I - tau_i v_i v_i^T, v_i = column i of A
     below the diagonal with 1 on it (LAPACK's orgqr); A (..., m, n), tau (..., k), k <= n <= m.
@@ -495,6 +512,7 @@ def householder_product(A, tau):
     return Q
 
 
+@autocast_fp32_op
 def geqrf(A):
     """(a, tau) of LAPACK's geqrf: R on and above a's diagonal, the Householder vectors below
     it, so householder_product(a, tau) is QR's Q. No gradient (torch has none either)."""
@@ -510,16 +528,19 @@ def geqrf(A):
                           _factor._tensor(tau, A.dtype)))
 
 
+@autocast_fp32_op
 def svd(A, full_matrices=True, *, driver=None):
     check_matrix("linalg.svd", A)
     return _svd_result(_factor.SVD.apply(A, full_matrices))
 
 
+@autocast_fp32_op
 def svdvals(A, *, driver=None):
     check_matrix("linalg.svdvals", A)
     return _factor.SVD.apply(A, False)[1]
 
 
+@autocast_fp32_op
 def eigh(A, UPLO="L"):  # noqa: N803 (torch's argument name)
     check_square("linalg.eigh", A)
     if UPLO not in ("L", "U"):
@@ -527,6 +548,7 @@ def eigh(A, UPLO="L"):  # noqa: N803 (torch's argument name)
     return _eigh_result(_factor.Eigh.apply(A, UPLO))
 
 
+@autocast_fp32_op
 def eigvalsh(A, UPLO="L"):  # noqa: N803
     return eigh(A, UPLO)[0]
 
@@ -551,6 +573,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     return _factor.Pinv.apply(A, _tol_of(A.shape, A.dtype, atol, rtol), hermitian)
 
 
+@autocast_fp32_op
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, tol=None):
     check_matrix("linalg.matrix_rank", A)
     if tol is not None:
@@ -688,6 +711,7 @@ def _slogdet_top(A):
     return _slogdet_old(slogdet(A))
 
 
+@autocast_fp32_op
 def pinverse(A, rcond=1e-15):
     return pinv(A, rtol=rcond)
 
@@ -697,16 +721,19 @@ def _deprecated(old, new):
                   "removed in a future PyTorch release.", UserWarning, stacklevel=3)
 
 
+@autocast_fp32_op
 def _cholesky_top(A, upper=False):
     _deprecated("cholesky", "cholesky")
     return cholesky(A, upper=upper)
 
 
+@autocast_fp32_op
 def _qr_top(A, some=True):
     _deprecated("qr", "qr")
     return _qr_old(qr(A, "reduced" if some else "complete"))
 
 
+@autocast_fp32_op
 def _svd_top(A, some=True, compute_uv=True):
     """torch.svd: (U, S, V) with V (not V^T); compute_uv=False gives zero U and V."""
     if not compute_uv:                 # `some` has no effect here: square zero U and V

@@ -41,7 +41,7 @@ import math
 import struct
 
 from .. import _C
-from .._ops import _autocast_fp32
+from .._ops import _autocast_fp32, autocast_fp32_op
 from ._functional_spatial import _check_tensor, _conv_operands, _conv_padding
 
 Tensor = _C.Tensor
@@ -383,6 +383,7 @@ def adaptive_avg_pool3d(input, output_size):  # noqa: A002
     return _via_f32(run, x)
 
 
+@autocast_fp32_op
 def adaptive_max_pool3d(input, output_size, return_indices=False):  # noqa: A002
     """Max over adaptive_avg_pool3d's windows; indices flat d*H*W + h*W + w."""
     od, oh, ow = _adaptive3d_size(input, output_size, "adaptive_max_pool3d")
@@ -400,6 +401,7 @@ def adaptive_max_pool3d(input, output_size, return_indices=False):  # noqa: A002
     return _via_f32(run, x)
 
 
+@autocast_fp32_op
 def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):  # noqa: A002
     return adaptive_max_pool3d(input, output_size, True)
 

@@ -26,6 +26,7 @@ backward does.
 import operator
 
 from .. import _C
+from .._ops import autocast_fp32_op
 from ..autograd.grad_mode import no_grad
 from ._functional_layers import _TORCH_TYPE_NAMES
 
@@ -236,6 +237,7 @@ def _output_size_3d(input, output_size, output_ratio):  # noqa: A002
     return output_size
 
 
+@autocast_fp32_op
 def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None,  # noqa: A002
                                        output_ratio=None, return_indices=False,
                                        _random_samples=None):
@@ -249,6 +251,7 @@ def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None,  # 
     return _fractional_max_pool(input, kernel_size, output_size, _random_samples, 2)
 
 
+@autocast_fp32_op
 def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None,  # noqa: A002
                           return_indices=False, _random_samples=None):
     """2-D fractional max pooling; (output, indices) when return_indices, else output."""
@@ -257,6 +260,7 @@ def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=Non
     return out if return_indices else out[0]
 
 
+@autocast_fp32_op
 def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None,  # noqa: A002
                                        output_ratio=None, return_indices=False,
                                        _random_samples=None):
@@ -269,6 +273,7 @@ def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None,  # 
     return _fractional_max_pool(input, kernel_size, output_size, _random_samples, 3)
 
 
+@autocast_fp32_op
 def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None,  # noqa: A002
                           return_indices=False, _random_samples=None):
     """3-D fractional max pooling; (output, indices) when return_indices, else output."""

@@ -10,6 +10,7 @@ are the gather's index_add.
 import math
 
 from .. import _C
+from .._ops import autocast_fp32_op
 from ..autograd.grad_mode import no_grad
 
 Tensor = _C.Tensor
@@ -168,6 +169,7 @@ def _max_unpool_nd(input, indices, kernel_size, stride, padding, output_size, nd
     return _max_unpool(input, indices, size, input.dim() - nd)
 
 
+@autocast_fp32_op
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
                  output_size=None):
     """The inverse of max_pool2d(return_indices=True): (N, C, H, W) or (C, H, W)."""

@@ -7,7 +7,7 @@ This layer only maps torch's keyword arguments onto them.
 import warnings
 
 from .. import _C
-from .._ops import _autocast_fp32, _autocast_lower
+from .._ops import _autocast_fp32, _autocast_lower, autocast_fp32_op
 from ..autograd.grad_mode import no_grad
 
 Tensor = _C.Tensor
@@ -836,6 +836,7 @@ def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):  # n
     return _lp_pool(input, norm_type, kernel_size, stride, ceil_mode, 3)
 
 
+@autocast_fp32_op
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0,  # noqa: A002
                  output_size=None):
     """The inverse of max_pool3d(return_indices=True): (N, C, D, H, W) or (C, D, H, W);

@@ -20,7 +20,8 @@
  * Every other op runs in its inputs' dtype, as torch's CPU autocast (its "promote" ops cat and
  * stack already promote by the ordinary rules).
  *
- * Cache: a lower-precision cast of a float32 leaf that requires grad (a parameter) is kept for
+ * Cache: a lower-precision cast of a float32 leaf that requires grad (a parameter), made with
+ * grad mode on, is kept for
  * the rest of the outermost autocast region (cache_enabled), so a weight used by several ops is
  * converted once and all its uses share one ToCopyBackward0 node; the region's exit
  * (decrement_nesting() to 0, then clear_autocast_cache()) drops it, as torch.
@@ -87,7 +88,9 @@ static int cast_one(cddp_amp_policy policy, PyObject *o, PyObject **out)
         *out = Py_NewRef(o);
         return 0;
     }
-    if (policy == CDDP_AMP_LOWER && cddp_autocast_state.cache_enabled &&
+    /* only a cast that records history is worth keeping: one made under no_grad would hand
+     * later grad-mode ops a weight cut off from its parameter */
+    if (policy == CDDP_AMP_LOWER && cddp_autocast_state.cache_enabled && cddp_grad_enabled &&
         t->dtype == CDDP_FLOAT32 && t->requires_grad && !t->grad_fn)
         return cached_cast(t, to, out);
     *out = cddp_shape_to_dtype(t, to);

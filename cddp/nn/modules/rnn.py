@@ -161,7 +161,8 @@ class RNNBase(Module):
 
     def check_input(self, input, batch_sizes):  # noqa: A002
         wdt = self._flat_weights[0].dtype
-        if input.dtype != wdt:
+        # inside an autocast region the op casts both (torch skips the check there too)
+        if input.dtype != wdt and _C._autocast_lower_dtype() is None:
             raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype "
                              f"({wdt}). Convert input: input.to({wdt}), or convert model: "
                              f"model.to({input.dtype})")

@@ -121,12 +121,31 @@ static PyObject *slot_compare(PyObject *a, PyObject *b, int op)
     return res;
 }
 
+/* A real tensor == / != a Python complex, elementwise as torch: equal exactly where the
+ * element equals the real part and the imaginary part is 0 (a nonzero one: all False for ==,
+ * all True for !=, by and-ing / or-ing the real comparison with a constant). */
+static PyObject *compare_complex(PyObject *a, PyObject *b, int op)
+{
+    Py_complex z = PyComplex_AsCComplex(b);
+    PyObject *re, *res;
+    if (!(re = PyFloat_FromDouble(z.real)))
+        return NULL;
+    res = slot_compare(a, re, op);
+    Py_DECREF(re);
+    if (res && z.imag != 0.0)
+        Py_SETREF(res, slot_compare(res, op == OP_EQ ? Py_False : Py_True,
+                                    op == OP_EQ ? OP_LAND : OP_LOR));
+    return res;
+}
+
 PyObject *cddp_richcompare(PyObject *a, PyObject *b, int op)
 {
     static const int map[] = {[Py_LT] = OP_LT, [Py_LE] = OP_LE, [Py_EQ] = OP_EQ,
                               [Py_NE] = OP_NE, [Py_GT] = OP_GT, [Py_GE] = OP_GE};
     if (op < Py_LT || op > Py_GE)
         Py_RETURN_NOTIMPLEMENTED;
+    if ((op == Py_EQ || op == Py_NE) && PyComplex_Check(b) && cddp_tensor_check(a))
+        return compare_complex(a, b, map[op]);
     return slot_compare(a, b, map[op]);
 }
 

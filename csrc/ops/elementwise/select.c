@@ -12,8 +12,12 @@
  */
 #include "ops/elementwise/elementwise.h"
 
-/* o = min(max(x, lo), hi): NaN x stays NaN; lo > hi gives hi (torch) */
+/* o = min(max(x, lo), hi): NaN x stays NaN; lo > hi gives hi (torch); a NaN bound makes the
+ * result NaN (torch's NaN-propagating max / min). The casts keep the integer loops free of
+ * a self-comparison (always false there). */
 #define CLAMP(x, lo, hi) ((((x) < (lo)) ? (lo) : (x)) > (hi) ? (hi) : (((x) < (lo)) ? (lo) : (x)))
+#define NAN_BOUND(lo, hi) ((double)(lo) != (double)(lo) || (double)(hi) != (double)(hi))
+#define CLAMP_NAN(x, lo, hi) (NAN_BOUND(lo, hi) ? (lo) + (hi) : CLAMP(x, lo, hi))
 #define CLAMP_LOOP(SUF, T)                                                                 \
     CDDP_CLONES static void clamp_##SUF(char **p, const int64_t *s, int64_t n, void *ctx)    \
     {                                                                                      \
@@ -21,13 +25,18 @@
         if (s[0] == EW_SZ(T) && s[1] == EW_SZ(T) && s[2] == 0 && s[3] == 0) {              \
             T *o = (T *)p[0];                                                              \
             const T *a = (const T *)p[1], lo = *(const T *)p[2], hi = *(const T *)p[3];    \
+            if (NAN_BOUND(lo, hi)) {                                                       \
+                for (int64_t i = 0; i < n; i++)                                            \
+                    o[i] = (T)(lo + hi);                                                   \
+                return;                                                                    \
+            }                                                                              \
             for (int64_t i = 0; i < n; i++)                                                \
                 o[i] = CLAMP(a[i], lo, hi);                                                \
         } else {                                                                           \
             for (int64_t i = 0; i < n; i++) {                                              \
                 T x = *(const T *)(p[1] + i * s[1]);                                       \
                 T lo = *(const T *)(p[2] + i * s[2]), hi = *(const T *)(p[3] + i * s[3]);  \
-                *(T *)(p[0] + i * s[0]) = CLAMP(x, lo, hi);                                \
+                *(T *)(p[0] + i * s[0]) = (T)CLAMP_NAN(x, lo, hi);                         \
             }                                                                              \
         }                                                                                  \
     }

@@ -24,6 +24,8 @@
  *   equal to the result;  prod: the product of the others (exact with zeros: counted, not
  *   divided by).
  */
+#include "amp/amp.h"
+#include "ops/shape/shape.h"
 #include "ops/index/index.h"
 #include "module.h"
 #include <math.h>
@@ -623,6 +625,7 @@ static PyObject *index_op_binding(int op, PyObject *self, PyObject *const *args,
     const char *fn = fns[op];
     PyObject *a[5];
     TensorObject *x, *idx, *src = NULL;
+    TensorObject *promoted = NULL;   /* x in the autocast-promoted dtype, or NULL */
     PyObject *res = NULL;
     int dim, is_tensor = 1;
     if (parse(inplace ? fn : (op == OP_ADD ? "index_add" : op == OP_COPY ? "index_copy"
@@ -662,6 +665,15 @@ static PyObject *index_op_binding(int op, PyObject *self, PyObject *const *args,
             return NULL;
         }
         src = (TensorObject *)Py_NewRef(a[3]);
+        if (op == OP_COPY && !inplace && CDDP_AUTOCAST_ON() && src->dtype != x->dtype &&
+            cddp_is_floating(x->dtype) && cddp_is_floating(src->dtype)) {
+            /* torch's autocast "promote" rule for index_copy: both in the wider dtype */
+            cddp_dtype to = cddp_promote(x->dtype, src->dtype);
+            Py_SETREF(src, (TensorObject *)cddp_shape_to_dtype(src, to));
+            if (!src || !(promoted = (TensorObject *)cddp_shape_to_dtype(x, to)))
+                goto done;
+            x = promoted;
+        }
         if (check_source(fn, x, dim, idx, src, op == OP_COPY) < 0)
             goto done;
         if (op == OP_ADD && a[4]) {  /* alpha: a differentiable scaling of the source */
@@ -678,6 +690,7 @@ static PyObject *index_op_binding(int op, PyObject *self, PyObject *const *args,
     res = index_write(op, x, dim, idx, src, is_tensor, inplace);
 done:
     Py_XDECREF(src);
+    Py_XDECREF(promoted);
     return res;
 }
 

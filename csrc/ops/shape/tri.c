@@ -16,6 +16,7 @@
  * tril/triu copy the input once and zero the other triangle row by row (memset on contiguous
  * rows); zero bits are 0 / 0.0 / false in every dtype, so the kernel is dtype-free.
  */
+#include "amp/amp.h"
 #include "ops/shape/shape.h"
 #include "module.h"
 #include <string.h>
@@ -450,16 +451,29 @@ static PyObject *m_diag(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObject 
     return diag_binding(NULL, a, n, kw);
 }
 
+/* trace is on torch's CPU autocast fp32 list: float16 / bfloat16 input sums in float32 there */
+static PyObject *trace_gated(TensorObject *x)
+{
+    PyObject *f, *res;
+    if (!CDDP_AUTOCAST_ON() || (x->dtype != CDDP_FLOAT16 && x->dtype != CDDP_BFLOAT16))
+        return trace_impl(x);
+    if (!(f = cddp_shape_to_dtype(x, CDDP_FLOAT32)))
+        return NULL;
+    res = trace_impl((TensorObject *)f);
+    Py_DECREF(f);
+    return res;
+}
+
 static PyObject *t_trace(PyObject *self, PyObject *unused)
 {
-    return trace_impl((TensorObject *)self);
+    return trace_gated((TensorObject *)self);
 }
 
 static PyObject *m_trace(PyObject *m, PyObject *x)
 {
     if (cddp_shape_check_tensor(x, "trace", "input") < 0)
         return NULL;
-    return trace_impl((TensorObject *)x);
+    return trace_gated((TensorObject *)x);
 }
 
 #define FK (METH_FASTCALL | METH_KEYWORDS)
