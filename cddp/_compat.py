@@ -441,4 +441,6 @@ _C._jit_can_fuse_on_gpu = lambda: _JIT_FLAGS["fuse_gpu"]
 _C._jit_texpr_fuser_enabled = lambda: _JIT_FLAGS["texpr"]
 _C._jit_set_nvfuser_guard_mode = lambda flag: None
 _C._get_privateuse1_backend_name = lambda: "privateuseone"
+_C._log_api_usage_once = lambda event: None     # torch's usage logging, off unless configured
+_C._get_tracing_state = lambda: None            # never inside torch.jit.trace here
 del _name, _key, _prev

@@ -298,8 +298,17 @@ def block_diag(*tensors):
 _MAX_SECTIONS = 1 << 31
 
 
-def tensor_split(input, indices_or_sections, dim=0):  # noqa: A002
-    """Views of input along dim: n nearly equal sections, or cut at the given indices."""
+def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None,  # noqa: A002
+                 tensor_indices_or_sections=None):
+    """Views of input along dim: n nearly equal sections, or cut at the given indices. The
+    second argument also goes by torch's overloads' keywords (sections=, indices=,
+    tensor_indices_or_sections=)."""
+    given = [v for v in (indices_or_sections, sections, indices, tensor_indices_or_sections)
+             if v is not None]
+    if len(given) != 1:
+        raise TypeError("tensor_split() expects exactly one of indices_or_sections, sections, "
+                        "indices or tensor_indices_or_sections")
+    indices_or_sections = given[0]
     nd = input.dim()
     d = dim + nd if dim < 0 else dim
     if nd == 0:

@@ -519,6 +519,11 @@ def _assert(condition, message):
     assert condition, message
 
 
+def _shape_as_tensor(input):  # noqa: A002
+    """torch._shape_as_tensor: input's shape as a 1-D int64 tensor."""
+    return _C.tensor(list(input.shape), dtype=_C.int64)
+
+
 def get_autocast_gpu_dtype():
     """Deprecated in torch: get_autocast_dtype('cuda')."""
     warnings.warn("torch.get_autocast_gpu_dtype() is deprecated. Please use "

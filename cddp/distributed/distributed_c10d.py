@@ -211,16 +211,27 @@ def _Tensor():
     return _TensorT
 
 
-def _check_tensor(t, name="tensor"):
-    if not isinstance(t, _TensorT):
-        raise TypeError(f"Invalid function argument. Expected parameter `{name}` of type "
-                        f"torch.Tensor but got {type(t)} instead.")
+def _check_tensor(t, name="tensor", op=None, opname=None):
+    """t as the engine moves it: a complex tensor as its (..., 2) real view sharing its memory
+    (torch's view_as_real), refusing the reductions complex numbers lack (op given)."""
+    if isinstance(t, _TensorT):
+        return t
+    if getattr(t, "_is_complex_tensor", False):
+        if op is not None and _red(op) not in (ReduceOp.SUM, ReduceOp.AVG):
+            raise ValueError(f"{opname} does not support {_red(op)} on complex tensors")
+        from .. import view_as_real
+        return view_as_real(t)
+    raise TypeError(f"Invalid function argument. Expected parameter `{name}` of type "
+                    f"torch.Tensor but got {type(t)} instead.")
 
 
 def _check_list(lst, name):
-    if not isinstance(lst, (list, tuple)) or not all(isinstance(t, _Tensor()) for t in lst):
+    """lst's tensors as _check_tensor gives them."""
+    if not isinstance(lst, (list, tuple)) or not all(
+            isinstance(t, _Tensor()) or getattr(t, "_is_complex_tensor", False) for t in lst):
         raise TypeError(f"Invalid function argument. Expected parameter `{name}` of type "
                         f"List[torch.Tensor] but got {type(lst)} instead.")
+    return [_check_tensor(t, name) for t in lst]
 
 
 def _np(t):
@@ -277,6 +288,16 @@ class _NotInitializedError(ValueError, RuntimeError):
     RuntimeError; scripts catch either, so this is both."""
 
 
+class _ArgumentError(ValueError, RuntimeError):
+    """A collective's bad argument (a root out of range, a list of the wrong length, tensors
+    of the wrong size): gloo raises RuntimeError where cddp's Python checks say ValueError
+    first, so this is both."""
+
+
+class _ArgumentTypeError(TypeError, RuntimeError):
+    """The same for a wrong dtype (TypeError here, RuntimeError from gloo)."""
+
+
 def _default():
     if _world.default is None:
         raise _NotInitializedError("Default process group has not been initialized, please "
@@ -309,7 +330,7 @@ def _group_rank(pg, rank, group_rank, what, opname, default=None):
         if rank is not None:
             raise ValueError("Can't specify both group_rank and global_rank")
         if not 0 <= group_rank < pg.size():
-            raise ValueError(f"{opname}: group_{what}={group_rank} is out of range for a group "
+            raise _ArgumentError(f"{opname}: group_{what}={group_rank} is out of range for a group "
                              f"of size {pg.size()}")
         return group_rank
     if rank is None:
@@ -318,7 +339,7 @@ def _group_rank(pg, rank, group_rank, what, opname, default=None):
         rank = default
     if pg is _world.default:
         if not 0 <= rank < pg.size():
-            raise ValueError(f"{opname}: {what}={rank} is out of range for a world of size "
+            raise _ArgumentError(f"{opname}: {what}={rank} is out of range for a world of size "
                              f"{pg.size()}")
         return rank
     try:
@@ -816,7 +837,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         if pg is None:
             return None
     if type(tensor) is not _TensorT:
-        _check_tensor(tensor)
+        tensor = _check_tensor(tensor, op=op, opname="all_reduce")
     if type(op) is not ReduceOp:
         op = _red(op)
     if tensor.is_contiguous():         # the fast path: no Python work beyond this call
@@ -832,7 +853,7 @@ def broadcast(tensor, src=None, group=None, async_op=False, group_src=None):
     pg = _resolve(group, "broadcast")
     if pg is None:
         return None
-    _check_tensor(tensor)
+    tensor = _check_tensor(tensor)
     root = _group_rank(pg, src, group_src, "src", "broadcast")
     c, back = _contig(tensor)
     if back is None and not async_op:
@@ -846,7 +867,7 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
     pg = _resolve(group, "reduce")
     if pg is None:
         return None
-    _check_tensor(tensor)
+    tensor = _check_tensor(tensor, op=op, opname="reduce")
     root = _group_rank(pg, dst, group_dst, "dst", "reduce")
     c, back = _contig(tensor)
     if back is not None and pg.rank() != root:
@@ -857,9 +878,10 @@ def reduce(tensor, dst=None, op=ReduceOp.SUM, group=None, async_op=False, group_
 def _check_same(tensors, ref, opname):
     for t in tensors:
         if t.dtype != ref.dtype:
-            raise TypeError(f"{opname}: tensors must all have dtype {ref.dtype}, got {t.dtype}")
+            raise _ArgumentTypeError(f"{opname}: tensors must all have dtype {ref.dtype}, got "
+                                     f"{t.dtype}")
         if t.numel() != ref.numel():
-            raise ValueError(f"{opname}: every tensor must have {ref.numel()} elements "
+            raise _ArgumentError(f"{opname}: every tensor must have {ref.numel()} elements "
                              f"(the input's), got {t.numel()}")
 
 
@@ -868,11 +890,11 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     pg = _resolve(group, "all_gather")
     if pg is None:
         return None
-    _check_list(tensor_list, "tensor_list")
-    _check_tensor(tensor)
+    tensor_list = _check_list(tensor_list, "tensor_list")
+    tensor = _check_tensor(tensor)
     n = pg.size()
     if len(tensor_list) != n:
-        raise ValueError(f"all_gather: tensor_list must have world_size ({n}) tensors, got "
+        raise _ArgumentError(f"all_gather: tensor_list must have world_size ({n}) tensors, got "
                          f"{len(tensor_list)}")
     _check_same(tensor_list, tensor, "all_gather")
     inp, _ = _contig(tensor)
@@ -893,8 +915,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     pg = _resolve(group, "all_gather_into_tensor")
     if pg is None:
         return None
-    _check_tensor(output_tensor, "output_tensor")
-    _check_tensor(input_tensor, "input_tensor")
+    output_tensor = _check_tensor(output_tensor, "output_tensor")
+    input_tensor = _check_tensor(input_tensor, "input_tensor")
     out, back = _contig(output_tensor)
     inp, _ = _contig(input_tensor)
     if back is None and not async_op:
@@ -907,7 +929,7 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
     pg = _resolve(group, "gather")
     if pg is None:
         return None
-    _check_tensor(tensor)
+    tensor = _check_tensor(tensor)
     root = _group_rank(pg, dst, group_dst, "dst", "gather", default=0)
     n, m = pg.size(), tensor.numel()
     inp, _ = _contig(tensor)
@@ -917,9 +939,9 @@ def gather(tensor, gather_list=None, dst=None, group=None, async_op=False, group
         return _call(pg._c.gather, (None, inp, root), async_op)
     if gather_list is None:
         raise ValueError("Argument ``gather_list`` must be specified on destination rank.")
-    _check_list(gather_list, "gather_list")
+    gather_list = _check_list(gather_list, "gather_list")
     if len(gather_list) != n:
-        raise ValueError(f"gather: gather_list must have world_size ({n}) tensors, got "
+        raise _ArgumentError(f"gather: gather_list must have world_size ({n}) tensors, got "
                          f"{len(gather_list)}")
     _check_same(gather_list, tensor, "gather")
     if all(t.is_contiguous() for t in gather_list):
@@ -937,7 +959,7 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     pg = _resolve(group, "scatter")
     if pg is None:
         return None
-    _check_tensor(tensor)
+    tensor = _check_tensor(tensor)
     root = _group_rank(pg, src, group_src, "src", "scatter", default=0)
     n = pg.size()
     out, back = _contig(tensor)
@@ -945,9 +967,9 @@ def scatter(tensor, scatter_list=None, src=None, group=None, async_op=False, gro
     if pg.rank() == root:
         if scatter_list is None:
             raise ValueError("Argument ``scatter_list`` must be specified on source rank.")
-        _check_list(scatter_list, "scatter_list")
+        scatter_list = _check_list(scatter_list, "scatter_list")
         if len(scatter_list) != n:
-            raise ValueError(f"scatter: scatter_list must have world_size ({n}) tensors, got "
+            raise _ArgumentError(f"scatter: scatter_list must have world_size ({n}) tensors, got "
                              f"{len(scatter_list)}")
         _check_same(scatter_list, tensor, "scatter")
         flat = [_contig(t)[0] for t in scatter_list]       # read in place by the engine
@@ -960,11 +982,11 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None, async_op=Fal
     pg = _resolve(group, "reduce_scatter")
     if pg is None:
         return None
-    _check_tensor(output, "output")
-    _check_list(input_list, "input_list")
+    output = _check_tensor(output, "output", op, "reduce_scatter")
+    input_list = _check_list(input_list, "input_list")
     n = pg.size()
     if len(input_list) != n:
-        raise ValueError(f"reduce_scatter: input_list must have world_size ({n}) tensors, got "
+        raise _ArgumentError(f"reduce_scatter: input_list must have world_size ({n}) tensors, got "
                          f"{len(input_list)}")
     _check_same(input_list, output, "reduce_scatter")
     out, back = _contig(output)
@@ -976,8 +998,8 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     pg = _resolve(group, "reduce_scatter_tensor")
     if pg is None:
         return None
-    _check_tensor(output, "output")
-    _check_tensor(input, "input")
+    output = _check_tensor(output, "output", op, "reduce_scatter_tensor")
+    input = _check_tensor(input, "input")  # noqa: A001
     out, back = _contig(output)
     inp, _ = _contig(input)
     return _call(pg._c.reduce_scatter, (out, inp, _red(op)), async_op, back, (output,))
@@ -999,21 +1021,21 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     pg = _resolve(group, "all_to_all_single")
     if pg is None:
         return None
-    _check_tensor(output, "output")
-    _check_tensor(input, "input")
+    output = _check_tensor(output, "output")
+    input = _check_tensor(input, "input")  # noqa: A001
     n = pg.size()
     out, back = _contig(output)
     inp, _ = _contig(input)
     if not output_split_sizes and not input_split_sizes:
         return _call(pg._c.alltoall, (out, inp), async_op, back, (output,))
     if output.dtype != input.dtype:
-        raise TypeError("all_to_all_single: output and input must have the same dtype")
+        raise _ArgumentTypeError("all_to_all_single: output and input must have the same dtype")
     n_in = input.shape[0] if input.dim() else 1
     n_out = output.shape[0] if output.dim() else 1
     isz = list(input_split_sizes) if input_split_sizes else [n_in // n] * n
     osz = list(output_split_sizes) if output_split_sizes else [n_out // n] * n
     if len(isz) != n or len(osz) != n:
-        raise ValueError(f"all_to_all_single: split sizes must have world_size ({n}) entries")
+        raise _ArgumentError(f"all_to_all_single: split sizes must have world_size ({n}) entries")
     row = _rows(inp, isz, "input_split_sizes")
     _rows(out, osz, "output_split_sizes")
     ia, oa = _np(inp).reshape(-1), _np(out).reshape(-1)
@@ -1065,11 +1087,11 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     pg = _resolve(group, "all_to_all")
     if pg is None:
         return None
-    _check_list(output_tensor_list, "output_tensor_list")
-    _check_list(input_tensor_list, "input_tensor_list")
+    output_tensor_list = _check_list(output_tensor_list, "output_tensor_list")
+    input_tensor_list = _check_list(input_tensor_list, "input_tensor_list")
     n = pg.size()
     if len(output_tensor_list) != n or len(input_tensor_list) != n:
-        raise ValueError(f"all_to_all: both lists must have world_size ({n}) tensors")
+        raise _ArgumentError(f"all_to_all: both lists must have world_size ({n}) tensors")
     me = pg.rank()
     _np(output_tensor_list[me])[...] = _np(input_tensor_list[me]).reshape(_np(output_tensor_list[me]).shape)
     works, posts = [], []
@@ -1091,7 +1113,9 @@ def _p2p(tensor, peer, group, tag, group_peer, opname, what):
     pg = _resolve(group, opname)
     if pg is None:
         return None, None, None
-    _check_tensor(tensor)
+    tensor = _check_tensor(tensor)
+    if int(tag) < 0:
+        raise RuntimeError("Tag must be nonnegative")
     if peer is None and group_peer is None:
         raise ValueError(f"{opname}: {what} must be given (cddp has no receive-from-any-source)")
     gp = _group_rank(pg, peer, group_peer, what, opname)
@@ -1134,7 +1158,7 @@ class P2POp:
     """torch.distributed.P2POp(op, tensor, peer, group=None, tag=0) for batch_isend_irecv."""
 
     def __init__(self, op, tensor, peer=None, group=None, tag=0, group_peer=None):
-        if op not in (isend, irecv, send, recv):
+        if op not in (isend, irecv):
             raise ValueError("Invalid ``op``. Expected ``op`` to be of type ``torch.distributed.isend`` "
                              "or ``torch.distributed.irecv``.")
         self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
@@ -1147,7 +1171,7 @@ def batch_isend_irecv(p2p_op_list):
     for p in p2p_op_list:
         if not isinstance(p, P2POp):
             raise TypeError("batch_isend_irecv: every element must be a P2POp")
-        if p.op in (isend, send):
+        if p.op is isend:
             works.append(isend(p.tensor, p.peer, p.group, p.tag, p.group_peer))
         else:
             works.append(irecv(p.tensor, p.peer, p.group, p.tag, p.group_peer))
@@ -1186,15 +1210,21 @@ def monitored_barrier(group=None, timeout=None, wait_all_ranks=False):
         return None
     end = time.monotonic() + tmo
     if me != 0:
-        store.set(key + str(me), "1")
+        from .store import DistNetworkError
         done = key + "done"
         delay = 0.0002
-        while not store.check([done]):
-            if time.monotonic() > end:
-                raise RuntimeError(f"[Rank {me}]: monitored_barrier: rank 0 did not confirm "
-                                   f"within {ms} ms")
-            time.sleep(delay)
-            delay = min(2 * delay, 0.005)
+        try:
+            store.set(key + str(me), "1")
+            while not store.check([done]):
+                if time.monotonic() > end:
+                    raise RuntimeError(f"[Rank {me}]: monitored_barrier: rank 0 did not "
+                                       f"confirm within {ms} ms")
+                time.sleep(delay)
+                delay = min(2 * delay, 0.005)
+        except DistNetworkError as e:     # the store went with the process that hosted it
+            raise DistNetworkError(f"[Rank {me}]: monitored_barrier: lost the store ({e}); rank "
+                                   f"0 left the barrier (it gives up after {ms} ms, or "
+                                   f"exited)") from None
         return None
     pending = list(range(1, n))
     delay = 0.0002
@@ -1242,7 +1272,9 @@ def _encode(obj, op):
     return json.dumps(tag(obj), separators=(",", ":")).encode()
 
 
-def _decode(data):
+def _decode(data, opname, sender):
+    """The object `sender` (a global rank) encoded with _encode; a payload that is not one
+    (a peer running other code, a corrupted message) raises naming the op and the sender."""
     def hook(d):
         if len(d) == 1:
             if "__cddp_tuple__" in d:
@@ -1252,7 +1284,12 @@ def _decode(data):
             if "__cddp_items__" in d:
                 return {(tuple(k) if isinstance(k, list) else k): v for k, v in d["__cddp_items__"]}
         return d
-    return json.loads(bytes(data).decode(), object_hook=hook)
+    try:
+        return json.loads(bytes(data).decode(), object_hook=hook)
+    except (UnicodeDecodeError, ValueError) as e:     # JSONDecodeError is a ValueError
+        raise RuntimeError(f"{opname}: the {len(data)}-byte object rank {sender} sent is not a "
+                           f"cddp object payload (cddp encodes objects as JSON, never "
+                           f"pickle; is rank {sender} running other code?): {e}") from None
 
 
 def _bytes_tensor(blobs, width):
@@ -1294,7 +1331,8 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
     if pg.rank() != root:
         rows = _rows_of(buf, width)
         for i in range(n):
-            object_list[i] = _decode(rows[i, :lens[i]].tobytes())
+            object_list[i] = _decode(rows[i, :lens[i]].tobytes(), "broadcast_object_list",
+                                     pg._ranks[root])
 
 
 def all_gather_object(object_list, obj, group=None):
@@ -1313,7 +1351,7 @@ def all_gather_object(object_list, obj, group=None):
     pg._c.allgather(out, _bytes_tensor([blob], width), True)
     rows = _rows_of(out, width)
     for i in range(n):
-        object_list[i] = _decode(rows[i, :lens[i]].tobytes())
+        object_list[i] = _decode(rows[i, :lens[i]].tobytes(), "all_gather_object", pg._ranks[i])
 
 
 def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
@@ -1335,7 +1373,8 @@ def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=
     if me == root:
         rows = _rows_of(out, width)
         for i in range(n):
-            object_gather_list[i] = _decode(rows[i, :lens[i]].tobytes())
+            object_gather_list[i] = _decode(rows[i, :lens[i]].tobytes(), "gather_object",
+                                            pg._ranks[i])
 
 
 def scatter_object_list(scatter_object_output_list, scatter_object_input_list=None, src=None,
@@ -1360,7 +1399,8 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
     flat = _bytes_tensor(blobs, width) if me == root else None
     out = _i64([0] * (width // 8))
     pg._c.scatter(out, flat, root, True)
-    scatter_object_output_list[0] = _decode(_rows_of(out, width)[0, :lens[me]].tobytes())
+    scatter_object_output_list[0] = _decode(_rows_of(out, width)[0, :lens[me]].tobytes(),
+                                            "scatter_object_list", pg._ranks[root])
 
 
 # ---- node-local rank, object point-to-point, subgroups, backend and debug-level queries -------
@@ -1438,7 +1478,7 @@ def recv_object_list(object_list, src=None, group=None, device=None, group_src=N
     data = _np(payload).tobytes()
     offset = 0
     for i, n in enumerate(lens):
-        object_list[i] = _decode(data[offset:offset + n])
+        object_list[i] = _decode(data[offset:offset + n], "recv_object_list", pg._ranks[gs])
         offset += n
     return pg._ranks[gs]
 

@@ -83,6 +83,9 @@ def script_if_tracing(fn):
     return fn
 
 
+_script_if_tracing = script_if_tracing      # torch's private spelling (torchvision's ops use it)
+
+
 class ScriptModule:
     """Never made by cddp (script() returns the module itself): isinstance checks are False."""
 

@@ -9,6 +9,7 @@ import copy
 import functools
 import itertools
 import math
+import warnings
 from typing import Any, Dict, Iterable, Tuple, Union
 
 from .. import _C
@@ -20,6 +21,24 @@ Tensor = _C.Tensor
 
 
 ParamsT = Union[Iterable[Tensor], Iterable[Dict[str, Any]], Iterable[Tuple[str, Tensor]]]
+
+# hooks every optimizer's step() runs: pre before its own, post after its own (torch's order)
+_global_optimizer_pre_hooks = OrderedDict()
+_global_optimizer_post_hooks = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook):
+    """hook(optimizer, args, kwargs) -> None, before every optimizer's step()."""
+    handle = RemovableHandle(_global_optimizer_pre_hooks)
+    _global_optimizer_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook):
+    """hook(optimizer, args, kwargs) -> None, after every optimizer's step()."""
+    handle = RemovableHandle(_global_optimizer_post_hooks)
+    _global_optimizer_post_hooks[handle.id] = hook
+    return handle
 
 
 # ---- torch.optim.optimizer's helpers that optimizers written outside torch import ------------
@@ -182,6 +201,11 @@ class Optimizer:
                 raise ValueError(f"parameter group didn't specify a value of required "
                                  f"optimization parameter {name}")
             param_group.setdefault(name, default)
+        if len({id(p) for p in param_group["params"]}) != len(param_group["params"]):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in "
+                          "future, this will cause an error; see "
+                          "github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
         seen = set()
         for group in self.param_groups:
             seen.update(id(p) for p in group["params"])
@@ -240,7 +264,7 @@ class Optimizer:
 
     def _run_step(self, closure):
         self._refuse_meta()
-        for hook in list(self._step_pre_hooks.values()):
+        for hook in [*_global_optimizer_pre_hooks.values(), *self._step_pre_hooks.values()]:
             res = hook(self, (), {})
             if res is not None:
                 raise RuntimeError("optimizer step pre-hooks must return None")
@@ -252,7 +276,7 @@ class Optimizer:
         with no_grad():
             for group in self.param_groups:
                 self._update_group(group)
-        for hook in list(self._step_post_hooks.values()):
+        for hook in [*self._step_post_hooks.values(), *_global_optimizer_post_hooks.values()]:
             hook(self, (), {})
         return loss
 

@@ -14,6 +14,8 @@ backward reruns it with grad on and calls backward inside (the engine lends the 
 the leaves' accumulators: csrc/autograd/engine.c).
 """
 import contextlib
+import dataclasses
+import enum
 import warnings
 
 import cddp
@@ -23,11 +25,38 @@ from ..autograd.graph import saved_tensors_hooks
 __all__ = ["checkpoint", "checkpoint_sequential", "CheckpointError", "CheckpointFunction",
            "detach_variable", "check_backward_validity", "noop_context_fn",
            "set_checkpoint_early_stop", "set_checkpoint_debug_enabled", "get_device_states",
-           "set_device_states"]
+           "set_device_states", "CheckpointPolicy", "SelectiveCheckpointContext",
+           "create_selective_checkpoint_contexts"]
 
 
 def noop_context_fn():
     """The default context_fn: no context around the forward or the recomputation."""
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+class CheckpointPolicy(enum.Enum):
+    """What a selective-checkpoint policy answers for one op (torch's values)."""
+    MUST_SAVE = 0
+    PREFER_SAVE = 1
+    MUST_RECOMPUTE = 2
+    PREFER_RECOMPUTE = 3
+
+
+@dataclasses.dataclass
+class SelectiveCheckpointContext:
+    is_recompute: bool
+
+
+def create_selective_checkpoint_contexts(policy_fn_or_list, allow_cache_entry_mutation=False):
+    """torch's selective activation checkpointing: a context_fn pair under which the policy
+    picks ops whose outputs are saved instead of recomputed. cddp has no per-op dispatch to
+    apply a policy at, so every op of the region is recomputed (the whole-segment rerun, with
+    the forward's RNG state): gradients are the same, only the compute / memory trade
+    differs. The argument is checked as torch checks it, and a warning says so."""
+    if not isinstance(policy_fn_or_list, list) and not callable(policy_fn_or_list):
+        raise TypeError("policy_fn_or_list must be either a function or a list of ops.")
+    warnings.warn("cddp: create_selective_checkpoint_contexts: the policy is not applied; every "
+                  "op of the checkpointed region is recomputed (same gradients)", stacklevel=2)
     return contextlib.nullcontext(), contextlib.nullcontext()
 
 
@@ -180,6 +209,12 @@ class _Frame:
         return _Holder(self, len(self.metas) - 1)
 
     def recompute(self):
+        # called from unpack, inside backward: grad mode is on there exactly when the backward
+        # builds a graph (create_graph=True). Then the recomputed tensors keep their history,
+        # which runs back to this frame's inputs, so a double backward differentiates through
+        # the recomputation (torch relinks them to the forward's nodes instead: the same
+        # derivatives); otherwise they are detached and the recomputed graph is freed.
+        keep_graph = cddp.is_grad_enabled()
         store, count = {}, [0]
 
         def pack(x):
@@ -195,11 +230,18 @@ class _Frame:
                     "different metadata than during the forward pass.\n"
                     f"tensor at position {i}:\nsaved metadata: {_meta_str(self.metas[i])}\n"
                     f"recomputed metadata: {_meta_str(meta)}\n")
-            store[i] = x.detach()
+            if keep_graph:
+                if not any(x is a for a in self.args):
+                    x._cddp_recomputed = True      # formula.Ctx.input accepts its history
+                store[i] = x
+            else:
+                store[i] = x.detach()
             count[0] = i + 1
-            return None
+            return x if keep_graph else None      # a kept graph needs its saved tensors
 
-        def unpack(_):
+        def unpack(packed):
+            if keep_graph:
+                return packed
             raise CheckpointError("torch.utils.checkpoint: a recomputed graph was "
                                   "differentiated")
 

@@ -439,6 +439,10 @@ int cddp_saved_check(NodeObject *n, TensorObject *t, int64_t version)
 TensorObject *cddp_node_saved(NodeObject *n, int slot)
 {
     TensorObject *t = n->released ? NULL : (TensorObject *)n->saved[slot];
+    /* backward functions fetch several slots before checking any: once one failed (an
+     * unpack hook raised), the rest must not run Python code under that exception */
+    if (PyErr_Occurred())
+        return NULL;
     if (t && cddp_saved_is_packed(t)) {
         /* saved under saved_tensors_hooks: unpack once; the node keeps the result until it
          * releases its saved tensors (a retained graph keeps it) */

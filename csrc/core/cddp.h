@@ -466,7 +466,8 @@ int cddp_node_save(NodeObject *n, int slot, TensorObject *t);
 /* Keep an output of this node for backward: stored as a history-free alias (same storage and
  * version counter) so the node and its output do not form a reference cycle. */
 int cddp_node_save_output(NodeObject *n, int slot, TensorObject *out);
-/* Fetch saved slot, checking version and released state (torch's errors). Borrowed. */
+/* Fetch saved slot, checking version and released state (torch's errors). Borrowed. NULL
+ * without running anything while an exception is pending (an earlier slot's unpack failed). */
 TensorObject *cddp_node_saved(NodeObject *n, int slot);
 /* out gets history (grad_fn = n, output_nr) — steals nothing, increfs n. */
 void cddp_set_history(TensorObject *out, NodeObject *n, int output_nr);

@@ -88,7 +88,9 @@ class Ctx:
             raise Unsupported(f"cddp: double backward through {self.name}: its saved input "
                               f"{slot} was not kept")
         want = self.next[edge]
-        if want[0] is not None:
+        # a checkpoint's recomputed tensor (utils/checkpoint.py) carries the recomputation's
+        # history instead of the forward's: the same function of the same inputs
+        if want[0] is not None and not getattr(t, "_cddp_recomputed", False):
             got = _sink(t)
             if got[0] is not want[0] or got[1] != want[1]:
                 raise Unsupported(f"cddp: double backward through {self.name}: saved slot "

@@ -151,3 +151,17 @@ def vector_to_parameters(vec, parameters):
             pointer += n
     if pointer != vec.numel():
         raise RuntimeError(f"vector has {vec.numel()} elements but the parameters hold {pointer}")
+
+
+def convert_conv2d_weight_memory_format(module, memory_format):
+    """torch converts every Conv2d / ConvTranspose2d weight to memory_format; cddp keeps one
+    layout (cddp/_compat.py's memory formats), so the module comes back as it is."""
+    return module
+
+
+def convert_conv3d_weight_memory_format(module, memory_format):
+    """The Conv3d form of convert_conv2d_weight_memory_format: the module as it is."""
+    return module
+
+
+from . import clip_grad  # noqa: E402,F401  (torch's module path; needs the functions above)

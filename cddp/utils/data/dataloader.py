@@ -28,8 +28,6 @@ a batch instead of waiting for them.
 """
 import atexit
 import collections
-import collections.abc
-import copy
 from typing import Generic, TypeVar
 import itertools
 import multiprocessing
@@ -48,85 +46,11 @@ import weakref
 import numpy as np
 
 from ... import _C
+from ._utils.collate import default_collate, default_convert  # noqa: F401  (torch's path)
 from .dataset import Dataset, IterableDataset, TensorDataset  # noqa: F401  (Dataset: torch's path)
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 Tensor = _C.Tensor
-_NUMPY_KINDS = {"f", "i", "u", "b"}
-
-
-def default_collate(batch):
-    """torch's rules: tensors are stacked on a new dim 0, Python numbers become 1-D tensors
-    (float64 when the first is a float, else tensor(batch)'s inference), NumPy arrays are
-    stacked as tensors, strings stay a list, and tuples/lists/dicts are collated field by
-    field."""
-    elem = batch[0]
-    if isinstance(elem, Tensor):
-        return _C.stack(list(batch), 0)
-    if isinstance(elem, np.ndarray) and elem.dtype.kind in _NUMPY_KINDS:
-        return _C.stack([_C.as_tensor(b) for b in batch], 0)
-    if isinstance(elem, np.generic) and elem.dtype.kind in _NUMPY_KINDS:
-        return _C.as_tensor(list(batch))    # as torch: [np.int64(1), 2.5] is float32
-    if isinstance(elem, float):
-        return _C.tensor(batch, dtype=_C.float64)
-    if isinstance(elem, int):       # bool included: torch.tensor(batch)'s own inference, so
-        return _C.tensor(batch)     # [1, 2.5] is float32, [True, 2] int64, [True] bool
-    if isinstance(elem, (str, bytes)):
-        return batch
-    if isinstance(elem, collections.abc.Mapping):
-        collated = {key: default_collate([d[key] for d in batch]) for key in elem}
-        try:
-            return collated if type(elem) is dict else type(elem)(collated)
-        except TypeError:
-            return collated
-    if isinstance(elem, tuple) and hasattr(elem, "_fields"):  # namedtuple
-        return type(elem)(*(default_collate(samples) for samples in zip(*batch)))
-    if isinstance(elem, collections.abc.Sequence):
-        it = iter(batch)
-        elem_size = len(next(it))
-        if not all(len(e) == elem_size for e in it):
-            raise RuntimeError("each element in list of batch should be of equal size")
-        transposed = list(zip(*batch))
-        return [default_collate(samples) for samples in transposed]
-    raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts "
-                    f"or lists; found {type(elem)}")
-
-
-def default_convert(data):
-    """torch's default_convert (the collate_fn of batch_size=None): NumPy arrays and scalars
-    become tensors, containers are converted element by element, and a plain tuple becomes a
-    list (torch keeps that for backwards compatibility)."""
-    if isinstance(data, Tensor):
-        return data
-    elem_type = type(data)
-    if elem_type.__module__ == "numpy" and elem_type.__name__ not in ("str_", "string_"):
-        if isinstance(data, np.ndarray) and data.dtype.kind in "SaUO":
-            return data
-        return _C.as_tensor(data)
-    if isinstance(data, collections.abc.Mapping):
-        try:
-            if isinstance(data, collections.abc.MutableMapping):
-                clone = copy.copy(data)
-                clone.update({key: default_convert(data[key]) for key in data})
-                return clone
-            return elem_type({key: default_convert(data[key]) for key in data})
-        except TypeError:
-            return {key: default_convert(data[key]) for key in data}
-    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return elem_type(*(default_convert(d) for d in data))
-    if isinstance(data, tuple):
-        return [default_convert(d) for d in data]
-    if isinstance(data, collections.abc.Sequence) and not isinstance(data, (str, bytes)):
-        try:
-            if isinstance(data, collections.abc.MutableSequence):
-                clone = copy.copy(data)
-                for i, d in enumerate(data):
-                    clone[i] = default_convert(d)
-                return clone
-            return elem_type([default_convert(d) for d in data])
-        except TypeError:
-            return [default_convert(d) for d in data]
-    return data
 
 
 def _fetch(dataset, indices, collate_fn, auto_collation):
@@ -570,7 +494,9 @@ class DataLoader(Generic[_T_co]):
             raise ValueError("persistent_workers option needs num_workers > 0")
         self.dataset = dataset
         self.num_workers = num_workers
-        self.prefetch_factor = 2 if prefetch_factor is None else prefetch_factor
+        # torch's attribute: None without workers, 2 by default with them
+        self.prefetch_factor = (None if num_workers == 0 else
+                                2 if prefetch_factor is None else prefetch_factor)
         self.pin_memory = pin_memory
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn

@@ -140,6 +140,10 @@ static int fail_notice(cddp_pg *pg, tcp_t *t, cddp_work *w, int j)
     if (d == j)
         snprintf(msg, sizeof msg, "rank %d aborted (shut down or interrupted) during a "
                  "collective", j);
+    else if (d == t->r)      /* j gave up on us: its wait for this rank timed out or broke */
+        snprintf(msg, sizeof msg, "rank %d stopped waiting for this rank (rank %d) and left "
+                 "the collective: it timed out (this rank arrived late) or lost its "
+                 "connection to it", j, d);
     else if (d >= 0 && d < pg->size && confirm_dead(pg, d))
         snprintf(msg, sizeof msg, "rank %d (pid %d) exited (reported by rank %d)", d,
                  pg->pids[d], j);
