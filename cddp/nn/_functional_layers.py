@@ -38,10 +38,10 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):  # noqa: A002
     if not input.is_floating_point():
         raise NotImplementedError(f'"rms_norm" not implemented for '
                                   f"'{_TORCH_TYPE_NAMES.get(str(input.dtype), input.dtype)}'")
-    if eps is None:
-        from .._finfo import finfo
-        eps = finfo(input.dtype).eps
     x = input.float() if _reduced(input) else input
+    if eps is None:              # the eps of the dtype computed in (float32 for half types)
+        from .._finfo import finfo
+        eps = finfo(x.dtype).eps
     dims = tuple(range(-nd, 0))
     out = x * x.mul(x).mean(dims, keepdim=True).add(eps).rsqrt()
     if weight is not None:

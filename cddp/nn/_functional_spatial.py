@@ -10,6 +10,7 @@ import operator
 
 from .. import _C
 from .._ops import _autocast_fp32
+from . import _grid_sample_composed as _composed
 
 Tensor = _C.Tensor
 
@@ -524,10 +525,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros",  # noqa: A00
     _check_tensor(input, "input")
     _check_tensor(grid, "grid")
     input, grid = _autocast_fp32(input, grid)
-    if mode not in _GS_MODES:
-        if mode == "bicubic":
-            raise NotImplementedError("cddp: grid_sample supports mode='bilinear' and "
-                                      "'nearest' (not 'bicubic')")
+    if mode not in _GS_MODES and mode != "bicubic":
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', "
                          f"'nearest' or 'bicubic', but got: '{mode}'")
     if padding_mode not in _GS_PADDING:
@@ -537,10 +535,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros",  # noqa: A00
         import warnings
         warnings.warn(_ALIGN_WARNING, UserWarning, stacklevel=2)
         align_corners = False
-    if input.dim() == 5:
-        raise NotImplementedError("cddp: grid_sample on 5-D (volumetric) inputs is not "
-                                  "supported")
-    if input.dim() != 4 or grid.dim() != 4:
+    if input.dim() not in (4, 5) or grid.dim() != input.dim():
         raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number "
                            f"of dimensions, but got input with sizes {list(input.shape)} and "
                            f"grid with sizes {list(grid.shape)}")
@@ -548,12 +543,20 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros",  # noqa: A00
         raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, "
                            f"but got input with sizes {list(input.shape)} and grid with sizes "
                            f"{list(grid.shape)}")
-    if grid.shape[-1] != 2:
-        raise RuntimeError(f"grid_sampler(): expected grid to have size 2 in last dimension, "
-                           f"but got grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != input.dim() - 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in "
+                           f"last dimension, but got grid with sizes {list(grid.shape)}")
     if input.dtype != grid.dtype:
         raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but "
                            f"input has {input.dtype} and grid has {grid.dtype}")
+    if input.dim() == 5:
+        if mode == "bicubic":
+            raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+        return _in_f32(_composed.grid_sample_3d, input, grid, mode, padding_mode,
+                       bool(align_corners))
+    if mode == "bicubic":
+        return _in_f32(_composed.grid_sample_bicubic, input, grid, padding_mode,
+                       bool(align_corners))
     return _in_f32(_C._grid_sample, input, grid, _GS_MODES[mode], _GS_PADDING[padding_mode],
                    bool(align_corners))
 
@@ -579,8 +582,12 @@ def affine_grid(theta, size, align_corners=None):
         raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
     size = tuple(size)
     if len(size) == 5:
-        raise NotImplementedError("cddp: affine_grid for 5-D (volumetric) sizes is not "
-                                  "supported")
+        if theta.dim() != 3 or tuple(theta.shape[-2:]) != (3, 4) or theta.shape[0] != size[0]:
+            raise ValueError(f"Expected a batch of 3D affine matrices of shape Nx3x4 for size "
+                             f"torch.Size({list(size)}). Got torch.Size({list(theta.shape)}).")
+        if min(size) <= 0:
+            raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+        return _composed.affine_grid_3d(theta, size, bool(align_corners), _grid_axis)
     if len(size) != 4:
         raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D "
                                   f"affine transforms, respectively. Got size {size}.")

@@ -118,6 +118,12 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """Log-softmax + NLL in one stable C pass; class-index or probability targets."""
     _check_tensor(input, "input")
     _check_tensor(target, "target")
+    if target.is_floating_point():
+        if ignore_index >= 0:
+            raise RuntimeError("ignore_index is not supported for floating point target")
+    elif target.dtype not in (_C.int64, _C.uint8, _C.bool):     # bool: the C check's message
+        raise RuntimeError("expected target dtype to be Long or Byte, but got "
+                           + _TORCH_TYPE_NAMES.get(str(target.dtype), str(target.dtype)))
     return _C._cross_entropy(input, target, weight, int(ignore_index),
                              _reduction(reduction, size_average, reduce), float(label_smoothing))
 
@@ -382,8 +388,14 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(Q K^T * scale + mask) V with dropout on the weights: one C kernel forward and
-    one backward (csrc/nn/sdpa.c)."""
+    one backward (csrc/nn/sdpa.c). An attn_mask together with is_causal is combined with the
+    causal (top-left tril) mask, as torch 2.13 does on the CPU."""
     query, key, value = _autocast_lower(query, key, value)
+    if attn_mask is not None and is_causal:
+        tril = _C.ones(query.shape[-2], key.shape[-2], dtype=_C.bool).tril()
+        attn_mask = (attn_mask & tril if attn_mask.dtype == _C.bool
+                     else attn_mask.masked_fill(~tril, float("-inf")))
+        is_causal = False
     if _reduced(query):
         mask = _f32(attn_mask)
         return _C._sdpa(query.float(), _f32(key), _f32(value), mask, float(dropout_p),
@@ -776,7 +788,7 @@ from ._functional_activation import (  # noqa: E402,F401
     gumbel_softmax)
 from ._functional_layers import (  # noqa: E402,F401
     rms_norm, pairwise_distance, pdist, bilinear, channel_shuffle, max_unpool1d, max_unpool2d,
-    embedding_bag)
+    embedding_bag, _TORCH_TYPE_NAMES)
 from ._functional_losses import (  # noqa: E402,F401
     multi_margin_loss, multilabel_margin_loss, triplet_margin_with_distance_loss)
 from ._functional_ctc import ctc_loss  # noqa: E402,F401  (csrc/nn/ctc.c)

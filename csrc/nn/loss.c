@@ -303,7 +303,8 @@ static int ce_check(TensorObject *x, TensorObject *tgt, int red, double eps, lon
     if (eps < 0 || eps > 1) {
         char b[48];                  /* PyErr_Format has no %g */
         snprintf(b, sizeof b, "%g", eps);
-        PyErr_Format(PyExc_ValueError, "label_smoothing must be between 0.0 and 1.0. Got: %s", b);
+        PyErr_Format(PyExc_RuntimeError, "label_smoothing must be between 0.0 and 1.0. Got: %s",
+                     b);
         return -1;
     }
     if (x->ndim == 0) {
@@ -781,9 +782,14 @@ static PyObject *pointwise_loss(int kind, TensorObject *x, TensorObject *y, PyOb
         const double *pv = b[3] ? (const double *)cddp_data(b[3]) : NULL;
         for (int64_t i = 0; i < n; i++) {
             double dx, dy;
-            if (kind == PW_BCE && (xv[i] < 0 || xv[i] > 1)) {
+            if (kind == PW_BCE && !(xv[i] >= 0 && xv[i] <= 1)) {     /* NaN too, as torch */
                 PyErr_SetString(PyExc_RuntimeError,
                                 "all elements of input should be between 0 and 1");
+                goto done;
+            }
+            if (kind == PW_BCE && !(yv[i] >= 0 && yv[i] <= 1)) {
+                PyErr_SetString(PyExc_RuntimeError,
+                                "all elements of target should be between 0 and 1");
                 goto done;
             }
             pw_eval(kind, xv[i], yv[i], wv ? wv[i] : 1, pv ? pv[i] : 1, &l[i], &dx, &dy);
