@@ -74,7 +74,10 @@ def test_cuda_streams_events_nvtx_and_memory_history(tmp_path):
 def test_device_objects():
     d = cddp.device("cuda:1")
     assert d.type == "cuda" and d.index == 1 and str(d) == "cuda:1"
-    assert cddp.device("cuda", 0) == cddp.device("cuda:0") == "cuda:0"
+    assert cddp.device("cuda", 0) == cddp.device("cuda:0")
+    # never equal to a string, and no error for names cddp does not know (torch's answers)
+    assert cddp.device("cuda:0") != "cuda:0" and not (cddp.device("cpu") == "cpu")
+    assert cddp.device("cpu") != "npu" and not (cddp.device("cpu") == "xpu")
     assert cddp.device(2) == cddp.device("cuda:2")
     assert str(cddp.device("cpu")) == "cpu" and cddp.zeros(1).device == cddp.device("cpu")
     with pytest.raises(RuntimeError):

@@ -324,3 +324,67 @@ def test_inplace_and_sort_fixes_match_torch():
         exec(f"x {op} y", nt)
         exec(f"x {op} y", nc)
         np.testing.assert_array_equal(nc["x"].numpy(), nt["x"].numpy())
+
+
+# ---- what a layout fuzz against torch found ----------------------------------------------------
+
+def _overlapping_view_of(base):
+    return cddp.as_strided(base, (2, 3, 1), (4, 2, 3), 3)     # positions 3 5 7 7 9 11
+
+
+@pytest.mark.parametrize("op", [
+    lambda v: v.add_(1), lambda v: v.mul_(2),
+    lambda v: v.scatter_add_(0, cddp.zeros(1, 1, 1, dtype=cddp.int64), cddp.ones(1, 1, 1)),
+    lambda v: v.index_add_(0, cddp.tensor([0]), cddp.ones(1, 3, 1)),
+])
+def test_inplace_through_an_overlapping_view_of_a_leaf_is_refused(op):
+    b = cddp.ones(12, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        op(_overlapping_view_of(b))
+    assert b.detach().sum().item() == 12               # nothing was written behind autograd
+    with cddp.no_grad():                               # no grad mode: a plain write
+        op(_overlapping_view_of(b))
+    assert b.detach().sum().item() > 12
+
+
+def test_inplace_through_an_overlapping_view_of_a_non_leaf_is_refused():
+    x = cddp.ones(12, requires_grad=True)
+    b = x * 2
+    with pytest.raises(RuntimeError, match="does not track in-place operations on a view that "
+                                           "overlaps itself"):
+        _overlapping_view_of(b).add_(1)
+    b.sum().backward()                                 # the graph is intact
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(12, 2.0))
+
+
+@pytest.mark.parametrize("write", [
+    lambda e: e.copy_(cddp.ones(3)),
+    lambda e: cddp.add(cddp.ones(3), 1, out=e),
+    lambda e: e.scatter_(0, cddp.tensor([0]), cddp.ones(1)),
+    lambda e: e.scatter_add_(0, cddp.tensor([0]), cddp.ones(1)),
+    lambda e: e.index_add_(0, cddp.tensor([0]), cddp.ones(1)),
+    lambda e: e.index_copy_(0, cddp.tensor([0]), cddp.ones(1)),
+    lambda e: e.masked_fill_(cddp.tensor([True, False, False]), 1.0),
+    lambda e: e.put_(cddp.tensor([0]), cddp.ones(1)),
+    lambda e: e.__setitem__(0, 5.0),
+])
+def test_writes_into_an_expanded_tensor_are_refused(write):
+    base = cddp.zeros(1)
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        write(base.expand(3))
+    assert base.item() == 0.0
+
+
+def test_an_empty_expanded_tensor_takes_writes():
+    e = cddp.zeros(1, 0).expand(3, 0)
+    e.mul_(2)
+    assert tuple(e.shape) == (3, 0)
+
+
+def test_empty_slices_keep_their_start_as_offset():
+    x = cddp.arange(10.0)
+    assert x[7:7].storage_offset() == 7
+    assert x.view(2, 5)[:, 4:4].storage_offset() == 4
+    assert x.view(2, 5)[2:].storage_offset() == 10
+    assert x[12:20].storage_offset() == 10              # clamped to the end, as torch
+    assert x[5:2].numel() == 0 and x[5:2].storage_offset() == 5

@@ -285,3 +285,50 @@ def test_argument_error_classes_are_both_builtin_types():
     assert issubclass(_ArgumentError, ValueError) and issubclass(_ArgumentError, RuntimeError)
     assert issubclass(_ArgumentTypeError, TypeError) and issubclass(_ArgumentTypeError,
                                                                      RuntimeError)
+
+
+# ---- what running Hugging Face transformers' model code on cddp found ----------------------------
+
+def test_requires_grad_true_on_a_computed_tensor_is_a_no_op():
+    w = cddp.ones(2, requires_grad=True)
+    y = w * 2
+    assert y.requires_grad_(True) is y and y.grad_fn is not None     # transformers' input hook
+    y.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [2.0, 2.0])
+    with pytest.raises(RuntimeError, match="var_no_grad = var.detach"):
+        (w * 2).requires_grad_(False)
+    with pytest.raises(RuntimeError, match="only change requires_grad flags of leaf variables"):
+        (w * 2).requires_grad = True
+
+
+def test_device_never_equals_a_string():
+    d = cddp.device("cpu")
+    assert not (d == "cpu") and d != "npu" and not (d == "xpu") and d == cddp.device("cpu")
+    assert cddp.zeros(1).device != "mps"
+
+
+def test_hf_support_names():
+    from cddp.nn.modules.module import _EXTRA_STATE_KEY_SUFFIX
+    assert _EXTRA_STATE_KEY_SUFFIX == "_extra_state"
+
+    class WithExtra(cddp.nn.Module):
+        def get_extra_state(self):
+            return {"v": 3}
+
+        def set_extra_state(self, state):
+            self.v = state["v"]
+    m = WithExtra()
+    sd = m.state_dict()
+    assert list(sd) == ["_extra_state"]
+    m.load_state_dict(sd)
+    assert m.v == 3
+    from cddp.backends import cudnn
+    with cudnn.flags(enabled=False, deterministic=True):
+        assert cudnn.enabled is False and cudnn.deterministic is True
+    assert cudnn.enabled is True and cudnn.deterministic is False
+    t = cddp.zeros(2)
+    assert cddp._dynamo.mark_static_address(t) is None
+    from cddp._dynamo.eval_frame import OptimizedModule
+    lin = cddp.nn.Linear(2, 2)
+    assert not isinstance(cddp.compile(lin), OptimizedModule)
+    assert OptimizedModule(lin)._orig_mod is lin

@@ -15,9 +15,10 @@
  * A view made with grad mode off (or cut from one) keeps no history and is never rebuilt; an
  * in-place op on it with grad mode on that would be recorded is refused with torch's error,
  * since nothing says whether the write should be tracked. Views that overlap themselves
- * (expand, unfold) and views of such bases are not tracked (the relation is dropped when first
- * used; marking a view costs only a reference): an in-place op on them is refused anyway, and
- * rebuilding their history would need a scatter-add.
+ * (expand, unfold, overlapping as_strided) and views of such bases are not tracked (their
+ * history is never rebuilt: that would need a scatter-add); they keep their base only so that
+ * an in-place op on them, which no CopySlices would record, is refused while the base needs
+ * grad (torch's leaf message for a leaf base).
  *
  * Node geometry (node->ibuf): [view ndim, view offset - base offset, view shape..., view
  * strides..., base strides...]; the base's shape and dtype are node->meta[0]. Gradients are
@@ -170,12 +171,13 @@ static int view_of_base(TensorObject *t, TensorObject *b)
 /* ---- entry points --------------------------------------------------------------------- */
 
 /* The base of view t while it still shares t's storage (t.data = ... or a grown storage end
- * the relation) and the view is trackable, else NULL (the relation is dropped). Borrowed. */
+ * the relation: then it is dropped) and the view is trackable, else NULL. An untrackable
+ * view keeps its base so that cddp_check_inplace can refuse writes through it. Borrowed. */
 static TensorObject *live_base(TensorObject *t)
 {
-    if (t->view_base && (t->view_base->storage != t->storage || !trackable(t, t->view_base)))
+    if (t->view_base && t->view_base->storage != t->storage)
         Py_CLEAR(t->view_base);
-    return t->view_base;
+    return t->view_base && trackable(t, t->view_base) ? t->view_base : NULL;
 }
 
 int cddp_view_sync(TensorObject *t)
@@ -205,9 +207,21 @@ static int refuse_nograd_view(void)
 
 int cddp_check_inplace(TensorObject *t)
 {
-    TensorObject *b;
+    TensorObject *b = t->view_base;
     if (!cddp_grad_enabled)
         return 0;
+    if (b && !t->view_nograd && b->storage == t->storage && !trackable(t, b) &&
+        cddp_needs_grad(b)) {
+        /* no CopySlices for it: the base's history would miss the write */
+        PyErr_SetString(PyExc_RuntimeError, b->requires_grad && !b->grad_fn
+                        ? "a view of a leaf Variable that requires grad is being used in an "
+                          "in-place operation."
+                        : "cddp does not track in-place operations on a view that overlaps "
+                          "itself (expand, unfold, an overlapping as_strided) or is cut from "
+                          "such a view, when its base requires grad: the base's gradient "
+                          "would miss the write. Write into a clone() or out of place.");
+        return -1;
+    }
     if (cddp_view_sync(t) < 0)
         return -1;
     if (t->requires_grad && !t->grad_fn) {

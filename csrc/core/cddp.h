@@ -328,6 +328,10 @@ TensorObject *cddp_tensor_cast_steal(TensorObject *t, cddp_dtype dt);
  * dst takes nothing; a meta src gives its placeholder zeros (ops compute on those; the
  * user-facing copy_ refuses it as torch does). */
 int cddp_copy_into(TensorObject *dst, TensorObject *src);
+/* Contract: 0 when every element of t has its own memory; -1 with torch's RuntimeError when
+ * a dim of size > 1 has stride 0 (expand: one location written several times) and t is not
+ * empty. For the user-facing writes: in-place ops, copy_, out=. */
+int cddp_check_writable(const TensorObject *t);
 /* t takes `shape` (ndim dims) with contiguous strides at its offset, its storage grown (a
  * copy, zero-filled beyond the old bytes) when too small (core/resize.c). 0, or -1 with
  * RuntimeError: negative size, t requires grad, or a storage cddp may not replace. */

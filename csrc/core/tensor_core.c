@@ -232,6 +232,22 @@ static void copy_loop(char **p, const int64_t *st, int64_t n, void *ctx)
     cddp_convert(c->dst, p[0], s0, c->src, p[1], s1, n);
 }
 
+int cddp_check_writable(const TensorObject *t)
+{
+    int shared = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] == 0)
+            return 0;
+        shared |= t->strides[d] == 0 && t->shape[d] > 1;
+    }
+    if (!shared)
+        return 0;
+    PyErr_SetString(PyExc_RuntimeError, "unsupported operation: more than one element of the "
+                    "written-to tensor refers to a single memory location. Please clone() the "
+                    "tensor before performing the operation.");
+    return -1;
+}
+
 int cddp_copy_into(TensorObject *dst, TensorObject *src)
 {
     int64_t bst[2][CDDP_MAX_DIMS];

@@ -142,15 +142,21 @@ static PyObject *get_requires_grad(TensorObject *self, void *c)
     return PyBool_FromLong(cddp_needs_grad(self));
 }
 
-static int set_requires_grad_flag(TensorObject *self, int flag)
+/* requires_grad_(flag) (method) or .requires_grad = flag. On a tensor with history torch's
+ * method accepts True as a no-op (it already requires grad: hooks such as transformers'
+ * enable_input_require_grads call it on computed outputs); the rest raise its messages. */
+static int set_requires_grad_flag(TensorObject *self, int flag, int method)
 {
     if (cddp_view_sync(self) < 0)
         return -1;
     if (self->grad_fn) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "you can only change requires_grad flags of leaf variables. If you want "
-                        "to use a computed variable in a subgraph that doesn't require "
-                        "differentiation use var_no_grad = var.detach().");
+        if (method && flag)
+            return 0;
+        PyErr_SetString(PyExc_RuntimeError, flag
+                        ? "you can only change requires_grad flags of leaf variables."
+                        : "you can only change requires_grad flags of leaf variables. If you "
+                          "want to use a computed variable in a subgraph that doesn't require "
+                          "differentiation use var_no_grad = var.detach().");
         return -1;
     }
     if (flag && !cddp_is_floating(self->dtype)) {
@@ -171,7 +177,7 @@ static int set_requires_grad(TensorObject *self, PyObject *v, void *c)
             PyErr_SetString(PyExc_TypeError, "cannot delete requires_grad");
         return -1;
     }
-    return set_requires_grad_flag(self, flag);
+    return set_requires_grad_flag(self, flag, 0);
 }
 
 static PyObject *get_grad(TensorObject *self, void *c)
@@ -429,7 +435,7 @@ static PyObject *tensor_requires_grad_(TensorObject *self, PyObject *args, PyObj
     int flag = 1;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|p:requires_grad_", kwlist, &flag))
         return NULL;
-    if (set_requires_grad_flag(self, flag) < 0)
+    if (set_requires_grad_flag(self, flag, 1) < 0)
         return NULL;
     return Py_NewRef(self);
 }
@@ -496,7 +502,7 @@ static PyObject *tensor_make_subclass(PyObject *unused, PyObject *args, PyObject
     s->dtype = data->dtype;
     memcpy(s->shape, data->shape, sizeof s->shape);
     memcpy(s->strides, data->strides, sizeof s->strides);
-    if (rg && set_requires_grad_flag(s, 1) < 0) {
+    if (rg && set_requires_grad_flag(s, 1, 0) < 0) {
         Py_DECREF(s);
         return NULL;
     }

@@ -95,6 +95,8 @@ static int write_one(const char *name, TensorObject *r, PyObject *outobj)
         if (cddp_tensor_resize(out, r->ndim, r->shape) < 0)
             return -1;
     }
+    if (cddp_check_writable(out) < 0)
+        return -1;
     return cddp_copy_into(out, r);
 }
 

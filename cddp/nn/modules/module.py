@@ -34,6 +34,9 @@ Tensor = _C.Tensor
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
 
+
+_EXTRA_STATE_KEY_SUFFIX = "_extra_state"     # the state-dict key of get_extra_state()
+
 class _IncompatibleKeys(_IncompatibleKeys):  # noqa: F811 (torch's repr)
     def __repr__(self):
         if not self.missing_keys and not self.unexpected_keys:
@@ -461,7 +464,7 @@ class Module:
                 destination[prefix + name] = b if keep_vars else b.detach()
         extra = getattr(type(self), "get_extra_state", None)
         if extra is not None and extra is not Module.get_extra_state:
-            destination[prefix + "_extra_state"] = self.get_extra_state()
+            destination[prefix + _EXTRA_STATE_KEY_SUFFIX] = self.get_extra_state()
 
     def get_extra_state(self):
         raise RuntimeError("Reached a code path in Module.get_extra_state() that should never "
@@ -546,7 +549,7 @@ class Module:
                 error_msgs.append(f'While copying the parameter named "{key}", whose dimensions '
                                   f"in the model are {param.shape} and whose dimensions in the "
                                   f"checkpoint are {value.shape}, an exception occurred : {ex.args}.")
-        extra_key = prefix + "_extra_state"
+        extra_key = prefix + _EXTRA_STATE_KEY_SUFFIX
         if getattr(type(self), "set_extra_state", Module.set_extra_state) is not \
                 Module.set_extra_state:
             if extra_key in state_dict:

@@ -388,7 +388,7 @@ static PyObject *t_copy_(PyObject *self, PyObject *const *args, Py_ssize_t nargs
         PyErr_SetString(PyExc_NotImplementedError, "Cannot copy out of meta tensor; no data!");
         return NULL;
     }
-    if (cddp_check_inplace(dst) < 0)
+    if (cddp_check_inplace(dst) < 0 || cddp_check_writable(dst) < 0)
         return NULL;
     if (!same_view(src, dst) && may_overlap(src, dst)) {
         /* overlapping memory: copy through a temporary so no element is read after it was

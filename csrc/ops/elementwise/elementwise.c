@@ -234,20 +234,6 @@ static void format_shape(char *buf, size_t cap, int nd, const int64_t *s)
 }
 
 /* A tensor written in place must not have two elements at one address (expanded dims). */
-static int check_no_internal_overlap(const TensorObject *t)
-{
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->strides[d] == 0 && t->shape[d] > 1) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "unsupported operation: more than one element of the written-to "
-                            "tensor refers to a single memory location. Please clone() the "
-                            "tensor before performing the operation.");
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* The broadcast shape of the tensor sources (scalars are 0-dim) into *nd, shape. 0 / -1. */
 static int broadcast_sources(int nin, const ew_src *srcs, int *nd, int64_t *shape)
 {
@@ -289,7 +275,7 @@ static int check_out(const TensorObject *out, cddp_dtype out_dt, int nd, const i
                      cddp_dtype_name[out->dtype], cddp_dtype_name[out_dt]);
         return -1;
     }
-    return check_no_internal_overlap(out);
+    return cddp_check_writable(out);
 }
 
 /* Drive fn over res (shape nd, shape; n > 0 elements) and the sources: source i is cast[i]
@@ -568,7 +554,7 @@ PyObject *cddp_ew_inplace_finish(TensorObject *x, TensorObject *r)
                      "output with shape %s doesn't match the broadcast shape %s", bo, bs);
         goto fail;
     }
-    if (check_no_internal_overlap(x) < 0 || cddp_copy_into(x, r) < 0)
+    if (cddp_check_writable(x) < 0 || cddp_copy_into(x, r) < 0)
         goto fail;
     if (r->grad_fn) {
         NodeObject *node = r->grad_fn;

@@ -228,7 +228,7 @@ static int setitem_impl(TensorObject *x, PyObject *key, TensorObject *v, int v_i
                         "in-place operation.");
         goto done;
     }
-    if (cddp_check_inplace(x) < 0)
+    if (cddp_check_inplace(x) < 0 || cddp_check_writable(x) < 0)
         goto done;
     src = prepare_source(x, v);
     if (!src)

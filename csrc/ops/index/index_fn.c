@@ -368,7 +368,7 @@ static PyObject *scatter_impl(TensorObject *self, PyObject *dimo, PyObject *idxo
             goto done;
         }
     }
-    if (inplace && cddp_check_inplace(self) < 0)
+    if (inplace && (cddp_check_inplace(self) < 0 || cddp_check_writable(self) < 0))
         goto done;
     need_grad = cddp_grad_enabled && cddp_is_floating(self->dtype) &&
                 (cddp_needs_grad(self) || (is_tensor && cddp_needs_grad(src)));
@@ -485,7 +485,7 @@ static PyObject *masked_fill_impl(TensorObject *x, PyObject *masko, PyObject *va
                          "output with shape %s doesn't match the broadcast shape %s", bx, bb);
             goto fail;
         }
-        if (cddp_check_inplace(x) < 0)
+        if (cddp_check_inplace(x) < 0 || cddp_check_writable(x) < 0)
             goto fail;
         out = (TensorObject *)Py_NewRef(x);
     } else {

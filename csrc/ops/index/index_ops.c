@@ -81,7 +81,8 @@ static TensorObject *target(TensorObject *self, int inplace)
 {
     TensorObject *dst;
     if (inplace)
-        return cddp_check_inplace(self) < 0 ? NULL : (TensorObject *)Py_NewRef(self);
+        return cddp_check_inplace(self) < 0 || cddp_check_writable(self) < 0
+               ? NULL : (TensorObject *)Py_NewRef(self);
     dst = cddp_tensor_new(self->dtype, self->ndim, self->shape, 0);
     if (dst && cddp_copy_into(dst, self) < 0)
         Py_CLEAR(dst);

@@ -318,7 +318,10 @@ static int walk(TensorObject *x, ix_item *items, Py_ssize_t n, int consumed, cdd
             Py_ssize_t len = PySlice_AdjustIndices(size, &start, &stop, it->step);
             if (add_dim(k, len, x->strides[din] * it->step, xv[din] * it->step) < 0)
                 return -1;
-            if (len > 0) {           /* an empty slice may start past the end: stay in bounds */
+            /* torch keeps an empty slice's start as its offset (an out= resize of it writes
+             * there); AdjustIndices clamps a forward slice's start to [0, size], so the offset
+             * is at most the end of the dim. A backward slice's empty start may be -1: 0. */
+            if (len > 0 || it->step > 0) {
                 k->off[0] += start * x->strides[din];
                 k->off[1] += start * xv[din];
             }

@@ -129,14 +129,9 @@ static void draw_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
 static int memory_order(TensorObject *t, int64_t *shape, int64_t (*bst)[CDDP_MAX_DIMS])
 {
     int perm[CDDP_MAX_DIMS];
+    if (cddp_check_writable(t) < 0)
+        return -1;
     for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] > 1 && t->strides[d] == 0) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "unsupported operation: more than one element of the written-to "
-                            "tensor refers to a single memory location. Please clone() the "
-                            "tensor before performing the operation.");
-            return -1;
-        }
         perm[d] = d;
     }
     for (int i = 1; i < t->ndim; i++) {           /* stable insertion sort, stride desc */
