@@ -298,8 +298,8 @@ def block_diag(*tensors):
 _MAX_SECTIONS = 1 << 31
 
 
-def tensor_split(input, indices_or_sections=None, dim=0, *, sections=None, indices=None,  # noqa: A002
-                 tensor_indices_or_sections=None):
+def tensor_split(input, indices_or_sections=None, dim=0, *,  # noqa: A002
+                 sections=None, indices=None, tensor_indices_or_sections=None):
     """Views of input along dim: n nearly equal sections, or cut at the given indices. The
     second argument also goes by torch's overloads' keywords (sections=, indices=,
     tensor_indices_or_sections=)."""

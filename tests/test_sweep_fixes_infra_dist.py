@@ -109,7 +109,8 @@ def test_collate_fn_map_extends_default_collate():
     class Pt:
         def __init__(self, v):
             self.v = v
-    fmap = {**default_collate_fn_map, Pt: lambda batch, *, collate_fn_map=None: [b.v for b in batch]}
+    fmap = {**default_collate_fn_map,
+            Pt: lambda batch, *, collate_fn_map=None: [b.v for b in batch]}
     got = collate([(Pt(1), cddp.tensor(1.0)), (Pt(2), cddp.tensor(2.0))], collate_fn_map=fmap)
     assert got[0] == [1, 2] and got[1].tolist() == [1.0, 2.0]
     Row = collections.namedtuple("Row", "a b")
@@ -196,7 +197,7 @@ def test_tensor_split_keyword_forms():
         cddp.tensor_split(x, 2, sections=2)
 
 
-# ---- two ranks -------------------------------------------------------------------------------------
+# ---- two ranks ---------------------------------------------------------------------------------
 
 BODY = r"""
 import datetime, json, os, socket
@@ -249,8 +250,8 @@ dist.barrier()
 if rank == 0:
     sizes = cddp.tensor([10], dtype=cddp.int64)
     dist.broadcast(sizes, src=0)
-    dist.broadcast(cddp.tensor([int.from_bytes(b"\x80\x04garbage\x00\x00\x00\x00\x00\x00\x00\x00"[:8], "little"),
-                                0], dtype=cddp.int64), src=0)
+    word = int.from_bytes(b"\x80\x04garba", "little")    # a pickle's opening bytes
+    dist.broadcast(cddp.tensor([word, 0], dtype=cddp.int64), src=0)
 else:
     got = [None]
     rec["garbage"] = err(lambda: dist.broadcast_object_list(got, src=0))
