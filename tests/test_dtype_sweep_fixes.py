@@ -388,3 +388,22 @@ def test_empty_slices_keep_their_start_as_offset():
     assert x.view(2, 5)[2:].storage_offset() == 10
     assert x[12:20].storage_offset() == 10              # clamped to the end, as torch
     assert x[5:2].numel() == 0 and x[5:2].storage_offset() == 5
+
+
+@pytest.mark.parametrize("call", [
+    lambda: cddp.where(cddp.tensor([True, False]), cddp.tensor([1, 2], dtype=cddp.int8), 1000),
+    lambda: cddp.where(cddp.tensor([True]), 300, cddp.tensor([1], dtype=cddp.uint8)),
+    lambda: cddp.tensor([1], dtype=cddp.int8).masked_fill(cddp.tensor([True]), 300),
+    lambda: cddp.tensor([1.0], dtype=cddp.float16).masked_fill(cddp.tensor([True]), -1e9),
+])
+def test_out_of_range_python_numbers_raise_instead_of_wrapping(call):
+    with pytest.raises(RuntimeError, match="cannot be converted to type .* without overflow"):
+        call()
+
+
+def test_in_range_python_numbers_still_work():
+    got = cddp.where(cddp.tensor([True, False]), cddp.tensor([1, 2], dtype=cddp.int8), -128)
+    assert got.dtype == cddp.int8 and got.tolist() == [1, -128]
+    m = cddp.tensor([1.0, 2.0], dtype=cddp.bfloat16).masked_fill(cddp.tensor([True, False]), -1e9)
+    assert m.float().tolist()[0] == pytest.approx(-1e9, rel=1e-2)
+    assert cddp.tensor([1], dtype=cddp.int8).masked_fill(cddp.tensor([True]), -5).tolist() == [-5]

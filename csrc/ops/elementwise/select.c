@@ -113,6 +113,20 @@ static void no_bound(ew_scalar *s, cddp_dtype dt, int hi)
     }
 }
 
+/* The Python-number operands of an op computing in narrow dtype cdt must fit it (torch converts
+ * them with checked_convert: where(c, int8, 1000) raises instead of wrapping). 0 / -1. */
+static int check_scalars(int n, const ew_operand *ops, cddp_dtype cdt)
+{
+    for (int i = 0; i < n && cddp_is_narrow(cdt); i++) {
+        if (!ops[i].t && cddp_scalar_overflows(cdt, ops[i].kind == 2, ops[i].d, ops[i].l)) {
+            PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without "
+                         "overflow", cddp_dtype_cpp_name[cdt]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* clamp(x, lo, hi) (lo/hi NULL when absent), new with history or into `into` in place. */
 static TensorObject *clamp(ew_operand *x, ew_operand *lo, ew_operand *hi, TensorObject *into)
 {
@@ -133,14 +147,8 @@ static TensorObject *clamp(ew_operand *x, ew_operand *lo, ew_operand *hi, Tensor
     if (hi)
         ops[n++] = *hi;
     cdt = cddp_ew_result_type(n, ops);
-    for (int i = 1; i < n && cddp_is_narrow(cdt); i++) {       /* torch's min.to<scalar_t>() */
-        if (!ops[i].t && cddp_scalar_overflows(cdt, ops[i].kind == 2, ops[i].d, ops[i].l)) {
-            PyErr_Format(PyExc_RuntimeError,
-                         "value cannot be converted to type %s without overflow",
-                         cddp_dtype_cpp_name[cdt]);
-            return NULL;
-        }
-    }
+    if (check_scalars(n - 1, ops + 1, cdt) < 0)                /* torch's min.to<scalar_t>() */
+        return NULL;
     want[0] = want[1] = want[2] = cdt;
     cddp_ew_src_from(&s[0], x, cdt);
     if (lo)
@@ -284,6 +292,8 @@ static TensorObject *where(TensorObject *cond, ew_operand *a, ew_operand *b)
                      "got a tensor with dtype %s", cddp_ew_torch_dtype_name[cond->dtype]);
         return NULL;
     }
+    if (check_scalars(2, ops, cdt) < 0)
+        return NULL;
     want[0] = CDDP_BOOL;
     want[1] = want[2] = cdt;
     cddp_ew_src_from(&s[1], a, cdt);

@@ -471,6 +471,20 @@ static PyObject *masked_fill_impl(TensorObject *x, PyObject *masko, PyObject *va
                      "with %d dimension(s).", ((TensorObject *)valo)->ndim);
         return NULL;
     }
+    if (!is_tensor && cddp_is_narrow(x->dtype) && (PyFloat_Check(valo) || PyLong_Check(valo)) &&
+        !PyBool_Check(valo)) {
+        /* torch converts the value to x's dtype with checked_convert: 300 into int8 raises */
+        int is_float = PyFloat_Check(valo);
+        double d = is_float ? PyFloat_AsDouble(valo) : 0.0;
+        long long l = is_float ? 0 : PyLong_AsLongLong(valo);
+        if (PyErr_Occurred())
+            return NULL;
+        if (cddp_scalar_overflows(x->dtype, is_float, d, l)) {
+            PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without "
+                         "overflow", cddp_dtype_cpp_name[x->dtype]);
+            return NULL;
+        }
+    }
     v = is_tensor ? (TensorObject *)Py_NewRef(valo) : number_arg("masked_fill", "value", valo);
     if (!v)
         return NULL;
