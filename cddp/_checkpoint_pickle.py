@@ -63,7 +63,8 @@ def _rebuild_tensor(storage, storage_offset, size, stride, requires_grad):
 
 def _rebuild_parameter(data, requires_grad):
     from .nn.parameter import Parameter
-    if type(data) is not Tensor or type(requires_grad) is not bool:
+    complex_data = getattr(data, "_is_complex_tensor", False)      # a torch complex64 file
+    if (type(data) is not Tensor and not complex_data) or type(requires_grad) is not bool:
         raise TypeError("_rebuild_parameter: expected (Tensor, bool)")
     return Parameter(data, requires_grad)
 

@@ -31,7 +31,18 @@ import numpy as np
 _STORAGES = {"FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16",
              "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
              "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
-             "BoolStorage": "bool"}
+             "BoolStorage": "bool", "ComplexFloatStorage": "complex64",
+             "ComplexDoubleStorage": "complex128"}
+# a complex storage is read as its real pairs: (real dtype, NumPy dtype)
+_COMPLEX_PARTS = {"complex64": ("float32", np.float32), "complex128": ("float64", np.float64)}
+
+
+class _ComplexStorage:
+    """A complex storage as persistent_load gives it: the 1-D real tensor of its (re, im)
+    pairs; _rebuild_tensor_v2 views it as complex (cddp's complex tensors are such views)."""
+
+    def __init__(self, pairs):
+        self.pairs = pairs
 
 
 class _StorageType:
@@ -56,6 +67,14 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, bac
     _no_hooks(backward_hooks, "_rebuild_tensor_v2")
     if type(size) is not tuple or type(stride) is not tuple:
         raise TypeError("_rebuild_tensor_v2: size and stride must be tuples")
+    if isinstance(storage, _ComplexStorage):
+        import cddp
+        if type(storage_offset) is not int or not all(type(v) is int for v in size + stride):
+            raise TypeError("_rebuild_tensor_v2: offset, size and stride must be ints")
+        pairs = _rebuild_tensor(storage.pairs, 2 * storage_offset, size + (2,),
+                                tuple(2 * s for s in stride) + (1,), False)
+        z = cddp.view_as_complex(pairs)
+        return z.requires_grad_(True) if requires_grad else z
     return _rebuild_tensor(storage, storage_offset, size, stride, requires_grad)
 
 
@@ -73,7 +92,7 @@ def _torch_names():
              "torch._utils._rebuild_parameter": _rebuild_parameter,
              "torch.Size": cddp.Size, "torch.device": cddp.device}
     names.update({f"torch.{s}": _StorageType(s, dt) for s, dt in _STORAGES.items()})
-    names.update({f"torch.{dt}": getattr(cddp, dt) for dt in ser._DTYPES})
+    names.update({f"torch.{dt}": getattr(cddp, dt) for dt in (*ser._DTYPES, *_COMPLEX_PARTS)})
     # REDUCE may call these (each checks its own arguments)
     return names, (_rebuild_tensor_v2, _rebuild_parameter, cddp.device)
 
@@ -103,14 +122,18 @@ class _Storages:
             return self.built[key][1]
         from ._checkpoint_pickle import checked_storage, storage_tensor
         from .serialization import _DTYPES
-        np_dtype = np.dtype(_DTYPES[stype.dtype][1])
+        dtype, parts = stype.dtype, 1
+        if dtype in _COMPLEX_PARTS:               # read as its (re, im) pairs
+            dtype, parts = _COMPLEX_PARTS[dtype][0], 2
+        np_dtype = np.dtype(_DTYPES[dtype][1])
         # a writable copy of the entry: the tensor owns its memory, as torch's does
         raw = np.frombuffer(_entry(self.zf, f"{self.prefix}data/{key}", self.fail),
                             np.uint8).copy()
-        arr = checked_storage(raw, np_dtype.newbyteorder(">") if self.big else np_dtype, numel,
-                              key, stype.dtype, self.fail)
-        t = self.relocate(storage_tensor(arr.astype(np_dtype, copy=False), stype.dtype),
-                          location)
+        arr = checked_storage(raw, np_dtype.newbyteorder(">") if self.big else np_dtype,
+                              parts * numel, key, dtype, self.fail)
+        t = self.relocate(storage_tensor(arr.astype(np_dtype, copy=False), dtype), location)
+        if parts == 2:
+            t = _ComplexStorage(t)
         self.built[key] = (stype.dtype, t)
         return t
 

@@ -403,6 +403,12 @@ class WeightsUnpickler(pickle._Unpickler):
         if full in self._names:
             return self._names[full]
         shown = full[len("builtins."):] if full.startswith("builtins.") else full
+        if top == "torch":       # allowlisting cannot help: cddp has no such object to build
+            raise UnpicklingError(
+                f"the file names {shown}, which cddp cannot build (torch writes "
+                "torch._utils._rebuild_tensor_v3 for the dtypes cddp lacks: uint16, uint32, "
+                "uint64, float8 and complex32 tensors); convert those tensors in torch (e.g. "
+                "t.to(torch.float32)) and save again")
         raise UnpicklingError(
             f"Unsupported global: GLOBAL {shown} was not an allowed global by default. Please "
             f"use `cddp.serialization.add_safe_globals([{shown}])` or the "

@@ -43,7 +43,11 @@ cddp's; weights_only=False builds the rest as pickle does); torch's legacy pickl
 Writes to a path are atomic: the bytes go to an unnamed file (O_TMPFILE) in the target's
 directory, fsync, then it is linked under a temporary name and renamed over the target, and
 the directory is fsync'ed — a process killed mid-save leaves the previous file intact and,
-with O_TMPFILE, nothing else. Where the filesystem lacks O_TMPFILE the temporary file is named
+with O_TMPFILE, nothing else. A symlink is followed (its target is replaced, the link stays);
+an existing file the process may not write is refused as open() refuses it; a path that is
+not a regular file (/dev/null, a FIFO) is written through, as torch.save writes; a file with
+other hard links gets a new inode (the other names keep the old bytes: the price of the
+atomic rename). Where the filesystem lacks O_TMPFILE the temporary file is named
 .<target>.<pid>.<random>.tmp from the start; the writer holds a lock on it, and every later
 save or load of that path removes the temporaries whose writer is dead. Tensor bytes go from
 the tensors' own memory to the file (no copy); load reads the data section into one buffer
@@ -113,6 +117,7 @@ class _Tensors:
 
     def __init__(self):
         self.items, self.names = [], set()
+        self.containers = set()       # ids of the containers written so far (sharing check)
 
     def add(self, t, wanted):
         name = wanted
@@ -171,9 +176,22 @@ def _encode(obj, tensors, where, path, name=""):
                    "dtype, device or dict/list/tuple of them")
 
 
+_SCALARS = (bool, int, float, str, type(None))
+
+
 def _encode_container(obj, tensors, where, path, name):
     if id(obj) in path:
         raise _NotJSON(f"cddp.save: the object at {where or 'the top level'} contains itself")
+    flat = isinstance(obj, tuple) and all(type(v) in _SCALARS for v in obj)
+    if not flat:
+        # one container reached twice: the JSON layout would write it twice (and a chain of
+        # such sharing doubles per level); the pickle keeps it one object, as torch.save does.
+        # A tuple of scalars (optimizer groups share their betas tuple) is copied instead:
+        # immutable, and nothing nests below it
+        if id(obj) in tensors.containers:
+            raise _NotJSON(f"cddp.save: the container at {where or 'the top level'} appears "
+                           "more than once")
+        tensors.containers.add(id(obj))
     if len(path) >= MAX_DEPTH:
         raise ValueError(f"cddp.save: containers nested deeper than {MAX_DEPTH} levels at "
                          f"{where[:200]}...; checkpoints hold state dicts, not deep chains")
@@ -385,13 +403,41 @@ def _write_into(dfd, path, parts, mode, unnamed):
         os.close(fd)
 
 
+def _write_through(path, parts):
+    """Write parts into an existing non-regular file (a device such as /dev/null, a FIFO), as
+    open(path, "wb") does: there is nothing to replace atomically. The open does not wait: a
+    FIFO nobody reads raises (ENXIO) instead of blocking the save forever."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    try:
+        os.set_blocking(fd, True)
+        for p in parts:
+            view = memoryview(p)
+            while view:
+                view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
 def _atomic_write(path, parts):
     global _USE_O_TMPFILE
-    path = os.path.abspath(path)
-    _sweep_temps(path)
-    try:                         # the old file's mode, else what a plain open() would give
-        mode = os.stat(path).st_mode & 0o777
+    # a symlink's target is what gets the new bytes (the link stays a link, as torch.save
+    # writes through it)
+    path = os.path.realpath(os.path.abspath(path))
+    try:
+        st = os.stat(path)
     except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        return _write_through(path, parts)
+    if st is not None and not os.access(path, os.W_OK):
+        # the rename would need only the directory's permission: refuse as open() would
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+    _sweep_temps(path)
+    if st is not None:           # the old file's mode, else what a plain open() would give
+        mode = st.st_mode & 0o777
+    else:
         umask = os.umask(0)
         os.umask(umask)
         mode = 0o666 & ~umask
