@@ -121,10 +121,17 @@ def job(tmp_path):
         j.cleanup()
 
 
+_OMP_BANNER = ("*****************************************",
+               "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default")
+
+
 def prefixed(text, what):
-    """[(rank, payload)] from '[rankN]: payload' lines; every line must carry the prefix."""
+    """[(rank, payload)] from '[rankN]: payload' lines; every line must carry the prefix (but
+    the launcher's own OMP_NUM_THREADS banner, torchrun's, printed before any worker runs)."""
     out = []
     for ln in text.splitlines():
+        if ln.startswith(_OMP_BANNER):
+            continue
         m = re.fullmatch(r"\[rank(\d+)\]: (.*)", ln)
         assert m, f"unprefixed {what} line: {ln!r}"
         out.append((int(m.group(1)), m.group(2)))
@@ -478,3 +485,27 @@ def test_max_restarts(job):
     rc, out, err, _ = j.run("cddp.run", "--nproc-per-node=2", "--max_restarts=0")
     assert rc == 6 and "restart" not in err
     assert wait_dead(j.pids(), 0.5) == []
+
+
+def test_omp_threads_capped_only_for_several_workers(job):
+    # torchrun's rule and message: one worker keeps the machine's default thread count
+    j = job(ENV_DUMP)
+    rc, out, err, _ = j.run("cddp.run", "--nproc-per-node=1", env=_env())
+    assert rc == 0, err
+    assert env_dumps(out)[0]["OMP_NUM_THREADS"] is None and "OMP_NUM_THREADS" not in err
+    rc, out, err, _ = j.run("cddp.run", "--nproc-per-node=2", env=_env())
+    assert rc == 0, err
+    assert {d["OMP_NUM_THREADS"] for d in env_dumps(out).values()} == {"1"}
+    assert "Setting OMP_NUM_THREADS environment variable for each process to be 1" in err
+
+
+def test_rdzv_endpoint_without_port_and_the_static_timeout_key(job):
+    from cddp.distributed import launcher_core, launcher_rdzv
+    args = launcher_core.get_args_parser("cddp.run").parse_args(
+        ["--nproc-per-node=1", "--rdzv-endpoint=127.0.0.1", "x.py"])
+    cfg = launcher_core.config_from_args(args, "cddp.run", False)
+    assert (cfg.master_addr, cfg.master_port) == ("127.0.0.1", 29400)
+    assert launcher_rdzv.join_timeout("timeout=5") == 5.0
+    assert launcher_rdzv.join_timeout("join_timeout=7,other=1") == 7.0
+    with pytest.raises(ValueError, match="timeout='x'"):
+        launcher_rdzv.join_timeout("timeout=x")

@@ -56,6 +56,7 @@ from cddp.distributed._slurm import first_host as _slurm_first_host
 from cddp.multiprocessing.spawn import _set_pdeathsig
 
 DEFAULT_MASTER_PORT = 29500
+DEFAULT_RDZV_PORT = 29400      # torch's c10d rendezvous port, for --rdzv-endpoint=HOST
 DEFAULT_GRACE = 5.0
 SETTLE = 1.0              # several nodes: seconds the other workers get to fail by themselves
 TAIL_LINES = 20           # lines kept per rank for the failure report
@@ -108,8 +109,8 @@ def get_args_parser(prog="cddp.run", legacy=False):
     a("--rdzv-id", "--rdzv_id", action=_Env, type=str, default="none",
       help="Job id, given to workers as TORCHELASTIC_RUN_ID.")
     a("--rdzv-conf", "--rdzv_conf", action=_Env, type=str, default="",
-      help="KEY=VALUE,...: join_timeout=SECONDS (how long the nodes wait for each other, "
-           "default 300); other keys are accepted and ignored.")
+      help="KEY=VALUE,...: join_timeout=SECONDS or timeout=SECONDS (how long the nodes wait "
+           "for each other, default 600); other keys are accepted and ignored.")
     a("--token-file", "--token_file", action=_Env, type=str, default=None,
       help="Multi-node jobs without $CDDP_TOKEN: the file holding the job's shared secret, "
            "created (0600) by the first node when missing. Default: $CDDP_TOKEN_FILE, else "
@@ -257,8 +258,10 @@ def config_from_args(args, prog, legacy):
         run_id, master_port = str(uuid.uuid4()), None
     elif master_port is None and args.rdzv_endpoint:
         host, _, port = args.rdzv_endpoint.rpartition(":")
+        if not host and not port.isdigit():        # HOST alone: torch's default port
+            host, port = args.rdzv_endpoint, str(DEFAULT_RDZV_PORT)
         if not host or not port.isdigit():
-            raise ValueError(f"--rdzv-endpoint={args.rdzv_endpoint} is not HOST:PORT")
+            raise ValueError(f"--rdzv-endpoint={args.rdzv_endpoint} is not HOST[:PORT]")
         master_addr = "127.0.0.1" if host == "localhost" else host
         master_port = int(port) or None
     # torchrun 2.x: a single-node job without an explicit port gets a free one; a multi-node
@@ -294,6 +297,12 @@ def config_from_args(args, prog, legacy):
 
     if nnodes > 1:
         _rdzv.join_timeout(args.rdzv_conf)          # checks the value now
+    if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:
+        print("*****************************************\n"
+              "Setting OMP_NUM_THREADS environment variable for each process to be 1 in "
+              "default, to avoid your system being overloaded, please further tune the "
+              "variable for optimal performance in your application as needed. \n"
+              "*****************************************", file=sys.stderr, flush=True)
 
     return LaunchConfig(
         prog=prog, nnodes=nnodes, nproc=nproc, node_rank=node_rank,
@@ -444,7 +453,8 @@ class Agent:
             "CDDP_TOKEN": self.token, "PYTHONUNBUFFERED": "1",
             "TORCHELASTIC_ERROR_FILE": self._error_file(w),
         })
-        env.setdefault("OMP_NUM_THREADS", "1")
+        if c.nproc > 1:        # torchrun's rule: several workers on one node share its cores
+            env.setdefault("OMP_NUM_THREADS", "1")
         return env
 
     def _start(self, restart_count):

@@ -30,7 +30,7 @@ Heartbeat: a beat every min(1, H/4) s, H = $CDDP_HEARTBEAT_S (10); a node whose 
 silent for H + max(3, H/2) s is lost (15 s by default). The margin over H lets the workers'
 own heartbeat (the TCP transport's, after H s) raise first and name the silent host in their
 exceptions; the launchers' watch is for nodes whose workers are not in a collective. Joining
-waits up to --rdzv-conf join_timeout=S (default 300 s) for the nodes to come.
+waits up to --rdzv-conf join_timeout=S (or timeout=S; default 600 s, torch's) for the nodes to come.
 """
 import json
 import os
@@ -39,7 +39,7 @@ import socket
 import threading
 import time
 
-DEFAULT_JOIN_TIMEOUT = 300.0
+DEFAULT_JOIN_TIMEOUT = 600.0
 KEY = "cddp/agent/"
 
 
@@ -61,14 +61,15 @@ def heartbeat_s():
 
 
 def join_timeout(rdzv_conf):
-    """--rdzv-conf "join_timeout=300,..." (torch's key), else $CDDP_JOIN_TIMEOUT, else 300."""
+    """--rdzv-conf "join_timeout=600,..." (c10d's key) or "timeout=600" (the static
+    rendezvous's), else $CDDP_JOIN_TIMEOUT, else 600 s (torch's default for both)."""
     for part in filter(None, (p.strip() for p in (rdzv_conf or "").split(","))):
         k, _, v = part.partition("=")
-        if k.strip() == "join_timeout":
+        if k.strip() in ("join_timeout", "timeout"):
             try:
                 return max(1.0, float(v))
             except ValueError:
-                raise ValueError(f"--rdzv-conf: join_timeout={v!r} is not a number of "
+                raise ValueError(f"--rdzv-conf: {k.strip()}={v!r} is not a number of "
                                  f"seconds") from None
     try:
         return max(1.0, float(os.environ.get("CDDP_JOIN_TIMEOUT", DEFAULT_JOIN_TIMEOUT)))
@@ -175,7 +176,7 @@ class NodeRendezvous:
         if self.me == 0:
             try:
                 self.server = _C._store_server_start(host, port, self.token, -1)
-            except OSError as e:
+            except (OSError, RuntimeError) as e:     # the store's DistNetworkError included
                 raise NodeFailure(f"node 0 cannot host the agents' store on {self.where}: {e} "
                                   f"(is another job using --master-port={port}?)") from None
             self.client = _C._store_client_connect("127.0.0.1" if host != "::1" else host,
