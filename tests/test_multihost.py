@@ -127,6 +127,30 @@ def two_nodes(procs, tmp_path, script, env0, env1, extra=(), node1=True):
     return a, b
 
 
+RANKS = """
+import json, os
+import cddp, cddp.distributed as dist
+dist.init_process_group("gloo")
+t = cddp.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+with open(os.path.join(OUT, f"r{dist.get_rank()}.json"), "w") as f:
+    json.dump({"group_rank": os.environ["GROUP_RANK"], "sum": t.item()}, f)
+dist.destroy_process_group()
+"""
+
+
+def test_same_command_twice_with_c10d_gives_node_ranks_by_arrival(procs, tmp_path):
+    script = write(tmp_path, "ranks.py", RANKS)
+    env = base_env(tmp_path, CDDP_TOKEN_FILE=str(tmp_path / "token"))
+    cmd = [PY, "-m", "cddp.run", "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+           f"--rdzv-endpoint=127.0.0.1:{free_port()}", "--rdzv-conf=join_timeout=20", script]
+    a, b = procs(cmd, env, tmp_path), procs(cmd, env, tmp_path)
+    assert a.finish() == 0 and b.finish() == 0, a.err + b.err
+    got = [json.loads((tmp_path / f"r{r}.json").read_text()) for r in range(4)]
+    assert [g["group_rank"] for g in got] == ["0", "0", "1", "1"]
+    assert {g["sum"] for g in got} == {10.0}
+
+
 def test_token_file_is_shared_and_a_wrong_token_stops_both_nodes(procs, tmp_path):
     script = write(tmp_path, "job.py", SLEEPER)
     # a shared token file (here: the default, ~/.cddp/token under the same HOME) just works
@@ -335,6 +359,24 @@ def test_ddp_across_two_hosts(hosts, tmp_path, procs, one_host_reference):
     # rounding only, a few ulps after 5 steps
     np.testing.assert_allclose(w, one_host_reference, rtol=1e-5, atol=1e-6)
     assert not hosts.pids("A") and not hosts.pids("B")
+
+
+@needs_netns
+def test_same_command_on_every_host_with_c10d(hosts, tmp_path, procs, one_host_reference):
+    # torchrun's recipe: no --node-rank; the launcher on the endpoint's host is node 0 even
+    # when the other host's launcher starts first, the others take 1, 2, ... as they join
+    script = str(tmp_path / "ddp.py")
+    env = base_env(tmp_path)
+    common = [PY, "-m", "cddp.run", "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+              f"--rdzv-endpoint={hosts.addr['A']}:29400", "--rdzv-id=job1", script, "gloo",
+              "c10d"]
+    b = procs(hosts.cmd("B", common), env, tmp_path)
+    time.sleep(1.0)
+    a = procs(hosts.cmd("A", common), env, tmp_path)
+    assert a.finish() == 0 and b.finish() == 0, a.err + b.err
+    w, info = weights(tmp_path, "c10d")
+    assert [i["host"] for i in info] == ["hostA", "hostA", "hostB", "hostB"]
+    np.testing.assert_allclose(w, one_host_reference, rtol=1e-5, atol=1e-6)
 
 
 @needs_netns

@@ -103,7 +103,9 @@ def get_args_parser(prog="cddp.run", legacy=False):
     a("--nproc-per-node", "--nproc_per_node", action=_Env, type=str, default="1",
       help="Workers per node: an integer, or auto/cpu (= os.cpu_count()).")
     a("--rdzv-backend", "--rdzv_backend", action=_Env, type=str, default="static",
-      help="Accepted for compatibility; cddp always uses the static scheme.")
+      help="static (every node gives --node-rank) or c10d (the same command on every node: "
+           "without --node-rank, the launcher on the endpoint's host hosts the agents' "
+           "store and is node 0; the others take 1, 2, ... in the order they join).")
     a("--rdzv-endpoint", "--rdzv_endpoint", action=_Env, type=str, default="",
       help="HOST:PORT; used as MASTER_ADDR:MASTER_PORT when --master-port is not given.")
     a("--rdzv-id", "--rdzv_id", action=_Env, type=str, default="none",
@@ -237,7 +239,10 @@ def config_from_args(args, prog, legacy):
     nnodes = _parse_nnodes(args.nnodes)
     nproc = _parse_nproc(args.nproc_per_node)
     node_rank, master_addr = _node_defaults(args, nnodes)
-    if not 0 <= node_rank < nnodes:
+    if nnodes > 1 and args.node_rank is None and args.rdzv_backend != "static" and \
+            "SLURM_NODEID" not in os.environ:
+        node_rank = None                 # assigned when the launchers meet (launcher_rdzv.py)
+    elif not 0 <= node_rank < nnodes:
         raise ValueError(f"--node-rank={node_rank} is outside [0, {nnodes}) for "
                          f"--nnodes={args.nnodes}")
     if args.max_restarts < 0:

@@ -146,6 +146,22 @@ def route_addr(master):
 
 # ---- the meeting ----------------------------------------------------------------------------
 
+def _is_local_address(host):
+    """Whether `host` names an address of this machine (a socket can bind to it)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    for family, _, _, _, addr in infos:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as s:
+                s.bind((addr[0], 0))
+            return True
+        except OSError:
+            continue
+    return False
+
+
 class NodeRendezvous:
     """One node's side of the agents' meeting; node 0's also hosts the store. Every blocking
     call ends at a deadline; the watcher thread reports to the agent through `post`."""
@@ -168,19 +184,33 @@ class NodeRendezvous:
         self._thread = None
         self.where = f"{cfg.master_addr}:{cfg.master_port}"
 
+    def _who(self):
+        return "this node" if self.me is None else f"node {self.me}"
+
     # -- opening ----------------------------------------------------------------------------
     def open(self):
         from . import store as _store     # noqa: F401 — sets the store's exception classes
         from .. import _C
         host, port = self.cfg.master_addr, self.cfg.master_port
-        if self.me == 0:
+        if self.me is None and _is_local_address(host):
+            # c10d without --node-rank: the first launcher on the endpoint's host to bind its
+            # port hosts the store and is node 0; another one there joins as a client
             try:
                 self.server = _C._store_server_start(host, port, self.token, -1)
-            except (OSError, RuntimeError) as e:     # the store's DistNetworkError included
-                raise NodeFailure(f"node 0 cannot host the agents' store on {self.where}: {e} "
-                                  f"(is another job using --master-port={port}?)") from None
+                self.me = 0
+            except (OSError, RuntimeError):
+                pass
+        if self.me == 0:
+            if self.server is None:
+                try:
+                    self.server = _C._store_server_start(host, port, self.token, -1)
+                except (OSError, RuntimeError) as e:     # the store's DistNetworkError too
+                    raise NodeFailure(f"node 0 cannot host the agents' store on {self.where}: "
+                                      f"{e} (is another job using --master-port={port}?)"
+                                      ) from None
             self.client = _C._store_client_connect("127.0.0.1" if host != "::1" else host,
                                                    self.server.port, self.token, 30.0)
+            self.cfg.node_rank = 0
             return
         deadline = time.monotonic() + self.join_timeout
         while True:
@@ -191,16 +221,23 @@ class NodeRendezvous:
                 break
             except PermissionError:
                 raise NodeFailure(
-                    f"node {self.me}: node 0's store at {self.where} refused this node's "
+                    f"{self._who()}: node 0's store at {self.where} refused this node's "
                     f"CDDP_TOKEN (taken from {self.token_src}): every node must use the same "
                     f"secret. Run on every node the `export CDDP_TOKEN=...` line node 0 "
                     f"printed, or give every node one token file on a path they all share "
                     f"(--token-file or CDDP_TOKEN_FILE)") from None
             except (TimeoutError, RuntimeError, OSError) as e:
                 if time.monotonic() > deadline:
-                    raise NodeFailure(f"node {self.me}: node 0's store at {self.where} did not "
+                    raise NodeFailure(f"{self._who()}: node 0's store at {self.where} did not "
                                       f"answer within {self.join_timeout:g} s ({e}); is node 0 "
                                       f"started, and is {self.where} its address?") from None
+        if self.me is None:              # c10d: 1, 2, ... in the order the nodes connect
+            self.me = self.client.add(f"{KEY}next_node", 1)
+            if self.me >= self.n:
+                raise NodeFailure(f"node {self.me + 1} of --nnodes={self.n} joined the store at "
+                                  f"{self.where}: more launchers run this job than --nnodes "
+                                  "says")
+            self.cfg.node_rank = self.me
 
     def token_hint(self):
         """Node 0 tells the other nodes how to share the secret (token from a file only)."""
