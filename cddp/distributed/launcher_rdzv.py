@@ -20,6 +20,11 @@ under /worker/attempt_<restart>), plus the liveness torch leaves to its rendezvo
       workers fail: r<r>/fail/<i> = what failed, nfail += 1; the others stop theirs
       success: r<r>/done/<i>; node 0 waits for every node's done (it hosts the store)
 
+Node ranks: --node-rank (or SLURM's); with --rdzv-backend=c10d and none given (one command
+for every node, torchrun's recipe) the launcher on the endpoint's host that binds its port
+hosts the store and is node 0, and the others number themselves 1, 2, ... from a store counter
+in the order they connect.
+
 Token (the store refuses clients without it): $CDDP_TOKEN when set; otherwise the token file
 (--token-file, $CDDP_TOKEN_FILE, default ~/.cddp/token): read when it exists, else created by
 whichever node comes first (0600, written aside and linked into place, so readers never see
