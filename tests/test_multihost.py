@@ -226,6 +226,18 @@ def test_nodes_restart_together(procs, tmp_path):
     assert lines == [f"[rank{r}]: attempt 1 world 4" for r in range(4)]
 
 
+def test_a_node_whose_workers_finished_restarts_with_the_failed_one(procs, tmp_path):
+    # node 0's workers are done (its launcher waits for the others) when rank 2 fails: with a
+    # restart left, node 0 runs the next round too instead of closing the store under node 1
+    script = write(tmp_path, "job.py", SLEEPER)
+    env = base_env(tmp_path, FAIL_RANK="2", SLEEP="0")
+    a, b = two_nodes(procs, tmp_path, script, env, env, extra=["--max-restarts=1"])
+    assert a.finish() == 0 and b.finish() == 0, a.err + b.err
+    assert "restart 1 of 1" in a.err and "restart 1 of 1" in b.err
+    second = sorted(ln for ln in a.out.splitlines() + b.out.splitlines() if "attempt 1" in ln)
+    assert second == [f"[rank{r}]: attempt 1 world 4" for r in range(4)]
+
+
 def test_slurm_first_host():
     from cddp.distributed._slurm import default_port, first_host
     assert first_host("node[01-04,07],gpu3") == "node01"

@@ -674,7 +674,18 @@ class Agent:
                 self.rdzv.stop_watch()
             if kind == "ok":
                 if self.rdzv is not None:
-                    got = self.rdzv.finish(self._next_event)
+                    try:
+                        got = self.rdzv.finish(self._next_event)
+                    except _rdzv.NodeFailure as e:
+                        # another node's workers failed while ours were done: with restarts
+                        # left, every node (this one too) runs the next round, as torch's
+                        # agents re-rendezvous
+                        if e.lost or restart >= c.max_restarts:
+                            raise
+                        restart += 1
+                        self.say(f"{e}; restarting the worker group (restart {restart} of "
+                                 f"{c.max_restarts})")
+                        continue
                     if got is not None:
                         return 128 + got
                 return 0

@@ -258,7 +258,15 @@ class NodeRendezvous:
         return addr if n else None
 
     def join(self, rnd):
-        """Count this node in for round `rnd` and wait for every node (join_timeout)."""
+        """Count this node in for round `rnd` and wait for every node (join_timeout). Losing
+        node 0's store on the way is a NodeFailure naming it, not the store's own error."""
+        try:
+            return self._join(rnd)
+        except (OSError, RuntimeError) as e:         # the store's DistNetworkError included
+            raise NodeFailure(f"{self._who()}: lost node 0's store at {self.where} while "
+                              f"joining round {rnd}: {e}", lost=True) from None
+
+    def _join(self, rnd):
         self.round = rnd
         c, p = self.client, f"{KEY}r{rnd}/"
         name = f"{socket.gethostname()} ({route_addr(self.cfg.master_addr)})"
