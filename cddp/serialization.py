@@ -373,16 +373,20 @@ class _NoLink(Exception):
     """The unnamed file could not be given a name (no usable /proc/self/fd)."""
 
 
+def _write_all(fd, parts):
+    for p in parts:
+        view = memoryview(p)
+        while view:
+            view = view[os.write(fd, view):]
+
+
 def _write_into(dfd, path, parts, mode, unnamed):
     """Write parts to a temporary beside path (directory fd dfd), fsync, rename over path."""
     directory, base = os.path.split(path)
     fd, tmp = _open_temp(directory, path, mode, unnamed)
     try:
         os.fchmod(fd, mode)
-        for p in parts:
-            view = memoryview(p)
-            while view:
-                view = view[os.write(fd, view):]
+        _write_all(fd, parts)
         os.fsync(fd)
         if tmp is None:          # name the unnamed file (linkat through /proc: link(2) would
             name = _temp_name(path)  # link the /proc symlink itself), then move it into place
@@ -410,10 +414,7 @@ def _write_through(path, parts):
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
         os.set_blocking(fd, True)
-        for p in parts:
-            view = memoryview(p)
-            while view:
-                view = view[os.write(fd, view):]
+        _write_all(fd, parts)
     finally:
         os.close(fd)
 
