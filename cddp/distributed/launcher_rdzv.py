@@ -197,22 +197,18 @@ class NodeRendezvous:
         from . import store as _store     # noqa: F401 — sets the store's exception classes
         from .. import _C
         host, port = self.cfg.master_addr, self.cfg.master_port
-        if self.me is None and _is_local_address(host):
-            # c10d without --node-rank: the first launcher on the endpoint's host to bind its
-            # port hosts the store and is node 0; another one there joins as a client
+        # c10d without --node-rank (me None): the first launcher on the endpoint's host to bind
+        # its port hosts the store and is node 0; another one there joins as a client
+        if self.me == 0 or (self.me is None and _is_local_address(host)):
             try:
                 self.server = _C._store_server_start(host, port, self.token, -1)
                 self.me = 0
-            except (OSError, RuntimeError):
-                pass
-        if self.me == 0:
-            if self.server is None:
-                try:
-                    self.server = _C._store_server_start(host, port, self.token, -1)
-                except (OSError, RuntimeError) as e:     # the store's DistNetworkError too
+            except (OSError, RuntimeError) as e:         # the store's DistNetworkError too
+                if self.me == 0:
                     raise NodeFailure(f"node 0 cannot host the agents' store on {self.where}: "
                                       f"{e} (is another job using --master-port={port}?)"
                                       ) from None
+        if self.me == 0:
             self.client = _C._store_client_connect("127.0.0.1" if host != "::1" else host,
                                                    self.server.port, self.token, 30.0)
             self.cfg.node_rank = 0

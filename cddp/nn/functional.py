@@ -118,12 +118,6 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     """Log-softmax + NLL in one stable C pass; class-index or probability targets."""
     _check_tensor(input, "input")
     _check_tensor(target, "target")
-    if target.is_floating_point():
-        if ignore_index >= 0:
-            raise RuntimeError("ignore_index is not supported for floating point target")
-    elif target.dtype not in (_C.int64, _C.uint8, _C.bool):     # bool: the C check's message
-        raise RuntimeError("expected target dtype to be Long or Byte, but got "
-                           + _TORCH_TYPE_NAMES.get(str(target.dtype), str(target.dtype)))
     return _C._cross_entropy(input, target, weight, int(ignore_index),
                              _reduction(reduction, size_average, reduce), float(label_smoothing))
 
@@ -788,7 +782,7 @@ from ._functional_activation import (  # noqa: E402,F401
     gumbel_softmax)
 from ._functional_layers import (  # noqa: E402,F401
     rms_norm, pairwise_distance, pdist, bilinear, channel_shuffle, max_unpool1d, max_unpool2d,
-    embedding_bag, _TORCH_TYPE_NAMES)
+    embedding_bag)
 from ._functional_losses import (  # noqa: E402,F401
     multi_margin_loss, multilabel_margin_loss, triplet_margin_with_distance_loss)
 from ._functional_ctc import ctc_loss  # noqa: E402,F401  (csrc/nn/ctc.c)

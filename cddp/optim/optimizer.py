@@ -15,7 +15,7 @@ from typing import Any, Dict, Iterable, Tuple, Union
 from .. import _C
 from .._shape_ops import _real_views
 from ..autograd.grad_mode import no_grad, set_grad_enabled
-from ..utils.hooks import RemovableHandle
+from ..utils.hooks import add_hook
 
 Tensor = _C.Tensor
 
@@ -29,16 +29,12 @@ _global_optimizer_post_hooks = OrderedDict()
 
 def register_optimizer_step_pre_hook(hook):
     """hook(optimizer, args, kwargs) -> None, before every optimizer's step()."""
-    handle = RemovableHandle(_global_optimizer_pre_hooks)
-    _global_optimizer_pre_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_optimizer_pre_hooks, hook)
 
 
 def register_optimizer_step_post_hook(hook):
     """hook(optimizer, args, kwargs) -> None, after every optimizer's step()."""
-    handle = RemovableHandle(_global_optimizer_post_hooks)
-    _global_optimizer_post_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_optimizer_post_hooks, hook)
 
 
 # ---- torch.optim.optimizer's helpers that optimizers written outside torch import ------------
@@ -229,14 +225,10 @@ class Optimizer:
                     p.grad.zero_()
 
     def register_step_pre_hook(self, hook):
-        h = RemovableHandle(self._step_pre_hooks)
-        self._step_pre_hooks[h.id] = hook
-        return h
+        return add_hook(self._step_pre_hooks, hook)
 
     def register_step_post_hook(self, hook):
-        h = RemovableHandle(self._step_post_hooks)
-        self._step_post_hooks[h.id] = hook
-        return h
+        return add_hook(self._step_post_hooks, hook)
 
     # torch's state-dict hooks: pre(optimizer) before state_dict(); post(optimizer, sd) after
     # it (a returned dict replaces it); load pre(optimizer, sd) before load_state_dict (a
@@ -244,8 +236,7 @@ class Optimizer:
 
     def _add_sd_hook(self, name, hook, prepend):
         hooks = self.__dict__[name]
-        h = RemovableHandle(hooks)
-        hooks[h.id] = hook
+        h = add_hook(hooks, hook)
         if prepend:
             hooks.move_to_end(h.id, last=False)
         return h

@@ -54,6 +54,14 @@ class RemovableHandle:
         self.remove()
 
 
+def add_hook(hooks, hook):
+    """hooks[new id] = hook; returns the handle that takes it out again (the registration
+    every register_*_hook function shares)."""
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    return handle
+
+
 def unserializable_hook(f):
     """Mark a function as a hook that is not saved with its tensor (torch's decorator)."""
     f.__torch_unserializable__ = True

@@ -210,8 +210,8 @@ int cddp_check_inplace(TensorObject *t)
     TensorObject *b = t->view_base;
     if (!cddp_grad_enabled)
         return 0;
-    if (b && !t->view_nograd && b->storage == t->storage && !trackable(t, b) &&
-        cddp_needs_grad(b)) {
+    if (b && !t->view_nograd && b->storage == t->storage && cddp_needs_grad(b) &&
+        !trackable(t, b)) {
         /* no CopySlices for it: the base's history would miss the write */
         PyErr_SetString(PyExc_RuntimeError, b->requires_grad && !b->grad_fn
                         ? "a view of a leaf Variable that requires grad is being used in an "

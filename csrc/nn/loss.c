@@ -320,6 +320,17 @@ static int ce_check(TensorObject *x, TensorObject *tgt, int red, double eps, lon
     p->eps = eps;
     p->ignore = ignore;
     p->probs = cddp_is_floating(tgt->dtype);
+    if (p->probs && logits && ignore >= 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "ignore_index is not supported for floating point target");
+        return -1;
+    }
+    if (!p->probs && logits && tgt->dtype != CDDP_INT64 && tgt->dtype != CDDP_UINT8 &&
+        tgt->dtype != CDDP_BOOL) {             /* bool: its own message below */
+        PyErr_Format(PyExc_RuntimeError, "expected target dtype to be Long or Byte, but got %s",
+                     cddp_dtype_torch_name[tgt->dtype]);
+        return -1;
+    }
     if (p->probs) {
         if (!logits) {
             PyErr_SetString(PyExc_RuntimeError, "nll_loss: expected target of an integer dtype "

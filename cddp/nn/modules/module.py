@@ -26,7 +26,7 @@ from ... import _C
 from ..._compat import memory_format as _memory_format
 from ..._device import _is_meta, device as _device
 from ...autograd.grad_mode import no_grad
-from ...utils.hooks import RemovableHandle, BackwardHook
+from ...utils.hooks import RemovableHandle, BackwardHook, add_hook
 from ..parameter import Parameter, Buffer
 
 Tensor = _C.Tensor
@@ -100,9 +100,7 @@ _global_forward_hooks_with_kwargs = OrderedDict()
 
 def register_module_forward_pre_hook(hook):
     """hook(module, input) -> None or modified input, before every module's forward."""
-    handle = RemovableHandle(_global_forward_pre_hooks)
-    _global_forward_pre_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_forward_pre_hooks, hook)
 
 
 def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
@@ -129,16 +127,12 @@ def register_module_backward_hook(hook):
         raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
                            "global Module hook. Please use only one of them.")
     _global_is_full_backward_hook = False
-    handle = RemovableHandle(_global_backward_hooks)
-    _global_backward_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_backward_hooks, hook)
 
 
 def register_module_full_backward_pre_hook(hook):
     """hook(module, grad_output) -> None or new grad_output, for every module."""
-    handle = RemovableHandle(_global_backward_pre_hooks)
-    _global_backward_pre_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_backward_pre_hooks, hook)
 
 
 def register_module_full_backward_hook(hook):
@@ -148,9 +142,7 @@ def register_module_full_backward_hook(hook):
         raise RuntimeError("Cannot use both regular backward hooks and full backward hooks as a "
                            "global Module hook. Please use only one of them.")
     _global_is_full_backward_hook = True
-    handle = RemovableHandle(_global_backward_hooks)
-    _global_backward_hooks[handle.id] = hook
-    return handle
+    return add_hook(_global_backward_hooks, hook)
 
 
 def _built_on_meta(init):

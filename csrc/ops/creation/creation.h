@@ -1,4 +1,4 @@
-/* ops/creation/creation.h — private to creation*.c / random*.c / core/repr.c: argument parsing shared by the
+/* ops/creation/creation.h — private to creation*.c / random*.c / core/repr.c (and index_fn.c, for masked_fill's value): argument parsing shared by the
  * factory functions (torch.zeros / rand / ... keyword conventions) and scalar fills.
  */
 #ifndef CDDP_CREATION_H

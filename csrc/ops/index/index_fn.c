@@ -14,6 +14,7 @@
  * IndexPutBackward0). In-place forms on a tensor with history re-point its grad_fn.
  * Dimension legend: r a multi-index over index's shape.
  */
+#include "ops/creation/creation.h"
 #include "ops/index/index.h"
 #include "module.h"
 #include <string.h>
@@ -471,15 +472,12 @@ static PyObject *masked_fill_impl(TensorObject *x, PyObject *masko, PyObject *va
                      "with %d dimension(s).", ((TensorObject *)valo)->ndim);
         return NULL;
     }
-    if (!is_tensor && cddp_is_narrow(x->dtype) && (PyFloat_Check(valo) || PyLong_Check(valo)) &&
-        !PyBool_Check(valo)) {
+    if (!is_tensor && cddp_is_narrow(x->dtype)) {
         /* torch converts the value to x's dtype with checked_convert: 300 into int8 raises */
-        int is_float = PyFloat_Check(valo);
-        double d = is_float ? PyFloat_AsDouble(valo) : 0.0;
-        long long l = is_float ? 0 : PyLong_AsLongLong(valo);
-        if (PyErr_Occurred())
+        cddp_scalar sc;
+        if (cddp_scalar_from_py(valo, &sc, "masked_fill") < 0)
             return NULL;
-        if (cddp_scalar_overflows(x->dtype, is_float, d, l)) {
+        if (cddp_scalar_overflows(x->dtype, sc.kind == 2, sc.d, sc.i)) {
             PyErr_Format(PyExc_RuntimeError, "value cannot be converted to type %s without "
                          "overflow", cddp_dtype_cpp_name[x->dtype]);
             return NULL;

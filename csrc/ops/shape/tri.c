@@ -451,17 +451,17 @@ static PyObject *m_diag(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObject 
     return diag_binding(NULL, a, n, kw);
 }
 
+static PyObject *trace_fast(PyObject *x, PyObject *const *a, Py_ssize_t n, PyObject *kw)
+{
+    return trace_impl((TensorObject *)x);
+}
+
 /* trace is on torch's CPU autocast fp32 list: float16 / bfloat16 input sums in float32 there */
 static PyObject *trace_gated(TensorObject *x)
 {
-    PyObject *f, *res;
-    if (!CDDP_AUTOCAST_ON() || (x->dtype != CDDP_FLOAT16 && x->dtype != CDDP_BFLOAT16))
-        return trace_impl(x);
-    if (!(f = cddp_shape_to_dtype(x, CDDP_FLOAT32)))
-        return NULL;
-    res = trace_impl((TensorObject *)f);
-    Py_DECREF(f);
-    return res;
+    if (CDDP_AUTOCAST_ON())
+        return cddp_autocast_fastcall(CDDP_AMP_FP32, trace_fast, (PyObject *)x, NULL, 0, NULL);
+    return trace_impl(x);
 }
 
 static PyObject *t_trace(PyObject *self, PyObject *unused)
