@@ -320,15 +320,11 @@ static int ce_check(TensorObject *x, TensorObject *tgt, int red, double eps, lon
     p->eps = eps;
     p->ignore = ignore;
     p->probs = cddp_is_floating(tgt->dtype);
-    if (p->probs && logits && ignore >= 0) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "ignore_index is not supported for floating point target");
-        return -1;
-    }
-    if (!p->probs && logits && tgt->dtype != CDDP_INT64 && tgt->dtype != CDDP_UINT8 &&
-        tgt->dtype != CDDP_BOOL) {             /* bool: its own message below */
-        PyErr_Format(PyExc_RuntimeError, "expected target dtype to be Long or Byte, but got %s",
-                     cddp_dtype_torch_name[tgt->dtype]);
+    if (logits && (p->probs ? ignore >= 0 : tgt->dtype != CDDP_INT64 &&     /* bool: below */
+                   tgt->dtype != CDDP_UINT8 && tgt->dtype != CDDP_BOOL)) {
+        PyErr_Format(PyExc_RuntimeError, p->probs ? "ignore_index is not supported for "
+                     "floating point target" : "expected target dtype to be Long or Byte, but "
+                     "got %s", cddp_dtype_torch_name[tgt->dtype]);
         return -1;
     }
     if (p->probs) {
@@ -793,14 +789,10 @@ static PyObject *pointwise_loss(int kind, TensorObject *x, TensorObject *y, PyOb
         const double *pv = b[3] ? (const double *)cddp_data(b[3]) : NULL;
         for (int64_t i = 0; i < n; i++) {
             double dx, dy;
-            if (kind == PW_BCE && !(xv[i] >= 0 && xv[i] <= 1)) {     /* NaN too, as torch */
-                PyErr_SetString(PyExc_RuntimeError,
-                                "all elements of input should be between 0 and 1");
-                goto done;
-            }
-            if (kind == PW_BCE && !(yv[i] >= 0 && yv[i] <= 1)) {
-                PyErr_SetString(PyExc_RuntimeError,
-                                "all elements of target should be between 0 and 1");
+            int bce = kind == PW_BCE, bad_x = bce && !(xv[i] >= 0 && xv[i] <= 1);
+            if (bad_x || (bce && !(yv[i] >= 0 && yv[i] <= 1))) {     /* NaN too, as torch */
+                PyErr_Format(PyExc_RuntimeError, "all elements of %s should be between 0 and 1",
+                             bad_x ? "input" : "target");
                 goto done;
             }
             pw_eval(kind, xv[i], yv[i], wv ? wv[i] : 1, pv ? pv[i] : 1, &l[i], &dx, &dy);
