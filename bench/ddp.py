@@ -242,7 +242,10 @@ def profile(lib, dist, model, plain, opt, opt_plain, crit, x, y, reps, slowest):
             res["units"], res["bypass"] = st["units"], st["bypass"]
             res["copy_mb"] = st["copy_bytes"] / it / 2 ** 20
     units = model.reducer.units()
+    # in the shared arena, where DDP's gradients and buckets are (the zero-copy path)
+    prev = lib._C._arena_scope(True)
     bufs = [lib.zeros(numel, dtype=dtype) for numel, dtype, _ in units]
+    lib._C._arena_scope(prev)
     comm = []
     for _ in range(reps):
         dist.barrier()

@@ -23,7 +23,12 @@
  * The cache holds at most `limit` bytes (CDDP_ALLOC_CACHE_MB, default 256; 0 caches nothing);
  * past that it gives the least recently freed blocks back to the system.
  * _C._alloc_stats() reports it, _C._alloc_empty_cache() empties it (torch's
- * cuda.memory_stats / empty_cache), _C._alloc_cache_limit([bytes]) reads or sets the limit.
+ * cuda.memory_stats / empty_cache), _C._alloc_cache_limit([bytes]) reads or sets the limit,
+ * _C._arena_scope([flag]) reads or sets cddp_arena_scope (below).
+ *
+ * While DDP's reducer sets cddp_arena_scope (a backward under way), cache-path blocks come
+ * from the shared arena (core/arena.c) instead, on class lists of their own: the gradients
+ * then lie where the other ranks on this host can all-reduce them without a copy.
  *
  * Shared memory (torch's Storage.share_memory_, file_descriptor strategy): a storage can move
  * its bytes into a memfd mapped MAP_SHARED, so fork children write into the same pages and
@@ -223,6 +228,88 @@ static void *cache_alloc(size_t nbytes, int zero)
     return p;
 }
 
+/* ---- arena blocks ---------------------------------------------------------------------- */
+
+/* Blocks from the shared arena (core/arena.c), taken while cddp_arena_scope is set: their own
+ * class lists, never unmapped. Past the cache limit a freed block is hollowed instead (its
+ * pages go back, its addresses stay on the list for the next block of its class). */
+typedef struct ablock {
+    void *data;
+    size_t bytes;                      /* the class size */
+    int hollow;                        /* pages given back: reads as zeros */
+    struct ablock *next;
+} ablock;
+
+static struct {
+    ablock *cls[NCLASS];
+    size_t cached_bytes, live_bytes;   /* not counting hollow blocks */
+} acache;
+
+static void release_arena(cddp_storage *s)
+{
+    size_t bytes;
+    int c = class_of(round_up(s->nbytes), &bytes);
+    ablock *b;
+    acache.live_bytes -= bytes;
+    if (!cddp_arena_owns(s->data, bytes))   /* a fork child's inherited block: the parent's */
+        return;
+    b = PyMem_RawMalloc(sizeof *b);
+    if (!b) {                               /* its addresses are lost, not its pages */
+        cddp_arena_hollow(s->data, bytes);
+        return;
+    }
+    *b = (ablock){.data = s->data, .bytes = bytes, .next = acache.cls[c]};
+    if (acache.cached_bytes + bytes > cache_limit()) {
+        cddp_arena_hollow(s->data, bytes);
+        b->hollow = 1;
+    } else {
+        acache.cached_bytes += bytes;
+    }
+    acache.cls[c] = b;
+}
+
+/* Data for a storage while cddp_arena_scope is set: a freed arena block of the class, else
+ * fresh arena bytes; NULL when there is no arena or it is exhausted (the caller falls back
+ * to the private cache). */
+static void *arena_alloc(size_t nbytes, int zero)
+{
+    size_t bytes;
+    int c = class_of(nbytes, &bytes), fresh_zero = 1;
+    void *p;
+    for (;;) {
+        ablock *b = acache.cls[c];
+        if (!b) {
+            if (!(p = cddp_arena_take(bytes)))
+                return NULL;
+            break;
+        }
+        acache.cls[c] = b->next;
+        p = b->data;
+        fresh_zero = b->hollow;
+        if (!b->hollow)
+            acache.cached_bytes -= bytes;
+        PyMem_RawFree(b);
+        if (cddp_arena_owns(p, bytes))    /* not a block a fork child inherited */
+            break;
+    }
+    if (zero && !fresh_zero)
+        memset(p, 0, nbytes);
+    acache.live_bytes += bytes;
+    return p;
+}
+
+/* Hollow every cached arena block (empty_cache). */
+static void arena_trim(void)
+{
+    for (int c = 0; c < NCLASS; c++)
+        for (ablock *b = acache.cls[c]; b; b = b->next)
+            if (!b->hollow) {
+                cddp_arena_hollow(b->data, b->bytes);
+                acache.cached_bytes -= b->bytes;
+                b->hollow = 1;
+            }
+}
+
 /* ---- storages ------------------------------------------------------------------------ */
 
 cddp_storage *cddp_storage_new(size_t nbytes, int zero)
@@ -247,9 +334,12 @@ cddp_storage *cddp_storage_new(size_t nbytes, int zero)
         if (!s)
             goto fail;
         if (alloc >= CACHE_MIN) {
-            if (!(data = cache_alloc(alloc, zero)))
+            if (cddp_arena_scope && (data = arena_alloc(alloc, zero)))
+                s->release = release_arena;
+            else if ((data = cache_alloc(alloc, zero)))
+                s->release = release_cached;
+            else
                 goto fail;
-            s->release = release_cached;
         } else {
             if (posix_memalign(&data, CDDP_ALIGN, alloc) != 0)
                 goto fail;
@@ -333,7 +423,7 @@ void cddp_storage_decref(cddp_storage *s)
 static PyObject *py_alloc_stats(PyObject *m, PyObject *unused)
 {
     return Py_BuildValue(
-        "{s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:n,s:n,s:n}",
+        "{s:n,s:n,s:n,s:n,s:n,s:n,s:K,s:K,s:K,s:n,s:n,s:n,s:n,s:n}",
         "cached_bytes", (Py_ssize_t)cache.cached_bytes,
         "cached_blocks", (Py_ssize_t)cache.cached_blocks,
         "live_bytes", (Py_ssize_t)cache.live_bytes,
@@ -345,12 +435,15 @@ static PyObject *py_alloc_stats(PyObject *m, PyObject *unused)
         "evictions", (unsigned long long)cache.evictions,
         "limit", (Py_ssize_t)cache_limit(),
         "cache_min", (Py_ssize_t)CACHE_MIN,
-        "thp_min", (Py_ssize_t)THP_MIN);
+        "thp_min", (Py_ssize_t)THP_MIN,
+        "arena_live_bytes", (Py_ssize_t)acache.live_bytes,
+        "arena_cached_bytes", (Py_ssize_t)acache.cached_bytes);
 }
 
 static PyObject *py_alloc_empty_cache(PyObject *m, PyObject *unused)
 {
     cache_trim(0);
+    arena_trim();
     Py_RETURN_NONE;
 }
 
@@ -376,7 +469,27 @@ static PyObject *py_alloc_cache_limit(PyObject *m, PyObject *const *args, Py_ssi
     return PyLong_FromSize_t(old);
 }
 
+/* _arena_scope(flag=None) -> the scope before the call; sets it when given (tests and
+ * bench/ddp.py: tensors in the shared arena outside a DDP backward). */
+static PyObject *py_arena_scope(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    int old = cddp_arena_scope;
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "_arena_scope(flag=None)");
+        return NULL;
+    }
+    if (nargs == 1 && args[0] != Py_None) {
+        int v = PyObject_IsTrue(args[0]);
+        if (v < 0)
+            return NULL;
+        cddp_arena_scope = v;
+    }
+    return PyBool_FromLong(old);
+}
+
 PyMethodDef cddp_storage_module_methods[] = {
+    {"_arena_scope", (PyCFunction)(void (*)(void))py_arena_scope, METH_FASTCALL,
+     "_arena_scope(flag=None): whether new large tensors come from the shared arena."},
     {"_alloc_stats", py_alloc_stats, METH_NOARGS,
      "Block cache counters: cached/live bytes and blocks, huge-page blocks, hits, misses."},
     {"_alloc_empty_cache", py_alloc_empty_cache, METH_NOARGS,

@@ -13,6 +13,12 @@ worker thread, overlapping the rest of backward, when that thread has a core to 
 inline on the thread that completed the unit when local ranks occupy every core (see
 _launch_inline); the hook that completes the last unit waits for all of them and leaves the
 averaged grads in .grad (ReduceOp.AVG: the division is part of the reduction pass).
+Ranks on one host: between the end of forward and the end of the iteration, large tensors
+come from the process's shared arena (csrc/core/arena.c), which the other ranks have mapped,
+so the shared-memory transport all-reduces each gradient in place with no copy at all. One
+consequence a torch user would not expect: a process forked after that (multiprocessing's
+fork start method) shares those gradients' pages with its parent instead of copying them on
+write; CDDP_SHM_ZEROCOPY=0 turns the arena off.
 
 World size 1 (no comm hook): the reducer copies nothing and runs no collective; it only keeps
 the bookkeeping behind torch's errors (a parameter marked ready twice, parameters that got no

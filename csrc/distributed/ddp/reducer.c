@@ -42,6 +42,11 @@
  * runs; the reducer only keeps the bookkeeping that makes torch's errors appear (a parameter
  * marked ready twice, an unfinished reduction before the next forward).
  *
+ * Shared arena. From the end of forward to the end of the iteration (and for the flat
+ * buffers), new large blocks come from the process's shared arena (core/arena.c): the
+ * gradients the backward allocates lie where the other ranks on this host map them, and the
+ * shared-memory transport all-reduces them in place, without a copy (distributed/pg/shm.c).
+ *
  * The all-reduces run on the group's worker thread while the autograd engine keeps computing
  * earlier layers; the last unit runs inline on this thread (nothing left to overlap), and the
  * hook that completes the last unit waits for all of them (torch's finalize callback).
@@ -196,7 +201,9 @@ static int plan(ReducerObject *self)
         }
         if (flat == 0)
             continue;
+        cddp_arena_scope = 1;               /* flat buffers in the shared arena too */
         self->buf[k] = cddp_tensor_new(dt, 1, &flat, 1);
+        cddp_arena_scope = 0;
         if (!self->buf[k])
             return -1;
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(idx); j++) {
@@ -425,6 +432,7 @@ static int launch_ready(ReducerObject *self)
 
 static void end_iteration(ReducerObject *self)
 {
+    cddp_arena_scope = 0;
     self->divide = 0;
     self->started = 0;
     self->in_iter = 0;
@@ -547,6 +555,7 @@ static int begin_iteration(ReducerObject *self)
     self->nready = 0;
     self->started = 0;
     self->in_iter = 1;
+    cddp_arena_scope = !self->bypass;     /* the backward's gradients in the shared arena */
     for (Py_ssize_t i = 0; i < self->nparams; i++) {
         if (!self->unused[i])
             continue;

@@ -197,6 +197,8 @@ typedef struct {
 } cddp_pg_ext;
 
 extern const cddp_pg_transport_ops cddp_pg_shm_ops;   /* distributed/pg/shm.c */
+/* all_reduces the shm transport ran in place in the ranks' arenas, this process (tests) */
+extern _Atomic long long cddp_pg_shm_zero_copy_ops;
 extern const cddp_pg_transport_ops cddp_pg_tcp_ops;    /* distributed/pg/tcp.c (+ ring.c, direct.c) */
 extern const cddp_pg_transport_ops cddp_pg_hier_ops;   /* distributed/pg/hier.c */
 

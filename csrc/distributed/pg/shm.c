@@ -21,12 +21,15 @@
  * host's subgroup (run, cddp_pg_shm_broken_rank, cddp_pg_shm_break_remote).
  */
 #include "distributed/pg/shm_internal.h"
+#include "core/arena.h"
 #include "distributed/pg/reduce_kernels.h"
 
+#include <fcntl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #define cpu_relax() __builtin_ia32_pause()
@@ -419,6 +422,132 @@ static void copy_in_others(shm_t *s, const char *in, size_t off, size_t len, int
     }
 }
 
+/* ---- all_reduce in place in the ranks' arenas (zero-copy) -------------------------------- */
+
+/* Map every peer's arena (core/arena.c) through /proc/<pid>/fd/<fd>, and check its token: a
+ * pid reused by another process cannot pass. 0, or -1 (nothing to report: the group goes on
+ * without the zero-copy path). */
+static int map_peer_arenas(cddp_pg *pg, shm_t *s)
+{
+    for (int j = 0; j < s->n; j++) {
+        seg_ctl *c = ctl(s, j);
+        char path[64];
+        int fd;
+        void *m;
+        if (j == s->r || s->peer_arena[j])
+            continue;
+        if (c->arena_fd < 0 || c->arena_size < 4096)
+            return -1;
+        snprintf(path, sizeof path, "/proc/%d/fd/%d", pg->pids[j], (int)c->arena_fd);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            return -1;
+        m = mmap(NULL, (size_t)c->arena_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,
+                 fd, 0);
+        close(fd);
+        if (m == MAP_FAILED)
+            return -1;
+        s->peer_arena[j] = m;
+        s->peer_arena_size[j] = (size_t)c->arena_size;
+        if (memcmp(m, &c->arena_token, sizeof c->arena_token) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* What this rank offers for op w: its buffer's offset in its arena (an all_reduce in place
+ * there), -1 (elsewhere, a reduce(), or the path is off), -2 (no arena: the group turns the
+ * path off). */
+static int64_t zc_offer(shm_t *s, cddp_work *w)
+{
+    const cddp_pg_args *a = &w->a;
+    if (s->zc < 0 || a->op != CDDP_PG_ALLREDUCE)
+        return -1;
+    if (ctl(s, s->r)->arena_fd < 0)
+        return -2;
+    if (a->in != a->out)
+        return -1;
+    return cddp_arena_offset(a->in, (size_t)a->count * cddp_pg_dtype_size[a->dtype]);
+}
+
+/* Whether some rank offered its arena for op w (and so held chunk 0 back). */
+static int zc_offered(shm_t *s, cddp_work *w)
+{
+    for (int j = 0; j < s->n; j++)
+        if (ctl(s, j)->zoff[w->seq & 1] >= 0)
+            return 1;
+    return 0;
+}
+
+/* After the arrival: whether op w runs in place — every rank offered an offset and every
+ * rank maps every other's arena. The first such op maps the peers' arenas and shares the
+ * outcome (one more synchronisation). Every rank reads the same values, so every rank
+ * decides the same; s->zc settles to -1 for good when a rank has no arena or cannot map.
+ * 1 yes, 0 no, -1 with w->err set. */
+static int zc_decide(cddp_pg *pg, shm_t *s, cddp_work *w)
+{
+    int par = w->seq & 1, every = 1;
+    for (int j = 0; j < s->n; j++) {
+        int64_t o = ctl(s, j)->zoff[par];
+        if (o == -2)
+            s->zc = -1;
+        every &= o >= 0;
+    }
+    if (!every || s->zc < 0)
+        return 0;
+    if (s->zc == 0) {
+        atomic_store(&ctl(s, s->r)->arena_mapped, map_peer_arenas(pg, s) == 0 ? 1 : 2);
+        publish(s, s->myseq + 1);
+        if (wait_all(pg, s, w, s->myseq) < 0)
+            return -1;
+        s->zc = 1;
+        for (int j = 0; j < s->n; j++)
+            if (atomic_load(&ctl(s, j)->arena_mapped) != 1)
+                s->zc = -1;
+    }
+    return s->zc > 0;
+}
+
+/* Every rank's buffer is bytes [zoff_j, zoff_j + B) of its arena: rank r reduces slice r
+ * straight from every rank's buffer and writes the result into every rank's buffer, then
+ * publishes; once every rank has, every buffer holds the whole result. Per rank and byte of
+ * the tensor (2 ranks): one read and one write, against ~4 memory passes through the slots,
+ * and two synchronisations in all instead of two per chunk.
+ * Safe: others write rank j's buffer only after j arrived (its data complete), each inside
+ * its own slice; j returns only once every writer has published. */
+_Atomic long long cddp_pg_shm_zero_copy_ops;
+
+static int run_allreduce_zc(cddp_pg *pg, shm_t *s, cddp_work *w)
+{
+    const cddp_pg_args *a = &w->a;
+    size_t es = cddp_pg_dtype_size[a->dtype], B = (size_t)a->count * es, lo, hi;
+    int n = s->n, r = s->r, par = w->seq & 1;
+    char **dst = s->zdst;
+    slice_of(B, n, r, &lo, &hi);
+    for (int j = 0; j < n; j++)
+        dst[j] = j == r ? (char *)a->out : s->peer_arena[j] + ctl(s, j)->zoff[par];
+    /* window by window, so the copies to ranks past the first peer read the result from cache */
+    for (size_t off = lo; off < hi; off += (size_t)64 << 10) {
+        size_t len = hi - off < ((size_t)64 << 10) ? hi - off : ((size_t)64 << 10);
+        int first = -1;
+        for (int j = 0; j < n; j++)
+            s->srcs[j] = dst[j] + off;
+        for (int j = 0; j < n && first < 0; j++)
+            if (j != r)
+                first = j;
+        pg_reduce_n2(dst[r] + off, dst[first] + off, s->srcs, n, (int64_t)(len / es),
+                     a->dtype, a->redop, n, 0);
+        for (int j = first + 1; j < n; j++)
+            if (j != r)
+                memcpy(dst[j] + off, dst[r] + off, len);
+    }
+    publish(s, s->myseq + 1);
+    cddp_pg_shm_zero_copy_ops++;
+    return wait_all(pg, s, w, s->myseq);
+}
+
+/* ---- all_reduce / reduce through the slots ------------------------------------------------ */
+
 /* Per chunk k (C bytes of the tensor): every rank copies the others' slices into its slot and
  * publishes A_k; rank r reduces slice r (its own input straight from private memory, the
  * others' from their slots) into its output and its slot, publishes R_k, copies chunk k+1 in
@@ -439,17 +568,32 @@ static int run_allreduce_chunked(cddp_pg *pg, shm_t *s, cddp_work *w)
     /* no streaming stores here: all_reduce runs in place, so every output line was just
      * read (cached) and a streaming store to it would only force an eviction (measured 30%
      * slower at 16-256 MiB) */
-    int nt = 0;
+    int nt = 0, zc;
+    int64_t offer;
     char *in = a->in, *out = a->out;
 
     put_header(s, w);
-    copy_in_others(s, in, 0, B < C ? B : C, s->dstep);
+    /* A rank whose buffer may be reduced in place holds chunk 0 back until every rank's
+     * offer is known; the others copy it in before arriving, as the copy path always does. */
+    offer = zc_offer(s, w);
+    ctl(s, r)->zoff[w->seq & 1] = offer;
+    if (offer < 0)
+        copy_in_others(s, in, 0, B < C ? B : C, s->dstep);
     publish(s, s->myseq + 1);
     if (wait_arrival(pg, s, w, s->myseq) < 0)
         return -1;
     if (check_headers(pg, s, w) < 0) {
         s->dstep += 1;
         return -1;
+    }
+    if ((zc = zc_decide(pg, s, w)) != 0)
+        return zc < 0 ? -1 : run_allreduce_zc(pg, s, w);
+    if (zc_offered(s, w)) {            /* the copy path after all: chunk 0 in, one more sync */
+        if (offer >= 0)
+            copy_in_others(s, in, 0, B < C ? B : C, s->dstep);
+        publish(s, s->myseq + 1);
+        if (wait_all(pg, s, w, s->myseq) < 0)
+            return -1;
     }
     for (int64_t k = 0; k < K; k++) {
         int64_t d = s->dstep + k;

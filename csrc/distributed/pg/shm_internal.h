@@ -57,8 +57,14 @@ typedef struct {
     _Alignas(64) atomic_uint seq;
     atomic_uint seq_waiters;
     _Alignas(64) int64_t hdr[2][6];    /* header of op #k at [k & 1] */
+    int64_t zoff[2];                   /* op #k's buffer in this rank's arena (shm.c, zero-copy
+                                          all_reduce): offset, -1 elsewhere, -2 no arena */
     _Alignas(64) atomic_uint bell;     /* bumped by whoever may have unblocked this rank's p2p */
     atomic_uint bell_waiters;
+    _Alignas(64) int64_t arena_fd;     /* this rank's arena (core/arena.c), written at init */
+    int64_t arena_size;
+    uint64_t arena_token;
+    atomic_int arena_mapped;           /* 1 mapped every peer's arena, 2 could not */
 } seg_ctl;
 
 typedef struct {
@@ -89,6 +95,10 @@ typedef struct {
     size_t nt_min;                     /* outputs from this size on: streaming stores */
     const void **srcs;                 /* [n] scratch for reductions */
     uint64_t *tx_next, *tx_serve, *rx_next, *rx_serve;   /* [n] p2p FIFO tickets */
+    int zc;                            /* zero-copy all_reduce: 0 untried, 1 on, -1 off */
+    char **peer_arena;                 /* [n] peers' arenas mapped here (NULL: not mapped) */
+    char **zdst;                       /* [n] scratch: every rank's buffer, as mapped here */
+    size_t *peer_arena_size;
     int creator_unlinked;
     int lock_fd;                       /* rank 0: the segment, flock'ed while its name exists */
     char name[80];

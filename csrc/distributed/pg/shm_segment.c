@@ -22,6 +22,7 @@
  * only spares the sweep from opening live segments of its own pid namespace.
  */
 #include "distributed/pg/shm_internal.h"
+#include "core/arena.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -49,6 +50,12 @@ void cddp_shm_fini(cddp_pg *pg)
         close(s->lock_fd);
     if (s->base)
         munmap(s->base, s->total);
+    for (int j = 0; s->peer_arena && j < s->n; j++)
+        if (s->peer_arena[j])
+            munmap(s->peer_arena[j], s->peer_arena_size[j]);
+    free(s->peer_arena);
+    free(s->peer_arena_size);
+    free(s->zdst);
     free(s->srcs);
     free(s->tx_next);
     free(s);
@@ -236,7 +243,10 @@ int cddp_shm_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
     snprintf(s->name, sizeof s->name, "/cddp-%d-%.40s", info->pids[0], info->shm_name);
     s->srcs = calloc((size_t)n, sizeof *s->srcs);
     s->tx_next = calloc((size_t)n * 4, sizeof(uint64_t));
-    if (!s->srcs || !s->tx_next) {
+    s->peer_arena = calloc((size_t)n, sizeof *s->peer_arena);
+    s->peer_arena_size = calloc((size_t)n, sizeof *s->peer_arena_size);
+    s->zdst = calloc((size_t)n, sizeof *s->zdst);
+    if (!s->srcs || !s->tx_next || !s->peer_arena || !s->peer_arena_size || !s->zdst) {
         cddp_pg_seterr(err, "out of memory");
         goto fail;
     }
@@ -257,6 +267,14 @@ int cddp_shm_init(cddp_pg *pg, const cddp_pg_info *info, char *err)
     if (s->small_max > s->C)
         s->small_max = s->C;
     s->nt_min = cddp_pg_env_size("CDDP_SHM_NT", 16 << 20, 0, (size_t)1 << 62);
+    /* this rank's arena, for the zero-copy all_reduce (shm.c): described before this rank
+     * publishes anything, so a peer that saw any of its publications reads it whole */
+    ctl(s, s->r)->arena_fd = -1;
+    if (cddp_pg_env_size("CDDP_SHM_ZEROCOPY", 1, 0, 1) && cddp_arena_init() == 0) {
+        ctl(s, s->r)->arena_size = (int64_t)cddp_arena_size();
+        ctl(s, s->r)->arena_token = cddp_arena_token();
+        ctl(s, s->r)->arena_fd = cddp_arena_fd();
+    }
     return 0;
 fail:
     cddp_shm_fini(pg);

@@ -703,7 +703,14 @@ static PyObject *py_pg_types(PyObject *m, PyObject *args)
                         st->dist_timeout_error);
 }
 
+static PyObject *py_shm_zero_copy_ops(PyObject *m, PyObject *unused)
+{
+    return PyLong_FromLongLong(cddp_pg_shm_zero_copy_ops);
+}
+
 PyMethodDef cddp_pg_module_methods[] = {
+    {"_shm_zero_copy_ops", py_shm_zero_copy_ops, METH_NOARGS,
+     "_shm_zero_copy_ops() -> all_reduces this process ran in place in the shared arenas"},
     {"_pg_types", py_pg_types, METH_VARARGS,
      "_pg_types(base=RuntimeError) -> (ProcessGroupCPU, Work, DistBackendError, "
      "DistTimeoutError)"},

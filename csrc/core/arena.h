@@ -1,0 +1,31 @@
+/* core/arena.h — the shared arena (core/arena.c): large blocks other processes on this host
+ * can map. Pure C (no Python): the shared-memory transport (distributed/pg/shm*.c) includes
+ * it as well as core/storage.c.
+ *
+ * cddp_arena_scope nonzero (set by DDP's reducer around a backward): new cache-path storages
+ * come from the arena when it exists (core/storage.c).
+ *   init    0 ready, -1 unavailable (no exception; idempotent; thread-safe)
+ *   take    fresh zeroed page-aligned bytes, NULL when absent or exhausted (GIL held)
+ *   offset  where [p, p+n) lies in this process's arena, -1 outside it (any thread)
+ *   owns    offset >= 0
+ *   hollow  give the pages of an owned range back: they read as zeros after (GIL held)
+ *   fd / size / token   what a peer maps (/proc/<pid>/fd/<fd>, size bytes) and the 8 bytes it
+ *           must find at offset 0; -1 / 0 / 0 when there is no arena
+ */
+#ifndef CDDP_CORE_ARENA_H
+#define CDDP_CORE_ARENA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+extern int cddp_arena_scope;
+int cddp_arena_init(void);
+void *cddp_arena_take(size_t bytes);
+int64_t cddp_arena_offset(const void *p, size_t n);
+int cddp_arena_owns(const void *p, size_t n);
+void cddp_arena_hollow(void *p, size_t bytes);
+int cddp_arena_fd(void);
+size_t cddp_arena_size(void);
+uint64_t cddp_arena_token(void);
+
+#endif
