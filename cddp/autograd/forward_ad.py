@@ -184,14 +184,19 @@ def _apply_with_jvp(cls, args, lvl, tangents):
     """Run the Function's forward on detached inputs and its jvp on their tangents (zeros for
     tensors without one, None for non-tensors, as torch passes them); each output becomes a
     dual of the level carrying its tangent."""
-    from .function import FunctionCtx
+    from .function import FunctionCtx, _is_setup_context_defined
     from .grad_mode import no_grad
     ctx = FunctionCtx()
     plain = [a.detach() if isinstance(a, _C.Tensor) else a for a in args]
     with no_grad():
-        out = cls.forward(ctx, *plain)
-        if cls.setup_context is not _base_setup_context():
+        if _is_setup_context_defined(cls.setup_context):   # forward(*args): no ctx
+            out = cls.forward(*plain)
             cls.setup_context(ctx, tuple(plain), out)
+        else:
+            out = cls.forward(ctx, *plain)
+        # in jvp, ctx.saved_tensors are what forward saved for it (torch's save_for_forward)
+        ctx.saved_tensors = tuple(getattr(ctx, "saved_for_forward", None) or
+                                  getattr(ctx, "to_save", None) or ())
         tin = [(_C.zeros_like(a) if t is None else t) if isinstance(a, _C.Tensor) else None
                for a, t in zip(plain, tangents)]
         tout = cls.jvp(ctx, *tin)
@@ -210,8 +215,3 @@ def _apply_with_jvp(cls, args, lvl, tangents):
         else:
             duals.append(o)
     return duals[0] if single else tuple(duals)
-
-
-def _base_setup_context():
-    from .function import _SingleLevelFunction
-    return _SingleLevelFunction.setup_context

@@ -31,7 +31,8 @@ class FunctionCtx:
         self.to_save = tensors
 
     def save_for_forward(self, *tensors):
-        """Forward-mode AD is not supported; kept for signature compatibility."""
+        """Keep tensors for the Function's jvp (forward-mode AD): read back there as
+        ctx.saved_tensors."""
         self.saved_for_forward = tensors
 
     def mark_dirty(self, *args):

@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 from .. import _C
 from ..nn.utils.stateless import _functional_call
-from ._transforms import (grad, grad_and_value, vjp, jvp, jacrev, jacfwd, hessian,
+from ._transforms import (grad, grad_and_value, vjp, jvp, linearize, jacrev, jacfwd, hessian,
                           functionalize)
 from ._vmap import vmap
 
 __all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "vjp", "jvp",
-           "jacrev", "jacfwd", "hessian", "vmap", "functionalize"]
+           "linearize", "jacrev", "jacfwd", "hessian", "vmap", "functionalize"]
 
 
 def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,

@@ -27,7 +27,7 @@ from .. import autograd as _autograd
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ._pytree import tree_flatten, tree_unflatten
 
-__all__ = ["grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian",
+__all__ = ["grad", "grad_and_value", "vjp", "jvp", "linearize", "jacrev", "jacfwd", "hessian",
            "functionalize"]
 
 Tensor = _C.Tensor
@@ -428,6 +428,27 @@ def _jacobian_by_columns(flat_out, own, keep):
                            .reshape(shape))
         blocks.append(row)
     return blocks
+
+
+def linearize(func, *primals):
+    """(func(*primals), jvp_fn): jvp_fn(*tangents) is J tangents at primals (torch.func's
+    linearize; here each call re-runs jvp rather than replaying a traced graph)."""
+    out = func(*primals)
+    flat_p, p_spec = tree_flatten(primals)
+
+    def jvp_fn(*tangents):
+        flat_t, t_spec = tree_flatten(tangents)
+        if t_spec != p_spec:
+            raise RuntimeError(f"linearize: expected tangents with the structure of primals "
+                               f"{p_spec}, got {t_spec}")
+        for p, t in zip(flat_p, flat_t):
+            if isinstance(p, _C.Tensor) and (not isinstance(t, _C.Tensor) or
+                                             tuple(t.shape) != tuple(p.shape)):
+                raise RuntimeError(f"linearize: a tangent of shape "
+                                   f"{tuple(getattr(t, 'shape', ()))} for a primal of shape "
+                                   f"{tuple(p.shape)}")
+        return jvp(func, primals, tangents)[1]
+    return out, jvp_fn
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None, _preallocate_and_copy=False):

@@ -18,6 +18,9 @@ Where a loop cannot tell what torch's batched tensors tell:
   draw on (values other than torch's single batched draw). Draws from an explicit Generator
   object are not seen.
 - func must return the same output structure at every index.
+- an in-place write into an unmapped input (in_dims None) would happen once per sample:
+  refused after the first call that made one (the input's version counter moved), where
+  torch refuses a batched value and applies an unbatched one once.
 - in-place updates of state outside the inputs happen once per sample (a BatchNorm's running
   statistics in training mode), where torch refuses them.
 """
@@ -188,9 +191,18 @@ def _vmap_call(func, in_dims, out_dims, randomness, args, kwargs):
     start = _C.get_rng_state() if randomness == "same" or size == 0 else None
     untouched = rng_snapshot() if randomness == "error" else None
     plan = _per_argument(flat, dims, spec)
+    unmapped = [(k, x, x._version) for k, (x, d) in enumerate(zip(flat, dims))
+                if d is None and isinstance(x, Tensor)]
     results, out_spec = [], None
     for i in range(size) if size else [None]:
         leaves, s = tree_flatten(_call(func, plan, kwargs, i, randomness, start, untouched))
+        for k, x, v in unmapped:
+            if x._version != v:
+                raise RuntimeError(
+                    f"vmap({_name(func)}, ...): `{_name(func)}` wrote in place into input {k}, "
+                    "which is not mapped (in_dims None); cddp's vmap calls the function once "
+                    "per sample, so the write would be applied once per sample. Pass a copy, "
+                    "or map that input")
         if out_spec is None:
             out_spec = s
         elif s != out_spec:

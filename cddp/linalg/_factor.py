@@ -4,9 +4,17 @@ float64, the same getrf/potrf/geqrf/gesdd/syevd torch calls, so factors come out
 sign conventions), each an autograd Function whose backward is torch's derivative formula in
 NumPy.
 
+Second derivatives (create_graph=True, torch.func.hessian / jvp / jacfwd, forward-mode AD):
+inv, det, slogdet and solve run their backward in cddp's own differentiable ops when the graph
+is being built, so they can be differentiated again; every other backward here is NumPy, and
+its results then carry _NoDoubleBackward, which raises on a second differentiation instead
+of letting the second derivative come out silently zero.
+
 Shapes: A (..., m, n) with any batch dims "..."; square ops need m == n. Backward formulas
 are written for real matrices (cddp has no complex dtype), so ^H is ^T throughout.
 """
+import functools
+
 import numpy as np
 
 from .. import _C
@@ -149,6 +157,60 @@ def _not_pd(name, a):
                        "positive-definite).")
 
 
+# ---- second derivatives ------------------------------------------------------------------------
+
+def _building_graph(*tensors):
+    """Whether a backward runs under create_graph with some input of it carrying history."""
+    return _C.is_grad_enabled() and any(
+        isinstance(t, _C.Tensor) and (t.requires_grad or t.grad_fn is not None) for t in tensors)
+
+
+class _NoDoubleBackward(Function):
+    """Identity whose backward raises: what a NumPy backward's results carry while the graph
+    is built, so differentiating them again fails loudly (torch's DelayedError)."""
+
+    @staticmethod
+    def forward(ctx, name, n, *tensors):
+        # tensors: the n results, then what they depend on (gradients, saved tensors)
+        ctx.name = name
+        out = tuple(t.clone() for t in tensors[:n])
+        return out if n != 1 else out[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(f"linalg.{ctx.name}: cddp computes this derivative in NumPy and "
+                           "cannot differentiate it again (a second derivative: "
+                           "create_graph=True, torch.func.hessian / jvp / jacfwd, forward-mode "
+                           "AD through it); torch can")
+
+
+def _numpy_backward(name):
+    """Decorator for a backward computed in NumPy: under create_graph, when its gradients or
+    saved tensors carry history, its floating results (NumPy's: no grad_fn) are wrapped in
+    _NoDoubleBackward."""
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(ctx, *grads):
+            out = fn(ctx, *grads)
+            deps = [t for t in (*grads, *ctx.saved_tensors) if isinstance(t, _C.Tensor)
+                    and t.is_floating_point() and (t.requires_grad or t.grad_fn is not None)]
+            if not deps or not _C.is_grad_enabled():
+                return out
+            outs = out if isinstance(out, tuple) else (out,)
+            idx = [i for i, o in enumerate(outs) if isinstance(o, _C.Tensor)
+                   and o.is_floating_point()]
+            if not idx or any(outs[i].grad_fn is not None for i in idx):
+                return out             # none, or computed in differentiable ops after all
+            wrapped = _NoDoubleBackward.apply(name, len(idx), *[outs[i] for i in idx], *deps)
+            wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
+            outs = list(outs)
+            for i, w in zip(idx, wrapped):
+                outs[i] = w
+            return tuple(outs) if isinstance(out, tuple) else outs[0]
+        return wrapper
+    return deco
+
+
 # ---- inverse, determinants, solve -------------------------------------------------------------
 
 class Inv(Function):
@@ -165,8 +227,10 @@ class Inv(Function):
 
     @staticmethod
     def backward(ctx, g):
-        b = _np(ctx.saved_tensors[0])
-        bt = _mT(b)
+        B = ctx.saved_tensors[0]
+        if _building_graph(g, B):      # in cddp ops: differentiable again (B is Inv's output)
+            return -(B.mT @ g @ B.mT)
+        bt = _mT(_np(B))
         return _tensor(-(bt @ _np(g) @ bt), g.dtype)
 
 
@@ -198,8 +262,13 @@ class Det(Function):
         return _tensor(det, A.dtype)
 
     @staticmethod
+    @_numpy_backward("det")
     def backward(ctx, g):
-        a = _np(ctx.saved_tensors[0])
+        A = ctx.saved_tensors[0]
+        if _building_graph(g, A) and np.all(np.asarray(ctx.det) != 0):
+            # adj(A)^T = det(A) A^-T, in differentiable ops (a singular A stays in NumPy)
+            return (g * Det.apply(A))[..., None, None] * Inv.apply(A).mT
+        a = _np(A)
         return _tensor(np.asarray(_np(g))[..., None, None] * _det_grad(a, np.asarray(ctx.det)),
                        g.dtype)
 
@@ -214,8 +283,12 @@ class Slogdet(Function):
         return s, _tensor(logabs, A.dtype)
 
     @staticmethod
+    @_numpy_backward("slogdet")
     def backward(ctx, g_sign, g_logabs):
-        a = _np(ctx.saved_tensors[0])
+        A = ctx.saved_tensors[0]
+        a = _np(A)
+        if _building_graph(g_logabs, A) and np.all(np.linalg.slogdet(a)[0] != 0):
+            return g_logabs[..., None, None] * Inv.apply(A).mT
         with np.errstate(divide="ignore", invalid="ignore"):
             try:
                 inv_t = _mT(np.linalg.inv(a))
@@ -262,6 +335,19 @@ class Solve(Function):
     @staticmethod
     def backward(ctx, g):
         A, X = ctx.saved_tensors
+        if _building_graph(g, A, X):   # the same formulas in differentiable ops
+            gx = g.unsqueeze(-1) if ctx.vec else g
+            if ctx.vec:
+                X = X.unsqueeze(-1)
+            if ctx.left:
+                gb = Solve.apply(A.mT, gx, True)
+                ga = -(gb @ X.mT)
+            else:
+                gb = Solve.apply(A, gx.mT, True).mT
+                ga = -(X.mT @ gb)
+            if ctx.vec:
+                gb = gb.squeeze(-1)
+            return ga.sum_to_size(ctx.a_shape), gb.sum_to_size(ctx.b_shape), None
         a, x, gx = _np(A), _np(X), _np(g)
         if ctx.vec:
             x, gx = x[..., None], gx[..., None]
@@ -293,6 +379,7 @@ class Cholesky(Function):
         return L.mT.contiguous() if upper else L
 
     @staticmethod
+    @_numpy_backward("cholesky")
     def backward(ctx, g):
         # A = L L^T: gA = sym(L^-T Phi(L^T gL) L^-1), Phi = the lower triangle, diagonal halved
         low = _np(ctx.saved_tensors[0])
@@ -336,6 +423,7 @@ class QR(Function):
         return Q, R
 
     @staticmethod
+    @_numpy_backward("qr")
     def backward(ctx, gQ, gR):
         A, Q, R = ctx.saved_tensors
         m, n = A.shape[-2], A.shape[-1]
@@ -368,6 +456,7 @@ class Eigh(Function):
         return W, V
 
     @staticmethod
+    @_numpy_backward("eigh")
     def backward(ctx, gW, gV):
         # gA = V (skew(V^T gV) / E + diag(gW)) V^T, E_ij = w_j - w_i (torch's formula: the
         # skew part of V^T gV is the one the orthonormality of V lets through)
@@ -396,6 +485,7 @@ class SVD(Function):
         return U, S, Vh
 
     @staticmethod
+    @_numpy_backward("svd")
     def backward(ctx, gU, gS, gVh):
         U, S, Vh = ctx.saved_tensors
         u, s, vh = _np(U), _np(S), _np(Vh)
@@ -451,6 +541,7 @@ class Pinv(Function):
         return out
 
     @staticmethod
+    @_numpy_backward("pinv")
     def backward(ctx, g):
         # from dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P (Golub & Pereyra):
         # gA = -P^T gP P^T + (I - A P) gP^T P P^T + P^T P gP^T (I - P A)
@@ -520,6 +611,7 @@ class LUFactor(Function):
         return out, _C.from_numpy(piv), _C.from_numpy(info)
 
     @staticmethod
+    @_numpy_backward("lu_factor")
     def backward(ctx, g, _gp=None, _gi=None):
         LU, = ctx.saved_tensors
         lu, gl = _np(LU), _np(g)
