@@ -106,3 +106,25 @@ def test_linearize_matches_torch():
     _, jc = func.linearize(lambda x: (x @ x).tanh(), cddp.tensor(x0))
     np.testing.assert_allclose(jc(cddp.tensor(t0)).numpy(), jt(torch.tensor(t0)).numpy(),
                                rtol=1e-12)
+
+
+def test_grad_through_op_without_double_backward_with_trainable_closure():
+    """func.grad w.r.t. an LSTM's input while its parameters require grad: the gradient is the
+    plain backward's, and only differentiating it again raises (naming the op)."""
+    cddp.manual_seed(0)
+    m = cddp.nn.LSTM(2, 3).double()
+    x = cddp.randn(4, 1, 2, dtype=cddp.float64)
+    g = func.grad(lambda x: m(x)[0].sum())(x)
+    xx = x.clone().requires_grad_()
+    m(xx)[0].sum().backward()
+    np.testing.assert_array_equal(g.detach().numpy(), xx.grad.numpy())
+    with pytest.raises(RuntimeError, match="LstmLayerBackward0"):
+        g.sum().backward()
+
+
+def test_jacrev_through_copy_with_trainable_closure():
+    cddp.manual_seed(0)
+    lin = cddp.nn.Linear(3, 3).double()
+    x = cddp.ones(3, dtype=cddp.float64)
+    J = func.jacrev(lambda x: cddp.zeros(3, dtype=cddp.float64).copy_(lin(x)))(x)
+    np.testing.assert_array_equal(J.detach().numpy(), lin.weight.detach().numpy())

@@ -200,6 +200,23 @@ class _DelayedError(Function):
                            "@once_differentiable")
 
 
+class _RaiseOnBackward(Function):
+    """Identity whose backward raises RuntimeError(msg): what a result computed without its
+    graph carries (a NumPy backward, a gradient whose create_graph was refused), so that
+    differentiating it again fails loudly instead of silently seeing no dependence."""
+
+    @staticmethod
+    def forward(ctx, msg, n, *tensors):
+        # tensors: the n results, then the tensors whose history they depend on
+        ctx.msg = msg
+        out = tuple(t.clone() for t in tensors[:n])
+        return out if n != 1 else out[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(ctx.msg)
+
+
 def once_differentiable(fn):
     """Decorator for backward: runs it with grad mode off; when the gradients it gets have a
     history (create_graph=True), its results are marked so that differentiating them raises."""

@@ -24,6 +24,8 @@ import functools
 
 from .. import _C
 from .. import autograd as _autograd
+from ..autograd._higher.formula import Unsupported as _Unsupported
+from ..autograd.function import _RaiseOnBackward
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ._pytree import tree_flatten, tree_unflatten
 
@@ -115,14 +117,30 @@ def _unwrap(tree, own, outer):
 
 
 def _vjp(outputs, inputs, cotangents, create_graph, retain_graph=True):
-    """sum_i cotangent_i^T d output_i / d input for each input; zeros where nothing flows."""
+    """sum_i cotangent_i^T d output_i / d input for each input; zeros where nothing flows.
+    create_graph through an op without a double-backward formula (an LSTM, CTC loss): the
+    gradients are taken without it and carry _RaiseOnBackward, so first derivatives work
+    and only an actual second differentiation fails, naming the op."""
     pairs = [(o, c) for o, c in zip(outputs, cotangents) if o.requires_grad]
     got = [None] * len(inputs)
     if pairs:
+        outs, cts = [o for o, _ in pairs], [c for _, c in pairs]
         prev = _C._set_grad_enabled(True)      # enable_grad's switch, without its object
         try:
-            got = _autograd_grad([o for o, _ in pairs], inputs, [c for _, c in pairs],
-                                 retain_graph=retain_graph, create_graph=create_graph)
+            try:
+                got = _autograd_grad(outs, inputs, cts, retain_graph=retain_graph or create_graph,
+                                     create_graph=create_graph)
+            except _Unsupported as e:
+                if not create_graph:
+                    raise
+                got = list(_autograd_grad(outs, inputs, cts, retain_graph=retain_graph))
+                idx = [i for i, g in enumerate(got) if g is not None]
+                if idx:
+                    wrapped = _RaiseOnBackward.apply(str(e), len(idx), *[got[i] for i in idx],
+                                                     *outs)
+                    wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
+                    for i, w in zip(idx, wrapped):
+                        got[i] = w
         finally:
             _C._set_grad_enabled(prev)
     return [_C.zeros_like(x) if g is None else g for x, g in zip(inputs, got)]

@@ -7,7 +7,7 @@ NumPy.
 Second derivatives (create_graph=True, torch.func.hessian / jvp / jacfwd, forward-mode AD):
 inv, det, slogdet and solve run their backward in cddp's own differentiable ops when the graph
 is being built, so they can be differentiated again; every other backward here is NumPy, and
-its results then carry _NoDoubleBackward, which raises on a second differentiation instead
+its results then carry _RaiseOnBackward, which raises on a second differentiation instead
 of letting the second derivative come out silently zero.
 
 Shapes: A (..., m, n) with any batch dims "..."; square ops need m == n. Backward formulas
@@ -18,7 +18,7 @@ import functools
 import numpy as np
 
 from .. import _C
-from ..autograd.function import Function
+from ..autograd.function import Function, _RaiseOnBackward
 
 _FLOATS = (_C.float32, _C.float64)
 
@@ -165,29 +165,10 @@ def _building_graph(*tensors):
         isinstance(t, _C.Tensor) and (t.requires_grad or t.grad_fn is not None) for t in tensors)
 
 
-class _NoDoubleBackward(Function):
-    """Identity whose backward raises: what a NumPy backward's results carry while the graph
-    is built, so differentiating them again fails loudly (torch's DelayedError)."""
-
-    @staticmethod
-    def forward(ctx, name, n, *tensors):
-        # tensors: the n results, then what they depend on (gradients, saved tensors)
-        ctx.name = name
-        out = tuple(t.clone() for t in tensors[:n])
-        return out if n != 1 else out[0]
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError(f"linalg.{ctx.name}: cddp computes this derivative in NumPy and "
-                           "cannot differentiate it again (a second derivative: "
-                           "create_graph=True, torch.func.hessian / jvp / jacfwd, forward-mode "
-                           "AD through it); torch can")
-
-
 def _numpy_backward(name):
     """Decorator for a backward computed in NumPy: under create_graph, when its gradients or
     saved tensors carry history, its floating results (NumPy's: no grad_fn) are wrapped in
-    _NoDoubleBackward."""
+    _RaiseOnBackward."""
     def deco(fn):
         @functools.wraps(fn)
         def wrapper(ctx, *grads):
@@ -201,7 +182,11 @@ def _numpy_backward(name):
                    and o.is_floating_point()]
             if not idx or any(outs[i].grad_fn is not None for i in idx):
                 return out             # none, or computed in differentiable ops after all
-            wrapped = _NoDoubleBackward.apply(name, len(idx), *[outs[i] for i in idx], *deps)
+            wrapped = _RaiseOnBackward.apply(
+                f"linalg.{name}: cddp computes this derivative in NumPy and cannot "
+                "differentiate it again (a second derivative: create_graph=True, "
+                "torch.func.hessian / jvp / jacfwd, forward-mode AD through it); torch can",
+                len(idx), *[outs[i] for i in idx], *deps)
             wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
             outs = list(outs)
             for i, w in zip(idx, wrapped):
