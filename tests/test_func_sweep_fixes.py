@@ -1,6 +1,8 @@
 """What the sixteenth session's torch.func / autograd sweep found, fixed: a custom Function's
 jvp staticmethod in the setup_context style and with ctx.save_for_forward, vmap writing in
-place into an unmapped input (once per sample, silently), and torch.func.linearize.
+place into an unmapped input (once per sample, silently), torch.func.linearize, func.grad
+through ops without double backward under trainable closures, gradcheck's forward-mode and
+batched checks, jacobian's forward-mode strategy.
 
 Oracles: closed forms (d exp = exp, d x^2 = 2x, the Jacobian of sin), and torch where it is
 installed.
@@ -128,3 +130,56 @@ def test_jacrev_through_copy_with_trainable_closure():
     x = cddp.ones(3, dtype=cddp.float64)
     J = func.jacrev(lambda x: cddp.zeros(3, dtype=cddp.float64).copy_(lin(x)))(x)
     np.testing.assert_array_equal(J.detach().numpy(), lin.weight.detach().numpy())
+
+
+def _bad_jvp_function():
+    class Cube(cddp.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            ctx.save_for_forward(x)
+            return x ** 3
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return 3 * x * x * g
+
+        @staticmethod
+        def jvp(ctx, t):
+            x, = ctx.saved_tensors
+            return 2 * x * x * t          # wrong on purpose: 3 x^2 is right
+    return Cube
+
+
+def test_gradcheck_forward_ad_and_batched_checks():
+    gc = cddp.autograd.gradcheck
+    x = cddp.randn(3, 4, dtype=cddp.float64, requires_grad=True)
+    w = cddp.randn(4, 2, dtype=cddp.float64, requires_grad=True)
+    f = lambda x, w: (x @ w).tanh() * x.sum()          # noqa: E731
+    assert gc(f, (x, w), check_forward_ad=True, check_batched_grad=True,
+              check_batched_forward_grad=True)
+    assert cddp.autograd.gradgradcheck(f, (x, w), check_batched_grad=True,
+                                       check_fwd_over_rev=True)
+    # a wrong jvp is caught by the forward-mode check only
+    Cube = _bad_jvp_function()
+    y = cddp.randn(5, dtype=cddp.float64, requires_grad=True)
+    assert gc(Cube.apply, (y,))
+    with pytest.raises(RuntimeError, match="forward mode"):        # GradcheckError
+        gc(Cube.apply, (y,), check_forward_ad=True, check_backward_ad=False)
+
+
+def test_jacobian_forward_mode_strategy():
+    F = cddp.autograd.functional
+    x = cddp.tensor([1.0, 2.0], dtype=cddp.float64)
+    J = F.jacobian(lambda x: x.exp() * x.sum(), x, vectorize=True, strategy="forward-mode")
+    x0 = np.array([1.0, 2.0])
+    want = np.diag(np.exp(x0) * x0.sum()) + np.exp(x0)[:, None]
+    np.testing.assert_allclose(J.numpy(), want, rtol=1e-14)
+    with pytest.raises(NotImplementedError, match="vectorize=True"):
+        F.jacobian(lambda x: x.exp(), x, strategy="forward-mode")
+    with pytest.raises(AssertionError, match="forward-mode"):
+        F.jacobian(lambda x: x.exp(), x, strategy="sideways")
+    H = F.hessian(lambda x: (x ** 3).sum(), x, vectorize=True,
+                  outer_jacobian_strategy="forward-mode")
+    np.testing.assert_allclose(H.numpy(), np.diag(6 * x0), rtol=1e-14)

@@ -149,7 +149,9 @@ def _jvp(y, lvl):
             total = total + term
         if not total.requires_grad:          # J^T u did not depend on u: J is zero there
             return _C.zeros_like(y)
-        (jv,) = grad(total, [u], allow_unused=True)
+        # retain: the double-backward nodes read the forward graph's saved tensors, which a
+        # second output's tangent (or the caller's own backward) still needs
+        (jv,) = grad(total, [u], allow_unused=True, retain_graph=True)
     return _C.zeros_like(y) if jv is None else jv.detach()
 
 

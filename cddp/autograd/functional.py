@@ -94,9 +94,26 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
     """d func(inputs) / d inputs: for one output and one input a tensor of shape
     output.shape + input.shape; tuples of them when func returns or takes tuples
     (jacobian[i][j] is output i by input j)."""
-    if strategy != "reverse-mode":
-        raise NotImplementedError("cddp: only strategy='reverse-mode' is supported (there is "
-                                  "no forward-mode AD)")
+    if strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode". '
+                             'Hint: If your function has more outputs than inputs, '
+                             '"forward-mode" tends to be more performant. Otherwise, prefer to '
+                             'use "reverse-mode".')
+    if strategy == "forward-mode":
+        # torch's conditions; the Jacobian itself is the same matrix either way (cddp's forward
+        # mode is two reverse passes, so the reverse-mode loop below is the cheaper route)
+        if create_graph:
+            raise NotImplementedError("torch.autograd.functional.jacobian: `create_graph=True` "
+                                      'and `strategy="forward-mode"` are not supported together '
+                                      "(yet). Please either set `create_graph=False` or "
+                                      '`strategy="reverse-mode"`.')
+        if strict:
+            raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
+                               '`strategy="forward-mode"` are not supported together (yet). '
+                               'Please either set `strict=False` or `strategy="reverse-mode"`.')
+        if not vectorize:
+            raise NotImplementedError("Computing Jacobian using forward-AD or forward-over-"
+                                      "reverse Hessian isonly implemented for `vectorize=True`.")
     in_tuple, inputs, out_tuple, outs = _run(func, inputs, create_graph, "jacobian")
     rows = []
     for i, o in enumerate(outs):
@@ -205,6 +222,8 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     """The Hessian of a function with one scalar output: the jacobian of its gradient
     (shape input.shape + input.shape; a tuple of tuples for tuple inputs)."""
     in_tuple, _ = _as_tuple(inputs, "inputs", "hessian")
+    if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
 
     def grad_fn(*xs):
         _, _, _, outs = _run(func, xs, True, "hessian")

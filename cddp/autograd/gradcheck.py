@@ -8,10 +8,12 @@ are (input numel, output numel) matrices compared with allclose(analytical, nume
 rtol, atol); a mismatch raises GradcheckError with torch's message (or gives False with
 raise_exception=False). Backward is run twice to check it is reentrant (nondet_tol).
 
-What cddp leaves out: forward-mode and batched checks (check_forward_ad /
-check_batched_grad / check_batched_forward_grad raise NotImplementedError: cddp has
-neither forward AD nor vmap), check_undefined_grad (accepted, not run), fast_mode (accepted;
-the full Jacobians are compared, which is what fast mode approximates). gradgradcheck is
+check_forward_ad: the Jacobian again through forward-mode AD (one dual per input element,
+cddp.autograd.forward_ad), against the same finite differences. check_batched_grad: a backward
+with two random grad_outputs batched (is_grads_batched) against one backward per grad_output;
+check_batched_forward_grad: vmap over two tangents against one forward-AD call per tangent.
+What cddp leaves out: check_undefined_grad (accepted, not run), fast_mode (accepted; the full
+Jacobians are compared, which is what fast mode approximates). gradgradcheck is
 gradcheck of the function (inputs, grad_outputs) -> autograd.grad(..., create_graph=True), as
 torch's: the second derivatives come from double backward (cddp/autograd/_higher).
 
@@ -130,15 +132,106 @@ def _analytical_jacobian(outputs, diff_inputs, check_grad_dtypes):
     return jacobians
 
 
+def _forward_jacobian(func, inputs, diff_idx):
+    """{input index: [J for each tensor output]} through forward-mode AD: row k of J is the
+    tangent of the outputs when input i's element k carries tangent 1."""
+    from . import forward_ad as fwAD
+    jacobians = {}
+    for i in diff_idx:
+        x = inputs[i]
+        rows = []
+        for k in range(x.numel()):
+            basis = _C.zeros(x.numel(), dtype=x.dtype)
+            basis[k] = 1
+            with fwAD.dual_level():
+                args = [fwAD.make_dual(a.detach(), basis.reshape(tuple(a.shape)) if j == i
+                                       else _C.zeros_like(a))
+                        if j in diff_idx else a for j, a in enumerate(inputs)]
+                outs = [o for o in _as_tuple(func(*args)) if isinstance(o, Tensor)]
+                row = []
+                for o in outs:
+                    t = fwAD.unpack_dual(o).tangent
+                    row.append(_C.zeros(o.numel(), dtype=o.dtype) if t is None
+                               else t.detach().reshape(-1).clone())
+            rows.append(row)
+        jacobians[i] = [_C.stack([r[o] for r in rows]) for o in range(len(rows[0]))] \
+            if rows else []
+    return jacobians
+
+
+def _check_forward_ad(func, inputs, numerical, diff_idx, rtol, atol):
+    forward = _forward_jacobian(func, inputs, diff_idx)
+    for i in diff_idx:
+        for o, (a, n) in enumerate(zip(forward[i], numerical[i])):
+            if n is None:
+                continue
+            if not allclose(a, n.to(a.dtype), rtol, atol):
+                raise GradcheckError(_notallclose_msg(a, n, o, i).replace(
+                    "Jacobian mismatch", "Jacobian computed with forward mode mismatch"))
+
+
+def _check_batched_grad(outputs, diff_inputs, rtol, atol):
+    """One backward with two stacked grad_outputs (is_grads_batched) against two backwards."""
+    from . import grad as autograd_grad
+    for oi, o in enumerate(outputs):
+        vs = _C.randn(2, *tuple(o.shape), dtype=o.dtype)
+        batched = autograd_grad(o, diff_inputs, vs, retain_graph=True, allow_unused=True,
+                                is_grads_batched=True)
+        for b in range(2):
+            single = autograd_grad(o, diff_inputs, vs[b], retain_graph=True, allow_unused=True)
+            for j, (g1, g2) in enumerate(zip(batched, single)):
+                if (g1 is None) != (g2 is None) or (
+                        g1 is not None and not allclose(g1[b], g2, rtol, atol)):
+                    raise GradcheckError(
+                        f"For output {oi} and input {j}:\nWhile "
+                        "computing batched gradients, got: batched and unbatched backward "
+                        "disagree")
+
+
+def _check_batched_forward_grad(func, inputs, diff_idx, rtol, atol):
+    """vmap over two tangents per input against one forward-AD call per tangent."""
+    from . import forward_ad as fwAD
+    from ..func import vmap
+
+    def tangent_out(*ts):
+        with fwAD.dual_level():
+            args = list(inputs)
+            for i, t in zip(diff_idx, ts):
+                args[i] = fwAD.make_dual(inputs[i].detach(), t)
+            outs = [o for o in _as_tuple(func(*args)) if isinstance(o, Tensor)]
+            tangents = [fwAD.unpack_dual(o).tangent for o in outs]      # once each: lazy
+            return tuple(_C.zeros_like(o) if t is None else t.detach().clone()
+                         for o, t in zip(outs, tangents))
+    ts = [_C.randn(2, *tuple(inputs[i].shape), dtype=inputs[i].dtype) for i in diff_idx]
+    batched = vmap(tangent_out)(*ts)
+    for b in range(2):
+        single = tangent_out(*[t[b] for t in ts])
+        for o, (g1, g2) in enumerate(zip(batched, single)):
+            if not allclose(g1[b], g2, rtol, atol):
+                raise GradcheckError(f"For output {o}:\nWhile computing batched gradients, "
+                                     "got: batched and unbatched forward AD disagree")
+
+
 def _notallclose_msg(analytical, numerical, output_idx, input_idx):
     return (f"Jacobian mismatch for output {output_idx:d} with respect to input "
             f"{input_idx:d},\nnumerical:{numerical}\nanalytical:{analytical}\n")
 
 
-def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes):
+def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtypes,
+                      backward_ad=True, forward_ad=False, batched_grad=False,
+                      batched_forward_grad=False):
     tupled_inputs = _as_tuple(inputs)
     _check_inputs(tupled_inputs)
     numerical = _numerical_jacobian(func, tupled_inputs, eps)
+    if forward_ad or batched_forward_grad:
+        fidx = [i for i, x in enumerate(tupled_inputs)
+                if isinstance(x, Tensor) and x.requires_grad]
+        if forward_ad:
+            _check_forward_ad(func, tupled_inputs, numerical, fidx, rtol, atol)
+        if batched_forward_grad:
+            _check_batched_forward_grad(func, tupled_inputs, fidx, rtol, atol)
+    if not backward_ad:
+        return True
     # called after the perturbations, which bump the inputs' version counters
     func_out = func(*tupled_inputs)
     outputs = _differentiable_outputs(func_out)
@@ -172,6 +265,8 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_grad_dtyp
                     "grad_output multiple times gives different values, although analytical "
                     "gradient matches numerical gradient.The tolerance for nondeterminism was "
                     f"{nondet_tol}.")
+    if batched_grad:
+        _check_batched_grad(outputs, diff_inputs, rtol, atol)
     return True
 
 
@@ -190,12 +285,10 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     if check_batched_forward_grad and not check_forward_ad:
         raise AssertionError("Setting check_batched_forward_grad=True requires "
                              "check_forward_ad to be True")
-    if check_forward_ad or check_batched_grad or check_batched_forward_grad:
-        raise NotImplementedError("cddp: gradcheck's forward-mode and batched checks need "
-                                  "forward AD / vmap, which cddp does not have")
     try:
         return _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol,
-                                 check_grad_dtypes)
+                                 check_grad_dtypes, check_backward_ad, check_forward_ad,
+                                 check_batched_grad, check_batched_forward_grad)
     except GradcheckError:
         if raise_exception:
             raise
@@ -211,9 +304,6 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     create_graph=True, differentiated again in the inputs and the grad_outputs) match finite
     differences of those gradients; random grad_outputs (float64 normal, a fixed seed of
     their own) when not given."""
-    if check_fwd_over_rev or check_batched_grad:
-        raise NotImplementedError("cddp: gradgradcheck's forward-over-reverse and batched "
-                                  "checks need forward AD / vmap, which cddp does not have")
     from .._extras import grad
     tupled_inputs = _as_tuple(inputs)
     if grad_outputs is None:
@@ -237,4 +327,7 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     return gradcheck(new_func, tupled_inputs + tupled_grads, eps=eps, atol=atol, rtol=rtol,
                      raise_exception=raise_exception, nondet_tol=nondet_tol,
                      check_undefined_grad=check_undefined_grad,
-                     check_grad_dtypes=check_grad_dtypes, fast_mode=fast_mode)
+                     check_grad_dtypes=check_grad_dtypes, fast_mode=fast_mode,
+                     check_batched_grad=check_batched_grad,
+                     check_forward_ad=check_fwd_over_rev,
+                     check_backward_ad=check_rev_over_rev)
