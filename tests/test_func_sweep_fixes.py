@@ -183,3 +183,52 @@ def test_jacobian_forward_mode_strategy():
     H = F.hessian(lambda x: (x ** 3).sum(), x, vectorize=True,
                   outer_jacobian_strategy="forward-mode")
     np.testing.assert_allclose(H.numpy(), np.diag(6 * x0), rtol=1e-14)
+
+
+def _node_hook_run(lib):
+    """Node hooks as apex / Horovod-style code uses them; returns what they saw and did."""
+    seen = []
+    x = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+    y = x * 2
+    z = (y * y).sum()
+    mul = y.grad_fn                                   # MulBackward0 of x * 2
+
+    def pre(gouts):
+        seen.append(("pre", [float(g.sum()) for g in gouts]))
+        return (gouts[0] * 10,)
+
+    def post(gins, gouts):
+        seen.append(("post", [None if g is None else float(g.sum()) for g in gins]))
+    h1 = mul.register_prehook(pre)
+    mul.register_hook(post)
+    acc = x.expand_as(x).grad_fn.next_functions[0][0]          # x's AccumulateGrad
+    acc.register_hook(lambda *unused: seen.append(("acc", float(x.grad.sum()))))
+    z.backward()
+    g1 = x.grad.tolist()
+    h1.remove()
+    x.grad = None
+    (x * 2).pow(2).sum().backward()
+    return seen, g1, x.grad.tolist()
+
+
+def test_node_register_hook_and_prehook():
+    seen, g1, g2 = _node_hook_run(cddp)
+    # d/dx sum((2x)^2) = 8x; the prehook scales MulBackward0's incoming gradient by 10
+    assert g1 == [80.0, 160.0, 240.0]
+    assert seen[0] == ("pre", [24.0])                 # 2 * y = 4x summed: 4 * 6
+    assert seen[1] == ("post", [480.0, None])         # the scalar 2 gets no gradient
+    assert seen[2] == ("acc", 480.0)
+    assert g2 == [8.0, 16.0, 24.0]                    # a new graph: the removed hook is gone
+
+
+def test_node_hooks_match_torch():
+    torch = pytest.importorskip("torch")
+    assert _node_hook_run(cddp) == _node_hook_run(torch)
+
+
+def test_node_hooks_bad_result():
+    x = cddp.ones(2, requires_grad=True)
+    y = x * 3
+    y.grad_fn.register_prehook(lambda g: (g[0], g[0]))
+    with pytest.raises(RuntimeError, match="expected a tuple of 1"):
+        y.sum().backward()

@@ -155,6 +155,75 @@ static int run_pre_hooks(NodeObject *node, TensorObject **gout)
     return 0;
 }
 
+/* A tuple of the n gradients g (None where NULL): what a node's own hooks are handed. */
+static PyObject *grads_tuple(TensorObject **g, int n)
+{
+    PyObject *t = PyTuple_New(n);
+    for (int k = 0; t && k < n; k++)
+        PyTuple_SET_ITEM(t, k, Py_NewRef(g && g[k] ? (PyObject *)g[k] : Py_None));
+    return t;
+}
+
+/* g[0..n) := the hook's result r, a tuple or list of n Tensors / None. 0, or -1. */
+static int grads_replace(PyObject *r, TensorObject **g, int n, const char *what)
+{
+    PyObject *seq = PySequence_Fast(r, "");
+    if (!seq || PySequence_Fast_GET_SIZE(seq) != n) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_RuntimeError, "hook '%s' returned %s, expected a tuple of %d %s",
+                     what, Py_TYPE(r)->tp_name, n, "gradients (Tensors or None)");
+        Py_XDECREF(seq);
+        return -1;
+    }
+    for (int k = 0; k < n; k++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(seq, k);
+        if (x != Py_None && !cddp_tensor_check(x)) {
+            PyErr_Format(PyExc_TypeError, "hook '%s' returned a %s among its gradients",
+                         what, Py_TYPE(x)->tp_name);
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        PyObject *x = PySequence_Fast_GET_ITEM(seq, k);
+        Py_XSETREF(g[k], x == Py_None ? NULL : (TensorObject *)Py_NewRef(x));
+    }
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* The node's own hooks, in registration order: register_prehook's fn(grad_outputs) before
+ * its backward (which 0), register_hook's fn(grad_inputs, grad_outputs) after it (1); a
+ * non-None result replaces grad_outputs / grad_inputs. 0, or -1 with an exception. */
+static int run_fn_hooks(NodeObject *node, int which, TensorObject **gout, int nout,
+                        TensorObject **gin)
+{
+    PyObject *fns;
+    int rc = 0;
+    if (!node->fn_hooks[which] || !PyDict_GET_SIZE(node->fn_hooks[which]))
+        return 0;
+    if (!(fns = PyDict_Values(node->fn_hooks[which])))     /* a snapshot: hooks may remove */
+        return -1;
+    for (Py_ssize_t i = 0; rc == 0 && i < PyList_GET_SIZE(fns); i++) {
+        PyObject *fn = PyList_GET_ITEM(fns, i), *go = grads_tuple(gout, nout), *gi = NULL, *r;
+        if (which)
+            gi = grads_tuple(gin, node->n_next);
+        r = !go || (which && !gi) ? NULL
+            : which ? PyObject_CallFunctionObjArgs(fn, gi, go, NULL)
+                    : PyObject_CallOneArg(fn, go);
+        if (!r)
+            rc = -1;
+        else if (r != Py_None)
+            rc = which ? (gin ? grads_replace(r, gin, node->n_next, "register_hook") : 0)
+                       : grads_replace(r, gout, nout, "register_prehook");
+        Py_XDECREF(r);
+        Py_XDECREF(go);
+        Py_XDECREF(gi);
+    }
+    Py_DECREF(fns);
+    return rc;
+}
+
 /* Drop every gradient buffered in n. */
 static void clear_inbufs(NodeObject *n)
 {
@@ -343,7 +412,10 @@ static int run_node(run_t *run, NodeObject *node, int retain_graph)
             PyErr_NoMemory();
     }
     if (any && !err)
-        err = run_pre_hooks(node, gout) < 0 || node->backward(node, gout, gin) < 0 ||
+        err = run_pre_hooks(node, gout) < 0 ||
+              run_fn_hooks(node, 0, gout, node->n_out, NULL) < 0 ||
+              node->backward(node, gout, gin) < 0 ||
+              run_fn_hooks(node, 1, gout, node->n_out, gin) < 0 ||
               (cddp_detect_anomaly && gin && check_anomaly(node, gin) < 0);
     for (int k = 0; k < nb; k++)
         Py_XDECREF(gout[k]);

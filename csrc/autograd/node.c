@@ -39,6 +39,8 @@ static int node_traverse(NodeObject *self, visitproc visit, void *arg)
     Py_VISIT(self->variable);
     Py_VISIT(self->pre_hooks);
     Py_VISIT(self->retain);
+    Py_VISIT(self->fn_hooks[0]);
+    Py_VISIT(self->fn_hooks[1]);
     Py_VISIT(self->dict);
     return 0;
 }
@@ -59,6 +61,8 @@ static int node_clear(NodeObject *self)
     Py_CLEAR(self->variable);
     Py_CLEAR(self->pre_hooks);
     Py_CLEAR(self->retain);
+    Py_CLEAR(self->fn_hooks[0]);
+    Py_CLEAR(self->fn_hooks[1]);
     Py_CLEAR(self->dict);
     return 0;
 }
@@ -228,14 +232,50 @@ static PyObject *node_as_output(NodeObject *self, PyObject *args)
 }
 
 /* _hooks() -> (pre_hooks dict | None, retain dict | None, leaf hooks | None,
- *              post-accumulate hooks | None); the last two for AccumulateGrad only */
+ *              post-accumulate hooks | None, node pre-hooks dict | None,
+ *              node hooks dict | None); leaf and post-accumulate hooks for AccumulateGrad */
 static PyObject *node_hooks(NodeObject *self, PyObject *unused)
 {
     TensorObject *v = self->variable;
-    return PyTuple_Pack(4, self->pre_hooks ? self->pre_hooks : Py_None,
+    return PyTuple_Pack(6, self->pre_hooks ? self->pre_hooks : Py_None,
                         self->retain ? self->retain : Py_None,
                         v && v->hooks ? v->hooks : Py_None,
-                        v && v->post_acc_hooks ? v->post_acc_hooks : Py_None);
+                        v && v->post_acc_hooks ? v->post_acc_hooks : Py_None,
+                        self->fn_hooks[0] ? self->fn_hooks[0] : Py_None,
+                        self->fn_hooks[1] ? self->fn_hooks[1] : Py_None);
+}
+
+/* register_prehook(fn) / register_hook(fn): fn(grad_outputs) or fn(grad_inputs,
+ * grad_outputs) around this node's backward (engine.c); a handle whose remove() drops it
+ * (cddp.utils.hooks.RemovableHandle over the node's dict). */
+static PyObject *add_fn_hook(NodeObject *self, PyObject *fn, int which)
+{
+    PyObject *mod, *handle = NULL, *id;
+    if (!PyCallable_Check(fn)) {
+        PyErr_Format(PyExc_TypeError, "expected a callable hook, got %s", Py_TYPE(fn)->tp_name);
+        return NULL;
+    }
+    if (!self->fn_hooks[which] && !(self->fn_hooks[which] = PyDict_New()))
+        return NULL;
+    mod = PyImport_ImportModule("cddp.utils.hooks");
+    if (mod)
+        handle = PyObject_CallMethod(mod, "RemovableHandle", "O", self->fn_hooks[which]);
+    Py_XDECREF(mod);
+    id = handle ? PyObject_GetAttrString(handle, "id") : NULL;
+    if (!id || PyDict_SetItem(self->fn_hooks[which], id, fn) < 0)
+        Py_CLEAR(handle);
+    Py_XDECREF(id);
+    return handle;
+}
+
+static PyObject *node_register_prehook(NodeObject *self, PyObject *fn)
+{
+    return add_fn_hook(self, fn, 0);
+}
+
+static PyObject *node_register_hook(NodeObject *self, PyObject *fn)
+{
+    return add_fn_hook(self, fn, 1);
 }
 
 static PyMemberDef node_members[] = {
@@ -258,6 +298,12 @@ static PyMethodDef node_methods[] = {
     {"_input_meta", (PyCFunction)node_input_meta, METH_NOARGS, NULL},
     {"_as_output", (PyCFunction)node_as_output, METH_VARARGS, NULL},
     {"_hooks", (PyCFunction)node_hooks, METH_NOARGS, NULL},
+    {"register_hook", (PyCFunction)node_register_hook, METH_O,
+     "register_hook(fn): fn(grad_inputs, grad_outputs) after this node's backward; a "
+     "non-None result replaces grad_inputs. Returns a handle with remove()."},
+    {"register_prehook", (PyCFunction)node_register_prehook, METH_O,
+     "register_prehook(fn): fn(grad_outputs) before this node's backward; a non-None result "
+     "replaces grad_outputs. Returns a handle with remove()."},
     {NULL},
 };
 

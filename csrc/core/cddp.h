@@ -444,6 +444,8 @@ struct NodeObject {
     TensorObject *variable;           /* AccumulateGrad: the leaf (owned) */
     PyObject *pre_hooks;              /* dict output_nr -> list (Tensor.register_hook) */
     PyObject *retain;                 /* dict output_nr -> weakref of non-leaf retaining grad */
+    PyObject *fn_hooks[2];            /* dicts handle id -> fn: the node's own pre-hooks
+                                         (register_prehook) and hooks (register_hook) */
     PyObject *dict;
     PyObject *weakreflist;
     /* engine scratch, valid during one backward pass */

@@ -147,7 +147,7 @@ def _walk(ready, bufs, edges, needed, deps, queued, tie, want, captured, accumul
 def _step(n, g, want, captured, accumulate, onward):
     """Run node n on its gradients g: hooks, capture, accumulation or (when onward: some
     node past it is wanted) its formula. Returns [(next node, input_nr, gradient or None)]."""
-    pre, retain, leaf_hooks, post = n._hooks()
+    pre, retain, leaf_hooks, post, fn_pre, fn_post = n._hooks()
     for k in list(g):
         if g[k] is None:
             continue
@@ -159,6 +159,12 @@ def _step(n, g, want, captured, accumulate, onward):
             t.grad = g[k] if t.grad is None else t.grad + g[k]
         for j in want.get((id(n), k), ()):
             captured[j] = _add(captured[j], g[k])
+    n_out = max(g) + 1 if g else 0
+    for h in list(fn_pre.values()) if fn_pre else ():      # the node's register_prehook
+        r = h(tuple(g.get(k) for k in range(n_out)))
+        if r is not None:
+            for k, v in enumerate(r):
+                g[k] = v
     name = n.name()
     if name == "AccumulateGrad":
         if accumulate and g[0] is not None:
@@ -167,6 +173,8 @@ def _step(n, g, want, captured, accumulate, onward):
             leaf.grad = r if leaf.grad is None else leaf.grad + r
             for h in post or ():
                 h(leaf)
+            for h in list(fn_post.values()) if fn_post else ():
+                h((), (g[0],))
         return []
     if not onward or all(v is None for v in g.values()):
         return []
@@ -184,6 +192,10 @@ def _step(n, g, want, captured, accumulate, onward):
         out = fn(ctx, g)
     if not isinstance(out, (tuple, list)):
         out = (out,)
+    for h in list(fn_post.values()) if fn_post else ():     # the node's register_hook
+        r = h(tuple(out), tuple(g.get(k) for k in range(n_out)))
+        if r is not None:
+            out = tuple(r)
     if len(out) != len(ctx.next):
         raise RuntimeError(f"double backward formula of {name} returned {len(out)} gradients; "
                            f"the node has {len(ctx.next)} inputs")
