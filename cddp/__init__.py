@@ -176,6 +176,8 @@ _LAZY.update({"max_pool1d": ("nn._functional_spatial", "_torch_max_pool1d"),
               "constant_pad_nd": ("nn._functional_spatial", "_constant_pad_nd")})
 _LAZY.update({"i0": ("special", "i0"),
               "is_anomaly_enabled": ("autograd.anomaly_mode", "is_anomaly_enabled"),
+              "is_anomaly_check_nan_enabled": ("autograd.anomaly_mode",
+                                               "is_anomaly_check_nan_enabled"),
               "conv3d": ("nn._functional_3d", "conv3d"),
               "conv_transpose3d": ("nn._functional_3d", "conv_transpose3d"),
               "max_pool3d": ("nn._functional_3d", "_torch_max_pool3d"),

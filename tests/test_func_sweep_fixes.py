@@ -232,3 +232,18 @@ def test_node_hooks_bad_result():
     y.grad_fn.register_prehook(lambda g: (g[0], g[0]))
     with pytest.raises(RuntimeError, match="expected a tuple of 1"):
         y.sum().backward()
+
+
+def test_detect_anomaly_check_nan_false_keeps_mode_on_without_the_check():
+    import warnings
+    x = cddp.tensor([0.0], requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with cddp.autograd.detect_anomaly(check_nan=False):
+            assert cddp.is_anomaly_enabled() and not cddp.is_anomaly_check_nan_enabled()
+            (x / x).sum().backward()                  # NaN gradient: no check, no error
+        assert not cddp.is_anomaly_enabled() and cddp.is_anomaly_check_nan_enabled()
+        with cddp.autograd.detect_anomaly():
+            x.grad = None
+            with pytest.raises(RuntimeError, match="nan"):
+                (x / x).sum().backward()
