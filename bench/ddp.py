@@ -18,8 +18,11 @@ model in DDP. "vs 1 proc" divides the DDP rate by N times the plain rate of the 
 Per-phase profile (cddp, median per step over a window of instrumented steps, ms): forward,
 backward, of which the reducer's bucket copies, launches (the last unit runs inline: its
 all_reduce is included) and the final wait, then the optimizer; "comm alone" is the same
-collectives run back to back outside backward, and "hidden" is the share of it that backward
-hides: 1 - (backward with sync - backward under no_sync) / comm alone.
+collectives run back to back outside backward (on buffers in the shared arena, where DDP's
+gradients are), and "hidden" is the share of it that backward hides: 1 - (backward with sync -
+backward under no_sync) / comm alone. "in place": the units per step the shared-memory
+transport all-reduced in place in the ranks' arenas (zero-copy; the rest went through the
+transport's slots); CDDP_SHM_ZEROCOPY=0 turns that path off for a comparison.
 
 Ranks are started by this script (RANK/WORLD_SIZE/MASTER_* set by hand, a free port each
 run); every rank reports JSON; ratios come from one run. The machine is shared: read the
@@ -232,7 +235,10 @@ def profile(lib, dist, model, plain, opt, opt_plain, crit, x, y, reps, slowest):
                                ("nosync", model, opt, True)):
         dist.barrier()
         model.reducer.reset_stats()
+        zc0 = lib._C._shm_zero_copy_ops()
         rows = [phased(m, o, nosync) for _ in range(reps)]
+        if name == "ddp":       # all_reduces run in place in the shared arenas, per step
+            res["in_place"] = (lib._C._shm_zero_copy_ops() - zc0) / reps
         res[name] = [1e3 * statistics.median(r[k] for r in rows) for k in range(3)]
         if name == "ddp":
             st = model.reducer.stats()
@@ -287,7 +293,7 @@ def print_tables(rows, libs):
     print(f"{'model':7s} {'ranks':>5s} | {'plain fwd':>9s} {'bwd':>7s} {'opt':>6s} | "
           f"{'DDP fwd':>8s} {'bwd':>7s} {'copies':>7s} {'launch':>7s} {'wait':>6s} "
           f"{'write':>6s} {'opt':>6s} | {'no_sync bwd':>11s} {'comm alone':>10s} {'hidden':>6s}"
-          f" {'units':>5s} {'copied MiB':>10s}")
+          f" {'units':>5s} {'in place':>8s} {'copied MiB':>10s}")
     for model, nranks, unit, res in rows:
         ph = res["cddp"]["phases"]
         r = ph["reducer"]
@@ -296,7 +302,7 @@ def print_tables(rows, libs):
               f"{ph['plain'][2]:6.3f} | {ph['ddp'][0]:8.3f} {ph['ddp'][1]:7.3f} "
               f"{r['copy_s']:7.3f} {r['launch_s']:7.3f} {r['wait_s']:6.3f} {r['write_s']:6.3f} "
               f"{ph['ddp'][2]:6.3f} | {ph['nosync'][1]:11.3f} {ph['comm']:10.3f} {hid} "
-              f"{ph['units']:5d} {ph['copy_mb']:10.2f}")
+              f"{ph['units']:5d} {ph.get('in_place', 0):8.1f} {ph['copy_mb']:10.2f}")
 
 
 def main():

@@ -15,15 +15,22 @@ RNG = np.random.default_rng(7)
 A = RNG.standard_normal((3, 3)) + 3 * np.eye(3)
 B = RNG.standard_normal((3, 2))
 
-FUNCS = {
-    "det": lambda x: cddp.linalg.det(x),
-    "inv": lambda x: (cddp.linalg.inv(x) ** 2).sum(),
-    "slogdet": lambda x: cddp.linalg.slogdet(x)[1],
-    "logdet_gram": lambda x: cddp.logdet(x @ x.T),
-    "solve": lambda x: (cddp.linalg.solve(x, cddp.tensor(B)) ** 2).sum(),
-    "solve_vector": lambda x: (cddp.linalg.solve(x, cddp.tensor(B[:, 0])) ** 3).sum(),
-    "solve_right": lambda x: (cddp.linalg.solve(x, cddp.tensor(B.T), left=False) ** 2).sum(),
-}
+
+
+def _funcs(L):
+    """The functions differentiated, for the library L (cddp or torch)."""
+    return {
+        "det": lambda x: L.linalg.det(x),
+        "inv": lambda x: (L.linalg.inv(x) ** 2).sum(),
+        "slogdet": lambda x: L.linalg.slogdet(x)[1],
+        "logdet_gram": lambda x: L.logdet(x @ x.T),
+        "solve": lambda x: (L.linalg.solve(x, L.tensor(B)) ** 2).sum(),
+        "solve_vector": lambda x: (L.linalg.solve(x, L.tensor(B[:, 0])) ** 3).sum(),
+        "solve_right": lambda x: (L.linalg.solve(x, L.tensor(B.T), left=False) ** 2).sum(),
+    }
+
+
+FUNCS = _funcs(cddp)
 
 
 def _grad(f, a):
@@ -62,15 +69,7 @@ def test_jvp_matches_directional_derivative(name):
 @pytest.mark.parametrize("name", sorted(FUNCS))
 def test_hessian_matches_torch(name):
     torch = pytest.importorskip("torch")
-    tf = {
-        "det": lambda x: torch.linalg.det(x),
-        "inv": lambda x: (torch.linalg.inv(x) ** 2).sum(),
-        "slogdet": lambda x: torch.linalg.slogdet(x)[1],
-        "logdet_gram": lambda x: torch.logdet(x @ x.T),
-        "solve": lambda x: (torch.linalg.solve(x, torch.tensor(B)) ** 2).sum(),
-        "solve_vector": lambda x: (torch.linalg.solve(x, torch.tensor(B[:, 0])) ** 3).sum(),
-        "solve_right": lambda x: (torch.linalg.solve(x, torch.tensor(B.T), left=False) ** 2).sum(),
-    }[name]
+    tf = _funcs(torch)[name]
     want = torch.func.hessian(tf)(torch.tensor(A)).numpy()
     got = func.hessian(FUNCS[name])(cddp.tensor(A)).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)

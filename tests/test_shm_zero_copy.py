@@ -3,7 +3,7 @@ and the shared arena behind it (core/arena.c): tensors allocated while
 cddp._C._arena_scope(True) — as DDP's reducer does around a backward — are all-reduced in
 place in every rank's arena, each rank reducing its slice straight from the others' memory.
 
-Oracles: NumPy folds of every rank's input (each rank computes them from the same formula),
+Oracles: NumPy folds of every rank's input (tests/test_collectives.py's inputs and folds),
 a single-process training run over the whole batch (DDP), and the path counter
 _C._shm_zero_copy_ops(), which says whether the in-place path or the copy path ran.
 """
@@ -14,32 +14,20 @@ import pytest
 
 from _teststore import init_group, run_ranks
 
-SUM, AVG, PRODUCT, MIN, MAX = 0, 1, 2, 3, 4
+from test_collectives import AVG, MAX, MIN, PRODUCT, SUM, f as _values, fold
+
 # past the one-step path's 16 KiB, odd tails; 4097 elements stay under the block cache's
 # 64 KiB (core/storage.c): private memory whatever the scope, so the copy path
 SIZES = [4097, 100003, (1 << 20) + 13]
 
 
-def _values(r, count, dt, op):
-    i = np.arange(count, dtype=np.int64)
-    if op == PRODUCT:
-        v = 1 + (r + i) % 2
-    elif op in (MIN, MAX):
-        v = (r * 7 + i) % 11 - 5
-    else:
-        v = (r + 1) + i % 5
-    return v.astype(dt)
-
-
 def _fold(n, count, dt, op):
-    a = np.stack([_values(r, count, dt, op) for r in range(n)])
-    if op == SUM:
-        return a.sum(0).astype(dt)
-    if op == AVG:
-        return (a.sum(0) / n).astype(dt)
-    if op == PRODUCT:
-        return a.prod(0).astype(dt)
-    return (a.min(0) if op == MIN else a.max(0)).astype(dt)
+    return fold([_values(r, count, dt, op) for r in range(n)], dt, op, n)
+
+
+def _results(res):
+    """Each rank's returned dict (run_ranks wraps it as {"ok": ...})."""
+    return [r.get("ok", r) for r in res]
 
 
 def _arena_tensor(cddp, arr):
@@ -81,8 +69,7 @@ def values_sweep(rank, size, d):
 @pytest.mark.parametrize("n", [2, 3])
 def test_in_place_all_reduce_values(n):
     res = run_ranks(n, "test_shm_zero_copy:values_sweep", timeout=120)
-    for r in res:
-        r = r.get("ok", r)
+    for r in _results(res):
         assert "bad" in r, r
         assert r["bad"] == [], r["bad"]
         assert r["arena_runs"] >= 36
@@ -111,8 +98,7 @@ def mixed(rank, size, d):
 
 def test_mixed_buffers_take_the_copy_path():
     res = run_ranks(2, "test_shm_zero_copy:mixed", timeout=60)
-    for r in res:
-        r = r.get("ok", r)
+    for r in _results(res):
         assert r.get("ok") == [True, True], r
         assert r["zc"] == [0, 1], r
 
@@ -137,8 +123,7 @@ def no_arena_on_one_rank(rank, size, d):
 
 def test_rank_without_arena_turns_the_path_off():
     res = run_ranks(2, "test_shm_zero_copy:no_arena_on_one_rank", timeout=60)
-    for r in res:
-        r = r.get("ok", r)
+    for r in _results(res):
         assert r.get("ok") == [True] * 3, r
         assert r["zc"] == 0, r
 
@@ -182,8 +167,7 @@ def ddp_vs_single(rank, size, d):
 
 def test_ddp_reduces_in_place_and_matches_one_process():
     res = run_ranks(2, "test_shm_zero_copy:ddp_vs_single", timeout=120)
-    for r in res:
-        r = r.get("ok", r)
+    for r in _results(res):
         assert "diff" in r, r
         assert r["diff"] < 1e-5, r
         assert r["zc"] >= 8, "the 512x256 and 64x512 weights' gradients should reduce in place"
@@ -208,7 +192,7 @@ def dead_peer(rank, size, d):
 
 def test_dead_peer_fails_the_in_place_all_reduce():
     res = run_ranks(2, "test_shm_zero_copy:dead_peer", timeout=60)
-    r0 = res[0].get("ok", res[0])
+    r0 = _results(res)[0]
     assert r0.get("error"), r0
     assert "rank 1" in r0["error"], r0["error"]
     assert r0["s"] < 10, r0
@@ -246,8 +230,7 @@ def fork_child(rank, size, d):
 
 def test_fork_child_keeps_off_the_arena():
     res = run_ranks(2, "test_shm_zero_copy:fork_child", timeout=60)
-    for r in res:
-        r = r.get("ok", r)
+    for r in _results(res):
         assert r.get("child_arena_bytes") == "0", r
         assert r["same"], r
 
@@ -268,7 +251,6 @@ def mismatch(rank, size, d):
 
 def test_mismatched_collective_is_reported():
     res = run_ranks(2, "test_shm_zero_copy:mismatch", timeout=60)
-    for r in res:
-        r = r.get("ok", r)
+    for r in _results(res):
         assert r.get("error"), r
         assert "all_reduce" in r["error"] and "reduce" in r["error"], r["error"]
