@@ -247,3 +247,12 @@ def test_detect_anomaly_check_nan_false_keeps_mode_on_without_the_check():
             x.grad = None
             with pytest.raises(RuntimeError, match="nan"):
                 (x / x).sum().backward()
+
+
+def test_grad_materialize_grads_refuses_allow_unused_false():
+    x = cddp.ones(2, requires_grad=True)
+    y = cddp.ones(2, requires_grad=True)
+    with pytest.raises(ValueError, match="allow_unused"):
+        cddp.autograd.grad(x.sum(), [x, y], materialize_grads=True, allow_unused=False)
+    gx, gy = cddp.autograd.grad(x.sum(), [x, y], materialize_grads=True)
+    assert gx.tolist() == [1.0, 1.0] and gy.tolist() == [0.0, 0.0]
