@@ -14,8 +14,11 @@
 The child's traceback travels as UTF-8 text in a per-process temporary file (torch uses a
 pickled string in the same kind of file; a file avoids the deadlocks a Queue can cause when a
 child dies mid-write). Children get PR_SET_PDEATHSIG(SIGINT) as in torch so they stop when the
-parent dies. Unlike torch, an exception (Ctrl-C included) raised in the parent while it waits
-in spawn(join=True) terminates the children before propagating, so none is orphaned.
+parent dies. Unlike torch, an exception (Ctrl-C, and SIGTERM, made SystemExit(143) for the
+wait) raised in the parent while it waits in spawn(join=True) terminates the children and
+removes their error files before propagating, so none is orphaned or left in /tmp; a child
+whose parent was killed outright prints its traceback instead of writing a file; terminate()
+resumes a stopped child (SIGCONT) so its SIGTERM takes effect without the grace period.
 """
 import ctypes
 import multiprocessing
@@ -92,6 +95,31 @@ class _deferred_sigint:
         return False
 
 
+class _sigterm_as_exit:
+    """Context manager for the parent's wait in spawn(join=True): SIGTERM raises SystemExit
+    (143) instead of killing the parent on the spot, so the children are stopped and their
+    error files removed on the way out. Only when SIGTERM has its default action and this is
+    the main thread; else a no-op."""
+
+    def __enter__(self):
+        self.prev = None
+        try:
+            if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+                self.prev = signal.signal(signal.SIGTERM, self._raise)
+        except (ValueError, OSError, TypeError):
+            self.prev = None
+        return self
+
+    @staticmethod
+    def _raise(signum, frame):
+        raise SystemExit(128 + signum)
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            signal.signal(signal.SIGTERM, self.prev)
+        return False
+
+
 def _restore_sigint_in_child():
     """A forked child inherits the recorder: give it back the parent's previous handler."""
     h = signal.getsignal(signal.SIGINT)
@@ -134,7 +162,9 @@ class ProcessExitedException(ProcessException):
 
 def _wrap(fn, i, args, error_file):
     """Child entry point: run fn(i, *args); on an exception write its traceback to
-    `error_file` and exit 1 (Ctrl-C from the parent ends the child quietly)."""
+    `error_file` and exit 1 (Ctrl-C from the parent ends the child quietly). A child whose
+    parent is gone (killed: nobody will read the file) prints the traceback instead."""
+    parent = os.getppid()
     _set_pdeathsig(signal.SIGINT)
     _restore_sigint_in_child()
     try:
@@ -144,10 +174,18 @@ def _wrap(fn, i, args, error_file):
     except Exception:
         import traceback
         text = traceback.format_exc()
-        tmp = error_file + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, error_file)      # the parent never sees half a traceback
+        if os.getppid() == parent:
+            tmp = error_file + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            os.replace(tmp, error_file)      # the parent never sees half a traceback
+        if os.getppid() != parent:           # gone before or while writing: remove it
+            for name in (error_file, error_file + ".tmp"):
+                try:
+                    os.unlink(name)
+                except OSError:
+                    pass
+            sys.stderr.write(text)
         sys.exit(1)
 
 
@@ -188,6 +226,10 @@ class ProcessContext:
         for p in self.processes:
             if p.is_alive():
                 p.terminate()
+                try:                     # a stopped child acts on the SIGTERM only if resumed
+                    os.kill(p.pid, signal.SIGCONT)
+                except OSError:
+                    pass
         self._join_procs_with_timeout(grace_period)
         for p in self.processes:
             if p.is_alive():
@@ -269,8 +311,9 @@ def start_processes(fn, args=(), nprocs=1, join=True, daemon=False, start_method
         ctx.sentinels = {p.sentinel: i for i, p in enumerate(processes)}
         if not join:
             return ctx
-        while not ctx.join():
-            pass
+        with _sigterm_as_exit():
+            while not ctx.join():
+                pass
     except BaseException:
         ctx.terminate()
         raise
