@@ -380,6 +380,23 @@ def test_worker_ignoring_sigterm_is_killed_after_grace(job):
     assert wait_dead(j.pids("rank"), 0.5) == []
 
 
+def test_stopped_worker_is_stopped_without_the_grace(job):
+    """A worker hung by SIGSTOP gets SIGCONT with its SIGTERM: no grace period to wait."""
+    j = job("""
+    if RANK == 0:
+        mark("ready")
+        os.kill(os.getpid(), signal.SIGSTOP)
+        time.sleep(60)
+    wait_for("ready")
+    time.sleep(0.3)
+    sys.exit(4)
+    """)
+    rc, out, err, secs = j.run("cddp.run", "--nproc-per-node=2", "--shutdown-timeout=20")
+    assert rc == 4, err
+    assert secs < 10, secs              # not the 20 s grace
+    assert wait_dead(j.pids("rank"), 0.5) == []
+
+
 def test_no_orphans_grandchildren_die_too(job):
     j = job("""
     if RANK == 0:

@@ -527,6 +527,8 @@ class Agent:
         got = None
         for w in self.workers:
             _killpg(w.proc.pid, sig)
+            if sig != signal.SIGKILL:       # a stopped worker acts on it only once resumed
+                _killpg(w.proc.pid, signal.SIGCONT)
         deadline = time.monotonic() + self.cfg.grace
         while any(w.returncode is None for w in self.workers):
             left = deadline - time.monotonic()
