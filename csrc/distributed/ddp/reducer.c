@@ -163,6 +163,28 @@ static int64_t param_bytes(ReducerObject *self, Py_ssize_t i)
 
 /* ---- the plan: flat buffers and units ----------------------------------------------------- */
 
+/* Bucket k's flat buffer of `flat` elements, in the shared arena (the transport reduces it
+ * in place there, core/arena.c): a storage of at least the block cache's smallest cached
+ * size, since smaller blocks never come from the arena, viewed as its first `flat` elements.
+ * 0, or -1 with an exception. */
+static int flat_buffer(ReducerObject *self, Py_ssize_t k, cddp_dtype dt, int64_t flat)
+{
+    int64_t es = (int64_t)cddp_dtype_size[dt], alloc = flat, one = 1;
+    TensorObject *whole;
+    if (alloc * es < (int64_t)64 << 10 && alloc * es > (int64_t)16 << 10)
+        alloc = ((int64_t)64 << 10) / es;   /* past the shm one-step path (16 KiB) only */
+    cddp_arena_scope = 1;
+    whole = cddp_tensor_new(dt, 1, &alloc, 1);
+    cddp_arena_scope = 0;
+    if (!whole || alloc == flat) {
+        self->buf[k] = whole;
+        return whole ? 0 : -1;
+    }
+    self->buf[k] = cddp_tensor_alias(whole, 1, &flat, &one, 0);
+    Py_DECREF(whole);
+    return self->buf[k] ? 0 : -1;
+}
+
 /* Lay the buckets out for the current mode (hook or not): which parameters are reduced in
  * place, each flat buffer, the unit list. Drops the previous plan. 0, or -1 with an
  * exception. Called at construction and when a comm hook is set (before any backward). */
@@ -201,10 +223,7 @@ static int plan(ReducerObject *self)
         }
         if (flat == 0)
             continue;
-        cddp_arena_scope = 1;               /* flat buffers in the shared arena too */
-        self->buf[k] = cddp_tensor_new(dt, 1, &flat, 1);
-        cddp_arena_scope = 0;
-        if (!self->buf[k])
+        if (flat_buffer(self, k, dt, flat) < 0)
             return -1;
         for (Py_ssize_t j = 0; j < PyList_GET_SIZE(idx); j++) {
             Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(idx, j));
