@@ -461,7 +461,7 @@ static int map_peer_arenas(cddp_pg *pg, shm_t *s)
 static int64_t zc_offer(shm_t *s, cddp_work *w)
 {
     const cddp_pg_args *a = &w->a;
-    if (s->zc < 0 || a->op != CDDP_PG_ALLREDUCE)
+    if (s->zc < 0 || a->op != CDDP_PG_ALLREDUCE || s->n < 2)
         return -1;
     if (ctl(s, s->r)->arena_fd < 0)
         return -2;
@@ -487,11 +487,14 @@ static int zc_offered(shm_t *s, cddp_work *w)
 static int zc_decide(cddp_pg *pg, shm_t *s, cddp_work *w)
 {
     int par = w->seq & 1, every = 1;
+    int64_t B = w->a.count * (int64_t)cddp_pg_dtype_size[w->a.dtype];
     for (int j = 0; j < s->n; j++) {
         int64_t o = ctl(s, j)->zoff[par];
         if (o == -2)
             s->zc = -1;
-        every &= o >= 0;
+        /* an offer past the end of that rank's arena (it cannot come from core/arena.c)
+         * turns the path off rather than reaching outside the mapping */
+        every &= o >= 0 && o <= ctl(s, j)->arena_size - B;
     }
     if (!every || s->zc < 0)
         return 0;
@@ -508,33 +511,30 @@ static int zc_decide(cddp_pg *pg, shm_t *s, cddp_work *w)
     return s->zc > 0;
 }
 
+_Atomic long long cddp_pg_shm_zero_copy_ops;
+
 /* Every rank's buffer is bytes [zoff_j, zoff_j + B) of its arena: rank r reduces slice r
  * straight from every rank's buffer and writes the result into every rank's buffer, then
  * publishes; once every rank has, every buffer holds the whole result. Per rank and byte of
  * the tensor (2 ranks): one read and one write, against ~4 memory passes through the slots,
  * and two synchronisations in all instead of two per chunk.
  * Safe: others write rank j's buffer only after j arrived (its data complete), each inside
- * its own slice; j returns only once every writer has published. */
-_Atomic long long cddp_pg_shm_zero_copy_ops;
-
+ * its own slice; j returns only once every writer has published. n >= 2 (zc_offer). */
 static int run_allreduce_zc(cddp_pg *pg, shm_t *s, cddp_work *w)
 {
     const cddp_pg_args *a = &w->a;
-    size_t es = cddp_pg_dtype_size[a->dtype], B = (size_t)a->count * es, lo, hi;
-    int n = s->n, r = s->r, par = w->seq & 1;
+    size_t es = cddp_pg_dtype_size[a->dtype], B = (size_t)a->count * es, W = 64 << 10, lo, hi;
+    int n = s->n, r = s->r, par = w->seq & 1, first = r == 0 ? 1 : 0;
     char **dst = s->zdst;
     slice_of(B, n, r, &lo, &hi);
     for (int j = 0; j < n; j++)
         dst[j] = j == r ? (char *)a->out : s->peer_arena[j] + ctl(s, j)->zoff[par];
-    /* window by window, so the copies to ranks past the first peer read the result from cache */
-    for (size_t off = lo; off < hi; off += (size_t)64 << 10) {
-        size_t len = hi - off < ((size_t)64 << 10) ? hi - off : ((size_t)64 << 10);
-        int first = -1;
+    /* window by window: the result goes to the first peer from the reduction's own scratch,
+     * to the others (n > 2) from this rank's window while it is still in cache */
+    for (size_t off = lo; off < hi; off += W) {
+        size_t len = hi - off < W ? hi - off : W;
         for (int j = 0; j < n; j++)
             s->srcs[j] = dst[j] + off;
-        for (int j = 0; j < n && first < 0; j++)
-            if (j != r)
-                first = j;
         pg_reduce_n2(dst[r] + off, dst[first] + off, s->srcs, n, (int64_t)(len / es),
                      a->dtype, a->redop, n, 0);
         for (int j = first + 1; j < n; j++)
