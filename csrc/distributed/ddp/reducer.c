@@ -622,8 +622,10 @@ static PyObject *reducer_after_forward(ReducerObject *self, PyObject *flag)
     if (v < 0)
         return NULL;
     self->sync = v && cddp_grad_enabled;
-    if (!self->sync)
+    if (!self->sync) {
+        cddp_arena_scope = 0;          /* no backward to reduce (an earlier one may have failed) */
         Py_RETURN_NONE;
+    }
     memset(self->skip, 0, (size_t)self->nparams);
     memset(self->unused, 0, (size_t)self->nparams);
     if (begin_iteration(self) < 0)
