@@ -262,3 +262,50 @@ def test_mismatched_collective_is_reported():
     for r in _results(res):
         assert r.get("error"), r
         assert "all_reduce" in r["error"] and "reduce" in r["error"], r["error"]
+
+
+def accumulate(rank, size, d):
+    """Gradient accumulation (no_sync, then a synchronised step): the accumulated gradients
+    live in the arena too, so the synchronised step reduces in place; the weights equal one
+    process's over the same samples."""
+    import cddp
+    import cddp.nn as nn
+    from cddp.nn.parallel import DistributedDataParallel as DDP
+    dist = init_group(rank, size, d)
+
+    def make():
+        cddp.manual_seed(0)
+        return nn.Sequential(nn.Linear(64, 512), nn.Tanh(), nn.Linear(512, 256))
+
+    g = cddp.Generator().manual_seed(3)
+    X = cddp.randn(3, 2, 16, 64, generator=g)
+    ref, model = make(), DDP(make())
+    opt_r = cddp.optim.SGD(ref.parameters(), lr=0.1)
+    opt = cddp.optim.SGD(model.parameters(), lr=0.1)
+    c0 = cddp._C._shm_zero_copy_ops()
+    for s in range(3):
+        opt_r.zero_grad()
+        opt.zero_grad()
+        for micro in range(2):
+            (ref(X[s, micro]).pow(2).mean() / 2).backward()
+            x = X[s, micro, rank * 8:(rank + 1) * 8]
+            if micro == 0:
+                with model.no_sync():
+                    (model(x).pow(2).mean() / 2).backward()
+            else:
+                (model(x).pow(2).mean() / 2).backward()
+        opt_r.step()
+        opt.step()
+    zc = cddp._C._shm_zero_copy_ops() - c0
+    diff = max(float((p - q).abs().max()) for p, q in zip(model.module.parameters(),
+                                                           ref.parameters()))
+    dist.destroy_process_group()
+    return {"diff": diff, "zc": zc, "units": len(model.reducer.units())}
+
+
+def test_no_sync_accumulation_reduces_in_place():
+    res = run_ranks(2, "test_shm_zero_copy:accumulate", timeout=120)
+    for r in _results(res):
+        assert "diff" in r, r
+        assert r["diff"] < 1e-5, r
+        assert r["zc"] == 3 * r["units"], r

@@ -623,7 +623,10 @@ static PyObject *reducer_after_forward(ReducerObject *self, PyObject *flag)
         return NULL;
     self->sync = v && cddp_grad_enabled;
     if (!self->sync) {
-        cddp_arena_scope = 0;          /* no backward to reduce (an earlier one may have failed) */
+        /* no_sync: the gradients this backward accumulates are reduced at a later step, so
+         * they too belong in the arena; no grad mode: no backward (an interrupted one may
+         * have left the scope set) */
+        cddp_arena_scope = !self->bypass && cddp_grad_enabled;
         Py_RETURN_NONE;
     }
     memset(self->skip, 0, (size_t)self->nparams);
