@@ -309,3 +309,72 @@ def test_no_sync_accumulation_reduces_in_place():
         assert "diff" in r, r
         assert r["diff"] < 1e-5, r
         assert r["zc"] == 3 * r["units"], r
+
+
+def cycles(rank, size, d):
+    """init -> DDP -> backward -> del -> destroy_process_group, with the garbage collector off
+    (DDP's hooks and reducer form a cycle that holds the group): destroy must release the
+    transport, its pidfds and the peer's mapped arena at once."""
+    import gc
+    import cddp
+    import cddp.nn as nn
+    from cddp.nn.parallel import DistributedDataParallel as DDP
+
+    def counts():
+        with open("/proc/self/maps") as fh:
+            arenas = sum("cddp-arena" in ln for ln in fh)
+        return len(os.listdir("/proc/self/fd")), arenas
+
+    gc.disable()
+    seen = []
+    try:
+        for c in range(4):
+            sub = os.path.join(d, f"cycle{c}")
+            os.makedirs(sub, exist_ok=True)
+            dist = init_group(rank, size, sub)
+            model = DDP(nn.Linear(256, 512))
+            model(cddp.randn(8, 256)).sum().backward()
+            del model
+            dist.destroy_process_group()
+            seen.append(counts())
+    finally:
+        gc.enable()
+    return {"seen": seen}
+
+
+def test_destroy_releases_the_transport_despite_a_ddp_cycle():
+    res = run_ranks(2, "test_shm_zero_copy:cycles", timeout=120)
+    for r in _results(res):
+        seen = [tuple(x) for x in r["seen"]]
+        assert len(set(seen)) == 1, seen            # fds and arena mappings stay flat
+        assert seen[0][1] == 1, seen                # this process's own arena only
+
+
+def scope(rank, size, d):
+    """Only the backward DDP reduces allocates in the arena: not tensors made between forward
+    and backward, nor after a forward whose backward never comes."""
+    import cddp
+    import cddp.nn as nn
+    from cddp.nn.parallel import DistributedDataParallel as DDP
+    dist = init_group(rank, size, d)
+    model = DDP(nn.Linear(256, 512))
+    live = lambda: cddp._C._alloc_stats()["arena_live_bytes"]   # noqa: E731
+    out = model(cddp.randn(8, 256))
+    a0 = live()
+    side = cddp.zeros(1 << 18)                       # 1 MiB, between forward and backward
+    a1 = live()
+    out.sum().backward()
+    a2 = live()                                      # the weight's gradient: in the arena
+    model(cddp.randn(8, 256))                        # a forward never backpropagated
+    side2 = cddp.zeros(1 << 18)
+    a3 = live()
+    del side, side2
+    dist.destroy_process_group()
+    return {"side": a1 - a0, "grads": a2 - a1, "after": a3 - a2}
+
+
+def test_only_the_reduced_backward_allocates_in_the_arena():
+    res = run_ranks(2, "test_shm_zero_copy:scope", timeout=60)
+    for r in _results(res):
+        assert r.get("side") == 0 and r["after"] == 0, r
+        assert r["grads"] >= 256 * 512 * 4, r

@@ -441,7 +441,8 @@ int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int ret
 {
     run_t run = {.epoch = ++cddp_state()->engine_epoch};
     NodeObject **rn = PyMem_Calloc((size_t)(n ? n : 1), sizeof(NodeObject *));
-    int saved_mode = cddp_grad_enabled, rc = -1, outermost = outer_epoch == 0;
+    int saved_mode = cddp_grad_enabled, saved_scope = cddp_arena_scope, rc = -1;
+    int outermost = outer_epoch == 0;
     if (!rn) {
         PyErr_NoMemory();
         return -1;
@@ -465,13 +466,16 @@ int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int ret
     for (Py_ssize_t i = 0; i < run.seen.n; i++)
         if (run.seen.v[i]->deps == 0 && heap_push(&run.ready, run.seen.v[i]) < 0)
             goto done;
-    /* 3. walk: run each node once all its consumers have delivered */
+    /* 3. walk: run each node once all its consumers have delivered; a backward DDP will
+     * reduce allocates in the shared arena (core/arena.h) */
     cddp_grad_enabled = 0;
+    cddp_arena_scope = cddp_arena_armed;
     while (run.ready.n)
         if (run_node(&run, heap_pop(&run.ready), retain_graph) < 0)
             goto done;
     rc = 0;
 done:
+    cddp_arena_scope = saved_scope;
     cddp_grad_enabled = saved_mode;
     for (Py_ssize_t i = 0; i < run.seen.n; i++)
         clear_inbufs(run.seen.v[i]);

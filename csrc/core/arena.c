@@ -9,8 +9,9 @@
  * Why a separate arena and not every large block: a DataLoader worker forked from the
  * training process must keep torch's copy-on-write view of the parent's tensors, and a
  * MAP_SHARED block would leak the child's writes back. Only the blocks a DDP backward
- * allocates (gradients and their temporaries) come from here, and a fork child stops using
- * the arena (pthread_atfork handler below).
+ * allocates (gradients and their temporaries, while the engine runs an armed backward) come
+ * from here, and a fork child stops using the arena (pthread_atfork handler below). Those
+ * gradients stay shared with a child forked while they live (documented in DDP's docs).
  *
  * Reserve: CDDP_SHM_ARENA_GB (default 64; 0 disables the arena) of address space, mapped
  * MAP_NORESERVE: a page costs memory only once touched, and cddp_arena_hollow gives pages
@@ -47,6 +48,7 @@ static struct {
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int cddp_arena_scope;
+int cddp_arena_armed;
 
 /* A fork child keeps the parent's arena mapped (its tensors live there) but must not hand
  * out or hollow those pages: they are the parent's too. It may build an arena of its own. */
@@ -59,6 +61,7 @@ static void arena_fork_child(void)
     arena.size = arena.top = 0;
     atomic_store(&arena.state, 0);
     cddp_arena_scope = 0;
+    cddp_arena_armed = 0;
     pthread_mutex_init(&arena_lock, NULL);
 }
 

@@ -2,8 +2,12 @@
  * can map. Pure C (no Python): the shared-memory transport (distributed/pg/shm*.c) includes
  * it as well as core/storage.c.
  *
- * cddp_arena_scope nonzero (set by DDP's reducer around a backward): new cache-path storages
- * come from the arena when it exists (core/storage.c).
+ * cddp_arena_armed nonzero (DDP's reducer, from the end of a forward whose backward it will
+ * reduce to the end of that iteration): the autograd engine sets cddp_arena_scope while it
+ * runs a backward (autograd/engine.c), so the gradients and their temporaries come from the
+ * arena, and nothing the user allocates between forward and backward does.
+ * cddp_arena_scope nonzero: new cache-path storages come from the arena when it exists
+ * (core/storage.c).
  *   init    0 ready, -1 unavailable (no exception; idempotent; thread-safe)
  *   take    fresh zeroed page-aligned bytes, NULL when absent or exhausted (GIL held)
  *   offset  where [p, p+n) lies in this process's arena, -1 outside it (any thread)
@@ -19,6 +23,7 @@
 #include <stdint.h>
 
 extern int cddp_arena_scope;
+extern int cddp_arena_armed;
 int cddp_arena_init(void);
 void *cddp_arena_take(size_t bytes);
 int64_t cddp_arena_offset(const void *p, size_t n);

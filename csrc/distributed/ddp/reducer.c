@@ -42,10 +42,11 @@
  * runs; the reducer only keeps the bookkeeping that makes torch's errors appear (a parameter
  * marked ready twice, an unfinished reduction before the next forward).
  *
- * Shared arena. From the end of forward to the end of the iteration (and for the flat
- * buffers), new large blocks come from the process's shared arena (core/arena.c): the
- * gradients the backward allocates lie where the other ranks on this host map them, and the
- * shared-memory transport all-reduces them in place, without a copy (distributed/pg/shm.c).
+ * Shared arena. From the end of forward to the end of the iteration the reducer arms the
+ * process's shared arena (core/arena.h): the backward the engine runs then allocates there
+ * (and so do the flat buffers), so the gradients lie where the other ranks on this host map
+ * them, and the shared-memory transport all-reduces them in place, without a copy
+ * (distributed/pg/shm.c).
  *
  * The all-reduces run on the group's worker thread while the autograd engine keeps computing
  * earlier layers; the last unit runs inline on this thread (nothing left to overlap), and the
@@ -451,7 +452,7 @@ static int launch_ready(ReducerObject *self)
 
 static void end_iteration(ReducerObject *self)
 {
-    cddp_arena_scope = 0;
+    cddp_arena_armed = 0;
     self->divide = 0;
     self->started = 0;
     self->in_iter = 0;
@@ -560,11 +561,44 @@ static int index_flags(ReducerObject *self, PyObject *seq, char *flags)
     return 0;
 }
 
+/* With grad_as_bucket_view: a flat buffer whose storage some tensor holds besides the
+ * bucket and its parameters' current .grad views (a .grad the user kept across
+ * zero_grad(set_to_none=True)) is replaced by a fresh one before backward writes it, so the
+ * kept tensor keeps its values, as torch's does. 0, or -1 with an exception. */
+static int renew_held_buffers(ReducerObject *self)
+{
+    for (Py_ssize_t k = 0; self->as_view && k < self->nbuckets; k++) {
+        PyObject *idx = PyList_GET_ITEM(self->bucket_lists, k);
+        TensorObject *old = self->buf[k];
+        Py_ssize_t views = 0, flats = 0;
+        if (!old)
+            continue;
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(idx); j++) {
+            Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(idx, j));
+            if (self->poffset[i] >= 0) {
+                flats++;
+                views += grad_is_slot(self, i);
+            }
+        }
+        if (views == flats || old->storage->refcnt <= 1 + views)
+            continue;
+        self->buf[k] = NULL;
+        if (flat_buffer(self, k, old->dtype, cddp_numel(old)) < 0) {
+            self->buf[k] = old;
+            return -1;
+        }
+        Py_DECREF(old);
+    }
+    return 0;
+}
+
 /* Start an iteration with the unused / skip flags already set: reset the counts, count the
  * unused parameters as ready (their flat slots zeroed), launch what is ready. 0, or -1. */
 static int begin_iteration(ReducerObject *self)
 {
     clear_units(self);
+    if (renew_held_buffers(self) < 0)
+        return -1;
     memset(self->ready, 0, (size_t)self->nparams);
     for (Py_ssize_t j = 0; j < self->nunits; j++)
         self->u[j].pending = 0;
@@ -574,7 +608,7 @@ static int begin_iteration(ReducerObject *self)
     self->nready = 0;
     self->started = 0;
     self->in_iter = 1;
-    cddp_arena_scope = !self->bypass;     /* the backward's gradients in the shared arena */
+    cddp_arena_armed = !self->bypass;     /* the backward's gradients in the shared arena */
     for (Py_ssize_t i = 0; i < self->nparams; i++) {
         if (!self->unused[i])
             continue;
@@ -626,7 +660,7 @@ static PyObject *reducer_after_forward(ReducerObject *self, PyObject *flag)
         /* no_sync: the gradients this backward accumulates are reduced at a later step, so
          * they too belong in the arena; no grad mode: no backward (an interrupted one may
          * have left the scope set) */
-        cddp_arena_scope = !self->bypass && cddp_grad_enabled;
+        cddp_arena_armed = !self->bypass && cddp_grad_enabled;
         Py_RETURN_NONE;
     }
     memset(self->skip, 0, (size_t)self->nparams);

@@ -521,10 +521,37 @@ static void shutdown_drain(cddp_pg *pg, double drain_s)
     pthread_mutex_unlock(&pg->mu);
 }
 
+/* The transport (segment, sockets, the peers' mapped arenas) and the peers' pidfds. Only
+ * once nothing runs on the group: stopped, worker joined, no inline caller. */
+static void release_transport(cddp_pg *pg)
+{
+    if (pg->tr)
+        pg->ops->fini(pg);
+    pg->tr = NULL;
+    if (pg->pidfds)
+        for (int r = 0; r < pg->size; r++)
+            if (pg->pidfds[r] >= 0) {
+                close(pg->pidfds[r]);
+                pg->pidfds[r] = -1;
+            }
+}
+
 void cddp_pg_shutdown(cddp_pg *pg, double drain_s)
 {
-    if (pg)
-        shutdown_drain(pg, drain_s < 0 ? pg->timeout_s : drain_s);
+    int idle;
+    if (!pg)
+        return;
+    shutdown_drain(pg, drain_s < 0 ? pg->timeout_s : drain_s);
+    if (pg->owner_pid && getpid() != pg->owner_pid)
+        return;
+    /* a stopped group refuses new work, so the transport can go now rather than when the
+     * Python object dies — which a reference cycle (DDP's hooks and reducer hold the group)
+     * can put off until a garbage collection */
+    pthread_mutex_lock(&pg->mu);
+    idle = !pg->executing;
+    pthread_mutex_unlock(&pg->mu);
+    if (idle)
+        release_transport(pg);
 }
 
 void cddp_pg_destroy(cddp_pg *pg)
@@ -534,13 +561,7 @@ void cddp_pg_destroy(cddp_pg *pg)
     if (pg->owner_pid && getpid() != pg->owner_pid)
         return;                 /* forked child: leave the parent's group alone (leaks a little) */
     shutdown_drain(pg, 0);
-    if (pg->tr)
-        pg->ops->fini(pg);
-    pg->tr = NULL;
-    if (pg->pidfds)
-        for (int r = 0; r < pg->size; r++)
-            if (pg->pidfds[r] >= 0)
-                close(pg->pidfds[r]);
+    release_transport(pg);
     free(pg->pids);
     free(pg->pidfds);
     free(pg->local);

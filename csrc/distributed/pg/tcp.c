@@ -99,11 +99,17 @@ static int heartbeat_lost(int e)
 /* What happened to rank j's connection (error e, 0: end of stream), as a sentence. */
 static void describe_loss(cddp_pg *pg, tcp_t *t, int j, int e, char *msg, size_t len)
 {
+    /* ECONNABORTED: this host's kernel tore the connection down (ss -K, a firewall, an
+     * exhausted retransmission), not the peer */
+    const char *how = e == ECONNABORTED ? "the connection to rank %d was aborted on this host (%s)"
+                                        : "rank %d closed its connection (%s)";
     if (confirm_dead(pg, j))
         snprintf(msg, len, "rank %d (pid %d) exited", j, pg->pids[j]);
     else if (pg->local[j])
-        snprintf(msg, len, "rank %d closed its connection (%s)", j,
-                 e ? strerror(e) : "end of stream");
+        snprintf(msg, len, how, j, e ? strerror(e) : "end of stream");
+    else if (e == ECONNABORTED)
+        snprintf(msg, len, "the connection to rank %d on host %s was aborted on this host (%s)",
+                 j, cddp_tcp_peer(t, j), strerror(e));
     else if (heartbeat_lost(e))
         snprintf(msg, len, "rank %d on host %s stopped answering: no reply to TCP heartbeats "
                  "for %.0f s (CDDP_HEARTBEAT_S%s%s); the network link to that host is down or "
