@@ -378,3 +378,32 @@ def test_only_the_reduced_backward_allocates_in_the_arena():
     for r in _results(res):
         assert r.get("side") == 0 and r["after"] == 0, r
         assert r["grads"] >= 256 * 512 * 4, r
+
+
+def kept_grads(rank, size, d):
+    """A .grad kept across zero_grad(set_to_none=True) keeps its values through the next
+    backward (torch's behaviour), although the small gradients are views of a flat bucket."""
+    import cddp
+    import cddp.nn as nn
+    from cddp.nn.parallel import DistributedDataParallel as DDP
+    dist = init_group(rank, size, d)
+    cddp.manual_seed(0)
+    model = DDP(nn.Sequential(nn.Linear(32, 64), nn.Tanh(), nn.Linear(64, 4)))
+    opt = cddp.optim.SGD(model.parameters(), lr=0.1)
+    model(cddp.randn(8, 32)).pow(2).sum().backward()
+    kept = [p.grad for p in model.parameters()]
+    snap = [g.clone() for g in kept]
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    model(cddp.randn(8, 32) * 3).pow(2).sum().backward()
+    changed = max(float((k - s).abs().max()) for k, s in zip(kept, snap))
+    moved = max(float((p.grad - s).abs().max()) for p, s in zip(model.parameters(), snap))
+    dist.destroy_process_group()
+    return {"changed": changed, "moved": moved}
+
+
+def test_kept_grad_survives_set_to_none_and_the_next_backward():
+    res = run_ranks(2, "test_shm_zero_copy:kept_grads", timeout=60)
+    for r in _results(res):
+        assert r.get("changed") == 0.0, r
+        assert r["moved"] > 0, r                     # the new gradients did differ
