@@ -13,12 +13,14 @@ worker thread, overlapping the rest of backward, when that thread has a core to 
 inline on the thread that completed the unit when local ranks occupy every core (see
 _launch_inline); the hook that completes the last unit waits for all of them and leaves the
 averaged grads in .grad (ReduceOp.AVG: the division is part of the reduction pass).
-Ranks on one host: between the end of forward and the end of the iteration, large tensors
-come from the process's shared arena (csrc/core/arena.c), which the other ranks have mapped,
-so the shared-memory transport all-reduces each gradient in place with no copy at all. One
-consequence a torch user would not expect: a process forked after that (multiprocessing's
-fork start method) shares those gradients' pages with its parent instead of copying them on
-write; CDDP_SHM_ZEROCOPY=0 turns the arena off.
+Ranks on one host: the backward's large tensors come from the process's shared arena
+(csrc/core/arena.c), which the other ranks have mapped,
+so the shared-memory transport all-reduces each gradient in place with no copy at all. Only
+what the autograd engine allocates while running that backward comes from the arena (not
+tensors made between forward and backward). One consequence a torch user would not expect:
+a process forked while those gradients live (multiprocessing's fork start method) shares
+their pages with its parent instead of copying them on write; CDDP_SHM_ZEROCOPY=0 turns the
+arena off.
 
 World size 1 (no comm hook): the reducer copies nothing and runs no collective; it only keeps
 the bookkeeping behind torch's errors (a parameter marked ready twice, parameters that got no
@@ -32,7 +34,9 @@ once and re-points .grad); nothing writes a bucket while its collective is in fl
 reducer launches a bucket only when all its gradients have been accumulated). What a user
 can observe: .grad of the small parameters are views into one shared buffer (their storage
 is the bucket's), and a .grad kept across iterations without a clone sees the next
-iteration's values — as with set_to_none=False in torch. Pass False for separate tensors.
+iteration's values with zero_grad(set_to_none=False) — as in torch; after
+zero_grad(set_to_none=True) a kept .grad keeps its values (the reducer gives the bucket a
+fresh buffer when an old view is still held). Pass False for separate tensors.
 Large gradients (in-place units) are their own buckets either way.
 
 Differences from torch, on purpose: attribute lookups the wrapper does not answer fall through
