@@ -14,10 +14,10 @@ inline on the thread that completed the unit when local ranks occupy every core 
 _launch_inline); the hook that completes the last unit waits for all of them and leaves the
 averaged grads in .grad (ReduceOp.AVG: the division is part of the reduction pass).
 Ranks on one host: the backward's large tensors come from the process's shared arena
-(csrc/core/arena.c), which the other ranks have mapped,
-so the shared-memory transport all-reduces each gradient in place with no copy at all. Only
-what the autograd engine allocates while running that backward comes from the arena (not
-tensors made between forward and backward). One consequence a torch user would not expect:
+(csrc/core/arena.c), which the other ranks have mapped, so the shared-memory transport
+all-reduces each gradient in place with no copy at all. Only what the autograd engine
+allocates while running that backward comes from the arena (not tensors made between
+forward and backward). One consequence a torch user would not expect:
 a process forked while those gradients live (multiprocessing's fork start method) shares
 their pages with its parent instead of copying them on write; CDDP_SHM_ZEROCOPY=0 turns the
 arena off.
