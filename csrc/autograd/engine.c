@@ -467,7 +467,7 @@ int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int ret
         if (run.seen.v[i]->deps == 0 && heap_push(&run.ready, run.seen.v[i]) < 0)
             goto done;
     /* 3. walk: run each node once all its consumers have delivered; a backward DDP will
-     * reduce allocates in the shared arena (core/arena.h) */
+     * reduce allocates in the shared arena (common/arena.h) */
     cddp_grad_enabled = 0;
     cddp_arena_scope = cddp_arena_armed;
     while (run.ready.n)

@@ -26,7 +26,7 @@
  * group's constructor, without it (a mutex; `state` is published last); cddp_arena_offset
  * runs on the process group's worker thread too and reads only fields fixed before `state`.
  */
-#include "core/arena.h"
+#include "common/arena.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -206,7 +206,7 @@ int cddp_storage_shared_fd(const cddp_storage *s);
  * (closed when it dies); on failure (NULL + exception) the caller still does. */
 cddp_storage *cddp_storage_from_fd(int fd, size_t nbytes);
 
-#include "core/arena.h"      /* the shared arena: large blocks peers on this host can map */
+#include "common/arena.h"      /* the shared arena: large blocks peers on this host can map */
 
 /* ---- Tensor --------------------------------------------------------------------------- */
 

@@ -24,29 +24,27 @@
  *   r.units() -> list[(numel, dtype, bucket)] the collectives of one iteration, in issue order
  *   r.stats() / r.reset_stats()               seconds spent per phase (the profile of bench/ddp.py)
  *
- * Units. A bucket's parameters of at least inplace_min_bytes are reduced where their gradient
- * already is: the all_reduce runs in place on param.grad, one collective per such parameter
- * (a gradient is a bucket of its own: backward writes it once, the all_reduce reads and
- * writes it in place, the optimizer reads the same memory — no copies). The bucket's smaller
+ * Units. A bucket's parameters of at least inplace_min_bytes are reduced in place on
+ * param.grad, one collective each (backward writes the gradient once, the all_reduce reads and
+ * writes it there, the optimizer reads the same memory — no copies). The bucket's smaller
  * parameters share one flat buffer (their grads are copied in, or, with grad_as_bucket_view,
  * live there as views once the first iteration has re-pointed them) and one collective.
  * Each of those collectives is a "unit"; units launch strictly in order — a ready unit waits
  * for the ones before it — so every rank issues the same sequence whatever order its
  * gradients arrive in, and a unit launches the moment its last gradient arrives (a large
  * gradient does not wait for the rest of its bucket).
- * Averaging is the collective's ReduceOp.AVG (one pass: the division is folded into the
- * reduction); with a comm hook every parameter goes through the flat buffers (a hook is
- * handed whole buckets, torch's GradBucket) and the hook averages.
+ * Averaging is the collective's ReduceOp.AVG (the division folded into the reduction); with
+ * a comm hook every parameter goes through the flat buffers (whole buckets, torch's
+ * GradBucket) and the hook averages.
  *
- * World size 1 without a comm hook: nothing to reduce, so nothing is copied and no collective
- * runs; the reducer only keeps the bookkeeping that makes torch's errors appear (a parameter
- * marked ready twice, an unfinished reduction before the next forward).
+ * World size 1 without a comm hook: nothing is copied and no collective runs; the reducer
+ * keeps only the bookkeeping behind torch's errors (a parameter marked ready twice, an
+ * unfinished reduction before the next forward).
  *
- * Shared arena. From the end of forward to the end of the iteration the reducer arms the
- * process's shared arena (core/arena.h): the backward the engine runs then allocates there
- * (and so do the flat buffers), so the gradients lie where the other ranks on this host map
- * them, and the shared-memory transport all-reduces them in place, without a copy
- * (distributed/pg/shm.c).
+ * Shared arena: from the end of forward to the end of the iteration the reducer arms it
+ * (common/arena.h), so the backward the engine runs allocates there, as do the flat buffers:
+ * the gradients lie where the host's other ranks map them, and the shared-memory transport
+ * all-reduces them in place (distributed/pg/shm.c).
  *
  * The all-reduces run on the group's worker thread while the autograd engine keeps computing
  * earlier layers; the last unit runs inline on this thread (nothing left to overlap), and the
@@ -164,25 +162,21 @@ static int64_t param_bytes(ReducerObject *self, Py_ssize_t i)
 
 /* ---- the plan: flat buffers and units ----------------------------------------------------- */
 
-/* Bucket k's flat buffer of `flat` elements, in the shared arena (the transport reduces it
- * in place there, core/arena.c): a storage of at least the block cache's smallest cached
- * size, since smaller blocks never come from the arena, viewed as its first `flat` elements.
- * 0, or -1 with an exception. */
+/* Bucket k's flat buffer of `flat` elements, from the shared arena (the transport reduces it
+ * in place there): one past the shm one-step path's 16 KiB but under the block cache's 64 KiB
+ * (smaller blocks never come from the arena) is a 64 KiB storage viewed as its first `flat`
+ * elements. 0, or -1 with an exception. */
 static int flat_buffer(ReducerObject *self, Py_ssize_t k, cddp_dtype dt, int64_t flat)
 {
-    int64_t es = (int64_t)cddp_dtype_size[dt], alloc = flat, one = 1;
+    int64_t es = (int64_t)cddp_dtype_size[dt], one = 1, b = flat * es;
+    int64_t alloc = b > (16 << 10) && b < (64 << 10) ? (64 << 10) / es : flat;
     TensorObject *whole;
-    if (alloc * es < (int64_t)64 << 10 && alloc * es > (int64_t)16 << 10)
-        alloc = ((int64_t)64 << 10) / es;   /* past the shm one-step path (16 KiB) only */
     cddp_arena_scope = 1;
     whole = cddp_tensor_new(dt, 1, &alloc, 1);
     cddp_arena_scope = 0;
-    if (!whole || alloc == flat) {
-        self->buf[k] = whole;
-        return whole ? 0 : -1;
-    }
-    self->buf[k] = cddp_tensor_alias(whole, 1, &flat, &one, 0);
-    Py_DECREF(whole);
+    self->buf[k] = whole && alloc != flat ? cddp_tensor_alias(whole, 1, &flat, &one, 0) : whole;
+    if (alloc != flat)
+        Py_XDECREF(whole);
     return self->buf[k] ? 0 : -1;
 }
 
@@ -567,20 +561,16 @@ static int index_flags(ReducerObject *self, PyObject *seq, char *flags)
  * kept tensor keeps its values, as torch's does. 0, or -1 with an exception. */
 static int renew_held_buffers(ReducerObject *self)
 {
-    for (Py_ssize_t k = 0; self->as_view && k < self->nbuckets; k++) {
+    for (Py_ssize_t k = 0; self->as_view && !self->bypass && k < self->nbuckets; k++) {
         PyObject *idx = PyList_GET_ITEM(self->bucket_lists, k);
         TensorObject *old = self->buf[k];
         Py_ssize_t views = 0, flats = 0;
-        if (!old)
-            continue;
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(idx); j++) {
+        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(idx); j++) {   /* plan(): none if !old */
             Py_ssize_t i = PyLong_AsSsize_t(PyList_GET_ITEM(idx, j));
-            if (self->poffset[i] >= 0) {
-                flats++;
-                views += grad_is_slot(self, i);
-            }
+            flats += self->poffset[i] >= 0;
+            views += self->poffset[i] >= 0 && grad_is_slot(self, i);
         }
-        if (views == flats || old->storage->refcnt <= 1 + views)
+        if (!old || views == flats || old->storage->refcnt <= 1 + views)
             continue;
         self->buf[k] = NULL;
         if (flat_buffer(self, k, old->dtype, cddp_numel(old)) < 0) {
@@ -656,13 +646,11 @@ static PyObject *reducer_after_forward(ReducerObject *self, PyObject *flag)
     if (v < 0)
         return NULL;
     self->sync = v && cddp_grad_enabled;
-    if (!self->sync) {
-        /* no_sync: the gradients this backward accumulates are reduced at a later step, so
-         * they too belong in the arena; no grad mode: no backward (an interrupted one may
-         * have left the scope set) */
-        cddp_arena_armed = !self->bypass && cddp_grad_enabled;
+    /* no_sync: what this backward accumulates is reduced later, so it too goes in the arena;
+     * no grad mode: no backward (disarms what an interrupted one left) */
+    cddp_arena_armed = !self->bypass && cddp_grad_enabled;
+    if (!self->sync)
         Py_RETURN_NONE;
-    }
     memset(self->skip, 0, (size_t)self->nparams);
     memset(self->unused, 0, (size_t)self->nparams);
     if (begin_iteration(self) < 0)

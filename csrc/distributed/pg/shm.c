@@ -21,7 +21,7 @@
  * host's subgroup (run, cddp_pg_shm_broken_rank, cddp_pg_shm_break_remote).
  */
 #include "distributed/pg/shm_internal.h"
-#include "core/arena.h"
+#include "common/arena.h"
 #include "distributed/pg/reduce_kernels.h"
 
 #include <fcntl.h>

@@ -22,7 +22,7 @@
  * only spares the sweep from opening live segments of its own pid namespace.
  */
 #include "distributed/pg/shm_internal.h"
-#include "core/arena.h"
+#include "common/arena.h"
 
 #include <dirent.h>
 #include <errno.h>

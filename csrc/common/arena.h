@@ -1,6 +1,7 @@
-/* core/arena.h — the shared arena (core/arena.c): large blocks other processes on this host
- * can map. Pure C (no Python): the shared-memory transport (distributed/pg/shm*.c) includes
- * it as well as core/storage.c.
+/* common/arena.h — the shared arena's interface (implemented by core/arena.c): large blocks
+ * other processes on this host can map. Here, not in core/, because both stacks use it: the
+ * block cache (core/storage.c) allocates from it, and the shared-memory transport
+ * (distributed/pg/shm*.c, pure C, no tensor library) maps the peers' arenas.
  *
  * cddp_arena_armed nonzero (DDP's reducer, from the end of a forward whose backward it will
  * reduce to the end of that iteration): the autograd engine sets cddp_arena_scope while it
@@ -16,8 +17,8 @@
  *   fd / size / token   what a peer maps (/proc/<pid>/fd/<fd>, size bytes) and the 8 bytes it
  *           must find at offset 0; -1 / 0 / 0 when there is no arena
  */
-#ifndef CDDP_CORE_ARENA_H
-#define CDDP_CORE_ARENA_H
+#ifndef CDDP_COMMON_ARENA_H
+#define CDDP_COMMON_ARENA_H
 
 #include <stddef.h>
 #include <stdint.h>
