@@ -16,7 +16,7 @@ from cddp import func
 fa = cddp.autograd.forward_ad
 
 
-def _exp_setup_context_style():
+def test_custom_function_jvp_setup_context_style():
     class Exp(cddp.autograd.Function):
         @staticmethod
         def forward(x):
@@ -34,11 +34,6 @@ def _exp_setup_context_style():
         def jvp(ctx, tx):
             r, = ctx.saved_tensors
             return tx * r
-    return Exp
-
-
-def test_custom_function_jvp_setup_context_style():
-    Exp = _exp_setup_context_style()
     x0 = np.array([0.0, 1.0, -0.5])
     t0 = np.array([1.0, 2.0, 3.0])
     with fa.dual_level():

@@ -183,27 +183,11 @@ class InplaceFunction(Function):
         self.inplace = inplace
 
 
-class _DelayedError(Function):
-    """Identity whose backward raises: what a once_differentiable backward's results carry
-    when the graph is built (create_graph), so differentiating them again fails loudly rather
-    than silently dropping their dependence on the inputs (torch's DelayedError)."""
-
-    @staticmethod
-    def forward(ctx, n, *tensors):
-        # tensors: the n results, then the incoming gradients whose history they depend on
-        out = tuple(t.clone() for t in tensors[:n])
-        return out if n != 1 else out[0]
-
-    @staticmethod
-    def backward(ctx, *grads):
-        raise RuntimeError("trying to differentiate twice a function that was marked with "
-                           "@once_differentiable")
-
-
 class _RaiseOnBackward(Function):
     """Identity whose backward raises RuntimeError(msg): what a result computed without its
-    graph carries (a NumPy backward, a gradient whose create_graph was refused), so that
-    differentiating it again fails loudly instead of silently seeing no dependence."""
+    graph carries (a once_differentiable or NumPy backward, a gradient whose create_graph was
+    refused), so differentiating it again fails loudly instead of silently seeing no
+    dependence on the inputs (torch's DelayedError)."""
 
     @staticmethod
     def forward(ctx, msg, n, *tensors):
@@ -217,6 +201,21 @@ class _RaiseOnBackward(Function):
         raise RuntimeError(ctx.msg)
 
 
+def _raise_on_backward(msg, out, deps):
+    """out (a tensor or a tuple / list of results) with its floating tensors wrapped in
+    _RaiseOnBackward(msg) depending on deps; out itself when nothing is to wrap."""
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    marked = [i for i, o in enumerate(outs) if isinstance(o, _C.Tensor) and o.is_floating_point()]
+    if not marked or not deps:
+        return out
+    wrapped = _RaiseOnBackward.apply(msg, len(marked), *[outs[i] for i in marked], *deps)
+    wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
+    outs = list(outs)
+    for i, w in zip(marked, wrapped):
+        outs[i] = w
+    return type(out)(outs) if isinstance(out, (tuple, list)) else outs[0]
+
+
 def once_differentiable(fn):
     """Decorator for backward: runs it with grad mode off; when the gradients it gets have a
     history (create_graph=True), its results are marked so that differentiating them raises."""
@@ -228,17 +227,8 @@ def once_differentiable(fn):
                                                (a.requires_grad or a.grad_fn is not None)
                                                for a in args):
             return out
-        single = not isinstance(out, tuple)
-        outs = (out,) if single else out
-        marked = [i for i, o in enumerate(outs) if isinstance(o, _C.Tensor) and
-                  o.is_floating_point()]
-        if not marked:
-            return out
-        deps = [a for a in args if isinstance(a, _C.Tensor) and a.is_floating_point()]
-        wrapped = _DelayedError.apply(len(marked), *[outs[i] for i in marked], *deps)
-        wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
-        outs = list(outs)
-        for i, w in zip(marked, wrapped):
-            outs[i] = w
-        return outs[0] if single else tuple(outs)
+        return _raise_on_backward(
+            "trying to differentiate twice a function that was marked with "
+            "@once_differentiable", out,
+            [a for a in args if isinstance(a, _C.Tensor) and a.is_floating_point()])
     return wrapper

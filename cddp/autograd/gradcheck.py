@@ -132,10 +132,21 @@ def _analytical_jacobian(outputs, diff_inputs, check_grad_dtypes):
     return jacobians
 
 
+def _tangents(func, inputs, tangents):
+    """The tangents of func's tensor outputs (zeros where none) when input i carries
+    tangents[i] (inputs without one enter as they are), through forward-mode AD."""
+    from . import forward_ad as fwAD
+    with fwAD.dual_level():
+        args = [fwAD.make_dual(a.detach(), tangents[i]) if i in tangents else a
+                for i, a in enumerate(inputs)]
+        outs = [o for o in _as_tuple(func(*args)) if isinstance(o, Tensor)]
+        got = [fwAD.unpack_dual(o).tangent for o in outs]      # once each: computed lazily
+        return [_C.zeros_like(o) if t is None else t.detach().clone() for o, t in zip(outs, got)]
+
+
 def _forward_jacobian(func, inputs, diff_idx):
     """{input index: [J for each tensor output]} through forward-mode AD: row k of J is the
     tangent of the outputs when input i's element k carries tangent 1."""
-    from . import forward_ad as fwAD
     jacobians = {}
     for i in diff_idx:
         x = inputs[i]
@@ -143,17 +154,9 @@ def _forward_jacobian(func, inputs, diff_idx):
         for k in range(x.numel()):
             basis = _C.zeros(x.numel(), dtype=x.dtype)
             basis[k] = 1
-            with fwAD.dual_level():
-                args = [fwAD.make_dual(a.detach(), basis.reshape(tuple(a.shape)) if j == i
-                                       else _C.zeros_like(a))
-                        if j in diff_idx else a for j, a in enumerate(inputs)]
-                outs = [o for o in _as_tuple(func(*args)) if isinstance(o, Tensor)]
-                row = []
-                for o in outs:
-                    t = fwAD.unpack_dual(o).tangent
-                    row.append(_C.zeros(o.numel(), dtype=o.dtype) if t is None
-                               else t.detach().reshape(-1).clone())
-            rows.append(row)
+            ts = {j: basis.reshape(tuple(x.shape)) if j == i else _C.zeros_like(inputs[j])
+                  for j in diff_idx}
+            rows.append([t.reshape(-1) for t in _tangents(func, inputs, ts)])
         jacobians[i] = [_C.stack([r[o] for r in rows]) for o in range(len(rows[0]))] \
             if rows else []
     return jacobians
@@ -190,18 +193,10 @@ def _check_batched_grad(outputs, diff_inputs, rtol, atol):
 
 def _check_batched_forward_grad(func, inputs, diff_idx, rtol, atol):
     """vmap over two tangents per input against one forward-AD call per tangent."""
-    from . import forward_ad as fwAD
     from ..func import vmap
 
     def tangent_out(*ts):
-        with fwAD.dual_level():
-            args = list(inputs)
-            for i, t in zip(diff_idx, ts):
-                args[i] = fwAD.make_dual(inputs[i].detach(), t)
-            outs = [o for o in _as_tuple(func(*args)) if isinstance(o, Tensor)]
-            tangents = [fwAD.unpack_dual(o).tangent for o in outs]      # once each: lazy
-            return tuple(_C.zeros_like(o) if t is None else t.detach().clone()
-                         for o, t in zip(outs, tangents))
+        return tuple(_tangents(func, inputs, dict(zip(diff_idx, ts))))
     ts = [_C.randn(2, *tuple(inputs[i].shape), dtype=inputs[i].dtype) for i in diff_idx]
     batched = vmap(tangent_out)(*ts)
     for b in range(2):

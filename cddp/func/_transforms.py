@@ -25,7 +25,7 @@ import functools
 from .. import _C
 from .. import autograd as _autograd
 from ..autograd._higher.formula import Unsupported as _Unsupported
-from ..autograd.function import _RaiseOnBackward
+from ..autograd.function import _raise_on_backward
 from ..autograd.grad_mode import enable_grad, is_grad_enabled
 from ._pytree import tree_flatten, tree_unflatten
 
@@ -133,14 +133,9 @@ def _vjp(outputs, inputs, cotangents, create_graph, retain_graph=True):
             except _Unsupported as e:
                 if not create_graph:
                     raise
-                got = list(_autograd_grad(outs, inputs, cts, retain_graph=retain_graph))
-                idx = [i for i, g in enumerate(got) if g is not None]
-                if idx:
-                    wrapped = _RaiseOnBackward.apply(str(e), len(idx), *[got[i] for i in idx],
-                                                     *outs)
-                    wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
-                    for i, w in zip(idx, wrapped):
-                        got[i] = w
+                got = _raise_on_backward(
+                    str(e), list(_autograd_grad(outs, inputs, cts, retain_graph=retain_graph)),
+                    outs)
         finally:
             _C._set_grad_enabled(prev)
     return [_C.zeros_like(x) if g is None else g for x, g in zip(inputs, got)]

@@ -18,7 +18,7 @@ import functools
 import numpy as np
 
 from .. import _C
-from ..autograd.function import Function, _RaiseOnBackward
+from ..autograd.function import Function, _raise_on_backward
 
 _FLOATS = (_C.float32, _C.float64)
 
@@ -173,25 +173,18 @@ def _numpy_backward(name):
         @functools.wraps(fn)
         def wrapper(ctx, *grads):
             out = fn(ctx, *grads)
-            deps = [t for t in (*grads, *ctx.saved_tensors) if isinstance(t, _C.Tensor)
-                    and t.is_floating_point() and (t.requires_grad or t.grad_fn is not None)]
-            if not deps or not _C.is_grad_enabled():
+            if not _C.is_grad_enabled():
                 return out
             outs = out if isinstance(out, tuple) else (out,)
-            idx = [i for i, o in enumerate(outs) if isinstance(o, _C.Tensor)
-                   and o.is_floating_point()]
-            if not idx or any(outs[i].grad_fn is not None for i in idx):
-                return out             # none, or computed in differentiable ops after all
-            wrapped = _RaiseOnBackward.apply(
+            if any(isinstance(o, _C.Tensor) and o.grad_fn is not None for o in outs):
+                return out             # computed in differentiable ops after all
+            deps = [t for t in (*grads, *ctx.saved_tensors) if isinstance(t, _C.Tensor)
+                    and t.is_floating_point() and (t.requires_grad or t.grad_fn is not None)]
+            return _raise_on_backward(
                 f"linalg.{name}: cddp computes this derivative in NumPy and cannot "
                 "differentiate it again (a second derivative: create_graph=True, "
                 "torch.func.hessian / jvp / jacfwd, forward-mode AD through it); torch can",
-                len(idx), *[outs[i] for i in idx], *deps)
-            wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
-            outs = list(outs)
-            for i, w in zip(idx, wrapped):
-                outs[i] = w
-            return tuple(outs) if isinstance(out, tuple) else outs[0]
+                out, deps)
         return wrapper
     return deco
 

@@ -200,7 +200,7 @@ static int run_fn_hooks(NodeObject *node, int which, TensorObject **gout, int no
 {
     PyObject *fns;
     int rc = 0;
-    if (!node->fn_hooks[which] || !PyDict_GET_SIZE(node->fn_hooks[which]))
+    if (!PyDict_GET_SIZE(node->fn_hooks[which]))
         return 0;
     if (!(fns = PyDict_Values(node->fn_hooks[which])))     /* a snapshot: hooks may remove */
         return -1;
@@ -412,10 +412,10 @@ static int run_node(run_t *run, NodeObject *node, int retain_graph)
             PyErr_NoMemory();
     }
     if (any && !err)
-        err = run_pre_hooks(node, gout) < 0 ||
-              run_fn_hooks(node, 0, gout, node->n_out, NULL) < 0 ||
+        err = run_pre_hooks(node, gout) < 0 ||       /* node hooks: rare, tested inline */
+              (node->fn_hooks[0] && run_fn_hooks(node, 0, gout, node->n_out, NULL) < 0) ||
               node->backward(node, gout, gin) < 0 ||
-              run_fn_hooks(node, 1, gout, node->n_out, gin) < 0 ||
+              (node->fn_hooks[1] && run_fn_hooks(node, 1, gout, node->n_out, gin) < 0) ||
               (cddp_detect_anomaly && gin && check_anomaly(node, gin) < 0);
     for (int k = 0; k < nb; k++)
         Py_XDECREF(gout[k]);

@@ -170,13 +170,13 @@ static int flat_buffer(ReducerObject *self, Py_ssize_t k, cddp_dtype dt, int64_t
 {
     int64_t es = (int64_t)cddp_dtype_size[dt], one = 1, b = flat * es;
     int64_t alloc = b > (16 << 10) && b < (64 << 10) ? (64 << 10) / es : flat;
+    int scope = cddp_arena_scope;
     TensorObject *whole;
     cddp_arena_scope = 1;
     whole = cddp_tensor_new(dt, 1, &alloc, 1);
-    cddp_arena_scope = 0;
+    cddp_arena_scope = scope;
     self->buf[k] = whole && alloc != flat ? cddp_tensor_alias(whole, 1, &flat, &one, 0) : whole;
-    if (alloc != flat)
-        Py_XDECREF(whole);
+    Py_XDECREF(alloc != flat ? whole : NULL);      /* the alias holds the storage */
     return self->buf[k] ? 0 : -1;
 }
 

@@ -470,26 +470,19 @@ static int64_t zc_offer(shm_t *s, cddp_work *w)
     return cddp_arena_offset(a->in, (size_t)a->count * cddp_pg_dtype_size[a->dtype]);
 }
 
-/* Whether some rank offered its arena for op w (and so held chunk 0 back). */
-static int zc_offered(shm_t *s, cddp_work *w)
-{
-    for (int j = 0; j < s->n; j++)
-        if (ctl(s, j)->zoff[w->seq & 1] >= 0)
-            return 1;
-    return 0;
-}
-
 /* After the arrival: whether op w runs in place — every rank offered an offset and every
  * rank maps every other's arena. The first such op maps the peers' arenas and shares the
  * outcome (one more synchronisation). Every rank reads the same values, so every rank
  * decides the same; s->zc settles to -1 for good when a rank has no arena or cannot map.
+ * *some: whether any rank offered (and so held chunk 0 back).
  * 1 yes, 0 no, -1 with w->err set. */
-static int zc_decide(cddp_pg *pg, shm_t *s, cddp_work *w)
+static int zc_decide(cddp_pg *pg, shm_t *s, cddp_work *w, int *some)
 {
     int par = w->seq & 1, every = 1;
     int64_t B = w->a.count * (int64_t)cddp_pg_dtype_size[w->a.dtype];
     for (int j = 0; j < s->n; j++) {
         int64_t o = ctl(s, j)->zoff[par];
+        *some |= o >= 0;
         if (o == -2)
             s->zc = -1;
         /* an offer past the end of that rank's arena (it cannot come from core/arena.c)
@@ -568,7 +561,7 @@ static int run_allreduce_chunked(cddp_pg *pg, shm_t *s, cddp_work *w)
     /* no streaming stores here: all_reduce runs in place, so every output line was just
      * read (cached) and a streaming store to it would only force an eviction (measured 30%
      * slower at 16-256 MiB) */
-    int nt = 0, zc;
+    int nt = 0, zc, offered = 0;
     int64_t offer;
     char *in = a->in, *out = a->out;
 
@@ -586,9 +579,9 @@ static int run_allreduce_chunked(cddp_pg *pg, shm_t *s, cddp_work *w)
         s->dstep += 1;
         return -1;
     }
-    if ((zc = zc_decide(pg, s, w)) != 0)
+    if ((zc = zc_decide(pg, s, w, &offered)) != 0)
         return zc < 0 ? -1 : run_allreduce_zc(pg, s, w);
-    if (zc_offered(s, w)) {            /* the copy path after all: chunk 0 in, one more sync */
+    if (offered) {                     /* the copy path after all: chunk 0 in, one more sync */
         if (offer >= 0)
             copy_in_others(s, in, 0, B < C ? B : C, s->dstep);
         publish(s, s->myseq + 1);
