@@ -275,6 +275,8 @@ def test_pet_environment_defaults(job):
     (["cddp.run", "--nnodes=1:2"], "elastic node ranges are not supported"),
     (["cddp.run", "--nnodes=2", "--node-rank=2"], "--node-rank=2 is outside [0, 2)"),
     (["cddp.launch", "--no-python"], "you must also set the '--use-env' flag"),
+    (["cddp.run", "--redirects=4"], "--redirects=4 is neither a digit 0-3"),
+    (["cddp.run", "--tee=0:1,x"], "--tee=0:1,x is neither a digit 0-3"),
     (["cddp.run", "--no-python", "-m"], "Don't use both"),
 ])
 def test_bad_arguments(job, argv, message):
@@ -336,6 +338,81 @@ def test_local_ranks_filter(job):
                                       "--local-ranks-filter=1")
     assert rc == 0, err
     assert {r for r, _ in prefixed(out, "stdout")} == {1}
+
+
+LOGGED = """
+print(f"out {RANK}")
+print(f"err {RANK}", file=sys.stderr)
+"""
+
+
+def log_files(root):
+    """{relative path under the run directory: content} of a --log-dir tree holding one run."""
+    (run_dir,) = Path(root).iterdir()
+    return {str(p.relative_to(run_dir)): p.read_text() for p in sorted(run_dir.rglob("*"))
+            if p.is_file()}
+
+
+def test_redirects_send_output_to_files_only(job, tmp_path):
+    rc, out, err, _ = job(LOGGED).run("cddp.run", "--nproc-per-node=2",
+                                      f"--log-dir={tmp_path / 'logs'}", "-r", "3")
+    assert rc == 0, err
+    assert prefixed(out, "stdout") == []
+    assert [ln for ln in err.splitlines() if ln.startswith("[rank")] == []
+    run_dir = next((tmp_path / "logs").iterdir())
+    assert f"log directory set to: {run_dir}" in err and run_dir.name.startswith("none_")
+    assert log_files(tmp_path / "logs") == {
+        f"attempt_0/{r}/{s}.log": f"{s[3:]} {r}\n" for r in (0, 1) for s in ("stdout", "stderr")}
+
+
+def test_tee_per_local_rank_and_filter(job, tmp_path):
+    rc, out, err, _ = job(LOGGED).run("cddp.run", "--nproc-per-node=2",
+                                      f"--log-dir={tmp_path / 'logs'}", "--tee=0:1,1:2",
+                                      "--redirects=1:1", "--local-ranks-filter=0")
+    assert rc == 0, err
+    # teed and untouched streams of rank 0 reach the console; rank 1 is filtered out
+    assert prefixed(out, "stdout") == [(0, "out 0")]
+    assert [ln for ln in err.splitlines() if ln.startswith("[rank")] == ["[rank0]: err 0"]
+    # rank 0: stdout teed; rank 1: stdout redirected, stderr teed (still written, not shown)
+    assert log_files(tmp_path / "logs") == {"attempt_0/0/stdout.log": "out 0\n",
+                                           "attempt_0/1/stdout.log": "out 1\n",
+                                           "attempt_0/1/stderr.log": "err 1\n"}
+
+
+def test_log_layout_matches_torchrun(job, tmp_path):
+    pytest.importorskip("torch")
+    trees = {}
+    for launcher in ("cddp.run", "torch.distributed.run"):
+        logs = tmp_path / launcher
+        rc, _, err, _ = job(LOGGED).run(launcher, "--nproc-per-node=2", f"--log-dir={logs}",
+                                        "-r", "0:3,1:1", "-t", "1:2", timeout=120)
+        assert rc == 0, err
+        trees[launcher] = log_files(logs)
+    assert trees["cddp.run"] == trees["torch.distributed.run"]
+
+
+def test_failure_with_redirects_keeps_report_and_error_file(job, tmp_path):
+    j = job("""
+    if RANK == 1:
+        print("last words of rank 1", file=sys.stderr)
+        sys.path.insert(0, os.environ["CDDP_REPO"])
+        from cddp.distributed.elastic.multiprocessing.errors import record
+        @record
+        def main():
+            raise ValueError("bad batch 7")
+        main()
+    time.sleep(60)
+    """)
+    rc, out, err, _ = j.run("cddp.run", "--nproc-per-node=2", f"--log-dir={tmp_path / 'logs'}",
+                            "-r", "3", env=_env(CDDP_REPO=str(REPO), CDDP_LAUNCH_GRACE="2"))
+    assert rc == 1, err
+    assert "root cause (first observed failure, rank 1): ValueError: bad batch 7" in err
+    assert "[rank1]: last words of rank 1" in err.split("failed with exit code 1", 1)[1]
+    files = log_files(tmp_path / "logs")
+    assert json.loads(files["attempt_0/1/error.json"])["message"]["message"].endswith(
+        "bad batch 7")
+    assert files["attempt_0/1/stderr.log"].startswith("last words of rank 1\n")
+    assert wait_dead(j.pids(), 0.5) == []
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,12 +14,15 @@ within seconds, and every launcher exits non-zero naming it. The workers of a mu
 use that store too (TORCHELASTIC_USE_AGENT_STORE=True, keys under /worker/attempt_<restart>).
 Each worker gets TORCHELASTIC_ERROR_FILE (a private directory named after the launcher's pid,
 removed when the launcher exits, or by the next launcher when this one was SIGKILLed): what a
-worker's `@record` writes there is printed as the root cause of its failure.
+worker's `@record` writes there is printed as the root cause of its failure. With --log-dir,
+--redirects or --tee the error files and the redirected or teed streams go to the user's log
+directory instead (launcher_logs.py), which stays.
 
     launcher (this process)
       ├── worker rank R  (own session = own process group; stdout/stderr are pipes)
       │     └── its children (DataLoader workers, ...) share the worker's process group
-      ├── pump threads: one per worker stream; each line becomes "[rankR]: line"
+      ├── pump threads: one per worker stream; each line becomes "[rankR]: line" on the
+      │     console and/or goes as it is to the rank's log file
       └── waiter threads: one per worker; Popen.wait() -> event queue (exit order)
 
 Exit status of the launcher: 0 when every worker exits 0; otherwise the exit code of the first
@@ -51,6 +54,7 @@ import threading
 import time
 import uuid
 
+from cddp.distributed import launcher_logs as _logs
 from cddp.distributed import launcher_rdzv as _rdzv
 from cddp.distributed._slurm import first_host as _slurm_first_host
 from cddp.multiprocessing.spawn import _set_pdeathsig
@@ -135,11 +139,15 @@ def get_args_parser(prog="cddp.run", legacy=False):
     a("--run-path", "--run_path", action=_CheckEnv,
       help="Accepted for compatibility; the script runs as 'python -u SCRIPT'.")
     a("--log-dir", "--log_dir", action=_Env, type=str, default=None,
-      help="Not supported by cddp (output goes to the console with [rankN]: prefixes).")
-    a("-r", "--redirects", action=_Env, type=str, default="0", help="Not supported; ignored.")
-    a("-t", "--tee", action=_Env, type=str, default="0", help="Not supported; ignored.")
+      help="Base directory for the workers' log files; each job gets its own sub-directory "
+           "named after its run id (RUN_<random>/attempt_<restart>/<local rank>/).")
+    a("-r", "--redirects", action=_Env, type=str, default="0",
+      help="Send std streams to the log files only: 0 none, 1 stdout, 2 stderr, 3 both, for "
+           "every local rank, or per local rank as 0:1,1:2.")
+    a("-t", "--tee", action=_Env, type=str, default="0",
+      help="Write std streams to the log files and to the console (format of --redirects).")
     a("--local-ranks-filter", "--local_ranks_filter", action=_Env, type=str, default="",
-      help="Only show the output of these local ranks (e.g. 0,1).")
+      help="Only show the output of these local ranks on the console (e.g. 0,1).")
     a("--node-rank", "--node_rank", action=_Env, type=int, default=None,
       help="Rank of this node among --nnodes (default 0; under SLURM, $SLURM_NODEID).")
     a("--master-addr", "--master_addr", action=_Env, type=str, default=None,
@@ -275,9 +283,6 @@ def config_from_args(args, prog, legacy):
     if master_port is None and nnodes > 1:
         master_port, fixed_port = DEFAULT_MASTER_PORT, True
 
-    ignored = [opt for opt, val, default in (("--log-dir", args.log_dir, None),
-                                             ("--redirects", args.redirects, "0"),
-                                             ("--tee", args.tee, "0")) if val != default]
     filt = None
     if args.local_ranks_filter:
         try:
@@ -285,6 +290,7 @@ def config_from_args(args, prog, legacy):
         except ValueError:
             raise ValueError("--local_ranks_filter must be a comma-separated list of integers "
                              "e.g. --local_ranks_filter=0,1,2") from None
+    logs = _logs.LogSpecs(args.log_dir, args.redirects, args.tee, filt)
 
     if args.no_python:
         cmd = [args.training_script]
@@ -315,8 +321,8 @@ def config_from_args(args, prog, legacy):
         run_id=run_id, role=args.role, max_restarts=args.max_restarts,
         monitor_interval=max(0.01, float(args.monitor_interval)), grace=max(0.0, grace),
         cmd=cmd, script_args=list(args.training_script_args), use_env=use_env,
-        local_ranks_filter=filt, virtual_local_rank=args.virtual_local_rank,
-        signals=_parse_signals(args.signals_to_handle), ignored=ignored,
+        logs=logs, virtual_local_rank=args.virtual_local_rank,
+        signals=_parse_signals(args.signals_to_handle),
         rdzv_conf=args.rdzv_conf, token_file=args.token_file)
 
 
@@ -350,8 +356,10 @@ class _Sink:
                 self.broken = True
 
 
-def _pump(pipe, prefix: bytes, sink, tail, show):
-    """Copy `pipe` to `sink` line by line with `prefix`; remember the last lines in `tail`."""
+def _pump(pipe, prefix: bytes, sink, tail, show, log):
+    """Copy `pipe` line by line to `sink` with `prefix` when `show`, and as it is to the open
+    file `log` (or None); remember the last lines in `tail`. A log file that fails (disk
+    full) is dropped with one line on the console; the pipe is always drained."""
     try:
         for line in iter(pipe.readline, b""):
             if not line.endswith(b"\n"):
@@ -359,13 +367,22 @@ def _pump(pipe, prefix: bytes, sink, tail, show):
             tail.append(prefix.decode() + line[:-1].decode("utf-8", "replace"))
             if show:
                 sink.write(prefix + line)
+            if log is not None:
+                try:
+                    log.write(line)
+                except OSError as e:
+                    sink.write(prefix + f"(log file {log.name} stopped: {e})\n".encode())
+                    log.close()
+                    log = None
     except (OSError, ValueError):
         pass
     finally:
-        try:
-            pipe.close()
-        except OSError:
-            pass
+        for f in (pipe, log):
+            try:
+                if f is not None:
+                    f.close()
+            except OSError:
+                pass
 
 
 # ----------------------------------------------------------------------------------------------
@@ -373,8 +390,9 @@ def _pump(pipe, prefix: bytes, sink, tail, show):
 # ----------------------------------------------------------------------------------------------
 
 class _Worker:
-    def __init__(self, local_rank, rank):
+    def __init__(self, local_rank, rank, logs):
         self.local_rank, self.rank = local_rank, rank
+        self.logs = logs                    # launcher_logs.RankLogs
         self.proc = None
         self.pumps = []
         self.tail = collections.deque(maxlen=TAIL_LINES)
@@ -475,8 +493,15 @@ class Agent:
                 os._exit(1)
 
         self.workers = []
+        try:
+            logs, run_dir = c.logs.attempt(c.run_id, restart_count, c.nproc)
+        except OSError as e:
+            self.say(f"cannot create the log directory: {e}")
+            return False
+        if run_dir is not None:
+            self.say(f"log directory set to: {run_dir}")
         for lr in range(c.nproc):
-            w = _Worker(lr, c.node_rank * c.nproc + lr)
+            w = _Worker(lr, c.node_rank * c.nproc + lr, logs[lr])
             argv = c.cmd + ([] if c.use_env else [f"--local_rank={lr}"]) + c.script_args
             try:
                 w.proc = subprocess.Popen(
@@ -488,9 +513,15 @@ class Agent:
                 return False
             self.workers.append(w)
             prefix = f"[rank{w.rank}]: ".encode()
-            show = c.local_ranks_filter is None or lr in c.local_ranks_filter
-            for pipe, sink in ((w.proc.stdout, self.out), (w.proc.stderr, self.err)):
-                t = threading.Thread(target=_pump, args=(pipe, prefix, sink, w.tail, show),
+            for pipe, sink, path, show in zip((w.proc.stdout, w.proc.stderr),
+                                              (self.out, self.err), w.logs.files, w.logs.show):
+                try:
+                    log = open(path, "wb", buffering=0) if path else None
+                except OSError as e:
+                    self.say(f"rank {w.rank}: cannot open {path}: {e}; its lines go to the "
+                             f"console")
+                    log, show = None, True
+                t = threading.Thread(target=_pump, args=(pipe, prefix, sink, w.tail, show, log),
                                      daemon=True, name=f"cddp-pump-{w.rank}")
                 t.start()
                 w.pumps.append(t)
@@ -558,6 +589,8 @@ class Agent:
                 t.join(max(0.0, deadline - time.monotonic()))
 
     def _error_file(self, w):
+        if w.logs.error_file is not None:   # --log-dir: the user's, kept after the job
+            return w.logs.error_file
         if self.error_dir is None:
             _sweep_error_dirs()
             self.error_dir = tempfile.mkdtemp(prefix=f"{ERROR_DIR_PREFIX}{os.getpid()}-")
@@ -701,8 +734,6 @@ class Agent:
 
     def run(self):
         c = self.cfg
-        for opt in c.ignored:
-            self.say(f"warning: {opt} is not supported and is ignored")
         installed = {}
         if threading.current_thread() is threading.main_thread():
             for s in c.signals:
