@@ -231,6 +231,16 @@ if r == 0:
 elif r == 1:
     z = T(np.zeros(6, np.float32))
     check("send/recv", dist.recv(z, 0) == 0 and np.array_equal(z.numpy(), np.arange(6)))
+# recv without src (MPI_ANY_SOURCE through MPI_Iprobe): rank 0 hears from every other rank
+if r == 0:
+    heard = {}
+    for _ in range(n - 1):
+        z = T(np.zeros(2, np.float32))
+        s_ = dist.recv(z, tag=11)
+        heard[s_] = z.numpy().tolist()
+    check("send/recv any source", heard == {j: [j, j] for j in range(1, n)}, heard)
+else:
+    dist.send(T(np.full(2, r, np.float32)), 0, tag=11)
 
 # subgroups (MPI_Comm_split): every rank calls new_group, in the same order
 ge, go = dist.new_group([0, 2]), dist.new_group([1, 3])

@@ -395,6 +395,9 @@ class _PostWork:
     def result(self):
         return list(self._outputs)
 
+    def _source_rank(self):
+        return self._work._source_rank()
+
 
 def _get_future(self):
     """torch's Work.get_future(): a Future of the Work's output tensors (cddp.futures)."""
@@ -1109,6 +1112,9 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
 
 # ---- point to point -------------------------------------------------------------------------
 
+_ANY = -1          # the engine's CDDP_PG_ANY: a recv from whichever rank sends first
+
+
 def _p2p(tensor, peer, group, tag, group_peer, opname, what):
     pg = _resolve(group, opname)
     if pg is None:
@@ -1117,7 +1123,9 @@ def _p2p(tensor, peer, group, tag, group_peer, opname, what):
     if int(tag) < 0:
         raise RuntimeError("Tag must be nonnegative")
     if peer is None and group_peer is None:
-        raise ValueError(f"{opname}: {what} must be given (cddp has no receive-from-any-source)")
+        if what != "src":
+            raise ValueError("Must specify global_rank or group_rank")
+        return pg, _ANY, _contig(tensor)
     gp = _group_rank(pg, peer, group_peer, what, opname)
     return pg, gp, _contig(tensor)
 
@@ -1148,7 +1156,12 @@ def recv(tensor, src=None, group=None, tag=0, group_src=None):
     pg, gs, (c, back) = _p2p(tensor, src, group, tag, group_src, "recv", "src")
     if pg is None:
         return -1
-    pg._c.recv(c, gs, int(tag), True)
+    if gs == _ANY:              # the sender is known once the message has come
+        w = pg._c.recv(c, gs, int(tag), False)
+        w.wait()
+        gs = w._source_rank()
+    else:
+        pg._c.recv(c, gs, int(tag), True)
     if back:
         back()
     return pg._ranks[gs]

@@ -288,6 +288,23 @@ static void mpi_p2p_cancel(cddp_pg *pg, cddp_work *w)
     w->p2p = NULL;
 }
 
+/* A recv from any sender: MPI_Iprobe(MPI_ANY_SOURCE) for the tag; MPI's matching then gives
+ * the recv bound to that source the probed message (or an earlier one of the same tag). */
+static int mpi_p2p_probe(cddp_pg *pg, cddp_work *w)
+{
+    cddp_mpi_t *t = pg->tr;
+    MPI_Status s;
+    int flag = 0, rc;
+    cddp_mpi_lock();
+    rc = MPI_Iprobe(MPI_ANY_SOURCE, w->a.tag, t->comm, &flag, &s);
+    cddp_mpi_unlock();
+    if (rc != MPI_SUCCESS) {
+        cddp_mpi_fail(pg, w, rc, "MPI_Iprobe");
+        return -2;
+    }
+    return flag ? s.MPI_SOURCE : -1;
+}
+
 /* Nothing to sleep on (MPI has no file descriptor to poll): let others run, then the engine
  * tests its requests again. */
 static void mpi_p2p_wait(cddp_pg *pg, double max_s) { sched_yield(); }
@@ -372,6 +389,7 @@ const cddp_pg_transport_ops cddp_mpi_ops = {
     .p2p_progress = mpi_p2p_progress,
     .p2p_cancel = mpi_p2p_cancel,
     .p2p_wait = mpi_p2p_wait,
+    .p2p_probe = mpi_p2p_probe,
     .doorbell = mpi_doorbell,
     .fini = mpi_fini,
 };

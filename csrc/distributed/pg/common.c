@@ -30,7 +30,9 @@ const char *const cddp_pg_op_name[CDDP_PG_NOPS] = {
 
 void cddp_pg_op_prefix(const cddp_work *w, char *buf, size_t len)
 {
-    if (w->a.op == CDDP_PG_SEND || w->a.op == CDDP_PG_RECV)
+    if (w->a.op == CDDP_PG_RECV && w->a.root == CDDP_PG_ANY)
+        snprintf(buf, len, "recv from any rank");
+    else if (w->a.op == CDDP_PG_SEND || w->a.op == CDDP_PG_RECV)
         snprintf(buf, len, "%s %s rank %d", cddp_pg_op_name[w->a.op],
                  w->a.op == CDDP_PG_SEND ? "to" : "from", w->a.root);
     else

@@ -119,20 +119,35 @@ static void run_collective(cddp_pg *pg, cddp_work *w)
 static int p2p_begin(cddp_pg *pg, cddp_work *w)
 {
     if (atomic_load(&pg->broken)) {
+        char pre[96];
+        cddp_pg_op_prefix(w, pre, sizeof pre);
         pthread_mutex_lock(&pg->mu);
-        snprintf(w->err, CDDP_PG_ERRLEN, "%s %s rank %d: the process group failed earlier: "
-                 "%.400s", cddp_pg_op_name[w->a.op], w->a.op == CDDP_PG_SEND ? "to" : "from",
-                 w->a.root, pg->broken_msg);
+        snprintf(w->err, CDDP_PG_ERRLEN, "%s: the process group failed earlier: %.400s", pre,
+                 pg->broken_msg);
         pthread_mutex_unlock(&pg->mu);
         work_complete(pg, w);
         return -1;
     }
     w->t_start = cddp_pg_now();
-    if (pg->ops->p2p_start(pg, w) < 0) {
+    if (w->a.root != CDDP_PG_ANY && pg->ops->p2p_start(pg, w) < 0) {
         work_complete(pg, w);
         return -1;
     }
     return 0;
+}
+
+/* Progress of one send/recv; a recv from any sender first waits for a matching message. */
+static int p2p_step(cddp_pg *pg, cddp_work *w)
+{
+    if (w->a.root == CDDP_PG_ANY) {
+        int j = pg->ops->p2p_probe(pg, w);
+        if (j < 0)
+            return j == -1 ? 0 : -1;
+        w->a.root = j;
+        if (pg->ops->p2p_start(pg, w) < 0)
+            return -1;
+    }
+    return pg->ops->p2p_progress(pg, w);
 }
 
 /* Drive `first` and every send/recv queued behind it until all have finished. Called with
@@ -165,18 +180,16 @@ static void p2p_loop(cddp_pg *pg, cddp_work *first)
         double now = cddp_pg_now();
         for (int i = 0; i < nact; i++) {
             cddp_work *x = act[i];
-            int r = pg->ops->p2p_progress(pg, x);
+            int r = p2p_step(pg, x);
+            char pre[96];
+            cddp_pg_op_prefix(x, pre, sizeof pre);
             if (r == 0 && (cddp_pg_aborting(pg) || cddp_pg_interrupted(x))) {
-                cddp_pg_seterr(x->err, "%s %s rank %d: process group was shut down or "
-                               "interrupted",
-                               cddp_pg_op_name[x->a.op], x->a.op == CDDP_PG_SEND ? "to" : "from",
-                               x->a.root);
+                cddp_pg_seterr(x->err, "%s: process group was shut down or interrupted", pre);
                 r = -1;
             } else if (r == 0 && now - x->t_start > pg->timeout_s) {
                 x->err_kind = CDDP_ERR_TIMEOUT;
-                cddp_pg_seterr(x->err, "%s %s rank %d (tag %d): timed out after %.1f s",
-                               cddp_pg_op_name[x->a.op], x->a.op == CDDP_PG_SEND ? "to" : "from",
-                               x->a.root, x->a.tag, pg->timeout_s);
+                cddp_pg_seterr(x->err, "%s (tag %d): timed out after %.1f s", pre, x->a.tag,
+                               pg->timeout_s);
                 r = -1;
             }
             if (r != 0) {
@@ -260,8 +273,14 @@ static int validate(cddp_pg *pg, const cddp_pg_args *a, char *err)
                        (long long)a->count);
         return -1;
     }
+    if (a->op == CDDP_PG_RECV && a->root == CDDP_PG_ANY && !pg->ops->p2p_probe) {
+        cddp_pg_seterr(err, "recv from any rank: the %s transport needs the sender's rank (src=)",
+                       pg->ops->name);
+        return -1;
+    }
     if ((cddp_pg_uses_root(a->op) || is_p2p(&(cddp_work){.a = *a})) &&
-        (a->root < 0 || a->root >= pg->size)) {
+        (a->root < 0 || a->root >= pg->size) &&
+        !(a->op == CDDP_PG_RECV && a->root == CDDP_PG_ANY)) {
         cddp_pg_seterr(err, "%s: rank %d is out of range for a group of size %d",
                        cddp_pg_op_name[a->op], a->root, pg->size);
         return -1;

@@ -124,6 +124,7 @@ static int hier_p2p_progress(cddp_pg *pg, cddp_work *w)
 }
 static void hier_p2p_cancel(cddp_pg *pg, cddp_work *w) { cddp_pg_tcp_ops.p2p_cancel(pg, w); }
 static void hier_p2p_wait(cddp_pg *pg, double max_s) { cddp_pg_tcp_ops.p2p_wait(pg, max_s); }
+static int hier_p2p_probe(cddp_pg *pg, cddp_work *w) { return cddp_pg_tcp_ops.p2p_probe(pg, w); }
 static void hier_doorbell(cddp_pg *pg) { cddp_pg_tcp_ops.doorbell(pg); }
 
 /* ---- setup ---------------------------------------------------------------------------- */
@@ -198,6 +199,7 @@ const cddp_pg_transport_ops cddp_pg_hier_ops = {
     .p2p_progress = hier_p2p_progress,
     .p2p_cancel = hier_p2p_cancel,
     .p2p_wait = hier_p2p_wait,
+    .p2p_probe = hier_p2p_probe,
     .doorbell = hier_doorbell,
     .fini = hier_fini,
 };

@@ -45,6 +45,8 @@ enum cddp_pg_op {
     CDDP_PG_GATHER, CDDP_PG_SCATTER, CDDP_PG_REDUCE_SCATTER, CDDP_PG_ALLTOALL,
     CDDP_PG_BARRIER, CDDP_PG_SEND, CDDP_PG_RECV, CDDP_PG_NOPS
 };
+/* The peer of a recv from any sender (torch's recv with src=None). */
+#define CDDP_PG_ANY (-1)
 
 /* torch.distributed.ReduceOp values as the Python layer numbers them */
 enum cddp_pg_redop {
@@ -72,7 +74,8 @@ static inline int cddp_pg_dtype_floating(int d) { return d == 0 || d == 1 || d =
  * `in`/`out` are raw data pointers the caller keeps alive until the Work completes. */
 typedef struct {
     int op, dtype, redop;
-    int root;                  /* root rank, or the peer of send/recv */
+    int root;                  /* root rank, or the peer of send/recv (recv: CDDP_PG_ANY
+                                  until a sender is matched, then that sender) */
     int tag;                   /* send/recv */
     int64_t count;
     void *in, *out;
@@ -172,7 +175,11 @@ int cddp_pg_uses_redop(int op);
 /* ---- transports ---------------------------------------------------------------------- */
 /* Each returns 0 or -1 with w->err set. `run` executes one collective; `p2p_start` /
  * `p2p_progress` drive a send/recv without blocking (progress: 1 done, 0 pending, -1 error);
- * `p2p_wait` sleeps up to `max_s` for p2p activity or a queue doorbell. `name` is what
+ * `p2p_wait` sleeps up to `max_s` for p2p activity or a queue doorbell; `p2p_probe` (NULL: no
+ * receive from any sender) returns the peer whose next message to this rank has the tag of the
+ * CDDP_PG_ANY recv `w` and can be taken now (no recv from that peer queued ahead of it), -1
+ * when there is none yet, -2 when `w` failed (w->err set); the engine binds `w` to that peer
+ * and starts it. `name` is what
  * ProcessGroupCPU.transport reports. A table from another extension (CDDP_PG_EXT) is called
  * with that extension's own copies of the helpers below; it must stay loaded while the group
  * lives. */
@@ -184,6 +191,7 @@ struct cddp_pg_transport_ops {
     int (*p2p_progress)(cddp_pg *pg, cddp_work *w);
     void (*p2p_cancel)(cddp_pg *pg, cddp_work *w);
     void (*p2p_wait)(cddp_pg *pg, double max_s);
+    int (*p2p_probe)(cddp_pg *pg, cddp_work *w);
     void (*doorbell)(cddp_pg *pg);           /* wake p2p_wait (new op queued, abort) */
     void (*fini)(cddp_pg *pg);
 };

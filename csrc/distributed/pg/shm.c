@@ -817,6 +817,35 @@ static void shm_p2p_cancel(cddp_pg *pg, cddp_work *w)
     p2p_finish(s, w);
 }
 
+/* A recv from any sender: the first peer (from rank+1 on, so no peer starves) whose mailbox to
+ * this rank starts a message with `tag` and has no recv of ours queued on it. A peer that
+ * exited breaks the group, as it does for a recv naming it. */
+static int shm_p2p_probe(cddp_pg *pg, cddp_work *w)
+{
+    shm_t *s = pg->tr;
+    if (atomic_load(&s->h->broken)) {
+        fail_broken(pg, s, w, -1);
+        return -2;
+    }
+    for (int k = 1; k < s->n; k++) {
+        int j = (s->r + k) % s->n;
+        seg_mbox *m = mbox(s, j, s->r);
+        if (s->rx_next[j] != s->rx_serve[j])
+            continue;
+        uint32_t cons = atomic_load_explicit(&m->consumed, memory_order_relaxed);
+        if (atomic_load_explicit(&m->produced, memory_order_acquire) != cons) {
+            const mb_entry *e = (const mb_entry *)mbuf(s, j, s->r, cons);
+            if (e->offset == 0 && e->tag == w->a.tag)
+                return j;
+        } else if (cddp_pg_peer_dead(pg, j)) {
+            seg_break(s, j, BRK_EXITED);
+            fail_broken(pg, s, w, j);
+            return -2;
+        }
+    }
+    return -1;
+}
+
 static void shm_p2p_wait(cddp_pg *pg, double max_s)
 {
     shm_t *s = pg->tr;
@@ -844,6 +873,7 @@ const cddp_pg_transport_ops cddp_pg_shm_ops = {
     .run = shm_run,
     .p2p_start = shm_p2p_start,
     .p2p_progress = shm_p2p_progress,
+    .p2p_probe = shm_p2p_probe,
     .p2p_cancel = shm_p2p_cancel,
     .p2p_wait = shm_p2p_wait,
     .doorbell = shm_doorbell,

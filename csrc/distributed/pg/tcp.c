@@ -605,6 +605,36 @@ static void tcp_p2p_cancel(cddp_pg *pg, cddp_work *w)
     p2p_finish(t, w);
 }
 
+/* A recv from any sender: the first peer (from rank+1 on) whose connection holds a whole
+ * message header with `w`'s tag (peeked, left in the socket) and has no recv of ours queued
+ * on it. A connection that closed or failed fails `w`, naming that peer, as a recv from it
+ * would. */
+static int tcp_p2p_probe(cddp_pg *pg, cddp_work *w)
+{
+    tcp_t *t = pg->tr;
+    for (int k = 1; k < t->n; k++) {
+        int j = (t->r + k) % t->n;
+        unsigned char hdr[32];
+        int32_t tag;
+        if (t->p2p_dead[j] || t->rx_next[j] != t->rx_serve[j])
+            continue;
+        ssize_t got = recv(t->pfd[j], hdr, sizeof hdr, MSG_PEEK | MSG_DONTWAIT);
+        if (got == (ssize_t)sizeof hdr) {
+            memcpy(&tag, hdr + 4, 4);
+            if (tag == w->a.tag)
+                return j;
+        } else if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                                errno != EINTR)) {
+            w->a.root = j;
+            p2p_fail(pg, t, w, got == 0 ? 0 : errno);
+            return -2;
+        } else {
+            t->want[j] |= POLLIN;
+        }
+    }
+    return -1;
+}
+
 static void tcp_p2p_wait(cddp_pg *pg, double max_s)
 {
     tcp_t *t = pg->tr;
@@ -635,6 +665,7 @@ const cddp_pg_transport_ops cddp_pg_tcp_ops = {
     .run = tcp_run,
     .p2p_start = tcp_p2p_start,
     .p2p_progress = tcp_p2p_progress,
+    .p2p_probe = tcp_p2p_probe,
     .p2p_cancel = tcp_p2p_cancel,
     .p2p_wait = tcp_p2p_wait,
     .doorbell = tcp_doorbell,

@@ -163,6 +163,17 @@ static PyObject *work_result(WorkObject *self, PyObject *unused)
     return l;
 }
 
+/* The group rank a recv got its message from (torch's Work._source_rank); -1 while a recv
+ * from any sender is unmatched. */
+static PyObject *work_source_rank(WorkObject *self, PyObject *unused)
+{
+    if (self->w->a.op != CDDP_PG_RECV) {
+        PyErr_SetString(PyExc_RuntimeError, "Work._source_rank: this Work is not a recv");
+        return NULL;
+    }
+    return PyLong_FromLong(cddp_work_state(self->w) >= CDDP_WORK_DONE ? self->w->a.root : -1);
+}
+
 static PyMethodDef work_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))work_wait, METH_VARARGS | METH_KEYWORDS,
      "wait(timeout=None) -> True; raises the op's error, or TimeoutError after timeout s"},
@@ -171,6 +182,7 @@ static PyMethodDef work_methods[] = {
     {"is_success", (PyCFunction)work_is_success, METH_NOARGS, NULL},
     {"exception", (PyCFunction)work_exception, METH_NOARGS, NULL},
     {"result", (PyCFunction)work_result, METH_NOARGS, NULL},
+    {"_source_rank", (PyCFunction)work_source_rank, METH_NOARGS, NULL},
     {NULL},
 };
 
