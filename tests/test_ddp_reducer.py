@@ -59,7 +59,7 @@ def wrap(model, world=2, as_view=True, inplace_min=0, cap=None, pg=None):
     """A reducer over model's parameters wired as DistributedDataParallel wires it."""
     params = list(model.parameters())
     cap = cap if cap is not None else 25 * 2 ** 20
-    buckets = _bucket_assignment(params, min(2 ** 20, cap), cap)
+    buckets = _bucket_assignment(params, [min(2 ** 20, cap), cap])
     pg = pg or FakePG()
     r = _C.Reducer(params, buckets, pg, world, as_view, inplace_min)
     for i, p in enumerate(params):
@@ -171,7 +171,7 @@ def test_first_bucket_is_small():
     net = nn.Sequential(nn.Linear(784, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
                         nn.Linear(1024, 10))
     params = list(net.parameters())
-    buckets = _bucket_assignment(params, 2 ** 20, 25 * 2 ** 20)
+    buckets = _bucket_assignment(params, [2 ** 20, 25 * 2 ** 20])
     size = [sum(4 * params[i].numel() for i in b) for b in buckets]
     assert buckets[0] == [5, 4, 3] and size[0] <= 2 ** 20
     assert buckets[1] == [2, 1, 0] and size[1] <= 25 * 2 ** 20
@@ -180,7 +180,7 @@ def test_first_bucket_is_small():
     # the 4 MiB and 3 MiB weights are reduced in place, each as soon as it is ready
     assert r.units() == [(10 + 10240 + 1024, f32, 0), (1024 * 1024, f32, 1),
                          (1024 * 784, f32, 1), (1024, f32, 1)]
-    small = _bucket_assignment(params, 2 ** 20, 2 ** 20)
+    small = _bucket_assignment(params, [2 ** 20, 2 ** 20])
     assert all(sum(4 * params[i].numel() for i in b) <= 2 ** 20 or len(b) == 1 for b in small)
 
 

@@ -39,21 +39,33 @@ zero_grad(set_to_none=True) a kept .grad keeps its values (the reducer gives the
 fresh buffer when an old view is still held). Pass False for separate tensors.
 Large gradients (in-place units) are their own buckets either way.
 
+find_unused_parameters=True: the forward's outputs pass through _DDPSink (torch's DDPSink:
+clones), so the start of backward knows which outputs the loss used; the parameters they do
+not reach are unused this iteration (zero gradient here, .grad left alone where no rank used
+them), so an output left out of the loss costs no error. static_graph=True does that search
+in the first iteration and reuses its result (torch's: the graph is the same every time).
+
 Differences from torch, on purpose: attribute lookups the wrapper does not answer fall through
 to the wrapped module; loading a state dict without the "module." prefix works too.
 Accepted for torch compatibility and without effect here: output_device and dim (one device
-per process), check_reduction, static_graph / _set_static_graph() (the reducer keeps no
-per-graph cache to freeze), mixed_precision (no half dtypes yet). device_mesh (1-D, as
+per process), check_reduction, mixed_precision (no half dtypes yet),
+skip_all_reduce_unused_params and batched_grad_copy (the reducer copies each gradient once
+already). static_graph does not count a parameter's hook calls as torch's does: with
+reentrant checkpointing that runs one module twice in a forward, that module's gradients are
+reduced after their first part arrives and the ranks diverge (use_reentrant=False works). device_mesh (1-D, as
 torch's) stands for its group: DDP reduces over device_mesh.get_group().
 A unit whose gradients are complete launches as soon as every unit before it has: ranks
 always issue the same all_reduce sequence, whatever order their gradients arrive in.
 """
+import copy
+import dataclasses
 import os
 from contextlib import contextmanager
 from functools import partial
 
 from ... import _C
 from ..._shape_ops import _real_views
+from ...autograd.function import Function
 from ...autograd.grad_mode import no_grad
 from ..modules.module import Module
 
@@ -87,16 +99,18 @@ def _dist():
     return distributed
 
 
-def _bucket_assignment(params, first_bytes, cap_bytes):
+def _bucket_assignment(params, caps):
     """Indices per bucket: reverse registration order (the order backward produces grads),
-    split by dtype, the first bucket capped at first_bytes, the rest at cap_bytes."""
-    buckets, current, size, cap, dtype = [], [], 0, first_bytes, None
+    split by dtype, bucket k capped at caps[k] bytes (the last cap for the rest): torch's
+    first-bucket rule is caps = [1 MiB, bucket_cap_mb], bucket_cap_mb_list gives its own."""
+    buckets, current, size, cap, dtype = [], [], 0, caps[0], None
     for i in reversed(range(len(params))):
         p = params[i]
         nbytes = p.numel() * p.element_size()
         if current and (p.dtype != dtype or size + nbytes > cap):
             buckets.append(current)
-            current, size, cap = [], 0, cap_bytes
+            current, size = [], 0
+            cap = caps[min(len(buckets), len(caps) - 1)]
         current.append(i)
         dtype = p.dtype
         size += nbytes
@@ -131,6 +145,27 @@ class _GradBucket:
         return self._index == 0
 
 
+def _buffer_flags(ddp, broadcast_buffers, forward_sync_buffers):
+    """torch 2.13's buffer options: sets ddp.forward_sync_buffers (broadcast before forward)
+    and returns whether construction broadcasts the buffers. broadcast_buffers is deprecated
+    (a FutureWarning) and, unlike forward_sync_buffers, False also keeps them rank-local at
+    construction."""
+    import warnings
+    if broadcast_buffers is not None:
+        warnings.warn("Both `broadcast_buffers` and `forward_sync_buffers` were specified. "
+                      "`broadcast_buffers` is deprecated and its value is ignored when "
+                      "`forward_sync_buffers` is provided." if forward_sync_buffers is not None
+                      else "`broadcast_buffers` is deprecated. Use `forward_sync_buffers` "
+                      "instead. IMPORTANT: unlike `broadcast_buffers=False`, "
+                      "`forward_sync_buffers=False` still syncs buffers at init.",
+                      FutureWarning, stacklevel=3)
+    if forward_sync_buffers is not None:
+        ddp.forward_sync_buffers = bool(forward_sync_buffers)
+        return True
+    ddp.forward_sync_buffers = broadcast_buffers is None or bool(broadcast_buffers)
+    return ddp.forward_sync_buffers
+
+
 def _param_difference(a, b):
     """What differs between two [name, shape, dtype] records, and what agrees:
     "name 'a.weight' vs 'b.weight' (shape [10, 512] and dtype float32 agree)"."""
@@ -146,15 +181,21 @@ class DistributedDataParallel(Module):
     """Data parallelism across processes: same signature as torch's."""
 
     def __init__(self, module, device_ids=None, output_device=None, dim=0,
-                 broadcast_buffers=True, process_group=None, bucket_cap_mb=None,
+                 broadcast_buffers=None, init_sync=True, process_group=None, bucket_cap_mb=None,
                  find_unused_parameters=False, check_reduction=False,
                  gradient_as_bucket_view=True, static_graph=False, delay_all_reduce_named_params=None,
-                 param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None):
+                 param_to_hook_all_reduce=None, mixed_precision=None, device_mesh=None,
+                 skip_all_reduce_unused_params=False, bucket_cap_mb_list=None,
+                 batched_grad_copy=False, forward_sync_buffers=None):
         super().__init__()
         dist = _dist()
         if not isinstance(module, Module):
             raise TypeError(f"DistributedDataParallel expects a cddp.nn.Module, got "
                             f"{type(module).__name__}")
+        if (delay_all_reduce_named_params is None) != (param_to_hook_all_reduce is None):
+            raise ValueError("delay_all_reduce_named_params and param_to_hook_all_reduce need "
+                             "to be set at the same time.")
+        init_sync_buffers = _buffer_flags(self, broadcast_buffers, forward_sync_buffers)
         if device_ids is not None:
             if not isinstance(device_ids, (list, tuple)) or len(device_ids) != 1:
                 raise ValueError("device_ids can only be None or contain a single element.")
@@ -163,10 +204,12 @@ class DistributedDataParallel(Module):
         self.device_ids = device_ids
         self.output_device = output_device
         self.dim = dim
-        self.broadcast_buffers = broadcast_buffers
         self.find_unused_parameters = find_unused_parameters
         self.gradient_as_bucket_view = gradient_as_bucket_view
         self.static_graph = bool(static_graph)
+        self._static_plan = None            # static_graph: (unused, skip) of the first iteration
+        self.skip_all_reduce_unused_params = skip_all_reduce_unused_params
+        self.batched_grad_copy = batched_grad_copy
         if device_mesh is not None:
             if process_group is not None:
                 raise RuntimeError("Cannot specify both process_group and device_mesh arguments.")
@@ -199,13 +242,15 @@ class DistributedDataParallel(Module):
                 "(module.to_empty(device='cpu'), then initialize or load its weights)")
         self._param_names = [n for n, _ in named]
         self._params = _real_views([p for _, p in named])    # complex: reduced as real views
-        self._check_shapes(named)
-        self._sync_module_states()
+        if init_sync:
+            self._check_shapes(named)
+            self._sync_module_states(init_sync_buffers)
+        caps = [int(c * 1024 * 1024) for c in bucket_cap_mb_list or ()]
         cap = _DEFAULT_BUCKET_CAP_MB if bucket_cap_mb is None else bucket_cap_mb
-        self.bucket_bytes_cap = int(cap * 1024 * 1024)
-        buckets = _bucket_assignment(self._params, min(_DEFAULT_FIRST_BUCKET_BYTES,
-                                                       self.bucket_bytes_cap),
-                                     self.bucket_bytes_cap)
+        self.bucket_bytes_cap = max(caps) if caps else int(cap * 1024 * 1024)
+        first = (_DEFAULT_FIRST_BUCKET_BYTES if bucket_cap_mb is None and not caps
+                 else self.bucket_bytes_cap)
+        buckets = _bucket_assignment(self._params, caps or [first, self.bucket_bytes_cap])
         self._bucket_indices = buckets
         self.reducer = _C.Reducer(self._params, buckets, pg._c, self.world_size,
                                   bool(gradient_as_bucket_view), _INPLACE_MIN_BYTES,
@@ -256,11 +301,21 @@ class DistributedDataParallel(Module):
                     t.copy_(flat[off:off + n].view(tuple(t.shape)))
                     off += n
 
-    def _sync_module_states(self):
+    def _sync_module_states(self, buffers=True):
         tensors = _real_views([p for n, p in self.module.named_parameters()
-                               if n not in self.parameters_to_ignore]) + self._module_buffers()
+                               if n not in self.parameters_to_ignore])
+        tensors += self._module_buffers() if buffers else []
         if self.world_size > 1 and tensors:
             self._broadcast_coalesced(tensors)
+
+    @property
+    def broadcast_buffers(self):
+        """torch 2.13's alias of forward_sync_buffers."""
+        return self.forward_sync_buffers
+
+    @broadcast_buffers.setter
+    def broadcast_buffers(self, value):
+        self.forward_sync_buffers = value
 
     def _module_buffers(self):
         """The buffers DDP broadcasts (every forward that syncs them); a complex one as its
@@ -299,16 +354,35 @@ class DistributedDataParallel(Module):
             self._raise_unready()
         bufs = self._buffers_to_sync()
         if bufs:
-            self._broadcast_coalesced(bufs)
+            self._broadcast_coalesced(bufs, src=self._buffer_source(True))
         out = self._modules["module"](*inputs, **kwargs)
         sync = self.require_backward_grad_sync
         self.require_forward_param_sync = sync and _C.is_grad_enabled()
-        if not (sync and self.find_unused_parameters and _C.is_grad_enabled()):
+        if not (sync and (self.find_unused_parameters or self.static_graph) and
+                _C.is_grad_enabled()):
             self.reducer.after_forward(sync)   # C: sync only under grad mode; prepare
             return out
-        reached = _C._reachable_leaves(_flatten_tensors(out))
-        self._prepare_unused([i for i, p in enumerate(self._params) if id(p) not in reached])
-        return out
+        if self._static_plan is not None:      # static_graph: the first iteration's unused set
+            self.reducer.set_sync(True)
+            self.reducer.prepare_for_backward(*self._static_plan)
+            return out
+        live = list({id(t): t for t in _flatten_tensors(out) if t.requires_grad}.values())
+        if not live:
+            self._start_iteration([])
+            return out
+        # the iteration starts when backward reaches the outputs, once it is known which of
+        # them the loss used (torch's DDPSink)
+        sunk = dict(zip(map(id, live), _DDPSink.apply(self, *live)))
+        return _map_tensors(out, lambda t: sunk.get(id(t), t))
+
+    def _start_iteration(self, used_outputs):
+        """find_unused_parameters / static_graph: the parameters the used outputs do not reach
+        count as unused (zero gradient here; .grad left alone if unused on every rank)."""
+        reached = _C._reachable_leaves(used_outputs)
+        unused = [i for i, p in enumerate(self._params) if id(p) not in reached]
+        skip = self._prepare_unused(unused)
+        if self.static_graph:
+            self._static_plan = (unused, skip)
 
     def _prepare_unused(self, unused):
         """find_unused_parameters: count each parameter's users over the group (torch leaves
@@ -320,6 +394,7 @@ class DistributedDataParallel(Module):
         _dist().all_reduce(used, group=self._pg)
         skip = [i for i, c in enumerate(used.tolist()) if c == 0]
         self.reducer.prepare_for_backward(unused, skip)
+        return skip
 
     def _raise_unready(self):
         names = ", ".join(self._param_names[i] for i in self.reducer.unready())
@@ -394,7 +469,7 @@ class DistributedDataParallel(Module):
         averaged gradients land in .grad as theirs do (a ZeRO joinable steps on them)."""
         bufs = self._buffers_to_sync()          # forward's rule and ignore list
         if bufs:
-            self._broadcast_coalesced(bufs)
+            self._broadcast_coalesced(bufs, src=self._buffer_source(False))
         for p in self._params:
             if p.grad is None:
                 p.grad = _C.zeros_like(p)
@@ -402,7 +477,11 @@ class DistributedDataParallel(Module):
                 p.grad.detach().zero_()
         if not self._divide_by_initial_world_size:
             self.reducer.set_divide_factor(active_ranks)
-        if self.find_unused_parameters:
+        if self._static_plan is not None:    # the active ranks' forward: no count of users
+            self.reducer.set_sync(True)
+            self.reducer.prepare_for_backward(range(len(self._params)), self._static_plan[1])
+            return
+        if self.find_unused_parameters or self.static_graph:
             self._prepare_unused(range(len(self._params)))   # every unit reduces at once
             return
         from ...autograd.grad_mode import enable_grad
@@ -410,6 +489,16 @@ class DistributedDataParallel(Module):
             self.reducer.after_forward(True)
             for i, p in enumerate(self._params):
                 self.reducer.mark_ready(i, p)
+
+    def _buffer_source(self, active):
+        """The group rank buffers are broadcast from: 0, or under Join the highest rank still
+        training (rank 0 may have joined with stale buffers; torch's _find_common_rank)."""
+        if not self._join_config.enable:
+            return 0
+        dist = _dist()
+        r = _C.tensor([self.rank if active else -1], dtype=_C.int64)
+        dist.all_reduce(r, op=dist.ReduceOp.MAX, group=self._pg)
+        return int(r.item())
 
     def _sync_final_model(self):
         """As torch's: the rank that ran the most iterations (the highest such rank on ties)
@@ -437,18 +526,53 @@ class DistributedDataParallel(Module):
                            "model.module.state_dict() instead")
 
 
-def _flatten_tensors(out):
-    """Every tensor in a forward output (tensors, sequences, dicts)."""
+def _map_tensors(out, fn):
+    """`out` with every tensor t in it replaced by fn(t): through lists, tuples (namedtuples
+    too), dicts (copied, so subclasses such as HF's ModelOutput keep their type) and
+    dataclass instances (copied); anything else is left as it is."""
     if isinstance(out, _C.Tensor):
-        return [out]
+        return fn(out)
+    if isinstance(out, list):
+        return [_map_tensors(o, fn) for o in out]
+    if isinstance(out, tuple):
+        items = [_map_tensors(o, fn) for o in out]
+        return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
     if isinstance(out, dict):
-        out = list(out.values())
-    if isinstance(out, (list, tuple)):
-        res = []
-        for o in out:
-            res.extend(_flatten_tensors(o))
-        return res
-    return []
+        new = copy.copy(out)
+        for k, v in out.items():
+            new[k] = _map_tensors(v, fn)
+        return new
+    if dataclasses.is_dataclass(out) and not isinstance(out, type):
+        new = copy.copy(out)
+        for f in dataclasses.fields(out):
+            object.__setattr__(new, f.name, _map_tensors(getattr(out, f.name), fn))
+        return new
+    return out
+
+
+def _flatten_tensors(out):
+    """Every tensor in a forward output, in _map_tensors's order."""
+    found = []
+    _map_tensors(out, found.append)
+    return found
+
+
+class _DDPSink(Function):
+    """find_unused_parameters / static_graph: a forward's outputs pass through this node (as
+    clones, torch's DDPSink), so backward meets it before any parameter's gradient and tells
+    which outputs the loss used (the others bring no gradient); the reducer's iteration starts
+    there with the parameters only the unused outputs reach counted as unused."""
+
+    @staticmethod
+    def forward(ctx, ddp, *outs):
+        ctx.set_materialize_grads(False)
+        ctx.ddp, ctx.outs = ddp, outs
+        return tuple(o.clone() for o in outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ctx.ddp._start_iteration([o for o, g in zip(ctx.outs, grads) if g is not None])
+        return (None,) + grads
 
 
 def _join():
