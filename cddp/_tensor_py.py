@@ -39,7 +39,7 @@ def _reduce_ex(self, proto):
     if not self.is_leaf:
         raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support "
                            "pickling and deepcopy; detach() it first")
-    state = self.__dict__ if type(self) is not Tensor and self.__dict__ else None
+    state = getattr(self, "__dict__", None) or None   # attributes set on it travel too
     if self.is_meta:          # no values: shape and dtype are all there is to keep
         func, args = _rebuild_meta, (tuple(self.shape), self.dtype, self.requires_grad,
                                      type(self))

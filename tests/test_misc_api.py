@@ -240,8 +240,8 @@ def test_inference_mode_is_no_grad_with_its_own_flag():
     with cddp.inference_mode():
         y = x * 2
         assert cddp.is_inference_mode_enabled() and not cddp.is_grad_enabled()
-        with cddp.inference_mode(False):            # leaves grad mode alone, flag off
-            assert not cddp.is_inference_mode_enabled() and not cddp.is_grad_enabled()
+        with cddp.inference_mode(False):            # torch's guard: grad mode on, flag off
+            assert not cddp.is_inference_mode_enabled() and cddp.is_grad_enabled()
         assert cddp.is_inference_mode_enabled()
     assert not y.requires_grad and y.is_inference() is False
     assert cddp.is_grad_enabled() and not cddp.is_inference_mode_enabled()

@@ -275,10 +275,17 @@ def test_autocast_dtypes_match_torch(torch):
             warnings.simplefilter("ignore")    # torch: "LSTM with projections is not supported with oneDNN"
             with lib.autocast("cpu", dtype=lib.bfloat16):
                 for name, f in cases(lib):
-                    out[name] = str(f().dtype).split(".")[-1]
+                    try:
+                        out[name] = str(f().dtype).split(".")[-1]
+                    except RuntimeError as e:    # torch's oneDNN has no bf16 LSTM kernel
+                        if lib is cddp or "primitive descriptor" not in str(e):   # for
+                            raise                # some CPUs (no AVX-512): no answer there
         return out
 
-    assert dtypes(cddp) == dtypes(torch)
+    theirs = dtypes(torch)
+    ours = dtypes(cddp)
+    assert len(theirs) >= 6, theirs
+    assert {k: ours[k] for k in theirs} == theirs
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -3,7 +3,8 @@ Functions (function.py), gradcheck (gradcheck.py: cddp.autograd.gradcheck is the
 as in torch, and the module imports as cddp.autograd.gradcheck too)."""
 from .. import _C
 from .grad_mode import (no_grad, enable_grad, set_grad_enabled, is_grad_enabled,  # noqa: F401
-                        inference_mode, is_inference_mode_enabled)
+                        inference_mode, is_inference_mode_enabled,
+                        set_multithreading_enabled)
 from . import forward_ad, function, functional, graph  # noqa: F401
 from .function import Function, FunctionCtx, once_differentiable
 from .anomaly_mode import detect_anomaly, set_detect_anomaly  # noqa: F401

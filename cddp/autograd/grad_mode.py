@@ -107,6 +107,30 @@ class set_grad_enabled(_GradMode):
         mode = self._mode
         return _decorate(fn, lambda: set_grad_enabled(mode))
 
+    def clone(self):
+        return self.__class__(self._mode)
+
+
+class set_multithreading_enabled:
+    """torch.autograd.set_multithreading_enabled(mode): context manager / decorator, for
+    torch's per-device backward threads; cddp runs backward on the calling thread, so it only
+    records the mode (and gives it back as `.mode`)."""
+
+    def __init__(self, mode):
+        self.mode = bool(mode)
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+    def __call__(self, fn):
+        return fn
+
+    def clone(self):
+        return self.__class__(self.mode)
+
 
 _inference = threading.local()      # depth of inference_mode(True) blocks on this thread
 
@@ -119,8 +143,9 @@ class inference_mode(_GradMode):
     """inference_mode(mode=True): no_grad, and is_inference_mode_enabled() is True inside
     (thread-local, as torch's). Tensors made inside are ordinary tensors: torch marks them as
     inference tensors and refuses them in a later backward, cddp lets them be used.
-    inference_mode(False) leaves grad mode as it is. Usable as @inference_mode,
-    @inference_mode() and @inference_mode(False) too."""
+    inference_mode(False) turns grad mode on (torch's guard sets grad mode to `not mode`), also
+    inside no_grad or inference_mode. Usable as @inference_mode, @inference_mode() and
+    @inference_mode(False) too."""
 
     def __new__(cls, mode=True):
         if callable(mode) and not isinstance(mode, bool):      # @inference_mode, no call
@@ -132,13 +157,12 @@ class inference_mode(_GradMode):
 
     def __enter__(self):
         self._prev_depth = getattr(_inference, "depth", 0)
-        self._prev = _C._set_grad_enabled(False) if self.mode else None
+        self._prev = _C._set_grad_enabled(not self.mode)
         _inference.depth = self._prev_depth + 1 if self.mode else 0
         return None
 
     def __exit__(self, *exc):
-        if self.mode:
-            _C._set_grad_enabled(self._prev)
+        _C._set_grad_enabled(self._prev)
         _inference.depth = self._prev_depth
         return False
 

@@ -4,13 +4,62 @@
 for backward (C ops and autograd.Function's save_for_backward alike) is replaced by
 `pack_hook(tensor)`'s result; backward calls `unpack_hook(packed)` to get it back
 (csrc/autograd/saved.c). Activation checkpointing (cddp/utils/checkpoint.py) is built on it.
-Hooks are per thread and nest: the innermost context wins.
+Hooks are per thread and nest: the innermost context wins. Inside
+`disable_saved_tensors_hooks(message)` setting hooks raises RuntimeError(message).
+`get_gradient_edge(t)` is the (node, output_nr) pair where t's gradient enters the graph (an
+inspection aid here: autograd.grad does not take edges in place of tensors).
 """
+import threading
+from collections import namedtuple
+
 from .. import _C
 
-__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu"]
+__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+           "GradientEdge", "get_gradient_edge"]
 
 Node = _C.Node
+_disabled = threading.local()       # .message: why saved-tensor hooks are refused right now
+
+GradientEdge = namedtuple("GradientEdge", ("node", "output_nr"))
+GradientEdge.__doc__ = "Where a tensor's gradient enters the graph: a Node and its input number."
+
+
+def get_gradient_edge(tensor):
+    """The GradientEdge of `tensor`: its grad_fn and output number, or for a leaf its
+    gradient accumulator (torch's). A tensor that does not require grad has none."""
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does "
+                           "not require gradients")
+    if tensor.grad_fn is not None:
+        return GradientEdge(tensor.grad_fn, tensor.output_nr)
+    node = tensor.view_as(tensor).grad_fn.next_functions[0][0]     # the AccumulateGrad node
+    return GradientEdge(node, 0)
+
+
+class disable_saved_tensors_hooks:
+    """Context manager (and decorator) under which saved_tensors_hooks raises
+    RuntimeError(error_message), as torch's; per thread, nesting restores the outer one."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        self._prev = getattr(_disabled, "message", None)
+        _disabled.message = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _disabled.message = self._prev
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with disable_saved_tensors_hooks(self.error_message):
+                return fn(*args, **kwargs)
+        return wrapper
 
 
 class saved_tensors_hooks:
@@ -22,6 +71,9 @@ class saved_tensors_hooks:
         self.unpack_hook = unpack_hook
 
     def __enter__(self):
+        message = getattr(_disabled, "message", None)
+        if message is not None:
+            raise RuntimeError(message)
         self._prev = _C._set_saved_tensors_hooks(self.pack_hook, self.unpack_hook)
         return self
 

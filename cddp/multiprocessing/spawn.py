@@ -160,6 +160,21 @@ class ProcessExitedException(ProcessException):
                             self.signal_name)
 
 
+def _parent_alive(pid):
+    """Whether the spawning process is still there to read an error file. getppid() alone is
+    not enough: when a multi-threaded parent is killed its main thread exits first, which
+    sends the death signal, and the children still see its pid as their parent until the
+    other threads are gone too; /proc then shows the exiting leader as a zombie."""
+    if os.getppid() != pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            state = fh.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True                          # no /proc: getppid is all there is
+    return state not in (b"Z", b"X")
+
+
 def _wrap(fn, i, args, error_file):
     """Child entry point: run fn(i, *args); on an exception write its traceback to
     `error_file` and exit 1 (Ctrl-C from the parent ends the child quietly). A child whose
@@ -174,12 +189,12 @@ def _wrap(fn, i, args, error_file):
     except Exception:
         import traceback
         text = traceback.format_exc()
-        if os.getppid() == parent:
+        if _parent_alive(parent):
             tmp = error_file + ".tmp"
             with open(tmp, "w", encoding="utf-8") as fh:
                 fh.write(text)
             os.replace(tmp, error_file)      # the parent never sees half a traceback
-        if os.getppid() != parent:           # gone before or while writing: remove it
+        if not _parent_alive(parent):        # gone before or while writing: remove it
             for name in (error_file, error_file + ".tmp"):
                 try:
                     os.unlink(name)

@@ -42,4 +42,5 @@ from .modules import (MaxUnpool3d, LPPool1d, LPPool2d, LPPool3d,  # noqa: F401
                       LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyInstanceNorm1d,
                       LazyInstanceNorm2d, LazyInstanceNorm3d)
 from . import functional, init, utils, parallel  # noqa: F401
+from . import attention, common_types  # noqa: F401,E402  (torch.nn.attention without an import)
 from .parallel import DataParallel

@@ -24,23 +24,26 @@ class Parameter(Tensor):
         return "Parameter containing:\n" + body
 
     def __deepcopy__(self, memo):
+        """torch's: the same class, values cloned; .grad and attributes are not copied (an EMA
+        or teacher copy of a model holds no gradients)."""
         if id(self) in memo:
             return memo[id(self)]
-        new = Parameter(self.detach().clone(), self.requires_grad)
-        if self.grad is not None:
-            new.grad = self.grad.clone()
+        new = type(self)(self.detach().clone(), self.requires_grad)
         memo[id(self)] = new
         return new
 
     def __reduce_ex__(self, proto):
         from .._tensor_py import _to_array
         from .._C import bfloat16
+        state = getattr(self, "__dict__", None) or None
         if self.is_meta:          # no values: shape and dtype are all there is to keep
             from .._tensor_py import _rebuild_meta
-            return (_rebuild_meta, (tuple(self.shape), self.dtype, self.requires_grad,
+            args = (_rebuild_meta, (tuple(self.shape), self.dtype, self.requires_grad,
                                     Parameter))
-        return (_rebuild_parameter, (_to_array(self), self.requires_grad,
-                                     self.dtype == bfloat16))
+        else:
+            args = (_rebuild_parameter, (_to_array(self), self.requires_grad,
+                                         self.dtype == bfloat16))
+        return args + (state,) if state else args
 
 
 def _rebuild_parameter(array, requires_grad, bf16=False):
@@ -91,3 +94,11 @@ class UninitializedParameter(Parameter):
 def is_lazy(param):
     """True for a parameter a lazy module has not materialized yet."""
     return isinstance(param, UninitializedParameter)
+
+
+def __getattr__(name):
+    # torch.nn.parameter.UninitializedBuffer lives with the lazy modules (they import this file)
+    if name == "UninitializedBuffer":
+        from .modules.lazy import UninitializedBuffer
+        return UninitializedBuffer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -47,8 +47,11 @@ TensorObject *cddp_saved_pack(TensorObject *t)
     cddp_storage *s;
     if (!pack)
         return (TensorObject *)Py_NewRef(t);
+    int grad = cddp_grad_enabled;
     hook_pack = hook_unpack = NULL;          /* a hook's own ops save as usual (torch too) */
+    cddp_grad_enabled = 0;                   /* and record no graph (torch packs in no_grad) */
     packed = PyObject_CallOneArg(pack, (PyObject *)t);
+    cddp_grad_enabled = grad;
     hook_pack = pack;
     hook_unpack = unpack;
     if (!packed)

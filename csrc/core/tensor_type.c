@@ -180,8 +180,18 @@ static int set_requires_grad(TensorObject *self, PyObject *v, void *c)
     return set_requires_grad_flag(self, flag, 0);
 }
 
+/* torch warns when a non-leaf's .grad is read that backward will not fill: usually the user
+ * meant the leaf (a parameter after .to() / * 1) or forgot retain_grad(). */
 static PyObject *get_grad(TensorObject *self, void *c)
 {
+    if (!self->grad && self->grad_fn && !self->retains_grad &&
+        PyErr_WarnEx(PyExc_UserWarning,
+                     "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                     "Its .grad attribute won't be populated during autograd.backward(). If you "
+                     "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                     ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
+                     "mistake, make sure you access the leaf Tensor instead.", 1) < 0)
+        return NULL;
     return Py_NewRef(self->grad ? self->grad : Py_None);
 }
 

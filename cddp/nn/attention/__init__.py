@@ -13,13 +13,15 @@ WARN_FOR_UNFUSED_KERNELS = False
 
 
 class SDPBackend(enum.IntEnum):
-    """torch's backend numbering."""
+    """torch's backend numbering; prints as SDPBackend.MATH (torch's enum), not as the int."""
     ERROR = -1
     MATH = 0
     FLASH_ATTENTION = 1
     EFFICIENT_ATTENTION = 2
     CUDNN_ATTENTION = 3
     OVERRIDEABLE = 4
+
+    __str__ = enum.Enum.__str__
 
 
 _FLAG = {SDPBackend.MATH: "math", SDPBackend.FLASH_ATTENTION: "flash",

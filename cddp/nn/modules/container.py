@@ -88,19 +88,32 @@ class Sequential(Module):
         return self
 
     def insert(self, index, module):
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
         n = len(self._modules)
         if not -n <= index <= n:
             raise IndexError(f"Index out of range: {index}")
         if index < 0:
             index += n
-        items = list(self._modules.values())
-        items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+        for i in range(n, index, -1):
+            self._modules[str(i)] = self._modules[str(i - 1)]
+        self._modules[str(index)] = module
+        return self
+
+    def __iadd__(self, other):
+        """In place (every alias sees the new layers), as torch."""
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        offset = len(self)
+        for i, m in enumerate(other):
+            self.add_module(str(i + offset), m)
         return self
 
     def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError("add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
         ret = Sequential()
         for m in self:
             ret.append(m)
@@ -206,11 +219,12 @@ class ModuleList(Module):
         return v
 
     def insert(self, index, module):
+        if module is not None and not isinstance(module, Module):   # before anything moves
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
         items = list(self._modules.values())
         items.insert(index, module)
-        self._modules.clear()
         for i, m in enumerate(items):
-            self.add_module(str(i), m)
+            self._modules[str(i)] = m
 
     def append(self, module):
         self.add_module(str(len(self)), module)

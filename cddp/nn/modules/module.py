@@ -19,6 +19,7 @@ from collections import OrderedDict, namedtuple
 import functools
 import inspect
 import itertools
+import typing
 import warnings
 import weakref
 
@@ -178,6 +179,8 @@ class Module:
     training: bool
     _version = 1
     call_super_init = False
+    dump_patches = False
+    T_destination = typing.TypeVar("T_destination", bound=dict)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -208,7 +211,12 @@ class Module:
         sa(self, "_load_state_dict_pre_hooks", OrderedDict())
         sa(self, "_load_state_dict_post_hooks", OrderedDict())
 
-    forward = None  # subclasses define it
+    def _forward_unimplemented(self, *input):
+        """What a subclass without forward runs (torch's stub: callable, with a signature)."""
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
+                                  '"forward" function')
+
+    forward = _forward_unimplemented  # subclasses define it
 
     # ---- registration --------------------------------------------------------------------
 
@@ -548,6 +556,16 @@ class Module:
                 self.set_extra_state(state_dict[extra_key])
             elif strict:
                 missing_keys.append(extra_key)
+        elif strict and extra_key in state_dict:
+            unexpected_keys.append(extra_key)
+        if strict:      # this module's share of the unexpected keys (an override may edit it)
+            local = {k for k, v in itertools.chain(self._parameters.items(), persistent.items())
+                     if v is not None}
+            for key in state_dict:
+                if key.startswith(prefix) and key != extra_key:
+                    head, dot, _ = key[len(prefix):].partition(".")
+                    if (head not in self._modules) if dot else (head not in local):
+                        unexpected_keys.append(key)
 
     def _expected_keys(self):
         """The keys state_dict() gives, without running its hooks (load_state_dict asks)."""
@@ -610,10 +628,6 @@ class Module:
             loaded.append(module)
 
         load(self)
-        # unexpected keys: everything the model does not have (computed once, globally, so
-        # before the post-hooks, which see the full lists and may change them)
-        expected = set(self._expected_keys())
-        unexpected_keys[:] = [k for k in state_dict if k not in expected]
         incompatible_keys = _IncompatibleKeys(missing_keys, unexpected_keys)
         for module in loaded:
             for hook in module._load_state_dict_post_hooks.values():
@@ -766,7 +780,9 @@ class Module:
         return self._apply(lambda t: t.bfloat16() if t.is_floating_point() else t)
 
     def type(self, dst_type):
-        return self._apply(lambda t: t.to(dst_type) if t.is_floating_point() else t)
+        """Every parameter and buffer (integer ones too) to `dst_type`: a dtype, a type name
+        such as "torch.DoubleTensor" or a tensor type, as torch."""
+        return self._apply(lambda t: t.type(dst_type))
 
     def share_memory(self):
         """Move every parameter and buffer into shared memory (Tensor.share_memory_)."""
@@ -955,9 +971,6 @@ class Module:
 
     def _call_impl(self, *args, **kwargs):
         forward = self.forward
-        if forward is None:
-            raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
-                                      '"forward" function')
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
                 or self._backward_pre_hooks or _global_forward_pre_hooks
                 or _global_forward_hooks or _global_backward_hooks
@@ -1058,7 +1071,7 @@ class Module:
                                       f"in forward: {str(e)}", stacklevel=2)
             raise
 
-    __call__ = _call_impl
+    __call__ = _wrapped_call_impl = _call_impl
 
     # ---- printing ------------------------------------------------------------------------
 
