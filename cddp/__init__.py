@@ -131,6 +131,8 @@ else:
         if _n in globals():
             globals()[_n] = _C._OutFunction(globals()[_n], _n, _n in _OUT_CREATION)
     del _n
+    normal = _shape_ops._zero_grad_sampler(normal)            # noqa: F821 (set just above)
+    bernoulli = _shape_ops._zero_grad_sampler(bernoulli)      # noqa: F821
     from . import cuda, backends, version  # noqa: F401
     OutOfMemoryError = cuda.OutOfMemoryError          # torch.OutOfMemoryError is the same class
     # torch's aten-signature functional forms, windows, predicates: cddp/_variable_functions.py

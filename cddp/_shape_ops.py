@@ -12,6 +12,7 @@ torch.range is range_ here (exported
 as cddp.range) so this module's own loops keep Python's range. use_deterministic_algorithms
 only records the flag: cddp's CPU kernels and its collectives
 already give the same bits on every run for the same inputs and thread count."""
+import functools
 import itertools
 import math
 import sys
@@ -459,10 +460,30 @@ def _cumsum_(self, dim, *, dtype=None):
     return self.copy_(self.cumsum(dim))
 
 
+def _zero_grad_sampler(fn):
+    """fn (normal, bernoulli) whose result, drawn from tensors that require grad, requires
+    grad too and passes them a zero gradient (torch's NormalBackward / BernoulliBackward0:
+    samples are not reparameterized)."""
+    @functools.wraps(fn)
+    def sample(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        if _C.is_grad_enabled() and kwargs.get("out") is None:
+            for a in itertools.chain(args, kwargs.values()):
+                if isinstance(a, _C.Tensor) and a.requires_grad:
+                    out = out + (a - a.detach()) * 0
+        return out
+    return sample
+
+
 def _bernoulli(self, p=None, *, generator=None):
     if p is None:
-        return _C.bernoulli(self, generator=generator)
-    return _C.bernoulli(_C.full_like(self, p), generator=generator).to(self.dtype)
+        return _zero_grad_sampler(_C.bernoulli)(self, generator=generator)
+    if isinstance(p, (int, float)):     # torch's scalar-p kernel: bernoulli(self, p)'s numbers
+        out = _C.empty_like(self).bernoulli_(p, generator=generator)
+    else:
+        out = _C.bernoulli(_C.full_like(self, p), generator=generator).to(self.dtype)
+    return out + (self - self.detach()) * 0 if self.requires_grad and _C.is_grad_enabled() \
+        else out
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):

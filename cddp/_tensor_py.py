@@ -136,12 +136,6 @@ Tensor.share_memory_ = _share_memory_
 
 # ---- in-place samplers composed over uniform_ (inverse CDFs; torch's transformations, not
 # its bit streams) and normal_
-def _uniform_like(self, generator):
-    """U[0, 1) of self's shape on its device, in self's dtype (float32 for integer tensors)."""
-    dtype = self.dtype if self.is_floating_point() else _C.float32
-    return self.new_empty(tuple(self.shape), dtype=dtype).uniform_(generator=generator)
-
-
 def _check_in_place(self):
     if self.requires_grad and self.grad_fn is None:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
@@ -155,16 +149,22 @@ def _fill_from(self, values):
     return self
 
 
+def _uniform_f64(self, generator):
+    """U[0, 1) of self's shape in float64: torch draws these three distributions in double
+    and casts once (a float16 / bfloat16 uniform would cut their tails off)."""
+    return self.new_empty(tuple(self.shape), dtype=_C.float64).uniform_(generator=generator)
+
+
 def _cauchy_(self, median=0, sigma=1, *, generator=None):
-    """Cauchy(median, sigma) samples: median + sigma * tan(pi * (U - 1/2))."""
+    """Cauchy(median, sigma) samples: median + sigma * tan(pi * (U - 1/2)), in float64."""
     if not sigma > 0:
         raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
     if not self.is_floating_point():
         raise RuntimeError("Cauchy distribution is a continuous probability distribution. "
                            f"dtype must be a floating point but you specified {self.dtype}")
     _check_in_place(self)
-    u = _uniform_like(self, generator)
-    return _fill_from(self, ((u - 0.5) * np.pi).tan() * sigma + median)
+    u = _uniform_f64(self, generator)
+    return _fill_from(self, (((u - 0.5) * np.pi).tan() * sigma + median).to(self.dtype))
 
 
 def _log_normal_(self, mean=1, std=2, *, generator=None):
@@ -174,18 +174,19 @@ def _log_normal_(self, mean=1, std=2, *, generator=None):
     if not self.is_floating_point():
         raise NotImplementedError(f"log_normal_ not implemented for '{self.dtype}'")
     _check_in_place(self)
-    z = self.new_empty(tuple(self.shape)).normal_(mean, std, generator=generator)
-    return _fill_from(self, z.exp())
+    z = self.new_empty(tuple(self.shape), dtype=_C.float64).normal_(mean, std,
+                                                                    generator=generator)
+    return _fill_from(self, z.exp().to(self.dtype))
 
 
 def _geometric_(self, p, *, generator=None):
     """The number of Bernoulli(p) trials up to the first success (>= 1):
-    ceil(log(1 - U) / log(1 - p)), any dtype."""
+    ceil(log(U) / log1p(-p)) in float64 (torch's formula), any dtype."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
     _check_in_place(self)
-    u = _uniform_like(self, generator)
-    k = ((-u).log1p() / float(np.log1p(-p))).ceil().clamp(min=1)
+    u = _uniform_f64(self, generator)
+    k = (u.log() / float(np.log1p(-p))).ceil().clamp(min=1)
     return _fill_from(self, k.to(self.dtype))
 
 

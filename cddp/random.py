@@ -11,6 +11,7 @@ seed = _C.seed
 initial_seed = _C.initial_seed
 get_rng_state = _C.get_rng_state
 set_rng_state = _C.set_rng_state
+default_generator = _C.default_generator        # torch.random.default_generator
 
 
 @contextlib.contextmanager

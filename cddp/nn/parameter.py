@@ -51,10 +51,32 @@ def _rebuild_parameter(array, requires_grad, bf16=False):
     return Parameter(_from_array(array, bf16), requires_grad)
 
 
-class Buffer:
-    """Marker accepted by Module.__setattr__ (torch.nn.Buffer): registers a buffer."""
+class Buffer(Tensor):
+    """torch.nn.Buffer(data, persistent=True): a tensor sharing data's storage (usable as one)
+    that Module.__setattr__ registers as a buffer with that persistence."""
 
-    def __init__(self, data, persistent=True):
+    def __new__(cls, data=None, *, persistent=True):
+        if data is None:
+            from .. import empty
+            data = empty(0)
+        if getattr(data, "_is_complex_tensor", False):     # no Tensor subclass of a complex
+            return _ComplexBuffer(data, persistent)
+        t = Tensor._make_subclass(cls, data.detach(), data.requires_grad)
+        t.persistent = persistent
+        return t
+
+    def __init__(self, data=None, *, persistent=True):
+        pass
+
+    def __repr__(self):          # torch prints a Buffer as the tensor it is
+        body = Tensor.__repr__(self.detach())
+        return body[:-1] + ", requires_grad=True)" if self.requires_grad else body
+
+
+class _ComplexBuffer:
+    """Buffer(complex tensor): the marker Module.__setattr__ unwraps."""
+
+    def __init__(self, data, persistent):
         self.data = data
         self.persistent = persistent
 

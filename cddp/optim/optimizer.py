@@ -160,7 +160,7 @@ class Optimizer:
     def __repr__(self):
         s = self.__class__.__name__ + " ("
         for i, group in enumerate(self.param_groups):
-            s += "\nParameter Group {}".format(i)
+            s += ("\n" if i else "") + "\nParameter Group {}".format(i)   # torch's blank line
             for key in sorted(group.keys()):
                 if key != "params":
                     s += "\n    {}: {}".format(key, group[key])

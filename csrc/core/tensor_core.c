@@ -660,7 +660,9 @@ PyObject *cddp_size_from(int ndim, const int64_t *shape)
     Py_DECREF(tup);
     if (!args)
         return NULL;
-    res = ((PyTypeObject *)st)->tp_new((PyTypeObject *)st, args, NULL);
+    /* tuple's own constructor for the subclass: Size.__new__ (which checks what users pass)
+     * would cost a Python call on every .shape */
+    res = PyTuple_Type.tp_new((PyTypeObject *)st, args, NULL);
     Py_DECREF(args);
     return res;
 }

@@ -58,7 +58,8 @@ static void tensor_dealloc(TensorObject *self)
 }
 
 /* Tensor(*sizes) -> uninitialized, Tensor(data) -> a copy of data, both in the default dtype
- * (float32 unless set_default_dtype changed it: torch.Tensor is the default tensor type). */
+ * (float32 unless set_default_dtype changed it: torch.Tensor is the default tensor type);
+ * Tensor() -> an empty (0,) tensor, as torch (the start of a cat-accumulated buffer). */
 static PyObject *tensor_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
 {
     int ndim = 0;
@@ -69,7 +70,11 @@ static PyObject *tensor_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_TypeError, "Tensor() takes no keyword arguments");
         return NULL;
     }
-    if (n == 0 || PyLong_Check(PyTuple_GET_ITEM(args, 0))) {
+    if (n == 0) {
+        ndim = 1;
+        shape[0] = 0;
+        t = cddp_tensor_new(cddp_state()->default_dtype, ndim, shape, 1);
+    } else if (PyLong_Check(PyTuple_GET_ITEM(args, 0))) {
         if (cddp_parse_shape(args, &ndim, shape) < 0)
             return NULL;
         t = cddp_tensor_new(cddp_state()->default_dtype, ndim, shape, 1);

@@ -28,7 +28,7 @@ from ..._compat import memory_format as _memory_format
 from ..._device import _is_meta, device as _device
 from ...autograd.grad_mode import no_grad
 from ...utils.hooks import RemovableHandle, BackwardHook, add_hook
-from ..parameter import Parameter, Buffer
+from ..parameter import Parameter, Buffer, _ComplexBuffer
 
 Tensor = _C.Tensor
 
@@ -361,7 +361,7 @@ class Module:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
                                 f"'{name}' (cddp.nn.Module or None expected)")
             d["_modules"][name] = value
-        elif isinstance(value, Buffer):
+        elif isinstance(value, (Buffer, _ComplexBuffer)):
             self.register_buffer(name, value.data, value.persistent)
         elif d.get("_buffers") is not None and name in d["_buffers"]:
             if value is not None and not isinstance(value, Tensor) and \

@@ -122,7 +122,7 @@ static int p2p_begin(cddp_pg *pg, cddp_work *w)
         char pre[96];
         cddp_pg_op_prefix(w, pre, sizeof pre);
         pthread_mutex_lock(&pg->mu);
-        snprintf(w->err, CDDP_PG_ERRLEN, "%s: the process group failed earlier: %.400s", pre,
+        snprintf(w->err, CDDP_PG_ERRLEN, "%s: the process group failed earlier: %.360s", pre,
                  pg->broken_msg);
         pthread_mutex_unlock(&pg->mu);
         work_complete(pg, w);

@@ -15,6 +15,7 @@
  */
 #include "ops/random/random.h"
 #include "ops/creation/creation.h"
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -100,8 +101,8 @@ static void draw_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
             break;
         }
         case CDDP_D_FROM_TO: {
-            uint64_t r = (c->range >= (1ULL << 32) && c->dt != CDDP_INT32 && c->dt != CDDP_BOOL)
-                             ? cddp_gen_random64(g) : cddp_gen_random(g);
+            /* torch 2.13: a 64-bit draw from a range of 2^28 on (less bias), any dtype */
+            uint64_t r = c->range >= (1ULL << 28) ? cddp_gen_random64(g) : cddp_gen_random(g);
             store_i64(c->dt, p, (int64_t)(r % c->range + (uint64_t)c->base));
             break;
         }
@@ -115,9 +116,9 @@ static void draw_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
         case CDDP_D_BERNOULLI:
             store_i64(c->dt, p, cddp_uniform_f64(g) < c->a);
             break;
-        default: /* CDDP_D_EXPONENTIAL: -1/lambda * log(1 - u), not torch's MKL stream */
+        default: /* CDDP_D_EXPONENTIAL: -1/lambda * log1p(-u), torch's CPU formula */
         {
-            cddp_store_double(c->dt, p, -1.0 / c->a * log(1.0 - cddp_uniform_f64(g)));
+            cddp_store_double(c->dt, p, -1.0 / c->a * log1p(-cddp_uniform_f64(g)));
             break;
         }
         }
@@ -198,8 +199,25 @@ int cddp_check_floating(cddp_dtype dt, const char *kernel)
 
 int cddp_draw_uniform(cddp_draw *c, TensorObject *t, double from, double to)
 {
+    /* torch's check_uniform_bounds: both ends and their span finite in t's dtype */
+    double top = t->dtype == CDDP_FLOAT64 ? DBL_MAX : t->dtype == CDDP_FLOAT16 ? 65504.0
+               : t->dtype == CDDP_BFLOAT16 ? 3.3895313892515355e38 : (double)FLT_MAX;
     if (cddp_check_floating(t->dtype, "check_uniform_bounds") < 0)
         return -1;
+    if (!(from >= -top && from <= top) || !(to >= -top && to <= top)) {
+        PyErr_Format(PyExc_RuntimeError, "%s is out of bounds for %s",
+                     from >= -top && from <= top ? "to" : "from", cddp_dtype_cpp_name[t->dtype]);
+        return -1;
+    }
+    if (from <= to && !(to - from <= top)) {
+        char bf[64], bt[64];
+        PyOS_snprintf(bf, sizeof bf, "%g", from);
+        PyOS_snprintf(bt, sizeof bt, "%g", to);
+        PyErr_Format(PyExc_RuntimeError, "uniform_ expects to-from <= std::numeric_limits<%s>"
+                     "::max(), but found to=%s and from=%s which result in to-from to exceed "
+                     "the limit", cpp_name[t->dtype], bt, bf);
+        return -1;
+    }
     if (!(from <= to)) {
         char bf[64], bt[64];
         PyOS_snprintf(bf, sizeof bf, "%g", from);
