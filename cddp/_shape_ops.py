@@ -523,7 +523,7 @@ Tensor.addmm_ = _addmm_
 Tensor.conj = Tensor.resolve_conj = Tensor.resolve_neg = Tensor.conj_physical = \
     lambda self: self
 Tensor.is_conj = Tensor.is_neg = lambda self: False
-Tensor.is_signed = lambda self: self.dtype != _C.bool
+Tensor.is_signed = lambda self: self.dtype not in (_C.bool, _C.uint8)
 Tensor.adjoint = lambda self: self.transpose(-2, -1)
 Tensor.H = property(lambda self: self.t() if self.dim() == 2 else _raise_H(self),
                     doc="the conjugate transpose of a matrix (real tensors: the transpose)")

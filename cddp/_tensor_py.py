@@ -62,8 +62,47 @@ def _deepcopy(self, memo):
     return new
 
 
+def _copy(self):
+    """copy.copy(t): a new tensor object over the same storage (torch's rebuild from the
+    storage), a leaf with t's requires_grad, its attributes copied shallowly."""
+    new = self.detach()
+    if type(self) is not Tensor:
+        new = Tensor._make_subclass(type(self), new, self.requires_grad)
+    elif self.requires_grad:
+        new.requires_grad_(True)
+    state = getattr(self, "__dict__", None)
+    if state:
+        new.__dict__.update(state)
+    return new
+
+
+def _contains(self, element):
+    """x in t: any element equal to x (torch's (t == x).any()); tensors and numbers only."""
+    if not isinstance(element, (Tensor, int, float, bool, complex, np.number)):
+        raise RuntimeError("Tensor.__contains__ only supports Tensor or scalar, but you passed "
+                           f"in a {type(element)}.")
+    return bool((self == element).any())
+
+
+def _reversed(self):
+    """reversed(t): t flipped along dim 0 (a 0-d tensor is itself), as torch."""
+    return self if self.dim() == 0 else self.flip(0)
+
+
+def _array_wrap(self, array, context=None, return_scalar=False):
+    """What a NumPy function applied to a tensor returns: a tensor again (torch's; bool
+    results as uint8, as torch converts them)."""
+    if array.dtype == np.bool_:
+        array = array.astype(np.uint8)
+    return _C.from_numpy(np.ascontiguousarray(array))
+
+
 Tensor.__reduce_ex__ = _reduce_ex
 Tensor.__deepcopy__ = _deepcopy
+Tensor.__copy__ = _copy
+Tensor.__contains__ = _contains
+Tensor.__reversed__ = _reversed
+Tensor.__array_wrap__ = _array_wrap
 
 
 def _T(self):

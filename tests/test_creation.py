@@ -73,9 +73,10 @@ def test_tensor_from_tensors_copies():
     x.zero_()
     assert n(a).sum() == 15                 # independent memory
     same(cddp.tensor(a, dtype=cddp.int32), n(a).astype(np.int32), cddp.int32)
-    # lists of 0-d tensors and of n-d tensors / arrays
+    # lists of 0-d tensors and of arrays; a tensor in a list is one number, as in torch
     same(cddp.tensor([cddp.tensor(1), cddp.tensor(2.5, dtype=cddp.float64)]), [1.0, 2.5], cddp.float64)
-    same(cddp.tensor([t([1.0, 2.0]), t([3.0, 4.0])]), [[1, 2], [3, 4]], cddp.float64)
+    with pytest.raises(ValueError, match="only one element tensors"):
+        cddp.tensor([t([1.0, 2.0]), t([3.0, 4.0])])
     same(cddp.tensor([np.arange(3), np.arange(3)]), [[0, 1, 2], [0, 1, 2]], cddp.int64)
     same(cddp.tensor([1.0, np.array(2.0), cddp.tensor(3.0)]), [1.0, 2.0, 3.0], cddp.float64)
     same(cddp.tensor([[np.array(2), 3]]), [[2, 3]], cddp.int64)

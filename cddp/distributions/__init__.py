@@ -63,3 +63,34 @@ __all__ = ["Bernoulli", "Beta", "Binomial", "Categorical", "Cauchy", "Chi2", "Co
            "RelaxedBernoulli", "RelaxedOneHotCategorical", "StudentT", "TransformedDistribution",
            "Uniform", "VonMises", "Weibull", "Wishart", "biject_to", "constraints", "kl_divergence", "register_kl",
            "transform_to", "transforms"] + list(_transforms_all)
+
+
+def _alias_modules():
+    """torch keeps one family per module (torch.distributions.beta, .multinomial, ...) where
+    cddp groups related families in one file; these module objects give torch's import paths
+    (`from torch.distributions import multinomial`, `import torch.distributions.beta`) the
+    same classes."""
+    import sys
+    import types
+    where = {"beta": ["Beta"], "chi2": ["Chi2"], "exponential": ["Exponential"],
+             "fishersnedecor": ["FisherSnedecor"], "half_cauchy": ["HalfCauchy"],
+             "half_normal": ["HalfNormal"], "inverse_gamma": ["InverseGamma"],
+             "kumaraswamy": ["Kumaraswamy"], "laplace": ["Laplace"],
+             "logistic_normal": ["LogisticNormal"], "multinomial": ["Multinomial"],
+             "negative_binomial": ["NegativeBinomial"], "pareto": ["Pareto"],
+             "one_hot_categorical": ["OneHotCategorical", "OneHotCategoricalStraightThrough"],
+             "relaxed_bernoulli": ["LogitRelaxedBernoulli", "RelaxedBernoulli"],
+             "relaxed_categorical": ["ExpRelaxedCategorical", "RelaxedOneHotCategorical"],
+             "weibull": ["Weibull"]}
+    here = globals()
+    for name, classes in where.items():
+        mod = types.ModuleType(f"{__name__}.{name}", f"torch.distributions.{name}: "
+                                                     f"{', '.join(classes)}.")
+        mod.__all__ = list(classes)
+        for cls in classes:
+            setattr(mod, cls, here[cls])
+        sys.modules[mod.__name__] = mod
+        here[name] = mod
+
+
+_alias_modules()

@@ -588,6 +588,16 @@ static int tensor_bool(TensorObject *self)
     return cddp_get_double(self, 0) != 0;
 }
 
+/* int(t) / float(t) of several elements: torch's ValueError (item() raises RuntimeError) */
+static int one_element(TensorObject *self)
+{
+    if (cddp_numel(self) == 1)
+        return 0;
+    PyErr_SetString(PyExc_ValueError, "only one element tensors can be converted to Python "
+                    "scalars");
+    return -1;
+}
+
 /* float(t): torch warns once per process when t requires grad and grad mode is on (its
  * TORCH_WARN_ONCE; under no_grad, as in LBFGS's closure bookkeeping, it is silent). */
 static PyObject *tensor_float(TensorObject *self)
@@ -601,7 +611,7 @@ static PyObject *tensor_float(TensorObject *self)
                          "tensor.detach() first.", 1) < 0)
             return NULL;
     }
-    if (!(v = scalar_or_raise(self, "Scalar")))
+    if (one_element(self) < 0 || !(v = scalar_or_raise(self, "Scalar")))
         return NULL;
     r = PyNumber_Float(v);
     Py_DECREF(v);
@@ -610,8 +620,8 @@ static PyObject *tensor_float(TensorObject *self)
 
 static PyObject *tensor_int(TensorObject *self)
 {
-    PyObject *v = scalar_or_raise(self, "Scalar"), *r;
-    if (!v)
+    PyObject *v, *r;
+    if (one_element(self) < 0 || !(v = scalar_or_raise(self, "Scalar")))
         return NULL;
     r = PyNumber_Long(v);
     Py_DECREF(v);

@@ -184,8 +184,23 @@ static int scan(scan_t *s, PyObject *o, int depth)
         }
         return 0;
     }
+    if (cddp_tensor_check(o) && depth > 0) {
+        /* torch: a tensor inside a sequence is one number (tensor([loss_a, loss_b]) is 1-d
+         * whether the losses are 0-d or hold one element); it stores as a 1-element block */
+        if (cddp_numel((TensorObject *)o) != 1) {
+            PyErr_SetString(PyExc_ValueError,
+                            "only one element tensors can be converted to Python scalars");
+            return -1;
+        }
+        if (scan_leaf_depth(s, depth) < 0)
+            return -1;
+        if (s->infer)
+            promote_into(s, ((TensorObject *)o)->dtype);
+        return 0;
+    }
     if (cddp_tensor_check(o) || PyArray_Check(o)) {
-        /* a whole block: its dims continue the shape */
+        /* a whole block (the data itself, or an array inside a sequence): its dims continue
+         * the shape */
         int nd;
         const npy_intp *dims = NULL;
         const int64_t *tdims = NULL;

@@ -228,7 +228,8 @@ static int setitem_impl(TensorObject *x, PyObject *key, TensorObject *v, int v_i
                         "in-place operation.");
         goto done;
     }
-    if (cddp_check_inplace(x) < 0 || cddp_check_writable(x) < 0)
+    /* basic indexing checks only what it writes (x[0, 0] of an expanded x is one element) */
+    if (cddp_check_inplace(x) < 0 || (k.nadv && cddp_check_writable(x) < 0))
         goto done;
     src = prepare_source(x, v);
     if (!src)
@@ -238,7 +239,8 @@ static int setitem_impl(TensorObject *x, PyObject *key, TensorObject *v, int v_i
             goto done;
     } else {
         TensorObject *view = cddp_tensor_alias(x, k.nd, k.shape, k.st[0], k.off[0]);
-        int r = !view ? -1 : acc ? cddp_accumulate_into(view, src) : cddp_copy_into(view, src);
+        int r = !view || cddp_check_writable(view) < 0 ? -1
+              : acc ? cddp_accumulate_into(view, src) : cddp_copy_into(view, src);
         Py_XDECREF(view);
         if (r < 0)
             goto done;
