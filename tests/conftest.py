@@ -117,3 +117,19 @@ def gradcheck(op, *arrays, eps=1e-6, atol=1e-6, rtol=1e-5):
 def torch():
     """The oracle: skips the test when torch is not installed."""
     return pytest.importorskip("torch")
+
+
+def _libraries():
+    """cddp, then torch when it is installed (the oracle runs the same case)."""
+    import cddp
+    try:
+        import torch as oracle
+    except ImportError:
+        return [cddp]
+    return [cddp, oracle]
+
+
+@pytest.fixture(params=_libraries(), ids=lambda m: m.__name__)
+def lib(request):
+    """Each of cddp and torch in turn: a test written once against `lib` checks both."""
+    return request.param

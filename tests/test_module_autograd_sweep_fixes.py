@@ -9,24 +9,6 @@ import pytest
 import cddp
 
 
-def libs():
-    out = [cddp]
-    try:
-        import torch
-        out.append(torch)
-    except ImportError:
-        pass
-    return out
-
-
-LIBS = libs()
-
-
-@pytest.fixture(params=LIBS, ids=lambda m: m.__name__)
-def lib(request):
-    return request.param
-
-
 # ---- load_state_dict: each module reports its own unexpected keys -------------------------
 
 def _legacy_model(lib):

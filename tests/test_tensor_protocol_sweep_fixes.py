@@ -6,23 +6,6 @@ import importlib
 import numpy as np
 import pytest
 
-import cddp
-
-
-def libs():
-    out = [cddp]
-    try:
-        import torch
-        out.append(torch)
-    except ImportError:
-        pass
-    return out
-
-
-@pytest.fixture(params=libs(), ids=lambda m: m.__name__)
-def lib(request):
-    return request.param
-
 
 def test_tensors_inside_a_list_are_numbers(lib):
     t = lib.tensor
