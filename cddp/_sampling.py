@@ -15,7 +15,7 @@ does not require grad).
 """
 from . import _C
 from ._ops import _torch_name
-from ._shape_ops import broadcast_tensors
+from ._shape_ops import _zero_grad_through, broadcast_tensors
 from .autograd.grad_mode import no_grad
 
 Tensor = _C.Tensor
@@ -46,10 +46,7 @@ def poisson(input, generator=None):  # noqa: A002
     if not ok:
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative and finite "
                            "(input holds a negative, NaN or infinite entry)")
-    out = _poisson(input, generator)
-    if input.requires_grad and _C.is_grad_enabled():
-        out = out + (input - input.detach()) * 0       # zero gradient, as torch's
-    return out
+    return _zero_grad_through(_poisson(input, generator), (input,))
 
 
 def binomial(count, prob, generator=None):

@@ -460,30 +460,36 @@ def _cumsum_(self, dim, *, dtype=None):
     return self.copy_(self.cumsum(dim))
 
 
+def _zero_grad_through(out, inputs):
+    """A sample `out` drawn from `inputs`: under grad mode, those that require grad get a zero
+    gradient through it (torch's NormalBackward / BernoulliBackward0 / PoissonBackward0:
+    samples are not reparameterized); otherwise `out` as it is."""
+    if _C.is_grad_enabled():
+        for a in inputs:
+            if isinstance(a, _C.Tensor) and a.requires_grad:
+                out = out + (a - a.detach()) * 0
+    return out
+
+
 def _zero_grad_sampler(fn):
-    """fn (normal, bernoulli) whose result, drawn from tensors that require grad, requires
-    grad too and passes them a zero gradient (torch's NormalBackward / BernoulliBackward0:
-    samples are not reparameterized)."""
+    """fn (torch.normal, torch.bernoulli) with _zero_grad_through on its tensor arguments."""
     @functools.wraps(fn)
     def sample(*args, **kwargs):
         out = fn(*args, **kwargs)
-        if _C.is_grad_enabled() and kwargs.get("out") is None:
-            for a in itertools.chain(args, kwargs.values()):
-                if isinstance(a, _C.Tensor) and a.requires_grad:
-                    out = out + (a - a.detach()) * 0
-        return out
+        if kwargs.get("out") is not None:
+            return out
+        return _zero_grad_through(out, itertools.chain(args, kwargs.values()))
     return sample
 
 
 def _bernoulli(self, p=None, *, generator=None):
     if p is None:
-        return _zero_grad_sampler(_C.bernoulli)(self, generator=generator)
-    if isinstance(p, (int, float)):     # torch's scalar-p kernel: bernoulli(self, p)'s numbers
+        out = _C.bernoulli(self, generator=generator)
+    elif isinstance(p, (int, float)):   # torch's scalar-p kernel: bernoulli(self, p)'s numbers
         out = _C.empty_like(self).bernoulli_(p, generator=generator)
     else:
         out = _C.bernoulli(_C.full_like(self, p), generator=generator).to(self.dtype)
-    return out + (self - self.detach()) * 0 if self.requires_grad and _C.is_grad_enabled() \
-        else out
+    return _zero_grad_through(out, (self,))
 
 
 def _multinomial(self, num_samples, replacement=False, *, generator=None):

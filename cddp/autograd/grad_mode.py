@@ -7,6 +7,7 @@ import inspect
 import threading
 
 from .. import _C
+from .._compat import _NoOpContextDecorator
 
 is_grad_enabled = _C.is_grad_enabled
 
@@ -111,22 +112,13 @@ class set_grad_enabled(_GradMode):
         return self.__class__(self._mode)
 
 
-class set_multithreading_enabled:
+class set_multithreading_enabled(_NoOpContextDecorator):
     """torch.autograd.set_multithreading_enabled(mode): context manager / decorator, for
     torch's per-device backward threads; cddp runs backward on the calling thread, so it only
     records the mode (and gives it back as `.mode`)."""
 
     def __init__(self, mode):
         self.mode = bool(mode)
-
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
-
-    def __call__(self, fn):
-        return fn
 
     def clone(self):
         return self.__class__(self.mode)

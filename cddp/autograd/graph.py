@@ -13,6 +13,7 @@ import threading
 from collections import namedtuple
 
 from .. import _C
+from .grad_mode import _decorate
 
 __all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
            "GradientEdge", "get_gradient_edge"]
@@ -53,13 +54,8 @@ class disable_saved_tensors_hooks:
         return False
 
     def __call__(self, fn):
-        import functools
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with disable_saved_tensors_hooks(self.error_message):
-                return fn(*args, **kwargs)
-        return wrapper
+        message = self.error_message
+        return _decorate(fn, lambda: disable_saved_tensors_hooks(message))
 
 
 class saved_tensors_hooks:

@@ -75,8 +75,8 @@ class LogSpecs:
                 continue
             rank_dir = os.path.join(self.run_dir, f"attempt_{restart}", str(lr))
             os.makedirs(rank_dir, exist_ok=True)
-            to_file = _of(self.redirects, lr) | _of(self.tee, lr)
             tee = _of(self.tee, lr)
+            to_file = _of(self.redirects, lr) | tee
             files, show = [], []
             for bit, name in ((OUT, "stdout.log"), (ERR, "stderr.log")):
                 files.append(os.path.join(rank_dir, name) if to_file & bit else None)

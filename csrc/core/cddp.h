@@ -85,6 +85,8 @@ extern const char *const cddp_dtype_cpp_name[CDDP_NDTYPES];
  * is 1, as torch allows); floating values must lie in [lowest, max] of an integer dtype (NaN
  * does not); inf and NaN fit float16/bfloat16. 0 for the compute dtypes (checked elsewhere). */
 int cddp_scalar_overflows(cddp_dtype dt, int is_float, double d, int64_t l);
+/* The largest finite value of a floating dtype (float32: FLT_MAX, float16: 65504, ...). */
+double cddp_float_max(cddp_dtype dt);
 
 /* torch's promote_types over all ten dtypes (c10's promoteTypes table): uint8 + int8 ->
  * int16, an integer + float16 -> float16, float16 + bfloat16 -> float32, bool loses to all.

@@ -6,6 +6,7 @@
  * cddp_promote is c10's promoteTypes table for these ten types (tests check every pair
  * against torch.promote_types).
  */
+#include <float.h>
 #include "core/cddp.h"
 #include "module.h"
 #define NO_IMPORT_ARRAY
@@ -53,12 +54,21 @@ cddp_dtype cddp_promote(cddp_dtype a, cddp_dtype b)
     return cddp_dtype_size[a] > cddp_dtype_size[b] ? a : b;
 }
 
+double cddp_float_max(cddp_dtype dt)
+{
+    switch (dt) {
+    case CDDP_FLOAT64: return DBL_MAX;
+    case CDDP_FLOAT16: return 65504.0;
+    case CDDP_BFLOAT16: return 3.3895313892515355e38;
+    default: return (double)FLT_MAX;
+    }
+}
+
 int cddp_scalar_overflows(cddp_dtype dt, int is_float, double d, int64_t l)
 {
     double lo, hi;
     switch (dt) {
-    case CDDP_FLOAT16: lo = -65504.0; hi = 65504.0; break;
-    case CDDP_BFLOAT16: lo = -3.3895313892515355e38; hi = 3.3895313892515355e38; break;
+    case CDDP_FLOAT16: case CDDP_BFLOAT16: hi = cddp_float_max(dt); lo = -hi; break;
     case CDDP_UINT8: lo = 0; hi = 255; break;
     case CDDP_INT8: lo = -128; hi = 127; break;
     case CDDP_INT16: lo = -32768; hi = 32767; break;

@@ -60,6 +60,7 @@ always issue the same all_reduce sequence, whatever order their gradients arrive
 import copy
 import dataclasses
 import os
+import warnings
 from contextlib import contextmanager
 from functools import partial
 
@@ -150,7 +151,6 @@ def _buffer_flags(ddp, broadcast_buffers, forward_sync_buffers):
     and returns whether construction broadcasts the buffers. broadcast_buffers is deprecated
     (a FutureWarning) and, unlike forward_sync_buffers, False also keeps them rank-local at
     construction."""
-    import warnings
     if broadcast_buffers is not None:
         warnings.warn("Both `broadcast_buffers` and `forward_sync_buffers` were specified. "
                       "`broadcast_buffers` is deprecated and its value is ignored when "
@@ -529,31 +529,43 @@ class DistributedDataParallel(Module):
 def _map_tensors(out, fn):
     """`out` with every tensor t in it replaced by fn(t): through lists, tuples (namedtuples
     too), dicts (copied, so subclasses such as HF's ModelOutput keep their type) and
-    dataclass instances (copied); anything else is left as it is."""
+    dataclass instances (copied); anything else is left as it is. A container none of whose
+    tensors fn replaced is returned itself, not copied."""
     if isinstance(out, _C.Tensor):
         return fn(out)
-    if isinstance(out, list):
-        return [_map_tensors(o, fn) for o in out]
-    if isinstance(out, tuple):
+    if isinstance(out, (list, tuple)):
         items = [_map_tensors(o, fn) for o in out]
+        if all(a is b for a, b in zip(items, out)):
+            return out
+        if isinstance(out, list):
+            return items
         return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)
     if isinstance(out, dict):
+        items = {k: _map_tensors(v, fn) for k, v in out.items()}
+        changed = {k: v for k, v in items.items() if v is not out[k]}
+        if not changed:
+            return out
         new = copy.copy(out)
-        for k, v in out.items():
-            new[k] = _map_tensors(v, fn)
+        for k, v in changed.items():        # item by item: HF's ModelOutput refuses update()
+            new[k] = v
         return new
     if dataclasses.is_dataclass(out) and not isinstance(out, type):
+        fields = {f.name: getattr(out, f.name) for f in dataclasses.fields(out)}
+        changed = {k: _map_tensors(v, fn) for k, v in fields.items()}
+        changed = {k: v for k, v in changed.items() if v is not fields[k]}
+        if not changed:
+            return out
         new = copy.copy(out)
-        for f in dataclasses.fields(out):
-            object.__setattr__(new, f.name, _map_tensors(getattr(out, f.name), fn))
+        for k, v in changed.items():
+            object.__setattr__(new, k, v)
         return new
     return out
 
 
 def _flatten_tensors(out):
-    """Every tensor in a forward output, in _map_tensors's order."""
+    """Every tensor in a forward output, in _map_tensors's order (nothing is copied)."""
     found = []
-    _map_tensors(out, found.append)
+    _map_tensors(out, lambda t: found.append(t) or t)
     return found
 
 

@@ -181,15 +181,18 @@ static void p2p_loop(cddp_pg *pg, cddp_work *first)
         for (int i = 0; i < nact; i++) {
             cddp_work *x = act[i];
             int r = p2p_step(pg, x);
-            char pre[96];
-            cddp_pg_op_prefix(x, pre, sizeof pre);
-            if (r == 0 && (cddp_pg_aborting(pg) || cddp_pg_interrupted(x))) {
-                cddp_pg_seterr(x->err, "%s: process group was shut down or interrupted", pre);
-                r = -1;
-            } else if (r == 0 && now - x->t_start > pg->timeout_s) {
-                x->err_kind = CDDP_ERR_TIMEOUT;
-                cddp_pg_seterr(x->err, "%s (tag %d): timed out after %.1f s", pre, x->a.tag,
-                               pg->timeout_s);
+            int stopped = r == 0 && (cddp_pg_aborting(pg) || cddp_pg_interrupted(x));
+            if (stopped || (r == 0 && now - x->t_start > pg->timeout_s)) {
+                char pre[96];
+                cddp_pg_op_prefix(x, pre, sizeof pre);
+                if (stopped) {
+                    cddp_pg_seterr(x->err, "%s: process group was shut down or interrupted",
+                                   pre);
+                } else {
+                    x->err_kind = CDDP_ERR_TIMEOUT;
+                    cddp_pg_seterr(x->err, "%s (tag %d): timed out after %.1f s", pre,
+                                   x->a.tag, pg->timeout_s);
+                }
                 r = -1;
             }
             if (r != 0) {

@@ -35,11 +35,13 @@
 #define TCP_MAGIC 0x63646470746370ULL   /* "cddptcp" */
 #define P2P_MAGIC 0x70327063u
 
+enum { P2P_HDR = 32 };   /* magic, tag, dtype, 0 (int32 each), count, bytes (int64 each) */
+
 typedef struct {
     uint64_t ticket;
     size_t hdr_done, off;
     int started;
-    unsigned char hdr[32];
+    unsigned char hdr[P2P_HDR];
 } tp2p;
 
 /* ---- failure handling ---------------------------------------------------------------- */
@@ -614,7 +616,7 @@ static int tcp_p2p_probe(cddp_pg *pg, cddp_work *w)
     tcp_t *t = pg->tr;
     for (int k = 1; k < t->n; k++) {
         int j = (t->r + k) % t->n;
-        unsigned char hdr[32];
+        unsigned char hdr[P2P_HDR];
         int32_t tag;
         if (t->p2p_dead[j] || t->rx_next[j] != t->rx_serve[j])
             continue;

@@ -15,7 +15,6 @@
  */
 #include "ops/random/random.h"
 #include "ops/creation/creation.h"
-#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -200,8 +199,7 @@ int cddp_check_floating(cddp_dtype dt, const char *kernel)
 int cddp_draw_uniform(cddp_draw *c, TensorObject *t, double from, double to)
 {
     /* torch's check_uniform_bounds: both ends and their span finite in t's dtype */
-    double top = t->dtype == CDDP_FLOAT64 ? DBL_MAX : t->dtype == CDDP_FLOAT16 ? 65504.0
-               : t->dtype == CDDP_BFLOAT16 ? 3.3895313892515355e38 : (double)FLT_MAX;
+    double top = cddp_float_max(t->dtype);
     if (cddp_check_floating(t->dtype, "check_uniform_bounds") < 0)
         return -1;
     if (!(from >= -top && from <= top) || !(to >= -top && to <= top)) {
