@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 
 from . import _C
-from ._ops import numpy_names as _numpy_names
+from ._ops import _return_type, numpy_names as _numpy_names
 
 Tensor = _C.Tensor
 
@@ -30,15 +30,8 @@ def equal(input, other):  # noqa: A002
     return tuple(input.shape) == tuple(other.shape) and bool((input == other).all().item())
 
 
-class _SortResult(tuple):
-    """torch.return_types.sort / topk: (values, indices) with attribute access."""
-    __slots__ = ()
-
-    def __new__(cls, values, indices):
-        return tuple.__new__(cls, (values, indices))
-
-    values = property(lambda self: self[0])
-    indices = property(lambda self: self[1])
+sort_result = _return_type("sort", module=__name__)       # torch.return_types.sort / topk
+topk_result = _return_type("topk", module=__name__)
 
 
 def _order(input, dim, descending, stable=True):  # noqa: A002
@@ -64,7 +57,7 @@ def _order(input, dim, descending, stable=True):  # noqa: A002
 
 def sort(input, dim=-1, descending=False, stable=False):  # noqa: A002
     idx = _order(input, dim, descending, True)
-    return _SortResult(input.gather(dim, idx), idx)
+    return sort_result((input.gather(dim, idx), idx))
 
 
 def argsort(input, dim=-1, descending=False, stable=False):  # noqa: A002
@@ -77,10 +70,10 @@ def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002
         raise RuntimeError(f"selected index k out of range (k={k}, size {n})")
     if input.dim() == 0:                  # torch: 0-d values and index for k = 0 and 1
         idx = _order(input, dim, largest)
-        return _SortResult(input.clone(), idx)
+        return topk_result((input.clone(), idx))
     idx = _order(input, dim, largest, True).narrow(dim if dim >= 0 else input.dim() + dim, 0,
                                                   k).contiguous()     # torch's: .view()-able
-    return _SortResult(input.gather(dim, idx), idx)
+    return topk_result((input.gather(dim, idx), idx))
 
 
 def type_as(self, other):

@@ -20,6 +20,7 @@ Every way a file can be wrong (not a zip, a compressed or missing entry, a stora
 do not match its element count, a view outside its storage, a refused global) raises
 CheckpointError or UnpicklingError with the reason.
 """
+import importlib
 import io
 import zipfile
 from collections import OrderedDict
@@ -198,7 +199,6 @@ def _load_trusted(pkl, storages, opts, name):
     would; torch's names go to cddp's (the tensor rebuilders above, then torch.X.Y ->
     cddp.X.Y where cddp has it: a whole torch.save(model) of torch.nn layers comes back as
     cddp modules). A torch name cddp lacks raises UnpicklingError naming it."""
-    import importlib
     import pickle
     from .serialization import CheckpointError
     torch_names, _ = _torch_names()
@@ -212,20 +212,29 @@ def _load_trusted(pkl, storages, opts, name):
             if full in torch_names:
                 return torch_names[full]
             if module == "torch" or module.startswith("torch."):
-                try:
-                    obj = importlib.import_module("cddp" + module[len("torch"):])
-                    for part in attr.split("."):
-                        obj = getattr(obj, part)
-                    return obj
-                except (ImportError, AttributeError):
+                obj = _cddp_object(module, attr)
+                if obj is None:
                     raise pickle.UnpicklingError(
                         f"{name}: the pickle names {full}, which cddp does not have (it "
-                        "cannot build torch's own objects of that kind)") from None
+                        "cannot build torch's own objects of that kind)")
+                return obj
             return super().find_class(module, attr)
     try:
         return TrustedTorchUnpickler(pkl, **opts.pickle_load_args).load()
     except (EOFError, pickle.UnpicklingError) as e:
         raise CheckpointError(name, f"data.pkl: {type(e).__name__}: {e}") from e
+
+
+def _cddp_object(module, attr):
+    """cddp's object for torch's module.attr (torch.nn.modules.linear.Linear ->
+    cddp.nn.modules.linear.Linear), or None where cddp has none."""
+    try:
+        obj = importlib.import_module("cddp" + module[len("torch"):])
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+    except (ImportError, AttributeError):
+        return None
 
 
 _UNPICKLER = None
@@ -249,6 +258,22 @@ def _unpickler(file, persistent_load, **kwargs):
                 full = f"{module}.{name}"
                 if full in self._torch:
                     return self._torch[full]
+                if module == "torch" or module.startswith("torch."):
+                    # torch's class (a whole torch.save(model)): its cddp counterpart, when the
+                    # user allowlisted that (safe_globals([cddp.nn.Linear]), as torch's
+                    # generate.py scripts allowlist torch.nn.Linear)
+                    obj = _cddp_object(module, name)
+                    if obj is not None and self._is_user(obj):
+                        return obj
+                    if obj is not None:
+                        shown = f"{obj.__module__}.{getattr(obj, '__qualname__', name)}"
+                        raise wo.UnpicklingError(
+                            f"Unsupported global: GLOBAL {full} (cddp's {shown}) was not an "
+                            f"allowed global by default. Please use `cddp.serialization."
+                            f"add_safe_globals([{shown}])` or the `cddp.serialization."
+                            f"safe_globals([{shown}])` context manager to allowlist this global "
+                            "if you trust this class/function, or load with "
+                            "weights_only=False if you trust the file.")
                 return super().find_class(module, name)
         _UNPICKLER = TorchUnpickler
     return _UNPICKLER(file, persistent_load, **kwargs)

@@ -208,8 +208,26 @@ opt2 = make_opt("adamw", fresh2.parameters())
 set_model_state_dict(fresh2, plain_sd, options=FULL)
 set_optimizer_state_dict(fresh2, opt2, full_osd, options=FULL)
 save_full("load_full", fresh2)
+# a model built on the meta device, sharded, then loaded with assign=True (pytorch/examples
+# FSDP2's resume): DTensor Parameters of the full values, or the full plain tensors; then one
+# more training step, beside the original's
+resumed = {}
+for tag in ("assign_dtensor", "assign_plain"):
+    with cddp.device("meta"):
+        meta = shard(Net())
+    meta_sd = meta.state_dict()
+    load = {k: nn.Parameter(distribute_tensor(v, meta_sd[k].device_mesh, meta_sd[k].placements))
+            if tag == "assign_dtensor" else v for k, v in plain_sd.items()}
+    meta.load_state_dict(load, strict=False, assign=True)
+    info[tag] = sorted({type(p).__name__ for p in meta.parameters()})
+    save_full(tag, meta)
+    resumed[tag] = (meta, make_opt("adamw", meta.parameters()))
+    resumed[tag][1].load_state_dict(opt.state_dict())
 step("adamw", m, opt, STEPS)
 step("adamw", fresh2, opt2, STEPS)
+for tag, (meta, meta_opt) in resumed.items():
+    step("adamw", meta, meta_opt, STEPS)
+    save_full(tag + "_stepped", meta)
 save_full("resumed_orig", m)
 save_full("resumed_loaded", fresh2)
 
@@ -548,6 +566,7 @@ def test_state_dicts(job2, job3, world):
         assert info["sd_types"] == ["DTensor"]
         assert info["osd_types"] == ["DTensor", "Tensor"]      # exp_avg(_sq); step
         assert info["dcp_types"] == ["DTensor"]
+        assert info["assign_dtensor"] == info["assign_plain"] == ["_DTensorParameter"]
         assert info["cpu_offload_keys"] == (len(want) if r == 0 else 0)
         for k in want:
             _close(arrays["sd_full|" + k], want[k], 1e-5, f"state_dict full_tensor {k}")
@@ -555,8 +574,12 @@ def test_state_dicts(job2, job3, world):
             c = -(-n // world)
             _close(arrays["sd_local|" + k], want[k][min(n, r * c):min(n, (r + 1) * c)],
                    1e-5, f"state_dict local part {k}")
-            for tag in ("load_dtensor", "load_full"):
+            for tag in ("load_dtensor", "load_full", "assign_dtensor", "assign_plain"):
                 _close(_full(arrays, tag)[k], want[k], 1e-5, f"{tag} {k}")
+            for tag in ("assign_dtensor_stepped", "assign_plain_stepped"):
+                _close(_full(arrays, tag)[k], _full(arrays, "resumed_orig")[k], 1e-6,
+                       f"{tag}: the meta-built model loaded with assign=True trains as the "
+                       f"original {k}")
             # DCP saved the original model after its extra step
             _close(_full(arrays, "dcp")[k], _full(arrays, "resumed_orig")[k], 1e-6,
                    f"DCP round trip {k}")

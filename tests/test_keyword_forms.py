@@ -104,6 +104,19 @@ def test_fx_names_for_eager_code():
         cddp.fx.symbolic_trace(cddp.nn.Linear(2, 2))
 
 
+def test_fx_node_structure_walkers():
+    # `from torch.fx.node import map_arg` (pytorch/examples' fx scripts); values hand-derived
+    import collections
+    from cddp.fx.node import Node, map_aggregate, map_arg
+    P = collections.namedtuple("P", "a b")
+    x = [1, (2, {"k": 3}), P(4, 5), slice(1, 6, 2), "s"]
+    times10 = lambda v: v * 10 if isinstance(v, int) else v      # noqa: E731
+    assert map_aggregate(x, times10) == [10, (20, {"k": 30}), P(40, 50), slice(10, 60, 20), "s"]
+    assert type(map_aggregate(x, times10)[2]) is P
+    assert map_arg(x, lambda v: 0) == x          # no Node in it: unchanged
+    assert cddp.fx.map_arg is map_arg and cddp.fx.Node is Node
+
+
 def test_overrides_protocol():
     ov = cddp.overrides
     assert not ov.has_torch_function((cddp.ones(1), 1.0))

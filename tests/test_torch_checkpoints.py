@@ -73,6 +73,28 @@ def test_torch_model_weights_load_into_the_same_cddp_model(tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_whole_torch_model_loads_when_its_cddp_classes_are_allowlisted(tmp_path):
+    # pytorch/examples' generate.py: torch.save(model), then torch.load inside safe_globals of
+    # the layer classes; ported, the allowlist names cddp's classes for torch's names
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    tnet = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Dropout(0.1)).eval()
+    torch.save(tnet, tmp_path / "m.pt")
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    with cddp.serialization.safe_globals([nn.Sequential, nn.Linear, nn.Dropout]):
+        cnet = cddp.load(tmp_path / "m.pt")
+    assert type(cnet) is nn.Sequential and type(cnet[1]) is nn.Dropout and not cnet.training
+    np.testing.assert_allclose(n(cnet(cddp.from_numpy(x))), tnet(torch.from_numpy(x)).detach(),
+                               rtol=1e-6, atol=1e-7)
+    # a class left out is refused, naming the cddp class to allowlist; and nothing by default
+    with cddp.serialization.safe_globals([nn.Sequential, nn.Linear]):
+        with pytest.raises(cddp.serialization.pickle.UnpicklingError,
+                           match=r"cddp\.nn\.modules\.dropout\.Dropout"):
+            cddp.load(tmp_path / "m.pt")
+    with pytest.raises(cddp.serialization.pickle.UnpicklingError, match="Sequential"):
+        cddp.load(tmp_path / "m.pt")
+
+
 def test_torch_optimizer_state_resumes_in_cddp(tmp_path):
     torch = pytest.importorskip("torch")
     w0 = np.linspace(-1, 1, 6).astype(np.float32).reshape(2, 3)

@@ -9,10 +9,11 @@ are the answers those checks get in an eager torch program. `symbolic_trace` and
 Tracer, Graph, GraphModule, Interpreter or Transformer raise NotImplementedError (cddp records
 no graphs: its autograd is eager); the classes exist so that subclassing them at import works.
 """
-from . import graph_module  # noqa: F401
+from . import graph_module, node  # noqa: F401
 from ._symbolic_trace import (Graph, GraphModule, Interpreter, Node, Proxy,  # noqa: F401
                               Tracer, Transformer, has_side_effect, is_fx_tracing,
                               replace_pattern, symbolic_trace, wrap)
+from .node import map_arg  # noqa: F401
 
 __all__ = ["Graph", "GraphModule", "Interpreter", "Node", "Proxy", "Tracer", "Transformer",
-           "has_side_effect", "replace_pattern", "symbolic_trace", "wrap"]
+           "has_side_effect", "map_arg", "replace_pattern", "symbolic_trace", "wrap"]

@@ -563,11 +563,13 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros",  # noqa: A00
 
 def _grid_axis(size, align_corners, dtype):
     """The normalised pixel centres along one dim: -1..1 (align_corners) or shrunk by
-    (size - 1) / size so that -1 and 1 are the outer edges."""
+    (size - 1) / size so that -1 and 1 are the outer edges — times size - 1, then divided by
+    size, torch's two roundings: at the identity map the points then fall on the pixel centres
+    exactly where torch's do, and grid_sample's floor() agrees."""
     if size <= 1:
         return _C.zeros(max(size, 0), dtype=dtype)
     a = _C.linspace(-1, 1, size, dtype=dtype)
-    return a if align_corners else a * ((size - 1) / size)
+    return a if align_corners else a * (size - 1) / size
 
 
 def affine_grid(theta, size, align_corners=None):

@@ -12,6 +12,8 @@ class Parameter(Tensor):
         elif getattr(data, "_is_complex_tensor", False):   # a complex parameter (cddp/_complex.py)
             from .._complex import ComplexParameter
             return ComplexParameter(Tensor._make_subclass(Parameter, data._r, requires_grad))
+        elif getattr(data, "_is_dtensor", False):        # torch's Parameter(DTensor): a DTensor
+            return data._as_parameter(requires_grad)     # parameter (distributed/tensor/_api.py)
         return Tensor._make_subclass(cls, data, requires_grad)
 
     def __init__(self, data=None, requires_grad=True):

@@ -38,7 +38,8 @@ Contract:
   backward adds it in before reducing. Call the optimizer after that backward.
 - State dicts: state_dict() gives the parameters as DTensors (values: local rows; keys as
   the plain model's); load_state_dict takes DTensors (redistributed when their placements
-  differ) or full plain tensors (this rank's rows are taken), other keys unchanged.
+  differ) or full plain tensors (this rank's rows are taken), other keys unchanged; with
+  assign=True the loaded rows become the shards (a model built on the meta device).
 - FSDPModule: reshard(), unshard(async_op=False) (a collective that sets the full
   parameters on the modules until reshard(); async_op gives a handle whose wait() returns
   at once), set_requires_gradient_sync(flag, *, recurse=True), set_reshard_after_forward,
@@ -70,9 +71,9 @@ Differences from torch:
 from ... import _C
 from ...autograd.function import Function
 from ...autograd.grad_mode import is_grad_enabled, no_grad
-from ...nn.parameter import Parameter
 from .. import distributed_c10d as _c10d
-from ..tensor._api import DTensor, DTensorSpec, _default_mesh, _full, chunk_range
+from ..tensor._api import (DTensor, DTensorSpec, _DTensorParameter, _default_mesh, _full,
+                           chunk_range)
 from ..tensor._api import local_shape as _local_shape
 from ..tensor.placement_types import Replicate, Shard
 from ._fsdp_api import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy
@@ -85,14 +86,6 @@ __all__ = ["fully_shard", "FSDPModule", "UnshardHandle", "register_fsdp_forward_
 
 _STATE = "_fsdp_state"
 _AVG_DTYPES = ("float32", "bfloat16")     # torch reduces these with ReduceOp.AVG
-
-
-class _DTensorParameter(DTensor, Parameter):
-    """A sharded parameter: isinstance(p, DTensor) and isinstance(p, nn.Parameter), as
-    torch's nn.Parameter(DTensor)."""
-
-    def __repr__(self):
-        return "Parameter containing:\n" + DTensor.__repr__(self)
 
 
 class _Slot:
@@ -328,6 +321,28 @@ def _load_pre_hook(module, state_dict, prefix, local_metadata, strict, missing_k
                 state_dict[key] = _take_rows(v.detach(), st)
 
 
+def _load_post_hook(module, incompatible_keys):
+    """load_state_dict(assign=True) put new parameter objects on the modules (the pre-hook's
+    local rows, wrapped): they become the group's shards, the DTensor parameters forward
+    gathers (torch's FSDPParam.reset_sharded_param) — a model built on the meta device is
+    loaded this way."""
+    st = module.__dict__[_STATE]
+    for b in st.buckets:
+        for s in b.slots:
+            for m, name, fqn in s.places:
+                p = m._parameters.get(name)
+                if p is None or p is s.param:
+                    continue
+                if p.dtype != b.dtype or tuple(p.shape) != tuple(s.param.shape):
+                    raise ValueError(f"load_state_dict(assign=True): {fqn!r} of a fully_shard "
+                                     f"module got {p.dtype} {list(p.shape)} where its shard "
+                                     f"is {b.dtype} {list(s.param.shape)}")
+                s.param = DTensor._make(p.detach(), s.param._spec, p.requires_grad,
+                                        _DTensorParameter)
+                st.set_params([(s, s.param)])
+                break
+
+
 def _take_rows(full, st):
     start, length, _ = chunk_range(full.shape[0], st.world, st.rank)
     return full.narrow(0, start, length)
@@ -522,4 +537,5 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=None, shard_placemen
     module.register_forward_hook(_post_forward, always_call=True)
     module._register_state_dict_hook(_state_dict_hook)
     module._register_load_state_dict_pre_hook(_load_pre_hook, with_module=True)
+    module.register_load_state_dict_post_hook(_load_post_hook)
     return module

@@ -44,6 +44,7 @@ import copy
 
 from ... import _C
 from ...autograd.grad_mode import no_grad
+from ...nn.parameter import Parameter
 from .. import distributed_c10d as _c10d
 from ..device_mesh import DeviceMesh
 from .placement_types import Partial, Placement, Replicate, Shard
@@ -289,6 +290,10 @@ class DTensor(Tensor):
                         local_tensor.copy_(ref)
         return DTensor._make(local_tensor, spec, local_tensor.requires_grad)
 
+    def _as_parameter(self, requires_grad):
+        """nn.Parameter(dtensor): a DTensor parameter over the same local part (torch's)."""
+        return DTensor._make(self, self._spec, requires_grad, _DTensorParameter)
+
     def __repr__(self):
         local = Tensor.__repr__(self.detach())
         return (f"DTensor(local_tensor={local}, device_mesh={self._spec.mesh!r}, "
@@ -307,6 +312,14 @@ class DTensor(Tensor):
         raise TypeError("a cddp DTensor cannot be pickled (its DeviceMesh holds process "
                         "groups): save .to_local() or .full_tensor(), or use "
                         "cddp.distributed.checkpoint")
+
+
+class _DTensorParameter(DTensor, Parameter):
+    """A DTensor parameter: isinstance(p, DTensor) and isinstance(p, nn.Parameter), as
+    torch's nn.Parameter(DTensor); fully_shard's shards are these."""
+
+    def __repr__(self):
+        return "Parameter containing:\n" + DTensor.__repr__(self)
 
 
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):

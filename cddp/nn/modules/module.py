@@ -538,7 +538,8 @@ class Module:
             try:
                 if assign:
                     if isinstance(param, Parameter):
-                        new = Parameter(value.detach(), requires_grad=param.requires_grad)
+                        new = Parameter(value if getattr(value, "_is_dtensor", False)
+                                        else value.detach(), requires_grad=param.requires_grad)
                         setattr(self, name, new)
                     else:
                         setattr(self, name, value)

@@ -237,10 +237,11 @@ static int plan_along(TensorObject *t, int dim, TensorObject *idx, cddp_iplan *r
     return 0;
 }
 
-/* Index and self must have the same rank (a 0-dim self also takes a 1-dim index). */
+/* Index and t must have the same rank, a 0-dim tensor counting as 1-dim (torch's
+ * ensure_nonempty_dim: zeros(10).scatter_(0, tensor(3), value=1) is allowed). */
 static int same_rank(const TensorObject *t, const TensorObject *idx, const char *what)
 {
-    if (idx->ndim == t->ndim || (t->ndim == 0 && idx->ndim <= 1))
+    if ((idx->ndim ? idx->ndim : 1) == (t->ndim ? t->ndim : 1))
         return 0;
     PyErr_Format(PyExc_RuntimeError,
                  "Index tensor must have the same number of dimensions as %s tensor", what);
@@ -341,11 +342,8 @@ static PyObject *scatter_impl(TensorObject *self, PyObject *dimo, PyObject *idxo
                             "scatter(): Expected self.dtype to be equal to src.dtype");
             goto done;
         }
-        if (src->ndim != idx->ndim) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "Index tensor must have the same number of dimensions as src tensor");
+        if (same_rank(src, idx, "src") < 0)
             goto done;
-        }
     } else if (acc) {
         tensor_arg(fn, "src", srco);
         return NULL;
@@ -357,7 +355,7 @@ static PyObject *scatter_impl(TensorObject *self, PyObject *dimo, PyObject *idxo
             return NULL;
     }
     for (int d = 0; d < idx->ndim; d++) {
-        if ((is_tensor && idx->shape[d] > src->shape[d]) ||
+        if ((is_tensor && idx->shape[d] > (src->ndim ? src->shape[d] : 1)) ||
             (d != dim && self->ndim && idx->shape[d] > self->shape[d])) {
             char bi[256], bs[256], bsrc[256];
             cddp_ix_format_shape(bi, sizeof bi, idx->ndim, idx->shape);

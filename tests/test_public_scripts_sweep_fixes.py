@@ -1,0 +1,65 @@
+"""Differences from torch found by porting public scripts (pytorch/tutorials,
+pytorch/examples): each case runs on cddp and, when installed, on torch (the `lib` fixture),
+and asserts values derived by hand or by NumPy, so both libraries must give them."""
+import numpy as np
+import pytest
+
+
+# ---- affine_grid: torch's two roundings (the spatial transformer tutorial) -------------------
+
+@pytest.mark.parametrize("size", [(1, 1, 28, 28), (2, 3, 5, 7)])
+def test_affine_grid_and_its_sampling_gradient_equal_torchs(size):
+    # the base grid is linspace * (W - 1) / W, rounded twice as torch does; at the identity
+    # map the points sit on pixel centres, where one ulp flips grid_sample's floor() and
+    # theta's gradient (the tutorial's initial transform) moved by ~10%
+    torch = pytest.importorskip("torch")
+    import cddp
+    img = np.random.default_rng(0).random(size).astype(np.float32)
+    got = {}
+    for lib in (cddp, torch):
+        theta = lib.tensor([[[1.0, 0, 0], [0, 1.0, 0]]] * size[0], requires_grad=True)
+        F = lib.nn.functional
+        grid = F.affine_grid(theta, size, align_corners=False)
+        F.grid_sample(lib.tensor(img), grid, align_corners=False).sum().backward()
+        got[lib] = grid.detach().numpy(), theta.grad.numpy()
+    np.testing.assert_array_equal(got[cddp][0], got[torch][0])
+    np.testing.assert_allclose(got[cddp][1], got[torch][1], rtol=1e-4, atol=1e-4)
+
+
+# ---- gather / scatter with a 0-dim index (one-hot targets in the data tutorial) ---------------
+
+def test_scatter_and_gather_take_a_0_dim_index(lib):
+    assert lib.zeros(10).scatter_(0, lib.tensor(3), value=1).tolist() == [0] * 3 + [1] + [0] * 6
+    assert lib.zeros(5).scatter(0, lib.tensor(1), lib.tensor(7.0)).tolist() == [0, 7, 0, 0, 0]
+    assert lib.zeros(5).scatter(0, lib.tensor(1), lib.tensor([7.0, 8])).tolist() == [0, 7, 0, 0, 0]
+    assert lib.zeros(5).scatter(0, lib.tensor([1]), lib.tensor(7.0)).tolist() == [0, 7, 0, 0, 0]
+    assert lib.zeros(5).scatter_add(0, lib.tensor(4), lib.tensor(2.0)).tolist() == [0, 0, 0, 0, 2]
+    x = lib.arange(5.0).requires_grad_()
+    g = x.gather(0, lib.tensor(2))
+    g.backward()
+    assert g.shape == () and g.item() == 2.0 and x.grad.tolist() == [0, 0, 1, 0, 0]
+    s = lib.tensor(3.0, requires_grad=True)
+    y = lib.zeros(4).scatter(0, lib.tensor(2), s * 2)
+    y.sum().backward()
+    assert y.tolist() == [0, 0, 6, 0] and s.grad.item() == 2.0
+
+
+def test_a_0_dim_index_is_still_one_dim_only(lib):
+    with pytest.raises(RuntimeError):
+        lib.zeros(2, 3).gather(0, lib.tensor(1))
+    with pytest.raises(RuntimeError):
+        lib.zeros(2, 3).scatter_(0, lib.tensor(1), value=1.0)
+    with pytest.raises(RuntimeError):      # index larger than a 0-dim src
+        lib.zeros(5).scatter(0, lib.tensor([1, 2]), lib.tensor(7.0))
+
+
+def test_sort_and_topk_results_are_named(lib):
+    x = lib.tensor([[3.0, 1, 2]])
+    r = lib.sort(x)
+    assert r.values.tolist() == [[1, 2, 3]] and r.indices.tolist() == [[1, 2, 0]]
+    assert type(r).__name__ == "sort" or "return_types.sort" in repr(r)
+    t = x.topk(2)
+    assert t.values.tolist() == [[3, 2]] and t.indices.tolist() == [[0, 2]]
+    assert "return_types.topk" in repr(t)
+    v, i = t
+    assert v.tolist() == [[3, 2]]
