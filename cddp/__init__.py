@@ -113,7 +113,7 @@ else:
     from ._ops import (cummax, cummin, take_along_dim, meshgrid, cartesian_prod,  # noqa: F401
                        atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,
                        vsplit, dsplit, hstack, vstack, row_stack, dstack, column_stack, kron,
-                       count_nonzero, isposinf, isneginf, signbit)
+                       count_nonzero, isposinf, isneginf, signbit, promote_types)
     from . import _pointwise, _stats, _shape_ops
     for _mod in (_pointwise, _stats, _shape_ops):
         globals().update((_n, getattr(_mod, _n)) for _n in _mod.__all__)

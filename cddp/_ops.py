@@ -85,11 +85,26 @@ class autocast_suspended:
 
 
 # tensor-tensor promotion of cddp's dtypes is a chain: bool < int32 < int64 < float32 < float64
-_ORDER = [_C.bool, _C.int32, _C.int64, _C.float32, _C.float64]
+def promote_types(type1, type2):
+    """torch.promote_types, complex dtypes included (complex64 with float64 -> complex128,
+    with any integer or 16-bit float -> complex64)."""
+    c1, c2 = getattr(type1, "_cddp_complex", False), getattr(type2, "_cddp_complex", False)
+    if not (c1 or c2):
+        return _C.promote_types(type1, type2)
+    from ._complex import _OF_REAL
+    return _OF_REAL[_C.promote_types(type1.to_real() if c1 else type1,
+                                     type2.to_real() if c2 else type2)]
 
 
 def _promoted(tensors):
-    return max((t.dtype for t in tensors), key=_ORDER.index)
+    """torch's promotion over the tensors' dtypes (every dtype: bfloat16 + float16 ->
+    float32, uint8 + int8 -> int16, complex)."""
+    return functools.reduce(promote_types, (t.dtype for t in tensors))
+
+
+def _is_tensor(t):
+    """A Tensor, or a complex tensor (cddp/_complex.py's wrapper)."""
+    return isinstance(t, Tensor) or getattr(t, "_is_complex_tensor", False)
 
 
 def _tensors(args, fn):
@@ -97,7 +112,7 @@ def _tensors(args, fn):
     if len(args) == 1 and isinstance(args[0], (list, tuple)):
         args = tuple(args[0])
     for t in args:
-        if not isinstance(t, Tensor):
+        if not _is_tensor(t):
             raise TypeError(f"{fn}(): expected Tensor as element of argument 'tensors', but got "
                             f"{type(t).__name__}")
     return tuple(args)
@@ -247,7 +262,7 @@ def cartesian_prod(*tensors):
 
 
 def _atleast(tensors, k, fn):
-    one = len(tensors) == 1 and isinstance(tensors[0], Tensor)
+    one = len(tensors) == 1 and _is_tensor(tensors[0])
     tensors = _tensors(tensors, fn)
     out = []
     for t in tensors:
@@ -275,7 +290,7 @@ def atleast_3d(*tensors):
 def block_diag(*tensors):
     """The tensors (0-D, 1-D as a row, 2-D) on the diagonal of a zero matrix, built by cat."""
     for i, t in enumerate(tensors):
-        if not isinstance(t, Tensor):
+        if not _is_tensor(t):
             raise TypeError(f"block_diag(): argument 'tensors' must be tuple of Tensors, but "
                             f"found element of type {type(t).__name__} at pos {i}")
         if t.dim() > 2:
@@ -283,13 +298,14 @@ def block_diag(*tensors):
                                f"dimensions. Input {i} has {t.dim()} dimensions")
     if not tensors:
         return _C.empty((1, 0))
+    from . import zeros                  # the factory that also makes complex tensors
     dt = _promoted(tensors)
     mats = [t.to(dt).reshape(1, -1) if t.dim() < 2 else t.to(dt) for t in tensors]
     cols = sum(m.shape[1] for m in mats)
     rows, left = [], 0
     for m in mats:
         r, c = m.shape
-        parts = [_C.zeros((r, left), dtype=dt), m, _C.zeros((r, cols - left - c), dtype=dt)]
+        parts = [zeros((r, left), dtype=dt), m, zeros((r, cols - left - c), dtype=dt)]
         rows.append(_C.cat(parts, dim=1))
         left += c
     return _C.cat(rows, dim=0)
@@ -371,33 +387,28 @@ def dsplit(input, indices_or_sections):  # noqa: A002
     return _split_dir(input, indices_or_sections, 2, "dsplit", 3)
 
 
-def _cat_promoted(tensors, dim):
-    dt = _promoted(tensors)
-    return _C.cat([t.to(dt) for t in tensors], dim=dim)
-
-
 def hstack(tensors):
     tensors = _tensors((tensors,), "hstack")
     tensors = atleast_1d(*tensors) if len(tensors) > 1 else (atleast_1d(tensors[0]),)
-    return _cat_promoted(tensors, 0 if tensors[0].dim() == 1 else 1)
+    return _C.cat(tensors, 0 if tensors[0].dim() == 1 else 1)
 
 
 def vstack(tensors):
     tensors = _tensors((tensors,), "vstack")
     tensors = atleast_2d(*tensors) if len(tensors) > 1 else (atleast_2d(tensors[0]),)
-    return _cat_promoted(tensors, 0)
+    return _C.cat(tensors, 0)
 
 
 def dstack(tensors):
     tensors = _tensors((tensors,), "dstack")
     tensors = atleast_3d(*tensors) if len(tensors) > 1 else (atleast_3d(tensors[0]),)
-    return _cat_promoted(tensors, 2)
+    return _C.cat(tensors, 2)
 
 
 def column_stack(tensors):
     tensors = _tensors((tensors,), "column_stack")
     cols = [t.reshape(-1, 1) if t.dim() <= 1 else t for t in tensors]
-    return _cat_promoted(cols, 1)
+    return _C.cat(cols, 1)
 
 
 def kron(input, other):  # noqa: A002

@@ -103,6 +103,17 @@ def _fail(name, why):
     raise CheckpointError(name, why)
 
 
+class _MissingAttribute(CheckpointError, AttributeError):
+    """A pickle in the file names a class or function this process cannot find (a script's
+    own dataclass, saved from __main__): an AttributeError too, as pickle's is under torch.load,
+    so `except AttributeError` handlers written for torch still catch it."""
+
+    def __init__(self, name, reason):
+        CheckpointError.__init__(self, name, reason)
+        self.args = (f"cddp.load: {name} names something this process cannot import "
+                     f"(define or import it before loading): {reason}",)
+
+
 class _NotJSON(TypeError):
     """The object is not what the JSON structure carries: save() pickles it instead."""
 
@@ -982,15 +993,18 @@ def _read(src):
     """The reader for the file's first bytes reads it. An exception other than CheckpointError
     (or UnpicklingError: weights_only refused something) that a forged file could still
     provoke in a reader is reported as a CheckpointError too, with its type and text: a bad
-    file has one way to fail."""
+    file has one way to fail (an AttributeError — a pickled class this process lacks — is one
+    that is also an AttributeError, as torch.load's is)."""
     try:
         first = src.peek(9)
         reader = next(read for test, read in _FORMATS if test(first))
         return reader(src)
     except CheckpointError:
         raise
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError,
-            RecursionError, UnicodeError) as e:
+    except AttributeError as e:
+        raise _MissingAttribute(src.name, f"AttributeError: {e}") from e
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, RecursionError,
+            UnicodeError) as e:
         _fail(src.name, f"{type(e).__name__}: {e}")
 
 

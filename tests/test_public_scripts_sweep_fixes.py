@@ -63,3 +63,52 @@ def test_sort_and_topk_results_are_named(lib):
     assert "return_types.topk" in repr(t)
     v, i = t
     assert v.tolist() == [[3, 2]]
+
+
+# ---- stacking and promotion over every dtype (meta-llama's generate in bfloat16) --------------
+
+@pytest.mark.parametrize("dt", ["bfloat16", "float16", "uint8", "int8", "int16", "complex64"])
+def test_stacks_keep_every_dtype(lib, dt):
+    d = getattr(lib, dt)
+    a, b = lib.zeros(2, 2, dtype=d), lib.ones(2, 3, dtype=d)
+    want = np.hstack([np.zeros((2, 2)), np.ones((2, 3))])
+    for fn, args, shape in (("hstack", [a, b], (2, 5)), ("column_stack", [a, b], (2, 5)),
+                            ("vstack", [a, a], (4, 2)), ("row_stack", [a, a], (4, 2)),
+                            ("dstack", [a, a], (2, 2, 2))):
+        r = getattr(lib, fn)(args)
+        assert r.dtype == d and tuple(r.shape) == shape, fn
+    np.testing.assert_array_equal(lib.hstack([a, b]).real.double().numpy() if dt == "complex64"
+                                  else lib.hstack([a, b]).double().numpy(), want)
+    bd = lib.block_diag(lib.ones(1, 2, dtype=d), lib.ones(1, 1, dtype=d))
+    assert bd.dtype == d and tuple(bd.shape) == (2, 3)
+
+
+def test_stacks_and_promote_types_promote_as_torch(lib):
+    assert lib.hstack([lib.zeros(2, 2), lib.zeros(2, 2, dtype=lib.bfloat16)]).dtype == lib.float32
+    assert lib.vstack([lib.zeros(1, dtype=lib.uint8), lib.zeros(1, dtype=lib.int8)]).dtype == lib.int16
+    assert lib.block_diag(lib.ones(1, dtype=lib.bfloat16),
+                          lib.ones(1, 1, dtype=lib.float16)).dtype == lib.float32
+    pt = lib.promote_types
+    assert pt(lib.complex64, lib.float64) == lib.complex128
+    assert pt(lib.complex64, lib.int64) == pt(lib.float16, lib.complex64) == lib.complex64
+    assert pt(lib.complex128, lib.complex64) == lib.complex128
+    assert pt(lib.bfloat16, lib.float16) == lib.float32
+
+
+# ---- a checkpoint naming a class the loader lacks (build-nanogpt's GPTConfig) -----------------
+
+def test_loading_a_missing_class_raises_attribute_error(tmp_path):
+    import subprocess
+    import sys
+    import cddp
+    p = tmp_path / "ck.pt"
+    writer = ("import sys, dataclasses, cddp\n"
+              "@dataclasses.dataclass\nclass Cfg:\n    n: int = 3\n"
+              "cddp.save({'config': Cfg(), 'w': cddp.ones(2)}, sys.argv[1])\n")
+    subprocess.run([sys.executable, "-c", writer, str(p)], check=True, timeout=60,
+                   env={**__import__("os").environ,
+                        "PYTHONPATH": str(__import__("pathlib").Path(cddp.__file__).parents[1])})
+    with pytest.raises(AttributeError, match="Cfg") as e:
+        cddp.load(p, weights_only=False)       # torch: pickle's AttributeError
+    assert isinstance(e.value, cddp.serialization.CheckpointError)
+    assert "cannot import" in str(e.value)
