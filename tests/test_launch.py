@@ -333,6 +333,43 @@ def test_heavy_output_keeps_every_line_whole(job):
     assert len(prefixed(err, "stderr")) == 2 * n // 4
 
 
+def test_a_line_still_being_written_reaches_the_console(job, tmp_path):
+    # a progress bar redraws with "\r" and no newline; a prompt waits for a long step: both
+    # must show before the line ends (line buffering held them back: tqdm looked frozen). The
+    # worker goes on only once the test has seen each piece on the launcher's stdout.
+    import select
+    go = tmp_path / "go"
+    j = job(f"""
+    def wait_go(k):
+        end = time.monotonic() + 20
+        while not os.path.exists({str(go)!r} + str(k)):
+            if time.monotonic() > end:
+                sys.exit(7)                 # the launcher never showed piece k
+            time.sleep(0.02)
+    sys.stdout.write("\\r step 1/2"); sys.stdout.flush(); wait_go(1)
+    sys.stdout.write("\\r step 2/2\\n"); sys.stdout.write("Epoch 1: "); sys.stdout.flush()
+    wait_go(2)
+    print("done")
+    """)
+    proc = j.start(["cddp.run", "--nproc-per-node=1", str(j.script)])
+    seen, deadline = "", time.monotonic() + TIMEOUT
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    for k, want in ((1, "[rank0]:  step 1/2"), (2, "[rank0]: Epoch 1: ")):
+        while want not in seen and time.monotonic() < deadline:
+            select.select([fd], [], [], 0.5)
+            seen += os.read(fd, 65536).decode() if select.select([fd], [], [], 0)[0] else ""
+        assert want in seen, f"piece {k} not shown while its line was open: {seen!r}"
+        (tmp_path / f"go{k}").touch()
+    os.set_blocking(fd, True)
+    rc, out, err, _ = j.finish()
+    seen += out
+    assert rc == 0, err
+    # the redraws keep the prefix; the finished lines are whole, each with one prefix
+    assert seen.replace("\r", "|") == ("[rank0]: |[rank0]:  step 1/2|[rank0]:  step 2/2\n"
+                                        "[rank0]: Epoch 1: done\n")
+
+
 def test_local_ranks_filter(job):
     rc, out, err, _ = job(OUTPUT).run("cddp.run", "--nproc-per-node=2",
                                       "--local-ranks-filter=1")

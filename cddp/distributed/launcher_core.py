@@ -22,7 +22,8 @@ directory instead (launcher_logs.py), which stays.
       ├── worker rank R  (own session = own process group; stdout/stderr are pipes)
       │     └── its children (DataLoader workers, ...) share the worker's process group
       ├── pump threads: one per worker stream; each line becomes "[rankR]: line" on the
-      │     console and/or goes as it is to the rank's log file
+      │     console and/or goes as it is to the rank's log file (a line still being written
+      │     shows when it redraws with "\r", or after HOLD_S of quiet)
       └── waiter threads: one per worker; Popen.wait() -> event queue (exit order)
 
 Exit status of the launcher: 0 when every worker exits 0; otherwise the exit code of the first
@@ -356,24 +357,67 @@ class _Sink:
                 self.broken = True
 
 
+HOLD_S = 0.5       # a line without its newline yet is shown once its writer is quiet this long
+
+
+def _prefixed(data: bytes, prefix: bytes, at_start: bool) -> bytes:
+    """data with prefix at the start of every line it begins, and after every carriage return
+    that redraws a line (a progress bar's "\r 40%|####"), so the redrawn line keeps it."""
+    out = (prefix if at_start else b"") + data.replace(b"\n", b"\n" + prefix)
+    if data.endswith(b"\n"):
+        out = out[:-len(prefix)]
+    if b"\r" in data:
+        out = out.replace(b"\r" + prefix, b"\r").replace(b"\r", b"\r" + prefix)
+        out = out.replace(b"\r" + prefix + b"\n", b"\r\n")
+    return out
+
+
 def _pump(pipe, prefix: bytes, sink, tail, show, log):
-    """Copy `pipe` line by line to `sink` with `prefix` when `show`, and as it is to the open
-    file `log` (or None); remember the last lines in `tail`. A log file that fails (disk
-    full) is dropped with one line on the console; the pipe is always drained."""
+    """Copy `pipe` to `sink` with `prefix` on every line when `show`, and as it is to the open
+    file `log` (or None); remember the last lines in `tail`. Whole lines go out at once (one
+    locked write each batch, so ranks never interleave inside a line); the start of a line
+    whose newline has not come yet goes out when it redraws itself with a carriage return (a
+    progress bar) or when its writer has been quiet for HOLD_S (a prompt before a long step).
+    A log file that fails (disk full) is dropped with one line on the console; the pipe is
+    always drained."""
+    import select
+    fd = pipe.fileno()
+    pending, at_start, line = b"", True, b""      # pending: read, not yet shown
+
+    def emit(data):
+        nonlocal at_start, line
+        if show and data:
+            sink.write(_prefixed(data, prefix, at_start))
+        if data:
+            at_start = data.endswith(b"\n")
+        *done, line = (line + data).split(b"\n")
+        for ln in done:                              # the text a redrawn line ended with
+            shown = [seg for seg in ln.split(b"\r") if seg] or [b""]
+            tail.append(prefix.decode() + shown[-1].decode("utf-8", "replace"))
+
     try:
-        for line in iter(pipe.readline, b""):
-            if not line.endswith(b"\n"):
-                line += b"\n"
-            tail.append(prefix.decode() + line[:-1].decode("utf-8", "replace"))
-            if show:
-                sink.write(prefix + line)
+        while True:
+            if pending and not select.select([fd], [], [], HOLD_S)[0]:
+                emit(pending)                            # quiet: show the partial line
+                pending = b""
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
             if log is not None:
                 try:
-                    log.write(line)
+                    log.write(chunk)
                 except OSError as e:
                     sink.write(prefix + f"(log file {log.name} stopped: {e})\n".encode())
                     log.close()
                     log = None
+            pending += chunk
+            cut = len(pending) if b"\r" in pending[pending.rfind(b"\n") + 1:] \
+                else pending.rfind(b"\n") + 1
+            emit(pending[:cut])
+            pending = pending[cut:]
+        if pending or not at_start:
+            emit(pending + b"\n")
     except (OSError, ValueError):
         pass
     finally:
