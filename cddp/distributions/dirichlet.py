@@ -12,7 +12,7 @@ from .._pointwise import xlogy as _xlogy
 from .._size import Size
 from . import constraints
 from .exp_family import ExponentialFamily
-from .gamma import _rsample_standard_gamma
+from .gamma import _rsample_standard_gamma, _standard_gamma_grad
 from .utils import broadcast_all
 
 __all__ = ["Dirichlet", "Beta"]
@@ -39,7 +39,18 @@ class Dirichlet(ExponentialFamily):
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
-        g = _rsample_standard_gamma(self.concentration.expand(shape))
+        a = self.concentration.expand(shape)
+        if a.dtype in (_C.float32, _C.float64):
+            # torch's values (its _sample_dirichlet: gamma draws in float64, normalized,
+            # clamped); the gradient through those draws' implicit reparameterization
+            x, g = _C._gamma_draw(a.detach(), None, True)
+            if not a.requires_grad:
+                return x
+            a64 = a.to(_C.float64)
+            g = g + _standard_gamma_grad(a64.detach(), g) * (a64 - a64.detach())
+            xg = (g / g.sum(-1, True)).to(a.dtype)
+            return x + (xg - xg.detach())
+        g = _rsample_standard_gamma(a)
         tiny = finfo(g.dtype).tiny
         x = g / g.sum(-1, True)
         return x + (x.detach().clamp(min=tiny) - x.detach())    # kept >= tiny, as torch

@@ -1,13 +1,14 @@
 """Gamma(concentration, rate), Chi2(df) (Gamma(df/2, 1/2)) and InverseGamma(concentration,
 rate) (1/X for X ~ Gamma), with sampling by composition and implicit reparameterization.
 
-Sampling: Marsaglia & Tsang's squeeze-rejection method (2000), vectorized: every entry still
-pending draws a normal and a uniform each round, the accepted ones are written, and only the
-rejected entries are drawn again (acceptance is >= 95% per round for concentration >= 1, so
-_MAX_ROUNDS rounds failing is not a practical event; it raises rather than loops forever).
-concentration < 1 is boosted: G(a) = G(a + 1) * U^(1/a). The draws are computed in float64
-from cddp's generator and cast, so they differ from torch's (torch's sampler consumes its
-generator differently); tests check them statistically.
+Sampling: Marsaglia & Tsang's squeeze-rejection method (2000). float32 / float64: torch's
+CPU sampler, draw for draw (ops/random/gamma.c): the same values as torch after the same
+manual_seed, for Gamma, Chi2, InverseGamma, Dirichlet and Beta. float16 / bfloat16 (torch's
+CPU sampler has none): vectorized here — every entry still pending draws a normal and a
+uniform each round, the accepted ones are written, and only the rejected entries are drawn
+again (acceptance is >= 95% per round for concentration >= 1, so _MAX_ROUNDS rounds failing
+is not a practical event; it raises rather than loops forever); concentration < 1 is boosted:
+G(a) = G(a + 1) * U^(1/a), in float64, then cast.
 
 rsample gradients: d x / d rate is the reparameterization x = G / rate. d G / d concentration
 is the implicit reparameterization gradient (Figurnov et al. 2018)
@@ -44,7 +45,11 @@ _CHECK_EVERY = 8                   # convergence is checked (one .item()) every 
 
 
 def _standard_gamma(concentration, generator=None):
-    """Gamma(concentration, 1) draws, shape and dtype of concentration; no gradient."""
+    """Gamma(concentration, 1) draws, shape and dtype of concentration; no gradient. float32 /
+    float64: torch's own draws for the same seed (ops/random/gamma.c); the reduced dtypes
+    (which torch's CPU sampler refuses) through the vectorized sampler below."""
+    if concentration.dtype in (_C.float32, _C.float64):
+        return _C._gamma_draw(concentration.detach(), generator)
     with no_grad():
         dtype, shape = concentration.dtype, tuple(concentration.shape)
         a = concentration.detach().to(_C.float64).reshape(-1)

@@ -504,6 +504,9 @@ PyMethodDef cddp_creation_module_methods[] = {
     FK("bernoulli", cddp_py_bernoulli, "bernoulli(input, p=None, *, generator=None)"),
     FK("multinomial", cddp_py_multinomial,
        "multinomial(input, num_samples, replacement=False, *, generator=None)"),
+    FK("_gamma_draw", cddp_py_gamma_draw,
+       "_gamma_draw(alpha, generator=None, dirichlet=False): torch's CPU gamma / dirichlet "
+       "draws (ops/random/gamma.c)"),
     {"_set_default_meta", cddp_py_set_default_meta, METH_O,
      "_set_default_meta(flag) -> previous (None: read only): factories without a device "
      "make meta tensors"},

@@ -19,27 +19,9 @@
 #include <string.h>
 
 #define NOGIL_NUMEL 65536
-static const double PI_D = 3.14159265358979323846;   /* c10::pi<double> */
 
 /* torch's dtype names, used in its NotImplementedError messages */
 #define cpp_name cddp_dtype_torch_name
-
-/* normal_distribution<double>(mean, std) with the generator's Box-Muller cache */
-static inline double normal_f64(GeneratorObject *g, double mean, double std)
-{
-    double u1, u2, r, theta;
-    if (g->has_next_double) {
-        g->has_next_double = 0;
-        return fma(g->next_double, std, mean);
-    }
-    u1 = cddp_uniform_f64(g);
-    u2 = cddp_uniform_f64(g);
-    r = sqrt(-2.0 * log1p(-u2));
-    theta = 2.0 * PI_D * u1;
-    g->next_double = r * sin(theta);
-    g->has_next_double = 1;
-    return fma(r * cos(theta), std, mean);     /* torch's val * std + mean, fused */
-}
 
 /* ---- the strided draw loop ------------------------------------------------------------ */
 
@@ -96,7 +78,7 @@ static void draw_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
             }
             break;
         case CDDP_D_NORMAL: {
-            cddp_store_double(c->dt, p, normal_f64(g, c->a, c->b));   /* float16: via float */
+            cddp_store_double(c->dt, p, cddp_normal_f64(g, c->a, c->b));   /* float16: via float */
             break;
         }
         case CDDP_D_FROM_TO: {

@@ -14,6 +14,7 @@
 #define CDDP_RANDOM_H
 
 #include "core/cddp.h"
+#include <math.h>
 #include <pythread.h>
 
 #define CDDP_MT_N 624
@@ -77,6 +78,25 @@ static inline double cddp_uniform_f64(GeneratorObject *g)
     return (double)(cddp_gen_random64(g) & 0x1FFFFFFFFFFFFFULL) * (1.0 / 9007199254740992.0);
 }
 
+/* torch's normal_distribution<double>(mean, std), with the generator's Box-Muller cache (g
+ * locked by the caller) */
+static inline double cddp_normal_f64(GeneratorObject *g, double mean, double std)
+{
+    const double pi = 3.14159265358979323846;          /* c10::pi<double> */
+    double u1, u2, r, theta;
+    if (g->has_next_double) {
+        g->has_next_double = 0;
+        return fma(g->next_double, std, mean);
+    }
+    u1 = cddp_uniform_f64(g);
+    u2 = cddp_uniform_f64(g);
+    r = sqrt(-2.0 * log1p(-u2));
+    theta = 2.0 * pi * u1;
+    g->next_double = r * sin(theta);
+    g->has_next_double = 1;
+    return fma(r * cos(theta), std, mean);     /* torch's val * std + mean, fused */
+}
+
 /* ---- draws into tensors (ops/random/dist.c) ----------------------------------------------- */
 
 enum { CDDP_D_UNIFORM, CDDP_D_NORMAL, CDDP_D_FROM_TO, CDDP_D_FULL64, CDDP_D_DEFAULT,
@@ -134,5 +154,7 @@ PyObject *cddp_py_randint_like(PyObject *m, PyObject *const *args, Py_ssize_t na
 PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *cddp_py_bernoulli(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *cddp_py_multinomial(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+/* ops/random/gamma.c */
+PyObject *cddp_py_gamma_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 
 #endif
