@@ -100,12 +100,28 @@ static void dirichlet_rows(GeneratorObject *gen, const double *v, int64_t n, int
     }
 }
 
+/* out[i] = one draw for alpha[i], kept >= the dtype's smallest normal (std::max(min, s): NaN
+ * included) */
+static void gamma_all(GeneratorObject *gen, const double *alpha, int64_t n, char *out, int f32)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (f32) {
+            float s = (float)gamma_one(gen, alpha[i], 1);
+            ((float *)out)[i] = s > FLT_MIN ? s : FLT_MIN;
+        } else {
+            double s = gamma_one(gen, alpha[i], 0);
+            ((double *)out)[i] = s > DBL_MIN ? s : DBL_MIN;
+        }
+    }
+}
+
 PyObject *cddp_py_gamma_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
 {
     static const char *const names[] = {"alpha", "generator", "dirichlet", NULL};
     PyObject *v[3] = {NULL}, *res = NULL;
     TensorObject *a, *out = NULL, *g64 = NULL;
     GeneratorObject *gen;
+    PyThreadState *ts;
     double *alpha = NULL;
     int dir = 0, f32;
     int64_t n;
@@ -133,24 +149,16 @@ PyObject *cddp_py_gamma_draw(PyObject *m, PyObject *const *args, Py_ssize_t narg
         goto done;
     if (dir && !(g64 = cddp_tensor_new(CDDP_FLOAT64, a->ndim, a->shape, 0)))
         goto done;
-    cddp_gen_acquire(gen, 0);
-    if (dir) {
+    ts = n > 65536 ? PyEval_SaveThread() : NULL;          /* big draws: without the GIL */
+    cddp_gen_acquire(gen, ts != NULL);
+    if (dir)
         dirichlet_rows(gen, alpha, n, a->ndim ? a->shape[a->ndim - 1] : 1,
                        (double *)cddp_data(g64), cddp_data(out), f32);
-    } else if (f32) {
-        float *o = (float *)cddp_data(out);
-        for (int64_t i = 0; i < n; i++) {
-            float s = (float)gamma_one(gen, alpha[i], 1);
-            o[i] = s > FLT_MIN ? s : FLT_MIN;     /* std::max(min, s), NaN included */
-        }
-    } else {
-        double *o = (double *)cddp_data(out);
-        for (int64_t i = 0; i < n; i++) {
-            double s = gamma_one(gen, alpha[i], 0);
-            o[i] = s > DBL_MIN ? s : DBL_MIN;
-        }
-    }
+    else
+        gamma_all(gen, alpha, n, cddp_data(out), f32);
     cddp_gen_release(gen);
+    if (ts)
+        PyEval_RestoreThread(ts);
     res = dir ? PyTuple_Pack(2, (PyObject *)out, (PyObject *)g64) : Py_NewRef(out);
 done:
     PyMem_Free(alpha);
