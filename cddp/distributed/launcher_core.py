@@ -45,6 +45,7 @@ import json
 import os
 import queue
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -358,6 +359,7 @@ class _Sink:
 
 
 HOLD_S = 0.5       # a line without its newline yet is shown once its writer is quiet this long
+TAIL_CHARS = 4096  # of a line still open, what is kept for the failure report
 
 
 def _prefixed(data: bytes, prefix: bytes, at_start: bool) -> bytes:
@@ -380,7 +382,6 @@ def _pump(pipe, prefix: bytes, sink, tail, show, log):
     progress bar) or when its writer has been quiet for HOLD_S (a prompt before a long step).
     A log file that fails (disk full) is dropped with one line on the console; the pipe is
     always drained."""
-    import select
     fd = pipe.fileno()
     pending, at_start, line = b"", True, b""      # pending: read, not yet shown
 
@@ -391,6 +392,7 @@ def _pump(pipe, prefix: bytes, sink, tail, show, log):
         if data:
             at_start = data.endswith(b"\n")
         *done, line = (line + data).split(b"\n")
+        line = line[-TAIL_CHARS:]                    # a bar redrawn for hours stays bounded
         for ln in done:                              # the text a redrawn line ended with
             shown = [seg for seg in ln.split(b"\r") if seg] or [b""]
             tail.append(prefix.decode() + shown[-1].decode("utf-8", "replace"))
