@@ -114,10 +114,10 @@ def test_loading_a_missing_class_raises_attribute_error(tmp_path):
     assert "cannot import" in str(e.value)
 
 
-# ---- the gamma family draws torch's numbers (cleanrl-style Beta / Dirichlet policies) --------
+# ---- the gamma family and Poisson draw torch's numbers (cleanrl-style Beta policies) ---------
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])
-def test_gamma_family_draws_equal_torchs(dt):
+def test_gamma_family_and_poisson_draws_equal_torchs(dt):
     torch = pytest.importorskip("torch")
     import cddp
 
@@ -129,7 +129,10 @@ def test_gamma_family_draws_equal_torchs(dt):
                 (2, lambda: D.Beta(T.tensor([2.0, 0.3], dtype=d), T.tensor([3.0, 0.7], dtype=d)), (4,)),
                 (3, lambda: D.Dirichlet(T.tensor([[0.5, 1.0, 2.0], [3.0, 0.2, 0.7]], dtype=d)), (3,)),
                 (4, lambda: D.StudentT(T.tensor([3.0, 5.0], dtype=d)), (3,)),
-                (5, lambda: D.InverseGamma(T.tensor([2.0], dtype=d), T.tensor([1.0], dtype=d)), (4,))):
+                (5, lambda: D.InverseGamma(T.tensor([2.0], dtype=d), T.tensor([1.0], dtype=d)), (4,)),
+                (6, lambda: D.Poisson(T.tensor([0.0, 3.0, 9.99, 10.0, 250.0], dtype=d)), (4,)),
+                (7, lambda: D.NegativeBinomial(T.tensor([5.0], dtype=d),
+                                               logits=T.tensor([0.3], dtype=d)), (5,))):
             T.manual_seed(seed)
             out.append(make().sample(shape).numpy())
             out.append(T.rand(2, dtype=d).numpy())          # the stream stays in step
@@ -137,6 +140,7 @@ def test_gamma_family_draws_equal_torchs(dt):
         edge = T.tensor([-1.0, 0.0, float("inf"), float("nan"), 1e-3, 0.5], dtype=d)
         out.append((T._C._gamma_draw if T is cddp else T._standard_gamma)(edge).numpy())
         out.append(T._sample_dirichlet(T.tensor([[0.1, 0.1], [5.0, 9.0]], dtype=d)).numpy())
+        out.append(T.poisson(T.tensor(np.linspace(0, 40, 81), dtype=d)).numpy())
         return out
     for got, want in zip(draws(cddp), draws(torch)):
         np.testing.assert_array_equal(got, want)

@@ -1,7 +1,8 @@
 """Poisson(rate) on {0, 1, 2, ...}, and the sampler the count families share.
 
-Sampling by composition (the draws differ from torch.poisson's, which consumes its generator
-differently; tests check them statistically), vectorized over the batch:
+Sampling: float32 / float64 rates draw torch.poisson's numbers (its CPU sampler draw for draw,
+ops/random/gamma.c). Other dtypes by composition, vectorized over the batch (the draws differ
+from torch's; tests check them statistically):
   * rate < 10: inversion by sequential search, one step k for every entry at once (the
     cumulative pmf is built term by term; an entry stops counting once u <= F(k));
   * rate >= 10: Hoermann's PTRS transformed rejection (1993): every pending entry draws a
@@ -72,7 +73,10 @@ def _poisson_ptrs(lam, generator=None):
 
 
 def _poisson(rate, generator=None):
-    """Poisson(rate) draws, shape and dtype of rate; no gradient."""
+    """Poisson(rate) draws, shape and dtype of rate; no gradient. float32 / float64: torch's
+    own draws for the same seed (ops/random/gamma.c); other dtypes composed below."""
+    if rate.dtype in (_C.float32, _C.float64):
+        return _C._poisson_draw(rate.detach(), generator)
     with no_grad():
         dtype, shape = rate.dtype, tuple(rate.shape)
         lam = rate.detach().to(_C.float64).reshape(-1)

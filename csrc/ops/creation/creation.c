@@ -507,6 +507,8 @@ PyMethodDef cddp_creation_module_methods[] = {
     FK("_gamma_draw", cddp_py_gamma_draw,
        "_gamma_draw(alpha, generator=None, dirichlet=False): torch's CPU gamma / dirichlet "
        "draws (ops/random/gamma.c)"),
+    FK("_poisson_draw", cddp_py_poisson_draw,
+       "_poisson_draw(rate, generator=None): torch's CPU Poisson draws (ops/random/gamma.c)"),
     {"_set_default_meta", cddp_py_set_default_meta, METH_O,
      "_set_default_meta(flag) -> previous (None: read only): factories without a device "
      "make meta tensors"},

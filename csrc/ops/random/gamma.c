@@ -1,5 +1,6 @@
-/* ops/random/gamma.c — torch's CPU gamma and Dirichlet samplers, draw for draw: the values
- * torch._standard_gamma / torch._sample_dirichlet give after the same manual_seed.
+/* ops/random/gamma.c — torch's CPU gamma, Dirichlet and Poisson samplers, draw for draw: the
+ * values torch._standard_gamma / torch._sample_dirichlet / torch.poisson give after the same
+ * manual_seed.
  *
  *   _gamma_draw(alpha, generator=None, dirichlet=False)
  *     alpha: float32 / float64, any shape and layout; read in C order (torch's serial kernel
@@ -10,13 +11,20 @@
  *        x = g / sum(g) in alpha's dtype, clamped into [smallest normal, 1 - ulp)
  *                                                                        (_s_dirichlet_cpu)
  *
+ *   _poisson_draw(rate, generator=None)
+ *     rate: float32 / float64 -> Poisson(rate) counts of its shape and dtype   (_s_poisson_cpu)
+ *
  * One draw (torch's sample_gamma, Marsaglia & Tsang 2000, doi:10.1145/358407.358414): alpha
  * < 1 is boosted to alpha + 1 with scale (1 - U)^(1/alpha) (U drawn first); then normals x
  * (normal_distribution<double>, its Box-Muller cache shared with the generator) until
  * y = 1 + c x > 0, a uniform u = 1 - U, and the squeeze or the log test accepts d y^3. The
  * arithmetic is float where torch's is (alpha + 1, 1 / alpha and alpha - 1/3 for a float32
- * alpha; the literal constants are floats), double elsewhere. No gradient here: the callers attach it (distributions/
- * gamma.py).
+ * alpha; the literal constants are floats), double elsewhere.
+ *
+ * One Poisson draw (torch's sample_poisson, in double): rate >= 10 by Hormann's transformed
+ * rejection (1993: two uniforms a round), 0 for rate 0, else the product of uniforms until it
+ * falls to exp(-rate) or below. No gradient here: the callers attach it (distributions/
+ * gamma.py, _sampling.py).
  */
 #include "ops/random/random.h"
 #include "ops/creation/creation.h"
@@ -50,6 +58,44 @@ static double gamma_one(GeneratorObject *g, double alpha, int f32)
             return scale * d * v;
         if (log(u) < 0.5 * xx + d * (1.0 - v + log(v)))
             return scale * d * v;
+    }
+}
+
+/* One Poisson(lambda) count (see the file comment). */
+static double poisson_one(GeneratorObject *g, double lambda)
+{
+    if (lambda >= 10) {
+        const double slam = sqrt(lambda), loglam = log(lambda);
+        const double b = 0.931 + 2.53 * slam, a = -0.059 + 0.02483 * b;
+        const double invalpha = 1.1239 + 1.1328 / (b - 3.4), vr = 0.9277 - 3.6224 / (b - 2);
+        for (;;) {
+            double u = cddp_uniform_f64(g) - 0.5, v = cddp_uniform_f64(g);
+            double us = 0.5 - fabs(u);
+            /* torch's k is an int64; a double holds the same integers, and an infinite or
+             * huge rate then gives inf / a huge count instead of an overflowing conversion */
+            double k = floor((2 * a / us + b) * u + lambda + 0.43);
+            if (us >= 0.07 && v <= vr)
+                return k;
+            if (k < 0 || (us < 0.013 && v > us))
+                continue;
+            if (log(v) + log(invalpha) - log(a / (us * us) + b) <=
+                -lambda + k * loglam - lgamma(k + 1))
+                return k;
+        }
+    }
+    if (lambda == 0)
+        return 0.0;
+    {
+        const double enlam = exp(-lambda);
+        double prod = 1.0;
+        int64_t x = 0;
+        for (;;) {
+            prod *= cddp_uniform_f64(g);
+            if (prod > enlam)
+                x += 1;
+            else
+                return (double)x;
+        }
     }
 }
 
@@ -101,11 +147,18 @@ static void dirichlet_rows(GeneratorObject *gen, const double *v, int64_t n, int
 }
 
 /* out[i] = one draw for alpha[i], kept >= the dtype's smallest normal (std::max(min, s): NaN
- * included) */
-static void gamma_all(GeneratorObject *gen, const double *alpha, int64_t n, char *out, int f32)
+ * included); Poisson counts as they come */
+static void draw_all(GeneratorObject *gen, const double *alpha, int64_t n, char *out, int f32,
+                     int poisson)
 {
     for (int64_t i = 0; i < n; i++) {
-        if (f32) {
+        if (poisson) {
+            double k = poisson_one(gen, alpha[i]);
+            if (f32)
+                ((float *)out)[i] = (float)k;
+            else
+                ((double *)out)[i] = k;
+        } else if (f32) {
             float s = (float)gamma_one(gen, alpha[i], 1);
             ((float *)out)[i] = s > FLT_MIN ? s : FLT_MIN;
         } else {
@@ -115,54 +168,83 @@ static void gamma_all(GeneratorObject *gen, const double *alpha, int64_t n, char
     }
 }
 
-PyObject *cddp_py_gamma_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
+enum { GAMMA, DIRICHLET, POISSON };
+
+/* The draws of kind for tensor argument v0 (float32 / float64): a tensor, or (x, g) for
+ * Dirichlet. NULL + TypeError / MemoryError. */
+static PyObject *sample(PyObject *v0, GeneratorObject *gen, int kind, const char *fname)
 {
-    static const char *const names[] = {"alpha", "generator", "dirichlet", NULL};
-    PyObject *v[3] = {NULL}, *res = NULL;
     TensorObject *a, *out = NULL, *g64 = NULL;
-    GeneratorObject *gen;
+    PyObject *res = NULL;
     PyThreadState *ts;
     double *alpha = NULL;
-    int dir = 0, f32;
+    int f32;
     int64_t n;
-    (void)m;
-    for (Py_ssize_t i = 0; i < nargs && i < 3; i++)
-        v[i] = args[i];
-    if (nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "_gamma_draw() takes at most 3 arguments");
+    if (!v0 || !cddp_tensor_check(v0) || (((TensorObject *)v0)->dtype != CDDP_FLOAT32 &&
+                                          ((TensorObject *)v0)->dtype != CDDP_FLOAT64)) {
+        PyErr_Format(PyExc_TypeError, "%s(): expected a float32 or float64 tensor", fname);
         return NULL;
     }
-    if (cddp_kw_parse("_gamma_draw", args, nargs, kw, names, v) < 0 ||
-        !(gen = cddp_generator_get(v[1], "_gamma_draw")) || cddp_parse_flag(v[2], &dir) < 0)
-        return NULL;
-    if (!v[0] || !cddp_tensor_check(v[0]) ||
-        (((TensorObject *)v[0])->dtype != CDDP_FLOAT32 &&
-         ((TensorObject *)v[0])->dtype != CDDP_FLOAT64)) {
-        PyErr_SetString(PyExc_TypeError, "_gamma_draw(): alpha must be a float32 or float64 "
-                        "tensor");
-        return NULL;
-    }
-    a = (TensorObject *)v[0];
+    a = (TensorObject *)v0;
     f32 = a->dtype == CDDP_FLOAT32;
     n = cddp_numel(a);
     if (!(alpha = read_alpha(a, n)) || !(out = cddp_tensor_new(a->dtype, a->ndim, a->shape, 0)))
         goto done;
-    if (dir && !(g64 = cddp_tensor_new(CDDP_FLOAT64, a->ndim, a->shape, 0)))
+    if (kind == DIRICHLET && !(g64 = cddp_tensor_new(CDDP_FLOAT64, a->ndim, a->shape, 0)))
         goto done;
     ts = n > 65536 ? PyEval_SaveThread() : NULL;          /* big draws: without the GIL */
     cddp_gen_acquire(gen, ts != NULL);
-    if (dir)
+    if (kind == DIRICHLET)
         dirichlet_rows(gen, alpha, n, a->ndim ? a->shape[a->ndim - 1] : 1,
                        (double *)cddp_data(g64), cddp_data(out), f32);
     else
-        gamma_all(gen, alpha, n, cddp_data(out), f32);
+        draw_all(gen, alpha, n, cddp_data(out), f32, kind == POISSON);
     cddp_gen_release(gen);
     if (ts)
         PyEval_RestoreThread(ts);
-    res = dir ? PyTuple_Pack(2, (PyObject *)out, (PyObject *)g64) : Py_NewRef(out);
+    res = kind == DIRICHLET ? PyTuple_Pack(2, (PyObject *)out, (PyObject *)g64)
+                            : Py_NewRef(out);
 done:
     PyMem_Free(alpha);
     Py_XDECREF(out);
     Py_XDECREF(g64);
     return res;
+}
+
+PyObject *cddp_py_gamma_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
+{
+    static const char *const names[] = {"alpha", "generator", "dirichlet", NULL};
+    PyObject *v[3] = {NULL};
+    GeneratorObject *gen;
+    int dir = 0;
+    (void)m;
+    if (nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "_gamma_draw() takes at most 3 arguments");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    if (cddp_kw_parse("_gamma_draw", args, nargs, kw, names, v) < 0 ||
+        !(gen = cddp_generator_get(v[1], "_gamma_draw")) || cddp_parse_flag(v[2], &dir) < 0)
+        return NULL;
+    return sample(v[0], gen, dir ? DIRICHLET : GAMMA, "_gamma_draw");
+}
+
+PyObject *cddp_py_poisson_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                               PyObject *kw)
+{
+    static const char *const names[] = {"rate", "generator", NULL};
+    PyObject *v[2] = {NULL};
+    GeneratorObject *gen;
+    (void)m;
+    if (nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "_poisson_draw() takes at most 2 arguments");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    if (cddp_kw_parse("_poisson_draw", args, nargs, kw, names, v) < 0 ||
+        !(gen = cddp_generator_get(v[1], "_poisson_draw")))
+        return NULL;
+    return sample(v[0], gen, POISSON, "_poisson_draw");
 }
