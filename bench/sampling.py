@@ -1,6 +1,6 @@
 #!/usr/bin/env python
-"""bench/sampling.py — the rejection samplers (ops/random/gamma.c: torch's gamma, Dirichlet and
-Poisson samplers draw for draw) in cddp beside torch, one thread each.
+"""bench/sampling.py — the rejection samplers (ops/random/gamma.c: torch's gamma, Dirichlet,
+Poisson and binomial samplers draw for draw) in cddp beside torch, one thread each.
 
     python bench/sampling.py            # 200k draws per row
     python bench/sampling.py --quick    # 20k
@@ -28,6 +28,8 @@ def rows(n):
          lambda T: T.distributions.Beta(T.tensor(2.0), T.tensor(3.0)).sample((n,))),
         (f"poisson(rate 0..40), {n} draws",
          lambda T: T.poisson(T.linspace(0, 40, n))),
+        (f"binomial(count 0..200, p 0.3), {n} draws",
+         lambda T: T.binomial(T.linspace(0, 200, n).floor(), T.full((n,), 0.3))),
     ]
 
 

@@ -115,10 +115,10 @@ def test_loading_a_missing_class_raises_attribute_error(tmp_path):
     assert "cannot import" in str(e.value)
 
 
-# ---- the gamma family and Poisson draw torch's numbers (cleanrl-style Beta policies) ---------
+# ---- gamma family, Poisson, binomial: torch's numbers (cleanrl-style Beta policies) ---------
 
 @pytest.mark.parametrize("dt", ["float32", "float64"])
-def test_gamma_family_and_poisson_draws_equal_torchs(dt):
+def test_gamma_family_poisson_and_binomial_draws_equal_torchs(dt):
     torch = pytest.importorskip("torch")
     import cddp
 
@@ -144,6 +144,12 @@ def test_gamma_family_and_poisson_draws_equal_torchs(dt):
         out.append((T._C._gamma_draw if T is cddp else T._standard_gamma)(edge).numpy())
         out.append(T._sample_dirichlet(T.tensor([[0.1, 0.1], [5.0, 9.0]], dtype=d)).numpy())
         out.append(T.poisson(T.tensor(np.linspace(0, 40, 81), dtype=d)).numpy())
+        T.manual_seed(8)
+        count = t([0.0, 1, 5, 10, 11, 20, 100, 1e6, 3, 50, 50, 7, 1000, 2000])
+        prob = t([0.5, 0.0, 0.999, 0.5, 0.91, 0.5, 0.1, 0.3, 1e-6, 0.2, 0.8, 0.99, 0.004, 0.6])
+        out.append(T.binomial(count, prob).numpy())
+        T.manual_seed(9)
+        out.append(D.Binomial(t([30.0, 400.0]), probs=t([0.3, 0.75])).sample((4,)).numpy())
         return out
     for got, want in zip(draws(cddp), draws(torch)):
         np.testing.assert_array_equal(got, want)

@@ -1,15 +1,14 @@
 """Binomial(total_count, probs | logits), NegativeBinomial(total_count, probs | logits) and
 Multinomial(total_count, probs | logits).
 
-Sampling by composition, vectorized over the batch (draws differ from torch.binomial's /
-torch.poisson's; tests check them statistically), except Multinomial, which draws exactly as
-torch does (total_count Categorical draws counted with scatter_add), so a seed gives torch's
-counts:
-  * Binomial: with q = min(p, 1 - p) (p > 1/2 by symmetry), n q < 10 by inversion (sequential
-    search over k, every entry at once), otherwise Hoermann's BTRS transformed rejection
-    (1993) with its exact acceptance test, rejected entries redrawn for at most _MAX_ROUNDS
-    rounds before a clear error;
-  * NegativeBinomial: Poisson(Gamma(total_count, rate=exp(-logits))), as torch composes it.
+Sampling: float32 / float64 draw torch's numbers for a seed — Binomial through torch's CPU
+sampler draw for draw (ops/random/gamma.c), NegativeBinomial as torch composes it (Poisson of
+Gamma(total_count, rate=exp(-logits)), both torch's samplers), Multinomial as torch does
+(total_count Categorical draws counted with scatter_add). Other dtypes by composition,
+vectorized over the batch (the draws differ from torch's; tests check them statistically):
+with q = min(p, 1 - p) (p > 1/2 by symmetry), n q < 10 by inversion (sequential search over
+k, every entry at once), otherwise Hoermann's BTRS transformed rejection (1993) with its exact
+acceptance test, rejected entries redrawn for at most _MAX_ROUNDS rounds before a clear error.
 """
 import math
 
@@ -87,7 +86,11 @@ def _binomial_btrs(n, q, generator=None):
 
 
 def _binomial(total_count, probs, generator=None):
-    """Binomial(total_count, probs) draws (one broadcast shape, float); no gradient."""
+    """Binomial(total_count, probs) draws (one broadcast shape, float); no gradient. float32 /
+    float64: torch's own draws for the same seed (ops/random/gamma.c); other dtypes composed
+    below."""
+    if probs.dtype in (_C.float32, _C.float64) and total_count.dtype == probs.dtype:
+        return _C._binomial_draw(total_count.detach(), probs.detach(), generator)
     with no_grad():
         dtype, shape = probs.dtype, tuple(probs.shape)
         n = total_count.detach().to(_C.float64).reshape(-1)

@@ -509,6 +509,9 @@ PyMethodDef cddp_creation_module_methods[] = {
        "draws (ops/random/gamma.c)"),
     FK("_poisson_draw", cddp_py_poisson_draw,
        "_poisson_draw(rate, generator=None): torch's CPU Poisson draws (ops/random/gamma.c)"),
+    FK("_binomial_draw", cddp_py_binomial_draw,
+       "_binomial_draw(count, prob, generator=None): torch's CPU binomial draws "
+       "(ops/random/gamma.c)"),
     {"_set_default_meta", cddp_py_set_default_meta, METH_O,
      "_set_default_meta(flag) -> previous (None: read only): factories without a device "
      "make meta tensors"},

@@ -1,6 +1,6 @@
-/* ops/random/gamma.c — torch's CPU gamma, Dirichlet and Poisson samplers, draw for draw: the
- * values torch._standard_gamma / torch._sample_dirichlet / torch.poisson give after the same
- * manual_seed.
+/* ops/random/gamma.c — torch's CPU gamma, Dirichlet, Poisson and binomial samplers, draw for
+ * draw: the values torch._standard_gamma / torch._sample_dirichlet / torch.poisson /
+ * torch.binomial give after the same manual_seed.
  *
  *   _gamma_draw(alpha, generator=None, dirichlet=False)
  *     alpha: float32 / float64, any shape and layout; read in C order (torch's serial kernel
@@ -13,6 +13,9 @@
  *
  *   _poisson_draw(rate, generator=None)
  *     rate: float32 / float64 -> Poisson(rate) counts of its shape and dtype   (_s_poisson_cpu)
+ *   _binomial_draw(count, prob, generator=None)
+ *     count, prob: one shape, one dtype (float32 / float64; the caller broadcasts and checks)
+ *     -> Binomial(count, prob) counts                                        (_s_binomial_cpu)
  *
  * One draw (torch's sample_gamma, Marsaglia & Tsang 2000, doi:10.1145/358407.358414): alpha
  * < 1 is boosted to alpha + 1 with scale (1 - U)^(1/alpha) (U drawn first); then normals x
@@ -23,13 +26,20 @@
  *
  * One Poisson draw (torch's sample_poisson, in double): rate >= 10 by Hormann's transformed
  * rejection (1993: two uniforms a round), 0 for rate 0, else the product of uniforms until it
- * falls to exp(-rate) or below. No gradient here: the callers attach it (distributions/
- * gamma.py, _sampling.py).
+ * falls to exp(-rate) or below.
+ *
+ * One binomial draw (torch's sample_binomial, in the dtype's own arithmetic where torch's is
+ * and double elsewhere): count <= 0 or prob <= 0 give 0, prob >= 1 count; otherwise with q the
+ * smaller of prob and 1 - prob, count q >= 10 by BTRS (Hormann 1993, torch's variant of its
+ * bound with Stirling tails), else by summing geometric waiting times.
+ *
+ * No gradient here: the callers attach it (distributions/gamma.py, _sampling.py).
  */
 #include "ops/random/random.h"
 #include "ops/creation/creation.h"
 #include <float.h>
 #include <math.h>
+#include <string.h>
 
 /* One draw for alpha, f32: alpha is a float32 value (torch's scalar_t arithmetic). */
 static double gamma_one(GeneratorObject *g, double alpha, int f32)
@@ -98,6 +108,77 @@ static double poisson_one(GeneratorObject *g, double lambda)
         }
     }
 }
+
+/* Stirling's series tail of log k! (torch's stirling_approx_tail: a table below 10) */
+static double stirling_tail(double k)
+{
+    static const double small[10] = {
+        0.0810614667953272, 0.0413406959554092, 0.0276779256849983, 0.02079067210376509,
+        0.0166446911898211, 0.0138761288230707, 0.0118967099458917, 0.0104112652619720,
+        0.00925546218271273, 0.00833056343336287};
+    double kp1sq;
+    if (k <= 9)
+        return small[(int)k];
+    kp1sq = (k + 1) * (k + 1);
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1);
+}
+
+/* binomial_<S>(g, count, prob) for the scalar type S (float: float32 tensors): the count
+ * and probability arithmetic in S, as torch's scalar_t, the rest in double */
+#define BINOMIAL(S)                                                                           \
+    static S btrs_##S(GeneratorObject *g, S count, S prob)                                    \
+    {                                                                                         \
+        const double stddev = sqrt(count * prob * (1 - prob));                                \
+        const double b = 1.15 + 2.53 * stddev, a = -0.0873 + 0.0248 * b + 0.01 * prob;       \
+        const double c = count * prob + 0.5, v_r = 0.92 - 4.2 / b, r = prob / (1 - prob);   \
+        const double alpha = (2.83 + 5.1 / b) * stddev, m = floor((count + 1) * prob);       \
+        for (;;) {                                                                            \
+            double u = cddp_uniform_f64(g) - 0.5, v = cddp_uniform_f64(g);                    \
+            double us = 0.5 - fabs(u), bound;                                                 \
+            S k = (S)floor((2 * a / us + b) * u + c);                                         \
+            if (k < 0 || k > count)                                                           \
+                continue;                                                                     \
+            if (us >= 0.07 && v <= v_r)                                                       \
+                return k;                                                                     \
+            v = log(v * alpha / (a / (us * us) + b));                                         \
+            bound = (m + 0.5) * log((m + 1) / (r * (count - m + 1))) +                        \
+                    (count + 1) * log((count - m + 1) / (count - k + 1)) +                    \
+                    (k + 0.5) * log(r * (count - k + 1) / (k + 1)) + stirling_tail(m) +       \
+                    stirling_tail(count - m) - stirling_tail(k) - stirling_tail(count - k);   \
+            if (v <= bound)                                                                   \
+                return k;                                                                     \
+        }                                                                                     \
+    }                                                                                         \
+    static S inversion_##S(GeneratorObject *g, S count, S prob)                               \
+    {                                                                                         \
+        double sum = 0, logprob = log1p(-prob);                                               \
+        S k = 0;                                                                              \
+        for (;;) {                                                                            \
+            sum += ceil(log(cddp_uniform_f64(g)) / logprob);                                  \
+            if (sum > count)                                                                  \
+                return k;                                                                     \
+            k = k + 1;                                                                        \
+        }                                                                                     \
+    }                                                                                         \
+    static S binomial_##S(GeneratorObject *g, S count, S prob)                                \
+    {                                                                                         \
+        S q;                                                                                  \
+        if (!isfinite(count) || isnan(prob))   /* torch's loops never end on these */         \
+            return (S)NAN;                                                                    \
+        if (count <= 0 || prob <= 0)                                                          \
+            return 0;                                                                         \
+        if (prob >= 1)                                                                        \
+            return count;                                                                     \
+        if (prob <= 0.5)                                                                      \
+            return count * prob >= 10 ? btrs_##S(g, count, prob)                              \
+                                       : inversion_##S(g, count, prob);                       \
+        if (!(prob > 0.5))                                                                    \
+            return (S)NAN;                                                                    \
+        q = 1 - prob;                                                                         \
+        return count - (count * q >= 10 ? btrs_##S(g, count, q) : inversion_##S(g, count, q)); \
+    }
+BINOMIAL(float)
+BINOMIAL(double)
 
 /* alpha's values in C order, as doubles (n of them), into a new buffer; NULL + MemoryError */
 static double *read_alpha(TensorObject *a, int64_t n)
@@ -247,4 +328,56 @@ PyObject *cddp_py_poisson_draw(PyObject *m, PyObject *const *args, Py_ssize_t na
         !(gen = cddp_generator_get(v[1], "_poisson_draw")))
         return NULL;
     return sample(v[0], gen, POISSON, "_poisson_draw");
+}
+
+PyObject *cddp_py_binomial_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kw)
+{
+    static const char *const names[] = {"count", "prob", "generator", NULL};
+    PyObject *v[3] = {NULL}, *res = NULL;
+    TensorObject *c, *p, *out = NULL;
+    GeneratorObject *gen;
+    PyThreadState *ts;
+    double *cv = NULL, *pv = NULL;
+    int64_t n;
+    (void)m;
+    if (nargs > 3) {
+        PyErr_SetString(PyExc_TypeError, "_binomial_draw() takes at most 3 arguments");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    if (cddp_kw_parse("_binomial_draw", args, nargs, kw, names, v) < 0 ||
+        !(gen = cddp_generator_get(v[2], "_binomial_draw")))
+        return NULL;
+    c = (TensorObject *)v[0];
+    p = (TensorObject *)v[1];
+    if (!c || !p || !cddp_tensor_check(v[0]) || !cddp_tensor_check(v[1]) ||
+        c->dtype != p->dtype || (c->dtype != CDDP_FLOAT32 && c->dtype != CDDP_FLOAT64) ||
+        c->ndim != p->ndim || memcmp(c->shape, p->shape, sizeof(int64_t) * c->ndim)) {
+        PyErr_SetString(PyExc_TypeError, "_binomial_draw(): count and prob must be float32 or "
+                        "float64 tensors of one shape and dtype");
+        return NULL;
+    }
+    n = cddp_numel(c);
+    if (!(cv = read_alpha(c, n)) || !(pv = read_alpha(p, n)) ||
+        !(out = cddp_tensor_new(c->dtype, c->ndim, c->shape, 0)))
+        goto done;
+    ts = n > 65536 ? PyEval_SaveThread() : NULL;          /* big draws: without the GIL */
+    cddp_gen_acquire(gen, ts != NULL);
+    for (int64_t i = 0; i < n; i++) {
+        if (c->dtype == CDDP_FLOAT32)
+            ((float *)cddp_data(out))[i] = binomial_float(gen, (float)cv[i], (float)pv[i]);
+        else
+            ((double *)cddp_data(out))[i] = binomial_double(gen, cv[i], pv[i]);
+    }
+    cddp_gen_release(gen);
+    if (ts)
+        PyEval_RestoreThread(ts);
+    res = Py_NewRef(out);
+done:
+    PyMem_Free(cv);
+    PyMem_Free(pv);
+    Py_XDECREF(out);
+    return res;
 }

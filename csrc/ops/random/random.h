@@ -157,5 +157,6 @@ PyObject *cddp_py_multinomial(PyObject *m, PyObject *const *args, Py_ssize_t nar
 /* ops/random/gamma.c */
 PyObject *cddp_py_gamma_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *cddp_py_poisson_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
+PyObject *cddp_py_binomial_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 
 #endif
