@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""bench/sampling.py — the rejection samplers (ops/random/gamma.c: torch's gamma, Dirichlet,
+"""bench/sampling.py — the rejection samplers (ops/random/rejection.c: torch's gamma, Dirichlet,
 Poisson and binomial samplers draw for draw) in cddp beside torch, one thread each.
 
     python bench/sampling.py            # 200k draws per row

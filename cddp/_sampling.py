@@ -77,7 +77,7 @@ def _sample_dirichlet(input, generator=None):  # noqa: A002
     """Dirichlet(input) draws over the last dim: Gamma(input, 1) draws, normalized."""
     from .distributions.gamma import _standard_gamma as _gamma
     _positive_concentration("_sample_dirichlet", input)
-    if input.dtype in (_C.float32, _C.float64):        # torch's values (ops/random/gamma.c)
+    if input.dtype in (_C.float32, _C.float64):        # torch's values (ops/random/rejection.c)
         return _C._gamma_draw(input.detach(), generator, True)[0]
     with no_grad():
         g = _gamma(input.detach(), generator)

@@ -2,7 +2,7 @@
 Multinomial(total_count, probs | logits).
 
 Sampling: float32 / float64 draw torch's numbers for a seed — Binomial through torch's CPU
-sampler draw for draw (ops/random/gamma.c), NegativeBinomial as torch composes it (Poisson of
+sampler draw for draw (ops/random/rejection.c), NegativeBinomial as torch composes it (Poisson of
 Gamma(total_count, rate=exp(-logits)), both torch's samplers), Multinomial as torch does
 (total_count Categorical draws counted with scatter_add). Other dtypes by composition,
 vectorized over the batch (the draws differ from torch's; tests check them statistically):
@@ -87,7 +87,7 @@ def _binomial_btrs(n, q, generator=None):
 
 def _binomial(total_count, probs, generator=None):
     """Binomial(total_count, probs) draws (one broadcast shape, float); no gradient. float32 /
-    float64: torch's own draws for the same seed (ops/random/gamma.c); other dtypes composed
+    float64: torch's own draws for the same seed (ops/random/rejection.c); other dtypes composed
     below."""
     if probs.dtype in (_C.float32, _C.float64) and total_count.dtype == probs.dtype:
         return _C._binomial_draw(total_count.detach(), probs.detach(), generator)

@@ -2,7 +2,7 @@
 rate) (1/X for X ~ Gamma), with sampling by composition and implicit reparameterization.
 
 Sampling: Marsaglia & Tsang's squeeze-rejection method (2000). float32 / float64: torch's
-CPU sampler, draw for draw (ops/random/gamma.c): the same values as torch after the same
+CPU sampler, draw for draw (ops/random/rejection.c): the same values as torch after the same
 manual_seed, for Gamma, Chi2, InverseGamma, Dirichlet and Beta. float16 / bfloat16 (torch's
 CPU sampler has none): vectorized here — every entry still pending draws a normal and a
 uniform each round, the accepted ones are written, and only the rejected entries are drawn
@@ -46,7 +46,7 @@ _CHECK_EVERY = 8                   # convergence is checked (one .item()) every 
 
 def _standard_gamma(concentration, generator=None):
     """Gamma(concentration, 1) draws, shape and dtype of concentration; no gradient. float32 /
-    float64: torch's own draws for the same seed (ops/random/gamma.c); the reduced dtypes
+    float64: torch's own draws for the same seed (ops/random/rejection.c); the reduced dtypes
     (which torch's CPU sampler refuses) through the vectorized sampler below."""
     if concentration.dtype in (_C.float32, _C.float64):
         return _C._gamma_draw(concentration.detach(), generator)

@@ -1,7 +1,7 @@
 """Poisson(rate) on {0, 1, 2, ...}, and the sampler the count families share.
 
 Sampling: float32 / float64 rates draw torch.poisson's numbers (its CPU sampler draw for draw,
-ops/random/gamma.c). Other dtypes by composition, vectorized over the batch (the draws differ
+ops/random/rejection.c). Other dtypes by composition, vectorized over the batch (the draws differ
 from torch's; tests check them statistically):
   * rate < 10: inversion by sequential search, one step k for every entry at once (the
     cumulative pmf is built term by term; an entry stops counting once u <= F(k));
@@ -74,7 +74,7 @@ def _poisson_ptrs(lam, generator=None):
 
 def _poisson(rate, generator=None):
     """Poisson(rate) draws, shape and dtype of rate; no gradient. float32 / float64: torch's
-    own draws for the same seed (ops/random/gamma.c); other dtypes composed below."""
+    own draws for the same seed (ops/random/rejection.c); other dtypes composed below."""
     if rate.dtype in (_C.float32, _C.float64):
         return _C._poisson_draw(rate.detach(), generator)
     with no_grad():

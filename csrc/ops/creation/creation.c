@@ -506,12 +506,12 @@ PyMethodDef cddp_creation_module_methods[] = {
        "multinomial(input, num_samples, replacement=False, *, generator=None)"),
     FK("_gamma_draw", cddp_py_gamma_draw,
        "_gamma_draw(alpha, generator=None, dirichlet=False): torch's CPU gamma / dirichlet "
-       "draws (ops/random/gamma.c)"),
+       "draws (ops/random/rejection.c)"),
     FK("_poisson_draw", cddp_py_poisson_draw,
-       "_poisson_draw(rate, generator=None): torch's CPU Poisson draws (ops/random/gamma.c)"),
+       "_poisson_draw(rate, generator=None): torch's CPU Poisson draws (ops/random/rejection.c)"),
     FK("_binomial_draw", cddp_py_binomial_draw,
        "_binomial_draw(count, prob, generator=None): torch's CPU binomial draws "
-       "(ops/random/gamma.c)"),
+       "(ops/random/rejection.c)"),
     {"_set_default_meta", cddp_py_set_default_meta, METH_O,
      "_set_default_meta(flag) -> previous (None: read only): factories without a device "
      "make meta tensors"},

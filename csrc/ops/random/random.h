@@ -154,7 +154,7 @@ PyObject *cddp_py_randint_like(PyObject *m, PyObject *const *args, Py_ssize_t na
 PyObject *cddp_py_normal(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *cddp_py_bernoulli(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *cddp_py_multinomial(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
-/* ops/random/gamma.c */
+/* ops/random/rejection.c */
 PyObject *cddp_py_gamma_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *cddp_py_poisson_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);
 PyObject *cddp_py_binomial_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw);

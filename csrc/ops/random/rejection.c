@@ -1,4 +1,4 @@
-/* ops/random/gamma.c — torch's CPU gamma, Dirichlet, Poisson and binomial samplers, draw for
+/* ops/random/rejection.c — torch's CPU gamma, Dirichlet, Poisson and binomial samplers, draw for
  * draw: the values torch._standard_gamma / torch._sample_dirichlet / torch.poisson /
  * torch.binomial give after the same manual_seed.
  *
