@@ -1,8 +1,8 @@
 """Poisson(rate) on {0, 1, 2, ...}, and the sampler the count families share.
 
 Sampling: float32 / float64 rates draw torch.poisson's numbers (its CPU sampler draw for draw,
-ops/random/rejection.c). Other dtypes by composition, vectorized over the batch (the draws differ
-from torch's; tests check them statistically):
+ops/random/rejection.c). Other dtypes by composition, vectorized over the batch (these draws
+are not torch's; tests check them statistically):
   * rate < 10: inversion by sequential search, one step k for every entry at once (the
     cumulative pmf is built term by term; an entry stops counting once u <= F(k));
   * rate >= 10: Hoermann's PTRS transformed rejection (1993): every pending entry draws a

@@ -180,26 +180,14 @@ static double stirling_tail(double k)
 BINOMIAL(float)
 BINOMIAL(double)
 
-/* alpha's values in C order, as doubles (n of them), into a new buffer; NULL + MemoryError */
-static double *read_alpha(TensorObject *a, int64_t n)
+/* t's values as a new contiguous float64 tensor (C order: torch's serial kernels walk the
+ * contiguous output); NULL + exception */
+static TensorObject *as_f64(TensorObject *t)
 {
-    double *v = PyMem_Malloc((size_t)(n ? n : 1) * sizeof(double));
-    int64_t idx[CDDP_MAX_DIMS] = {0}, off = a->offset;
-    if (!v)
-        return (double *)PyErr_NoMemory();
-    for (int64_t e = 0; e < n; e++) {
-        const char *p = (const char *)a->storage->data + off * (int64_t)cddp_dtype_size[a->dtype];
-        v[e] = a->dtype == CDDP_FLOAT32 ? (double)*(const float *)p : *(const double *)p;
-        for (int d = a->ndim - 1; d >= 0; d--) {        /* odometer over a's shape */
-            if (++idx[d] < a->shape[d]) {
-                off += a->strides[d];
-                break;
-            }
-            off -= a->strides[d] * (a->shape[d] - 1);
-            idx[d] = 0;
-        }
-    }
-    return v;
+    TensorObject *o = cddp_tensor_new(CDDP_FLOAT64, t->ndim, t->shape, 0);
+    if (o && cddp_copy_into(o, t) < 0)
+        Py_CLEAR(o);
+    return o;
 }
 
 /* g[i] = gamma draws of v (the double alpha: Dirichlet's), x = g / row sums, clamped */
@@ -227,69 +215,93 @@ static void dirichlet_rows(GeneratorObject *gen, const double *v, int64_t n, int
     }
 }
 
-/* out[i] = one draw for alpha[i], kept >= the dtype's smallest normal (std::max(min, s): NaN
- * included); Poisson counts as they come */
-static void draw_all(GeneratorObject *gen, const double *alpha, int64_t n, char *out, int f32,
-                     int poisson)
+enum { GAMMA, DIRICHLET, POISSON, BINOMIAL };
+
+/* out[i] = one draw of kind for alpha[i] (binomial: count alpha[i], probability prob[i]);
+ * gamma draws kept >= the dtype's smallest normal (std::max(min, s): NaN included) */
+static void draw_all(GeneratorObject *gen, int kind, const double *alpha, const double *prob,
+                     int64_t n, char *out, int f32)
 {
     for (int64_t i = 0; i < n; i++) {
-        if (poisson) {
-            double k = poisson_one(gen, alpha[i]);
-            if (f32)
-                ((float *)out)[i] = (float)k;
-            else
-                ((double *)out)[i] = k;
-        } else if (f32) {
-            float s = (float)gamma_one(gen, alpha[i], 1);
-            ((float *)out)[i] = s > FLT_MIN ? s : FLT_MIN;
-        } else {
-            double s = gamma_one(gen, alpha[i], 0);
-            ((double *)out)[i] = s > DBL_MIN ? s : DBL_MIN;
-        }
+        double s;
+        if (kind == BINOMIAL)
+            s = f32 ? binomial_float(gen, (float)alpha[i], (float)prob[i])
+                    : binomial_double(gen, alpha[i], prob[i]);
+        else if (kind == POISSON)
+            s = poisson_one(gen, alpha[i]);
+        else if (f32)
+            s = fmax((float)gamma_one(gen, alpha[i], 1), FLT_MIN);
+        else
+            s = fmax(gamma_one(gen, alpha[i], 0), DBL_MIN);
+        if (f32)
+            ((float *)out)[i] = (float)s;
+        else
+            ((double *)out)[i] = s;
     }
 }
 
-enum { GAMMA, DIRICHLET, POISSON };
-
-/* The draws of kind for tensor argument v0 (float32 / float64): a tensor, or (x, g) for
- * Dirichlet. NULL + TypeError / MemoryError. */
-static PyObject *sample(PyObject *v0, GeneratorObject *gen, int kind, const char *fname)
+/* The draws of kind for t (float32 / float64; binomial: counts t, probabilities p of t's shape
+ * and dtype): a tensor of t's shape and dtype, or (x, g) for Dirichlet. NULL + TypeError /
+ * MemoryError. */
+static PyObject *sample(int kind, PyObject *t, PyObject *p, GeneratorObject *gen,
+                        const char *fname)
 {
-    TensorObject *a, *out = NULL, *g64 = NULL;
+    TensorObject *a = (TensorObject *)t, *q = (TensorObject *)p, *a64 = NULL, *q64 = NULL;
+    TensorObject *out = NULL, *g64 = NULL;
     PyObject *res = NULL;
     PyThreadState *ts;
-    double *alpha = NULL;
-    int f32;
     int64_t n;
-    if (!v0 || !cddp_tensor_check(v0) || (((TensorObject *)v0)->dtype != CDDP_FLOAT32 &&
-                                          ((TensorObject *)v0)->dtype != CDDP_FLOAT64)) {
-        PyErr_Format(PyExc_TypeError, "%s(): expected a float32 or float64 tensor", fname);
+    if (!t || !cddp_tensor_check(t) || (a->dtype != CDDP_FLOAT32 && a->dtype != CDDP_FLOAT64) ||
+        (kind == BINOMIAL && (!p || !cddp_tensor_check(p) || q->dtype != a->dtype ||
+                              q->ndim != a->ndim ||
+                              memcmp(q->shape, a->shape, sizeof(int64_t) * a->ndim)))) {
+        PyErr_Format(PyExc_TypeError, "%s(): expected float32 or float64 tensors (of one shape "
+                     "and dtype)", fname);
         return NULL;
     }
-    a = (TensorObject *)v0;
-    f32 = a->dtype == CDDP_FLOAT32;
     n = cddp_numel(a);
-    if (!(alpha = read_alpha(a, n)) || !(out = cddp_tensor_new(a->dtype, a->ndim, a->shape, 0)))
-        goto done;
-    if (kind == DIRICHLET && !(g64 = cddp_tensor_new(CDDP_FLOAT64, a->ndim, a->shape, 0)))
+    if (!(a64 = as_f64(a)) || (kind == BINOMIAL && !(q64 = as_f64(q))) ||
+        !(out = cddp_tensor_new(a->dtype, a->ndim, a->shape, 0)) ||
+        (kind == DIRICHLET && !(g64 = cddp_tensor_new(CDDP_FLOAT64, a->ndim, a->shape, 0))))
         goto done;
     ts = n > 65536 ? PyEval_SaveThread() : NULL;          /* big draws: without the GIL */
     cddp_gen_acquire(gen, ts != NULL);
     if (kind == DIRICHLET)
-        dirichlet_rows(gen, alpha, n, a->ndim ? a->shape[a->ndim - 1] : 1,
-                       (double *)cddp_data(g64), cddp_data(out), f32);
+        dirichlet_rows(gen, (const double *)cddp_data(a64), n,
+                       a->ndim ? a->shape[a->ndim - 1] : 1, (double *)cddp_data(g64),
+                       cddp_data(out), a->dtype == CDDP_FLOAT32);
     else
-        draw_all(gen, alpha, n, cddp_data(out), f32, kind == POISSON);
+        draw_all(gen, kind, (const double *)cddp_data(a64),
+                 q64 ? (const double *)cddp_data(q64) : NULL, n, cddp_data(out),
+                 a->dtype == CDDP_FLOAT32);
     cddp_gen_release(gen);
     if (ts)
         PyEval_RestoreThread(ts);
     res = kind == DIRICHLET ? PyTuple_Pack(2, (PyObject *)out, (PyObject *)g64)
                             : Py_NewRef(out);
 done:
-    PyMem_Free(alpha);
+    Py_XDECREF(a64);
+    Py_XDECREF(q64);
     Py_XDECREF(out);
     Py_XDECREF(g64);
     return res;
+}
+
+/* Arguments names[0..nmax) (the generator at gen_at) into v; 0 / -1 (TypeError) */
+static int parse(const char *fname, const char *const *names, int nmax, int gen_at,
+                 PyObject *const *args, Py_ssize_t nargs, PyObject *kw, PyObject **v,
+                 GeneratorObject **gen)
+{
+    if (nargs > nmax) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %d arguments", fname, nmax);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    if (cddp_kw_parse(fname, args, nargs, kw, names, v) < 0 ||
+        !(*gen = cddp_generator_get(v[gen_at], fname)))
+        return -1;
+    return 0;
 }
 
 PyObject *cddp_py_gamma_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
@@ -299,16 +311,10 @@ PyObject *cddp_py_gamma_draw(PyObject *m, PyObject *const *args, Py_ssize_t narg
     GeneratorObject *gen;
     int dir = 0;
     (void)m;
-    if (nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "_gamma_draw() takes at most 3 arguments");
+    if (parse("_gamma_draw", names, 3, 1, args, nargs, kw, v, &gen) < 0 ||
+        cddp_parse_flag(v[2], &dir) < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        v[i] = args[i];
-    if (cddp_kw_parse("_gamma_draw", args, nargs, kw, names, v) < 0 ||
-        !(gen = cddp_generator_get(v[1], "_gamma_draw")) || cddp_parse_flag(v[2], &dir) < 0)
-        return NULL;
-    return sample(v[0], gen, dir ? DIRICHLET : GAMMA, "_gamma_draw");
+    return sample(dir ? DIRICHLET : GAMMA, v[0], NULL, gen, "_gamma_draw");
 }
 
 PyObject *cddp_py_poisson_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
@@ -318,66 +324,19 @@ PyObject *cddp_py_poisson_draw(PyObject *m, PyObject *const *args, Py_ssize_t na
     PyObject *v[2] = {NULL};
     GeneratorObject *gen;
     (void)m;
-    if (nargs > 2) {
-        PyErr_SetString(PyExc_TypeError, "_poisson_draw() takes at most 2 arguments");
+    if (parse("_poisson_draw", names, 2, 1, args, nargs, kw, v, &gen) < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        v[i] = args[i];
-    if (cddp_kw_parse("_poisson_draw", args, nargs, kw, names, v) < 0 ||
-        !(gen = cddp_generator_get(v[1], "_poisson_draw")))
-        return NULL;
-    return sample(v[0], gen, POISSON, "_poisson_draw");
+    return sample(POISSON, v[0], NULL, gen, "_poisson_draw");
 }
 
 PyObject *cddp_py_binomial_draw(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kw)
 {
     static const char *const names[] = {"count", "prob", "generator", NULL};
-    PyObject *v[3] = {NULL}, *res = NULL;
-    TensorObject *c, *p, *out = NULL;
+    PyObject *v[3] = {NULL};
     GeneratorObject *gen;
-    PyThreadState *ts;
-    double *cv = NULL, *pv = NULL;
-    int64_t n;
     (void)m;
-    if (nargs > 3) {
-        PyErr_SetString(PyExc_TypeError, "_binomial_draw() takes at most 3 arguments");
+    if (parse("_binomial_draw", names, 3, 2, args, nargs, kw, v, &gen) < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        v[i] = args[i];
-    if (cddp_kw_parse("_binomial_draw", args, nargs, kw, names, v) < 0 ||
-        !(gen = cddp_generator_get(v[2], "_binomial_draw")))
-        return NULL;
-    c = (TensorObject *)v[0];
-    p = (TensorObject *)v[1];
-    if (!c || !p || !cddp_tensor_check(v[0]) || !cddp_tensor_check(v[1]) ||
-        c->dtype != p->dtype || (c->dtype != CDDP_FLOAT32 && c->dtype != CDDP_FLOAT64) ||
-        c->ndim != p->ndim || memcmp(c->shape, p->shape, sizeof(int64_t) * c->ndim)) {
-        PyErr_SetString(PyExc_TypeError, "_binomial_draw(): count and prob must be float32 or "
-                        "float64 tensors of one shape and dtype");
-        return NULL;
-    }
-    n = cddp_numel(c);
-    if (!(cv = read_alpha(c, n)) || !(pv = read_alpha(p, n)) ||
-        !(out = cddp_tensor_new(c->dtype, c->ndim, c->shape, 0)))
-        goto done;
-    ts = n > 65536 ? PyEval_SaveThread() : NULL;          /* big draws: without the GIL */
-    cddp_gen_acquire(gen, ts != NULL);
-    for (int64_t i = 0; i < n; i++) {
-        if (c->dtype == CDDP_FLOAT32)
-            ((float *)cddp_data(out))[i] = binomial_float(gen, (float)cv[i], (float)pv[i]);
-        else
-            ((double *)cddp_data(out))[i] = binomial_double(gen, cv[i], pv[i]);
-    }
-    cddp_gen_release(gen);
-    if (ts)
-        PyEval_RestoreThread(ts);
-    res = Py_NewRef(out);
-done:
-    PyMem_Free(cv);
-    PyMem_Free(pv);
-    Py_XDECREF(out);
-    return res;
+    return sample(BINOMIAL, v[0], v[1], gen, "_binomial_draw");
 }
