@@ -24,12 +24,11 @@ and the legacy spellings older scripts still use:
 
 and the memory formats, torch.memory_format objects:
 
-    contiguous_format, preserve_format,     accepted wherever torch takes memory_format=
-    channels_last, channels_last_3d         (Tensor.to / contiguous / clone / *_like in C,
-                                           Module.to here). cddp keeps one layout: the
-                                           values are unchanged and the strides stay
-                                           row-major, so x.to(memory_format=channels_last)
-                                           is not channels-last strided as torch's would be.
+    contiguous_format, preserve_format,     wherever torch takes memory_format= (Tensor.to /
+    channels_last, channels_last_3d         contiguous / clone / *_like / empty in C, where
+                                           core/layout.c gives the strides torch's would
+                                           have); Module.to(memory_format=) accepts them and
+                                           leaves the parameters row-major.
     Tensor.is_contiguous(memory_format=)    answered from the tensor's actual strides by
                                            torch's rule (channels_last: 4-D, strides
                                            increasing over C, W, H, N, size-1 dims skipped;
@@ -205,6 +204,8 @@ _c_type = Tensor.type
 def _type(self, dtype=None, *args, **kwargs):
     if isinstance(dtype, _LegacyTensorType):
         dtype = dtype._type_name
+    elif dtype is Tensor:          # torch.Tensor is the default dtype's tensor type
+        dtype = _C.get_default_dtype()
     return _c_type(self) if dtype is None else _c_type(self, dtype, *args, **kwargs)
 
 
@@ -318,6 +319,40 @@ def _values(self):
     return vals.detach() + (g - g.detach())
 
 
+def _coo_of(self):
+    """(indices, values) in coalesced order: a stand-in's description, else its nonzeros."""
+    coo = self.coalesce().__dict__.get("_coo")
+    if coo is not None:
+        return coo[0], coo[1]
+    return _indices(self), None
+
+
+def _sparse_dim(self):
+    coo = self.__dict__.get("_coo")
+    return int(coo[0].shape[0]) if coo is not None else self.dim()
+
+
+def _dense_dim(self):
+    return self.dim() - _sparse_dim(self)
+
+
+def _crow_indices(self):
+    """A 2-D tensor's compressed row pointers over its entries (torch's CSR crow_indices)."""
+    if self.dim() != 2 or _sparse_dim(self) != 2:
+        raise RuntimeError("crow_indices: expected a 2-D tensor with 2 sparse dims "
+                           "(cddp's CSR stand-ins are not batched)")
+    rows = _coo_of(self)[0][0]
+    crow = _C.zeros(self.shape[0] + 1, dtype=_C.int64)
+    crow[1:] = _C.bincount(rows, minlength=self.shape[0]).cumsum(0)
+    return crow
+
+
+def _col_indices(self):
+    if self.dim() != 2 or _sparse_dim(self) != 2:
+        raise RuntimeError("col_indices: expected a 2-D tensor with 2 sparse dims")
+    return _coo_of(self)[0][1]
+
+
 def _nnz(self):
     coo = self.__dict__.get("_coo")
     return int(coo[0].shape[1]) if coo is not None else int(self.count_nonzero())
@@ -354,6 +389,10 @@ Tensor.coalesce = _coalesce
 Tensor.indices = Tensor._indices = _indices
 Tensor.values = Tensor._values = _values
 Tensor._nnz = _nnz
+Tensor.sparse_dim = _sparse_dim
+Tensor.dense_dim = _dense_dim
+Tensor.crow_indices = _crow_indices
+Tensor.col_indices = _col_indices
 Tensor.to_dense = _to_dense
 for _name in ("to_sparse", "to_sparse_coo", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
               "to_sparse_bsc"):

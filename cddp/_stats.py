@@ -422,3 +422,55 @@ Tensor.corrcoef = corrcoef
 Tensor.mode = mode
 Tensor.histogram = histogram
 __all__ += ["cov", "corrcoef", "mode", "histogram"]
+
+
+_SEGMENT = {"sum": ("sum", 0.0), "mean": ("sum", 0.0), "max": ("amax", -math.inf),
+            "min": ("amin", math.inf), "prod": ("prod", 1.0)}
+
+
+def segment_reduce(data, reduce, *, lengths=None, indices=None, offsets=None, axis=0,
+                   unsafe=False, initial=None):
+    """torch.segment_reduce: reduce consecutive segments of data along axis (lengths, or
+    offsets as their boundaries): one scatter_reduce into a tensor of the identity (or
+    `initial`, which each segment then includes; mean divides by the segment's length only,
+    and an empty segment is `initial`, else 0 / NaN / -inf / inf / 1 as torch's)."""
+    if reduce not in _SEGMENT:
+        raise RuntimeError(f"reduce argument must be either sum, max, min, mean or prod, "
+                           f"got {reduce}")
+    if indices is not None:
+        raise NotImplementedError("segment_reduce(): indices based reduction is not supported "
+                                  "yet.")
+    if lengths is None and offsets is None:
+        raise RuntimeError("segment_reduce(): Either lengths or offsets must be defined")
+    if lengths is None:
+        lengths = offsets[..., 1:] - offsets[..., :-1]
+    axis = axis + data.dim() if axis < 0 else axis
+    if axis != lengths.dim() - 1:
+        raise RuntimeError(f"segment_reduce(): Expected axis to be the last dimension of "
+                           f"lengths but got {axis}.")
+    if lengths.dim() != 1:
+        raise NotImplementedError("cddp: segment_reduce takes one-dimensional lengths/offsets "
+                                  "(a batch of segmentations is not supported)")
+    x = data
+    lengths = lengths.to(_C.int64)
+    if not unsafe:
+        if bool((lengths < 0).any()):
+            raise RuntimeError("lengths contains negative value!")
+        if int(lengths.sum()) != x.shape[0]:
+            raise RuntimeError(f"segment_reduce(): Expected all rows of lengths along axis to "
+                               f"sum to data.size(axis) ({x.shape[0]})")
+    how, ident = _SEGMENT[reduce]
+    n = lengths.numel()
+    seg = _C.repeat_interleave(_C.arange(n), lengths)                      # (rows,)
+    idx = seg.view((-1,) + (1,) * (x.dim() - 1)).expand(x.shape)
+    start = ident if initial is None else float(initial)
+    out = _C.full((n,) + tuple(x.shape[1:]), start, dtype=data.dtype)
+    out = out.scatter_reduce(0, idx, x, how, include_self=True)
+    if reduce == "mean":
+        count = lengths.view((-1,) + (1,) * (x.dim() - 1)).to(out.dtype)
+        empty = math.nan if initial is None else float(initial)
+        out = _C.where(count > 0, out / count.clamp(min=1), empty)
+    return out
+
+
+__all__ += ["segment_reduce"]

@@ -11,7 +11,8 @@ The layout is the one cddp/_torch_zip.py reads:
     <prefix>/.data/serialization_id
 
 What it writes: the state-dict vocabulary of cddp's own format — dict, OrderedDict, list,
-tuple, None, bool, int, float, str, tensors, parameters, dtypes, devices, Size — as the exact
+tuple, None, bool, int, float, str, tensors, parameters, dtypes, devices, Size (and NumPy
+scalars, written as the Python numbers they hold) — as the exact
 pickle opcodes torch's own save emits for them (written here, opcode by opcode: no object is
 pickled by reference, so nothing names a cddp class and torch's weights_only unpickler accepts
 every global). Anything else raises TypeError: torch cannot build cddp's classes anyway, so a
@@ -115,6 +116,10 @@ class _Pickle:
             self.out += b"R"
         elif t in (dict, OrderedDict, list, tuple):
             self._container(obj, where, depth)
+        elif t.__module__ == "numpy" and hasattr(obj, "item") and getattr(obj, "ndim", 1) == 0:
+            # a NumPy scalar (a cosine schedule's lr written into param_groups) is written as
+            # the Python number it holds: torch's weights_only load refuses numpy's globals
+            self._save(obj.item(), where, depth)
         else:
             raise TypeError(f"cddp.save(format='torch'): cannot write a {t.__name__} (at "
                             f"{where or 'the top level'}) in torch's format, which cddp writes "
@@ -142,6 +147,12 @@ class _Pickle:
                         self._save(k, where, depth + 1)
                         self._save(v, f"{where}[{k!r}]", depth + 1)
                     self.out += b"u"
+                meta = getattr(obj, "_metadata", None) if type(obj) is OrderedDict else None
+                if isinstance(meta, dict):
+                    # a state dict's per-module versions: pickle's BUILD of the OrderedDict's
+                    # __dict__, as torch.save writes it
+                    self._save({"_metadata": meta}, f"{where}._metadata", depth + 1)
+                    self.out += b"b"
             elif isinstance(obj, list):
                 self.out += b"]"
                 if obj:

@@ -14,6 +14,7 @@ import math
 import warnings
 
 from . import _C
+from ._compat import contiguous_format
 
 Tensor = _C.Tensor
 
@@ -471,7 +472,8 @@ Tensor.new_empty_strided = lambda self, size, stride, *, dtype=None, device=None
 def _view_copy(name, view):
     def fn(input, *args, out=None, **kwargs):  # noqa: A002
         r = view(input, *args, **kwargs)
-        r = tuple(t.clone() for t in r) if isinstance(r, (tuple, list)) else r.clone()
+        r = tuple(t.clone(memory_format=contiguous_format) for t in r) \
+            if isinstance(r, (tuple, list)) else r.clone(memory_format=contiguous_format)
         if out is None:
             return r
         if isinstance(r, tuple):

@@ -6,7 +6,8 @@ of either, and weights move to torch through it):
     u64 little-endian N | N bytes JSON header (space-padded to 8) | tensor bytes
 
 1. State dicts — what a JSON structure carries: dict (any JSON-able scalar keys, order kept),
-   OrderedDict, Counter, list, tuple (not namedtuples), nested at most MAX_DEPTH deep, without
+   OrderedDict (a state dict's _metadata kept), Counter, list, tuple (not namedtuples), nested
+   at most MAX_DEPTH deep, without
    cycles; leaves Tensor, Parameter, None, bool, int, float (incl. inf/nan), str, cddp.dtype,
    cddp.device (exact types: subclasses, and tensors with attributes, go to layout 2). The
    header maps each tensor's name — its dotted path of keys ("fc.weight", "model.fc.weight",
@@ -214,6 +215,11 @@ def _encode_container(obj, tensors, where, path, name):
                      for k, v in obj.items()]
             kind = "__counter__" if isinstance(obj, Counter) else \
                 "__odict__" if isinstance(obj, OrderedDict) else "__dict__"
+            meta = getattr(obj, "_metadata", None) if kind == "__odict__" else None
+            if isinstance(meta, dict):
+                # a state dict's per-module versions (torch pickles the OrderedDict's __dict__)
+                return {"__state_dict__": [items, _encode(meta, tensors, f"{where}._metadata",
+                                                          path, _child(name, "_metadata"))]}
             return {kind: items}
         enc = [_encode(v, tensors, f"{where}[{i}]", path, _child(name, i))
                for i, v in enumerate(obj)]
@@ -760,6 +766,15 @@ class _Decoder:
         for kind, cls in _CONTAINERS:
             if tag == kind:
                 return self.mapping(cls, kind, x, depth)
+        if tag == "__state_dict__":       # an OrderedDict and its _metadata
+            if not isinstance(x, list) or len(x) != 2:
+                self.fail("malformed __state_dict__ entry")
+            out = self.mapping(OrderedDict, tag, x[0], depth)
+            meta = self.node(x[1], depth + 1)
+            if not isinstance(meta, dict):
+                self.fail("__state_dict__ metadata is not a dict")
+            out._metadata = meta
+            return out
         self.fail(f"unknown object {tag[:40]!r}")
 
     def tensor(self, v):

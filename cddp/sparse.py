@@ -15,16 +15,20 @@ Contract:
 - Coordinates are checked (torch checks them only under check_sparse_tensor_invariants):
   indices an integer tensor of shape (sparse_dim, nnz), values (nnz, *dense_dims), size
   len = sparse_dim + dense_dim, every index in [0, size); each violation raises RuntimeError
-  with torch's wording.
+  with torch's wording. is_coalesced=True is believed, as torch believes it.
+- A stand-in made with requires_grad=True is a leaf whose gradient is zero off its entries
+  (torch's is a sparse tensor over them), so a step keeps the sparsity pattern.
 - mm / addmm / sum are the dense operations (an unspecified entry is a zero in all three, so
-  the results are torch's). sparse.softmax / log_softmax raise NotImplementedError: torch's
-  treat unspecified entries as -inf, which a dense tensor cannot tell apart from a stored 0.
+  the results are torch's). sparse.softmax / log_softmax run over the specified entries (a
+  stand-in's description, else the nonzero entries), unspecified ones counting as -inf and
+  staying 0, as torch's.
 
 - The result keeps its description (`_coo`: indices, values, coalesced?), so _indices() /
   _values() / _nnz() give the entries as given — duplicates and explicit zeros included, as
   torch's uncoalesced tensor lists them (pyGAT's custom spmm backward indexes with them) —
   and coalesce() gives them sorted and summed (cddp/_compat.py). Any other tensor answers
-  these from its nonzero entries (it is its own coalesced form).
+  these from its nonzero entries (it is its own coalesced form). crow_indices() /
+  col_indices() (2-D) and sparse_dim() / dense_dim() read the same description.
 
 Differences from torch: results are dense (is_sparse False, layout strided; to_dense()
 returns the tensor itself, as torch does for a strided tensor); memory and time grow with
@@ -56,7 +60,7 @@ def _as_tensor(x, dtype=None):
     return x if isinstance(x, _C.Tensor) else _C.tensor(x, dtype=dtype)
 
 
-def _coo_dense(indices, values, size, dtype, requires_grad, what):
+def _coo_dense(indices, values, size, dtype, requires_grad, what, coalesced=False):
     """The dense tensor of a COO description (see the module docstring)."""
     indices = _as_tensor(indices, _C.int64)
     values = _as_tensor(values)
@@ -102,16 +106,23 @@ def _coo_dense(indices, values, size, dtype, requires_grad, what):
         with no_grad():
             out = out.index_put(tuple(idx.unbind(0)), values, accumulate=True)
         out.requires_grad_(True)
+        # torch's gradient of a sparse leaf is sparse over its entries: zero elsewhere here,
+        # so an optimizer step keeps the pattern
+        held = _C.zeros(size[:sparse_dim], dtype=_C.bool)
+        held[tuple(idx.unbind(0))] = True
+        held = held.reshape(tuple(held.shape) + (1,) * (len(size) - sparse_dim))
+        out.register_hook(lambda g: g.masked_fill(~held, 0))
     else:
         out = out.index_put(tuple(idx.unbind(0)), values, accumulate=True)
-    out._coo = (idx, values, False)   # the description, for _indices() / _values() (_compat.py)
+    out._coo = (idx, values, bool(coalesced))   # the description, for _indices() / _values()
     return out
 
 
 def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pin_memory=False,
                       requires_grad=False, check_invariants=None, is_coalesced=None):
     """torch.sparse_coo_tensor, as the dense tensor it describes (module docstring)."""
-    return _coo_dense(indices, values, size, dtype, requires_grad, "sparse_coo_tensor")
+    return _coo_dense(indices, values, size, dtype, requires_grad, "sparse_coo_tensor",
+                      bool(is_coalesced))
 
 
 def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, device=None,
@@ -186,18 +197,28 @@ def sum(input, dim=None, dtype=None):  # noqa: A001 (torch's name)
     return input.sum(dim, dtype=dtype)
 
 
-def _no_softmax(name):
-    def fn(input, dim, dtype=None):
-        raise NotImplementedError(
-            f"torch.sparse.{name} treats unspecified entries as -inf; cddp's 'sparse' tensors "
-            f"are dense and cannot tell them from stored zeros. Mask the dense tensor instead: "
-            f"F.{name}(x.masked_fill(~mask, float('-inf')), dim)")
+def _entries_softmax(name):
+    def fn(input, dim, dtype=None):  # noqa: A002
+        """torch.sparse.<name> over the specified entries (a stand-in's description, else the
+        nonzero entries): unspecified ones count as -inf and stay unspecified (0 here)."""
+        from ._compat import _coo_of
+        idx = _coo_of(input)[0]
+        if idx.shape[0] != input.dim():
+            raise NotImplementedError(f"cddp: sparse.{name} of a hybrid tensor (dense value "
+                                      f"dims) is not supported")
+        held = _C.zeros(input.shape, dtype=_C.bool)
+        held[tuple(idx.unbind(0))] = True
+        x = input if dtype is None else input.to(dtype)
+        y = getattr(_C, name)(x.masked_fill(~held, float("-inf")), dim)
+        out = y.masked_fill(~held, 0.0)
+        out._coo = (idx, out[tuple(idx.unbind(0))], True)
+        return out
     fn.__name__ = fn.__qualname__ = name
     return fn
 
 
-softmax = _no_softmax("softmax")
-log_softmax = _no_softmax("log_softmax")
+softmax = _entries_softmax("softmax")
+log_softmax = _entries_softmax("log_softmax")
 
 
 class check_sparse_tensor_invariants(_NoOpContextDecorator):

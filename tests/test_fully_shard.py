@@ -76,7 +76,7 @@ CONFIGS = ("adamw", "sgd", "mp", "accum")
 """
 
 JOB = HELPERS + """
-import json, os
+import copy, json, os
 import cddp.distributed as dist
 import cddp.distributed.checkpoint as dcp
 from cddp.distributed.fsdp import fully_shard, FSDPModule, MixedPrecisionPolicy
@@ -222,7 +222,8 @@ for tag in ("assign_dtensor", "assign_plain"):
     info[tag] = sorted({type(p).__name__ for p in meta.parameters()})
     save_full(tag, meta)
     resumed[tag] = (meta, make_opt("adamw", meta.parameters()))
-    resumed[tag][1].load_state_dict(opt.state_dict())
+    # a checkpoint's copy of the state: load_state_dict shares what it is given, as torch's
+    resumed[tag][1].load_state_dict(copy.deepcopy(opt.state_dict()))
 step("adamw", m, opt, STEPS)
 step("adamw", fresh2, opt2, STEPS)
 for tag, (meta, meta_opt) in resumed.items():
@@ -382,7 +383,7 @@ def _mp_backward(master, X, Y, world, B):
 
 # HSDP: 4 ranks on a (replicate 2, shard 2) mesh train as one process on the 4 batches
 HSDP_JOB = HELPERS + """
-import json, os
+import copy, json, os
 import cddp.distributed as dist
 from cddp.distributed.fsdp import fully_shard
 from cddp.distributed.device_mesh import init_device_mesh

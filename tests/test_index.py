@@ -674,8 +674,8 @@ def test_named_op_errors():
         x.scatter(0, cddp.tensor([[0]]), cddp.tensor([[1.0]]))
     with pytest.raises(RuntimeError, match="index 3 is out of bounds"):
         x.scatter_(0, cddp.tensor([[3]]), 1.0)
-    with pytest.raises(NotImplementedError, match="reduce"):
-        x.scatter_(0, cddp.tensor([[0]]), 1.0, reduce="add")
+    with pytest.raises(RuntimeError, match="reduce argument must be either add or multiply"):
+        x.scatter_(0, cddp.tensor([[0]]), 1.0, reduce="mean")
     with pytest.raises(RuntimeError, match="only supports boolean masks"):
         x.masked_fill(cddp.from_numpy(np.ones(4)), 1.0)
     with pytest.raises(RuntimeError, match="only supports a 0-dimensional value tensor"):

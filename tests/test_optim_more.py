@@ -7,6 +7,8 @@ that LBFGS must reach, and torch on the same problem when installed (float64 to 
 precision; LBFGS: see its test). State
 dicts: torch's keys, round trips, and torch's own state_dict loaded and continued.
 """
+import copy
+
 import numpy as np
 import pytest
 
@@ -246,11 +248,12 @@ def test_state_dict_layout_and_loading_torchs(torch, cls, kw):
 
 @pytest.mark.parametrize("cls,kw", CASES, ids=IDS)
 def test_state_dict_round_trip_resumes_exactly(cls, kw):
+    # a checkpoint's copy: load_state_dict shares the given tensors, as torch's does
     ref, _ = _run(cddp, cls, kw, "float32", steps=3)
     _, resumed = _run(cddp, cls, kw, "float32", steps=5,
-                      start=lambda o: o.load_state_dict(ref.state_dict()))
+                      start=lambda o: o.load_state_dict(copy.deepcopy(ref.state_dict())))
     _, again = _run(cddp, cls, kw, "float32", steps=5,
-                    start=lambda o: o.load_state_dict(ref.state_dict()))
+                    start=lambda o: o.load_state_dict(copy.deepcopy(ref.state_dict())))
     for a, b in zip(resumed, again):
         np.testing.assert_array_equal(a, b)
     state = ref.state_dict()["state"][0]
@@ -263,7 +266,8 @@ def test_bad_state_is_refused_and_options_are_checked():
     p.grad = cddp.ones(3)
     opt.step()
     opt.state[p]["square_avg"] = cddp.zeros(2)
-    with pytest.raises(RuntimeError, match="square_avg for parameter 0 must be a contiguous"):
+    with pytest.raises(RuntimeError, match="square_avg for parameter 0 must be a tensor of "
+                                           "the parameter's dtype, size and memory layout"):
         opt.step()
     with pytest.raises(ValueError, match="Invalid rho value: 1.5"):
         cddp.optim.Adadelta([p], rho=1.5)

@@ -107,8 +107,10 @@ def test_sparse_ops_and_methods():
     assert float(cddp.sparse.sum(a)) == sum(VAL)
     np.testing.assert_allclose(cddp.sparse.sum(a, 0).numpy(),
                                dense_ref(IDX, VAL, (3, 3)).sum(0))
-    with pytest.raises(NotImplementedError, match="unspecified entries as -inf"):
-        cddp.sparse.softmax(a, 1)
+    # softmax over the specified entries only: (0,2) -> 1.5 alone in row 0, (1,0) -> 5.0 alone
+    # in row 1, (2,1) -> 4.0 alone in row 2: each is 1, every unspecified entry stays 0
+    np.testing.assert_allclose(cddp.sparse.softmax(a, 1).numpy(), (dense_ref(IDX, VAL, (3, 3))
+                                                                   != 0).astype(np.float32))
     assert x.to_dense() is x and x.to_sparse() is x
     # pygcn-style accessors: a coalesced COO tensor's indices / values (no explicit zeros)
     b = cddp.sparse_coo_tensor(IDX, VAL, (3, 3), requires_grad=True)

@@ -42,7 +42,8 @@ import struct
 
 from .. import _C
 from .._ops import _autocast_fp32, autocast_fp32_op
-from ._functional_spatial import _check_tensor, _conv_operands, _conv_padding
+from ._functional_spatial import (_check_tensor, _conv_operands, _conv_padding,
+                                  _keeps_channels_last)
 
 Tensor = _C.Tensor
 
@@ -465,3 +466,10 @@ def _torch_max_pool3d(input, kernel_size, stride=(), padding=0, dilation=1,  # n
                       ceil_mode=False):
     """torch.max_pool3d: the values only."""
     return max_pool3d(input, kernel_size, stride or None, padding, dilation, ceil_mode)
+
+
+# channels_last_3d inputs give channels_last_3d results, as torch's (_functional_spatial.py)
+(conv3d, conv_transpose3d, max_pool3d, avg_pool3d, adaptive_avg_pool3d,
+ adaptive_max_pool3d) = map(_keeps_channels_last, (
+    conv3d, conv_transpose3d, max_pool3d, avg_pool3d, adaptive_avg_pool3d,
+    adaptive_max_pool3d))

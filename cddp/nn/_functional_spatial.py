@@ -4,7 +4,13 @@ csrc/nn/ (conv.c, pool.c, adaptive_pool.c, pad.c, interpolate.c, fold.c).
 
 This layer only normalises arguments: unbatched inputs gain and lose their batch dim here,
 padding strings become numbers, sizes and scale factors become output sizes.
+
+A channels-last input (strides like x.contiguous(memory_format=channels_last)) gets a
+channels-last result from the functions torch's CPU kernels give one (convolutions, pools,
+padding, resampling, pixel shuffles; _keeps_channels_last): the kernels here write row-major,
+and the result is then laid out as torch's is, so a seeded dropout after it draws torch's mask.
 """
+import functools
 import math
 import operator
 
@@ -608,3 +614,23 @@ def affine_grid(theta, size, align_corners=None):
                      _C.ones(h, w, dtype=theta.dtype)], -1)             # (H, W, 3)
     grid = base.reshape(1, h * w, 3).matmul(theta.transpose(1, 2))        # (N, H*W, 2)
     return grid.reshape(n, h, w, 2)
+
+
+def _keeps_channels_last(fn):
+    """fn with torch's result layout for a channels-last input (module docstring): the result
+    (each of a tuple's) passed through _C._keep_channels_last, a no-op otherwise."""
+    keep = _C._keep_channels_last
+
+    @functools.wraps(fn)
+    def wrapper(input, *args, **kwargs):  # noqa: A002
+        out = fn(input, *args, **kwargs)
+        if isinstance(out, tuple):
+            return tuple(keep(o, input) for o in out)
+        return keep(out, input)
+    return wrapper
+
+
+(conv2d, conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d,
+ pad, interpolate, pixel_shuffle, pixel_unshuffle) = map(_keeps_channels_last, (
+    conv2d, conv_transpose2d, max_pool2d, avg_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d,
+    pad, interpolate, pixel_shuffle, pixel_unshuffle))

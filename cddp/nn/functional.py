@@ -775,6 +775,10 @@ from ._functional_spatial import (  # noqa: E402,F401
 from ._functional_3d import (  # noqa: E402,F401
     conv3d, conv_transpose3d, max_pool3d, max_pool3d_with_indices, avg_pool3d, adaptive_avg_pool3d,
     adaptive_max_pool3d, adaptive_max_pool3d_with_indices)
+from ._functional_spatial import _keeps_channels_last  # noqa: E402
+
+# torch's CPU batch/group norm and prelu keep a channels-last input's layout too
+batch_norm, group_norm, prelu = map(_keeps_channels_last, (batch_norm, group_norm, prelu))
 
 # activations, layers and losses composed from tensor ops (one file each)
 from ._functional_activation import (  # noqa: E402,F401

@@ -119,6 +119,11 @@ class _RequiredParameter:
 required = _RequiredParameter()
 
 
+def _same_layout(a, b):
+    """Same memory order for the same shape (strides compared on dims of size > 1)."""
+    return all(n <= 1 or sa == sb for n, sa, sb in zip(a.shape, a.stride(), b.stride()))
+
+
 class Optimizer:
     """Base class: holds param_groups (list of dicts) and per-parameter state."""
 
@@ -343,11 +348,14 @@ class Optimizer:
         id_map = dict(zip(itertools.chain.from_iterable(g["params"] for g in saved_groups),
                           itertools.chain.from_iterable(g["params"] for g in groups)))
         state = defaultdict(dict)
+        # cddp's own optimizers read a tensor step; a subclass written for torch's base class
+        # gets its numbers back as numbers, as torch's base class leaves them
+        builtin = type(self).__module__.startswith(__package__ + ".")
         for k, v in state_dict["state"].items():
             key = int(k) if isinstance(k, str) else k
             if key in id_map:
                 param = id_map[key]
-                state[param] = {name: self._cast_state(param, name, value)
+                state[param] = {name: self._cast_state(param, name, value, builtin)
                                 for name, value in v.items()}
             else:
                 state[k] = v
@@ -360,13 +368,18 @@ class Optimizer:
                            "param_groups": [update_group(g, ng) for g, ng in zip(groups, saved_groups)]})
 
     @staticmethod
-    def _cast_state(param, key, value):
-        if key == "step" and isinstance(value, (int, float)):    # old checkpoints: a number
+    def _cast_state(param, key, value, builtin=True):
+        """torch's _process_value_according_to_param_policy: a floating state tensor in the
+        parameter's dtype — the loaded tensor itself when it already is (shared with the
+        state dict, as torch shares it), copied into the parameter's memory layout when its
+        own differs (the C steps walk both in one order); step as it is."""
+        if key == "step" and builtin and isinstance(value, (int, float)):   # old checkpoints
             return _C.tensor(float(value), dtype=_C.float32)
         if isinstance(value, Tensor):
-            if key == "step":
-                return value.clone()
-            if value.is_floating_point():
-                return value.to(param.dtype).clone().contiguous()
-            return value.clone()
+            if key == "step" or not value.is_floating_point():
+                return value
+            value = value.to(param.dtype)
+            if tuple(value.shape) == tuple(param.shape) and not _same_layout(value, param):
+                value = _C.empty_like(param).copy_(value)
+            return value
         return copy.deepcopy(value)

@@ -567,16 +567,27 @@ fail:
     return NULL;
 }
 
-/* A fresh contiguous tensor owned by nobody else, or g itself when it already is one. */
+/* torch's gradient layout contract: a leaf's .grad is laid out as the leaf when the leaf is
+ * dense (a permuted or channels-last parameter's gradient has its strides, so an optimizer
+ * walks both in one order), else row-major. g itself when it already is so and nobody else
+ * holds it, else a fresh copy. */
 static TensorObject *own_grad(TensorObject *g, TensorObject *like)
 {
     TensorObject *out;
+    int64_t st[CDDP_MAX_DIMS];
+    if (cddp_is_dense(like->ndim, like->shape, like->strides))
+        memcpy(st, like->strides, sizeof(int64_t) * like->ndim);
+    else
+        cddp_contiguous_strides(like->ndim, like->shape, st);
     if (Py_REFCNT(g) <= 2 && g->storage->refcnt == 1 && g->offset == 0 &&
-        cddp_is_contiguous(g) && g->dtype == like->dtype &&
-        cddp_numel(g) == cddp_numel(like) && (int64_t)g->storage->nbytes ==
-        cddp_numel(g) * (int64_t)cddp_dtype_size[g->dtype])
+        g->dtype == like->dtype && cddp_numel(g) == cddp_numel(like) &&
+        (int64_t)g->storage->nbytes == cddp_numel(g) * (int64_t)cddp_dtype_size[g->dtype] &&
+        (cddp_is_contiguous(like) ? cddp_is_contiguous(g)
+         : g->ndim == like->ndim &&
+           !memcmp(g->shape, like->shape, sizeof(int64_t) * like->ndim) &&
+           cddp_same_strides(like->ndim, like->shape, g->strides, st)))
         return (TensorObject *)Py_NewRef(g);
-    out = cddp_tensor_new(like->dtype, like->ndim, like->shape, 0);
+    out = cddp_tensor_new_strided(like->dtype, like->ndim, like->shape, st, 0);
     if (out && cddp_copy_into(out, g) < 0)
         Py_CLEAR(out);
     return out;

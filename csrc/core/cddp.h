@@ -305,6 +305,40 @@ void cddp_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 
 /* New contiguous tensor with fresh storage (uninitialized unless zero). */
 TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int zero);
+
+/* ---- layouts (core/layout.c) --------------------------------------------------------- */
+/* Whether the geometry is non-overlapping and dense: its elements fill numel slots in some
+ * order of its dims (torch's is_non_overlapping_and_dense; size-1 dims' strides ignored). */
+int cddp_is_dense(int nd, const int64_t *shape, const int64_t *st);
+/* Equal strides on every dim of size > 1 (the same memory order for the same shape). */
+int cddp_same_strides(int nd, const int64_t *shape, const int64_t *a, const int64_t *b);
+/* Channels-last strides of a 4-D (NCHW) or 5-D (NCDHW) shape; -1 for other ranks. */
+int cddp_channels_last_strides(int nd, const int64_t *shape, int64_t *st);
+/* The order the dims of nops operands (broadcast strides st, 0 on broadcast dims) lie in
+ * memory, innermost first (perm[0]): TensorIterator's reorder_dimensions. */
+void cddp_layout_order(int nd, const int64_t *shape, int nops,
+                       const int64_t (*st)[CDDP_MAX_DIMS], int *perm);
+/* Strides for the new result (shape nd, shape) of an elementwise op over ops (NULL entries
+ * are Python scalars; nops <= CDDP_ITER_MAX_OPS): torch's TensorIterator layout, so the
+ * result is laid out as its inputs are (contiguous unless they are not). Always dense. */
+void cddp_result_strides(int nd, const int64_t *shape, int nops, TensorObject *const *ops,
+                         int64_t *out);
+/* preserve_format: t's strides when t is dense, else a dense layout in t's dim order. */
+void cddp_like_strides(const TensorObject *t, int64_t *out);
+/* cddp_tensor_new (zero: 0 uninitialized, 1 zeroed, 2 meta) with the given strides, which
+ * must describe a dense layout of shape (one of the functions above computed them). */
+TensorObject *cddp_tensor_new_strided(cddp_dtype dt, int nd, const int64_t *shape,
+                                      const int64_t *strides, int zero);
+/* torch.memory_format objects (cddp/_compat.py): o (NULL or None: preserve_format) into *fmt;
+ * -1 with TypeError for anything else. */
+enum { CDDP_MF_PRESERVE, CDDP_MF_CONTIGUOUS, CDDP_MF_CHANNELS_LAST, CDDP_MF_CHANNELS_LAST_3D };
+int cddp_parse_memory_format(PyObject *o, int *fmt);
+/* Strides of a new tensor shaped as x in format fmt (preserve: cddp_like_strides); -1 with
+ * torch's RuntimeError when a channels-last format meets the wrong rank. */
+int cddp_format_strides(const TensorObject *x, int fmt, int64_t *st);
+/* The format x's strides look like (torch's suggest_memory_format): channels_last(_3d) for a
+ * 4-D (5-D) tensor strided that way, else contiguous_format. */
+int cddp_suggest_memory_format(const TensorObject *x);
 /* New contiguous meta tensor (no values: cddp_storage_new_meta). */
 TensorObject *cddp_tensor_new_meta(cddp_dtype dt, int ndim, const int64_t *shape);
 /* 0 unless t is a meta tensor; then -1 with NotImplementedError naming op: for the paths that
@@ -400,6 +434,12 @@ int cddp_is_py_scalar(PyObject *o);
 typedef void (*cddp_loop_fn)(char **ptrs, const int64_t *strides, int64_t n, void *ctx);
 void cddp_iterate(int nops, int ndim, const int64_t *shape, char **ptrs,
                   const int64_t (*byte_strides)[CDDP_MAX_DIMS], cddp_loop_fn fn, void *ctx);
+/* The same, visiting elements in operand 0's memory order (its dims sorted as
+ * cddp_layout_order sorts them): for kernels whose result does not depend on the order, so a
+ * permuted output is written front to back and its dims coalesce. */
+void cddp_iterate_ordered(int nops, int ndim, const int64_t *shape, char **ptrs,
+                          const int64_t (*byte_strides)[CDDP_MAX_DIMS], cddp_loop_fn fn,
+                          void *ctx);
 
 /* ---- autograd ------------------------------------------------------------------------- */
 

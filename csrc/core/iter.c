@@ -72,3 +72,18 @@ void cddp_iterate(int nops, int ndim, const int64_t *shape, char **ptrs,
             return;
     }
 }
+
+void cddp_iterate_ordered(int nops, int ndim, const int64_t *shape, char **ptrs,
+                          const int64_t (*byte_strides)[CDDP_MAX_DIMS], cddp_loop_fn fn,
+                          void *ctx)
+{
+    int64_t sh[CDDP_MAX_DIMS], st[CDDP_ITER_MAX_OPS][CDDP_MAX_DIMS];
+    int perm[CDDP_MAX_DIMS];
+    cddp_layout_order(ndim, shape, 1, byte_strides, perm);
+    for (int i = 0; i < ndim; i++) {      /* perm[0] innermost: C order's last dim */
+        sh[ndim - 1 - i] = shape[perm[i]];
+        for (int k = 0; k < nops; k++)
+            st[k][ndim - 1 - i] = byte_strides[k][perm[i]];
+    }
+    cddp_iterate(nops, ndim, sh, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])st, fn, ctx);
+}

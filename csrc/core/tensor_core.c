@@ -264,12 +264,12 @@ int cddp_copy_into(TensorObject *dst, TensorObject *src)
     }
     if (cddp_numel(dst) > CDDP_GIL_FREE_ELEMS) {     /* pure C below: let other threads run */
         Py_BEGIN_ALLOW_THREADS
-        cddp_iterate(2, dst->ndim, dst->shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
-                     copy_loop, &c);
+        cddp_iterate_ordered(2, dst->ndim, dst->shape, ptrs,
+                             (const int64_t (*)[CDDP_MAX_DIMS])bst, copy_loop, &c);
         Py_END_ALLOW_THREADS
     } else {
-        cddp_iterate(2, dst->ndim, dst->shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
-                     copy_loop, &c);
+        cddp_iterate_ordered(2, dst->ndim, dst->shape, ptrs,
+                             (const int64_t (*)[CDDP_MAX_DIMS])bst, copy_loop, &c);
     }
     cddp_bump_version(dst);
     return 0;

@@ -19,6 +19,14 @@
 #include "optim/optim.h"
 #include "module.h"
 #include <math.h>
+#include <string.h>
+
+/* Same shape and the same memory order as the parameter p (flat index k is one element). */
+static int laid_out_as(const TensorObject *t, const TensorObject *p)
+{
+    return t->ndim == p->ndim && !memcmp(t->shape, p->shape, sizeof(int64_t) * p->ndim) &&
+           cddp_same_strides(p->ndim, p->shape, t->strides, p->strides);
+}
 
 /* Contract in optim/optim.h. */
 TensorObject *cddp_optim_state(PyObject *list, Py_ssize_t i, TensorObject *like, const char *what)
@@ -26,9 +34,9 @@ TensorObject *cddp_optim_state(PyObject *list, Py_ssize_t i, TensorObject *like,
     PyObject *o = PyList_GET_ITEM(list, i);
     TensorObject *t = (TensorObject *)o;
     if (!cddp_tensor_check(o) || t->dtype != like->dtype || cddp_numel(t) != cddp_numel(like) ||
-        !cddp_is_contiguous(t)) {
-        PyErr_Format(PyExc_RuntimeError, "optimizer: %s for parameter %zd must be a contiguous "
-                     "tensor of the parameter's dtype and size", what, i);
+        !(cddp_is_contiguous(like) ? cddp_is_contiguous(t) : laid_out_as(t, like))) {
+        PyErr_Format(PyExc_RuntimeError, "optimizer: %s for parameter %zd must be a tensor of "
+                     "the parameter's dtype, size and memory layout (zeros_like(param))", what, i);
         return NULL;
     }
     return t;
@@ -39,9 +47,11 @@ TensorObject *cddp_optim_param(PyObject *params, Py_ssize_t i)
 {
     PyObject *o = PyList_GET_ITEM(params, i);
     TensorObject *p = (TensorObject *)o;
-    if (!cddp_tensor_check(o) || !cddp_is_floating(p->dtype) || !cddp_is_contiguous(p)) {
-        PyErr_Format(PyExc_RuntimeError,
-                     "optimizer: parameter %zd must be a contiguous floating point tensor", i);
+    if (!cddp_tensor_check(o) || !cddp_is_floating(p->dtype) ||
+        !cddp_is_dense(p->ndim, p->shape, p->strides)) {
+        PyErr_Format(PyExc_RuntimeError, "optimizer: parameter %zd must be a floating point "
+                     "tensor whose elements fill its memory (not an expanded or strided "
+                     "slice view)", i);
         return NULL;
     }
     return p;
@@ -50,14 +60,22 @@ TensorObject *cddp_optim_param(PyObject *params, Py_ssize_t i)
 /* Contract in optim/optim.h. */
 TensorObject *cddp_optim_grad(TensorObject *p, PyObject *go, Py_ssize_t i)
 {
-    TensorObject *g = (TensorObject *)go;
+    TensorObject *g = (TensorObject *)go, *c;
     if (!cddp_tensor_check(go) || cddp_numel(g) != cddp_numel(p)) {
         PyErr_Format(PyExc_RuntimeError, "optimizer: grad of parameter %zd has the wrong size", i);
         return NULL;
     }
-    if (g->dtype == p->dtype)
-        return cddp_tensor_contiguous_raw(g);
-    return cddp_tensor_cast_raw(g, p->dtype);
+    if (cddp_is_contiguous(p)) {
+        if (g->dtype == p->dtype)
+            return cddp_tensor_contiguous_raw(g);
+        return cddp_tensor_cast_raw(g, p->dtype);
+    }
+    if (g->dtype == p->dtype && laid_out_as(g, p))
+        return (TensorObject *)Py_NewRef(g);
+    c = cddp_tensor_new_strided(p->dtype, p->ndim, p->shape, p->strides, 0);
+    if (c && cddp_copy_into(c, g) < 0)
+        Py_CLEAR(c);
+    return c;
 }
 
 /* One parameter's update. restrict + loop-invariant flags let GCC unswitch the branches and
@@ -128,7 +146,7 @@ static PyObject *py_sgd_step(PyObject *m, PyObject *args)
             return NULL;
         if (momentum != 0) {
             if (PyList_GET_ITEM(bufs, i) == Py_None) {
-                buf = cddp_tensor_new(p->dtype, p->ndim, p->shape, 0);
+                buf = cddp_tensor_new_strided(p->dtype, p->ndim, p->shape, p->strides, 0);
                 if (!buf || PyList_SetItem(bufs, i, (PyObject *)buf) < 0) {
                     Py_DECREF(g);
                     return NULL;

@@ -9,13 +9,18 @@
 #define CDDP_OPTIM_H
 #include "core/cddp.h"
 
-/* Parameter i of the list: a contiguous floating tensor (borrowed), or NULL + RuntimeError. */
+/* The kernels walk a parameter, its gradient and its state as flat arrays, element k of each
+ * the same element of the parameter: so all three are dense with the same memory order (a
+ * contiguous parameter, or a permuted one as torch allows: its zeros_like state is laid out
+ * as it is). */
+
+/* Parameter i of the list: a dense floating tensor (borrowed), or NULL + RuntimeError. */
 TensorObject *cddp_optim_param(PyObject *params, Py_ssize_t i);
-/* State slot i of `list` (`what` names it in the error): a contiguous tensor of like's dtype
- * and size (borrowed), or NULL + RuntimeError. */
+/* State slot i of `list` (`what` names it in the error): a tensor of like's dtype, size and
+ * memory order (borrowed), or NULL + RuntimeError. */
 TensorObject *cddp_optim_state(PyObject *list, Py_ssize_t i, TensorObject *like, const char *what);
-/* The gradient object go of parameter i of p as a contiguous tensor of p's dtype (new
- * reference), or NULL + RuntimeError when its size differs. */
+/* The gradient object go of parameter i of p in p's dtype and memory order (new reference: go
+ * itself, or a copy), or NULL + RuntimeError when its size differs. */
 TensorObject *cddp_optim_grad(TensorObject *p, PyObject *go, Py_ssize_t i);
 
 #endif

@@ -715,7 +715,7 @@ class Module:
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        # memory_format: accepted and checked; cddp keeps one layout (cddp/_compat.py)
+        # memory_format: accepted and checked; parameters stay row-major (cddp/_compat.py)
         memory_format = kwargs.pop("memory_format", None)
         if memory_format is not None and not isinstance(memory_format, _memory_format):
             raise TypeError("to() received an invalid combination of arguments - got "

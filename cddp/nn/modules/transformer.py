@@ -5,12 +5,15 @@ order, so state dicts move between the two and a seeded dropout run draws the sa
 
 torch's inference fast paths (nested tensors, _transformer_encoder_layer_fwd) are not
 reproduced: every call takes the path torch takes in training, which computes the same
-values. enable_nested_tensor is accepted and recorded.
+values at every position a sequence holds. Where torch's encoder would pack the batch into
+nested tensors (eval mode, a left-aligned key padding mask, no attention mask, nothing that
+needs a gradient: TransformerEncoder._takes_nested_path), its padded positions come back as
+zeros (then through the final norm), and so do cddp's.
 """
 import copy
 import warnings
 
-from ... import _C
+from ... import _C, backends
 from .. import functional as F
 from .. import init
 from .activation import MultiheadAttention, ReLU
@@ -233,9 +236,36 @@ class TransformerEncoder(Module):
         for mod in self.layers:
             output = mod(output, src_mask=mask, is_causal=is_causal,
                          src_key_padding_mask=src_key_padding_mask)
+        if self._takes_nested_path(src, mask, src_key_padding_mask):
+            # torch's nested tensors hold no padded positions; to_padded_tensor(0.) fills them
+            output = output.masked_fill((src_key_padding_mask != 0).unsqueeze(-1), 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output
+
+
+    def _takes_nested_path(self, src, mask, padding_mask):
+        """Whether torch's forward would run this call on nested tensors (its
+        why_not_sparsity_fast_path checks, in its order)."""
+        first = self.layers[0]
+        if not (backends.mha.get_fastpath_enabled() and getattr(self, "use_nested_tensor", False)
+                and not first.training and src.dim() == 3 and padding_mask is not None
+                and mask is None):
+            return False
+        valid = padding_mask == 0
+        if getattr(self, "mask_check", True):
+            # left-aligned: no valid position after a padded one in any sequence
+            if (valid[:, 1:] & ~valid[:, :-1]).any():
+                return False
+        if _C.is_grad_enabled():
+            attn = first.self_attn
+            args = (src, attn.in_proj_weight, attn.in_proj_bias, attn.out_proj.weight,
+                    attn.out_proj.bias, first.norm1.weight, first.norm1.bias,
+                    first.norm2.weight, first.norm2.bias, first.linear1.weight,
+                    first.linear1.bias, first.linear2.weight, first.linear2.bias)
+            if any(a is not None and a.requires_grad for a in args):
+                return False
+        return True
 
 
 class TransformerDecoder(Module):

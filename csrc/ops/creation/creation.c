@@ -19,12 +19,13 @@
 
 /* fill: 0 zeros, 1 ones, 2 uninitialized; meta: no values at all (nothing filled) */
 static PyObject *make_filled(const char *fname, int ndim, const int64_t *shape, cddp_dtype dt,
-                             int fill, int rg, int meta)
+                             int fill, int rg, int meta, const int64_t *st)
 {
     TensorObject *t;
     if (cddp_check_sizes(fname, ndim, shape) < 0)
         return NULL;
-    t = meta ? cddp_tensor_new_meta(dt, ndim, shape) : cddp_tensor_new(dt, ndim, shape, fill == 0);
+    t = st ? cddp_tensor_new_strided(dt, ndim, shape, st, meta ? 2 : fill == 0)
+           : meta ? cddp_tensor_new_meta(dt, ndim, shape) : cddp_tensor_new(dt, ndim, shape, fill == 0);
     if (t && fill == 1 && !meta) {
         cddp_scalar one = {1, 1, 1.0};
         if (cddp_fill_raw(t, &one) < 0)
@@ -40,21 +41,29 @@ static PyObject *sized_factory(const char *fname, int fill, PyObject *const *arg
                                Py_ssize_t nargs, PyObject *kw)
 {
     PyObject *v[8] = {NULL};
-    int ndim, has_dt, rg, meta;
-    int64_t shape[CDDP_MAX_DIMS];
+    int ndim, has_dt, rg, meta, fmt;
+    int64_t shape[CDDP_MAX_DIMS], st[CDDP_MAX_DIMS];
     cddp_dtype dt;
     if (cddp_kw_parse(fname, args, nargs, kw, sized_names, v) < 0 ||
         cddp_parse_size(fname, args, nargs, v[0], &ndim, shape) < 0 ||
         cddp_parse_dtype_opt(v[1], &has_dt, &dt) < 0 ||
         (meta = cddp_parse_device_opt(v[2], cddp_default_meta())) < 0 ||
-        cddp_parse_flag(v[3], &rg) < 0)
+        cddp_parse_flag(v[3], &rg) < 0 || cddp_parse_memory_format(v[7], &fmt) < 0)
         return NULL;
     if (v[6] && v[6] != Py_None) {
         PyErr_Format(PyExc_TypeError, "%s(): out= is not supported by cddp", fname);
         return NULL;
     }
+    /* channels_last(_3d) lays the new tensor out that way; the others are row-major */
+    if (fmt >= CDDP_MF_CHANNELS_LAST) {
+        TensorObject probe;
+        probe.ndim = ndim;
+        memcpy(probe.shape, shape, sizeof(int64_t) * ndim);
+        if (cddp_format_strides(&probe, fmt, st) < 0)
+            return NULL;
+    }
     return make_filled(fname, ndim, shape, has_dt ? dt : cddp_state()->default_dtype, fill, rg,
-                       meta);
+                       meta, fmt >= CDDP_MF_CHANNELS_LAST ? st : NULL);
 }
 
 static PyObject *py_zeros(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
@@ -73,7 +82,7 @@ static PyObject *py_empty(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
 }
 
 static PyObject *make_full(const char *fname, int ndim, const int64_t *shape, PyObject *value,
-                           int has_dt, cddp_dtype dt, int rg, int meta)
+                           int has_dt, cddp_dtype dt, int rg, int meta, const int64_t *st)
 {
     cddp_scalar s;
     TensorObject *t;
@@ -81,7 +90,8 @@ static PyObject *make_full(const char *fname, int ndim, const int64_t *shape, Py
         return NULL;
     if (!has_dt)
         dt = cddp_scalar_dtype(&s);
-    t = meta ? cddp_tensor_new_meta(dt, ndim, shape) : cddp_tensor_new(dt, ndim, shape, 0);
+    t = st ? cddp_tensor_new_strided(dt, ndim, shape, st, meta ? 2 : 0)
+           : meta ? cddp_tensor_new_meta(dt, ndim, shape) : cddp_tensor_new(dt, ndim, shape, 0);
     if (t && !meta && cddp_fill_raw(t, &s) < 0)
         Py_CLEAR(t);
     return cddp_factory_finish(t, rg, 0);
@@ -119,7 +129,7 @@ static PyObject *py_full(PyObject *m, PyObject *const *args, Py_ssize_t nargs, P
         (meta = cddp_parse_device_opt(v[3], cddp_default_meta())) < 0 ||
         cddp_parse_flag(v[4], &rg) < 0)
         return NULL;
-    return make_full("full", ndim, shape, v[1], has_dt, dt, rg, meta);
+    return make_full("full", ndim, shape, v[1], has_dt, dt, rg, meta, NULL);
 }
 
 /* zeros_like / ones_like / empty_like / full_like(input, [fill_value,] *, dtype=None, ...) */
@@ -131,7 +141,8 @@ static PyObject *like_factory(const char *fname, int fill, PyObject *const *args
                                         "memory_format", NULL};
     PyObject *v[8] = {NULL};
     Py_ssize_t npos = fill == 3 ? 2 : 1;
-    int has_dt, rg, meta;
+    int has_dt, rg, meta, fmt;
+    int64_t st[CDDP_MAX_DIMS];
     cddp_dtype dt;
     TensorObject *in;
     if (nargs > npos) {
@@ -157,11 +168,13 @@ static PyObject *like_factory(const char *fname, int fill, PyObject *const *args
         (meta = cddp_parse_device_opt(v[3], cddp_is_meta(in))) < 0 ||
         cddp_parse_flag(v[4], &rg) < 0)
         return NULL;
+    if (cddp_parse_memory_format(v[7], &fmt) < 0 || cddp_format_strides(in, fmt, st) < 0)
+        return NULL;
     if (!has_dt)
         dt = in->dtype;
     if (fill == 3)
-        return make_full(fname, in->ndim, in->shape, v[1], 1, dt, rg, meta);
-    return make_filled(fname, in->ndim, in->shape, dt, fill, rg, meta);
+        return make_full(fname, in->ndim, in->shape, v[1], 1, dt, rg, meta, st);
+    return make_filled(fname, in->ndim, in->shape, dt, fill, rg, meta, st);
 }
 
 static PyObject *py_zeros_like(PyObject *m, PyObject *const *a, Py_ssize_t n, PyObject *kw)
@@ -200,7 +213,7 @@ static PyObject *new_sized(TensorObject *self, const char *fname, int fill, PyOb
         (meta = cddp_parse_device_opt(v[2], cddp_is_meta(self))) < 0 ||
         cddp_parse_flag(v[3], &rg) < 0)
         return NULL;
-    return make_filled(fname, ndim, shape, has_dt ? dt : self->dtype, fill, rg, meta);
+    return make_filled(fname, ndim, shape, has_dt ? dt : self->dtype, fill, rg, meta, NULL);
 }
 
 static PyObject *t_new_zeros(PyObject *s, PyObject *const *a, Py_ssize_t n, PyObject *kw)
@@ -245,7 +258,7 @@ static PyObject *t_new_full(PyObject *s, PyObject *const *args, Py_ssize_t nargs
         cddp_parse_flag(v[4], &rg) < 0)
         return NULL;
     return make_full("new_full", ndim, shape, v[1], 1, has_dt ? dt : ((TensorObject *)s)->dtype,
-                     rg, meta);
+                     rg, meta, NULL);
 }
 
 /* ---- in-place: zero_ / fill_ / copy_ -------------------------------------------------- */

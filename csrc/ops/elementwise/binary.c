@@ -403,11 +403,20 @@ static TensorObject *op_mod(ew_operand *a, ew_operand *b, const ew_bparams *p, T
 
 /* ---- Python entry points ---------------------------------------------------------------- */
 
+/* alpha: a Python number, or a 0-dim tensor read as the number it holds (torch's Scalar
+ * arguments take both; custom optimizers pass step sizes computed from tensor state) */
 static int parse_alpha(PyObject *o, ew_operand *alpha, const char *fname)
 {
+    PyObject *num = NULL;
+    int rc;
     if (!o)
         return 0;
-    if (cddp_ew_operand(o, alpha) <= 0 || alpha->t) {
+    if (cddp_tensor_check(o) && ((TensorObject *)o)->ndim == 0 &&
+        !(num = PyObject_CallMethod(o, "item", NULL)))
+        return -1;
+    rc = cddp_ew_operand(num ? num : o, alpha);
+    Py_XDECREF(num);
+    if (rc <= 0 || alpha->t) {
         if (!PyErr_Occurred())
             PyErr_Format(PyExc_TypeError, "%s(): argument 'alpha' must be Number, not %s",
                          fname, Py_TYPE(o)->tp_name);

@@ -280,15 +280,18 @@ static int check_out(const TensorObject *out, cddp_dtype out_dt, int nd, const i
 
 /* Drive fn over res (shape nd, shape; n > 0 elements) and the sources: source i is cast[i]
  * when set, else srcs[i].t, or the scalar srcs[i].s when that is NULL (stride 0). One flat
- * loop when every operand is contiguous in res's order, else cddp_iterate with broadcast byte
- * strides; without the GIL above EW_NOGIL_NUMEL elements. 0, or -1 with an exception. */
+ * loop when res is dense and every tensor operand has its shape and memory order, else
+ * cddp_iterate with broadcast byte strides, the dims visited in res's memory order (a
+ * permuted result is written front to back); without the GIL above EW_NOGIL_NUMEL elements.
+ * 0, or -1 with an exception. */
 static int launch(TensorObject *res, int64_t n, int nin, ew_src *srcs, TensorObject *const *cast,
                   const cddp_dtype *want, cddp_loop_fn fn, void *ctx, int nd,
                   const int64_t *shape)
 {
     char *ptrs[CDDP_ITER_MAX_OPS];
     int64_t inner[CDDP_ITER_MAX_OPS];
-    int fast = cddp_is_contiguous(res);
+    int contig = cddp_is_contiguous(res);
+    int fast = contig || cddp_is_dense(nd, shape, res->strides);
     ptrs[0] = cddp_data(res);
     inner[0] = (int64_t)cddp_dtype_size[res->dtype];
     for (int i = 0; i < nin; i++) {
@@ -300,8 +303,11 @@ static int launch(TensorObject *res, int64_t n, int nin, ew_src *srcs, TensorObj
         }
         ptrs[i + 1] = cddp_data(t);
         inner[i + 1] = (int64_t)cddp_dtype_size[want[i]];
-        /* contiguous with as many elements as the output: same linear order */
-        if (cddp_numel(t) != n || !cddp_is_contiguous(t))
+        /* as many elements as the output in the same linear order */
+        if (cddp_numel(t) != n)
+            fast = 0;
+        else if (contig ? !cddp_is_contiguous(t)
+                        : t->ndim != nd || !cddp_same_strides(nd, shape, t->strides, res->strides))
             fast = 0;
     }
     if (fast) {
@@ -330,10 +336,12 @@ static int launch(TensorObject *res, int64_t n, int nin, ew_src *srcs, TensorObj
     }
     if (n > EW_NOGIL_NUMEL) {
         Py_BEGIN_ALLOW_THREADS
-        cddp_iterate(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, fn, ctx);
+        cddp_iterate_ordered(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
+                             fn, ctx);
         Py_END_ALLOW_THREADS
     } else {
-        cddp_iterate(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, fn, ctx);
+        cddp_iterate_ordered(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
+                             fn, ctx);
     }
     return 0;
 }
@@ -408,7 +416,16 @@ TensorObject *cddp_ew_map(cddp_dtype out_dt, int nin, ew_src *srcs, const cddp_d
                 goto done;
         }
     }
-    res = out ? (TensorObject *)Py_NewRef(out) : cddp_tensor_new(out_dt, nd, shape, 0);
+    if (out) {
+        res = (TensorObject *)Py_NewRef(out);
+    } else {
+        TensorObject *ops[CDDP_ITER_MAX_OPS];
+        int64_t st[CDDP_MAX_DIMS];
+        for (int i = 0; i < nin; i++)
+            ops[i] = srcs[i].t;
+        cddp_result_strides(nd, shape, nin, ops, st);
+        res = cddp_tensor_new_strided(out_dt, nd, shape, st, 0);
+    }
     if (!res)
         goto done;
     n = cddp_numel(res);

@@ -577,6 +577,45 @@ static PyObject *m_gather(PyObject *m, PyObject *const *args, Py_ssize_t n, PyOb
     return gather_impl(x, a[1], a[2]);
 }
 
+/* scatter(dim, index, src|value, reduce='add'|'multiply'): torch's older form of
+ * scatter_reduce(dim, index, src, 'sum'|'prod') with self included; a value acts as a src of
+ * index's shape holding it (a stride-0 view here). */
+static PyObject *scatter_legacy_reduce(PyObject *self, PyObject *dim, PyObject *index,
+                                       PyObject *src, PyObject *reduce, int inplace)
+{
+    const char *how = NULL;
+    PyObject *res = NULL, *srct = NULL;
+    TensorObject *x = (TensorObject *)self, *idx;
+    if (PyUnicode_Check(reduce)) {
+        if (PyUnicode_CompareWithASCIIString(reduce, "add") == 0)
+            how = "sum";
+        else if (PyUnicode_CompareWithASCIIString(reduce, "multiply") == 0)
+            how = "prod";
+    }
+    if (!how) {
+        PyErr_SetString(PyExc_RuntimeError, "reduce argument must be either add or multiply.");
+        return NULL;
+    }
+    if (!(idx = tensor_arg("scatter", "index", index)))
+        return NULL;
+    if (cddp_tensor_check(src)) {
+        srct = Py_NewRef(src);
+    } else {
+        int64_t zero[CDDP_MAX_DIMS] = {0};
+        TensorObject *num = number_arg("scatter", "value", src), *one;
+        one = num ? cddp_tensor_cast_raw(num, x->dtype) : NULL;
+        Py_XDECREF(num);
+        if (one)
+            srct = (PyObject *)cddp_tensor_alias(one, idx->ndim, idx->shape, zero, one->offset);
+        Py_XDECREF(one);
+    }
+    if (srct)
+        res = PyObject_CallMethod(self, inplace ? "scatter_reduce_" : "scatter_reduce", "OOOs",
+                                  dim, index, srct, how);
+    Py_XDECREF(srct);
+    return res;
+}
+
 /* scatter accepts src= or value= for its third argument, as torch's overloads do */
 static PyObject *scatter_binding(PyObject *self, PyObject *const *args, Py_ssize_t n,
                                  PyObject *kw, int with_input, int inplace, int acc)
@@ -588,11 +627,6 @@ static PyObject *scatter_binding(PyObject *self, PyObject *const *args, Py_ssize
     if (parse_args(fn, args, n, kw, with_input ? kw_in_scatter : kw_scatter, 2 + off, 5 + off,
                    a) < 0)
         return NULL;
-    if (a[4 + off]) {
-        PyErr_Format(PyExc_NotImplementedError,
-                     "%s(): the reduce= argument is not supported by cddp", fn);
-        return NULL;
-    }
     src = a[2 + off] ? a[2 + off] : a[3 + off];
     if (!src || (a[2 + off] && a[3 + off])) {
         PyErr_Format(PyExc_TypeError, "%s() takes exactly one of src= or value=", fn);
@@ -600,6 +634,9 @@ static PyObject *scatter_binding(PyObject *self, PyObject *const *args, Py_ssize
     }
     if (with_input && !input_arg(fn, a[0]))
         return NULL;
+    if (a[4 + off] && a[4 + off] != Py_None && !acc)
+        return scatter_legacy_reduce(with_input ? a[0] : self, a[off], a[off + 1], src,
+                                     a[4 + off], inplace);
     return scatter_impl(with_input ? (TensorObject *)a[0] : (TensorObject *)self, a[off],
                         a[off + 1], src, inplace, acc);
 }

@@ -11,14 +11,17 @@
 /* Common tail of the factories: out-of-range dtype check, allocation, draw, requires_grad.
  * shape given; dtype resolved by the caller. */
 static PyObject *make_random(int ndim, const int64_t *shape, cddp_dtype dt, cddp_draw *c,
-                             int requires_grad, const char *fname, int meta)
+                             int requires_grad, const char *fname, int meta, const int64_t *st)
 {
     TensorObject *t;
     if (cddp_check_sizes(fname, ndim, shape) < 0)
         return NULL;
     if (meta)                     /* no values: nothing drawn, the generator does not advance */
-        return cddp_factory_finish(cddp_tensor_new_meta(dt, ndim, shape), requires_grad, 0);
-    if (!(t = cddp_tensor_new(dt, ndim, shape, 0)))
+        return cddp_factory_finish(st ? cddp_tensor_new_strided(dt, ndim, shape, st, 2)
+                                      : cddp_tensor_new_meta(dt, ndim, shape), requires_grad, 0);
+    /* drawn in memory order (cddp_draw_into): a *_like of a permuted tensor draws as torch's */
+    if (!(t = st ? cddp_tensor_new_strided(dt, ndim, shape, st, 0)
+                 : cddp_tensor_new(dt, ndim, shape, 0)))
         return NULL;
     if (cddp_draw_into(t, c) < 0) {
         Py_DECREF(t);
@@ -51,7 +54,7 @@ static PyObject *rand_common(const char *fname, int normal, PyObject *const *arg
     probe.dtype = dt;
     if (normal ? cddp_draw_normal(&c, &probe, 0.0, 1.0) < 0 : cddp_draw_uniform(&c, &probe, 0.0, 1.0) < 0)
         return NULL;
-    return make_random(ndim, shape, dt, &c, rg, fname, meta);
+    return make_random(ndim, shape, dt, &c, rg, fname, meta, NULL);
 }
 
 PyObject *cddp_py_rand(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
@@ -123,7 +126,7 @@ PyObject *cddp_py_randint(PyObject *m, PyObject *const *args, Py_ssize_t nargs, 
     probe.dtype = dt;
     if (cddp_draw_from_to(&c, &probe, low, high) < 0)
         return NULL;
-    return make_random(ndim, shape, dt, &c, rg, "randint", meta);
+    return make_random(ndim, shape, dt, &c, rg, "randint", meta, NULL);
 }
 
 PyObject *cddp_py_randperm(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)
@@ -205,7 +208,8 @@ static PyObject *like_common(const char *fname, int kind, PyObject *const *args,
     cddp_dtype dt;
     cddp_draw c = {0};
     TensorObject *in, probe;
-    int64_t low = 0, high = 0;
+    int64_t low = 0, high = 0, st[CDDP_MAX_DIMS];
+    int fmt;
     Py_ssize_t maxpos = kind == 2 ? 3 : 1;
     if (nargs > maxpos) {
         PyErr_Format(PyExc_TypeError, "%s() takes at most %zd positional arguments (%zd given)",
@@ -249,7 +253,9 @@ static PyObject *like_common(const char *fname, int kind, PyObject *const *args,
             cddp_arg_int64(v[2], &high, fname, "high") < 0 || cddp_draw_from_to(&c, &probe, low, high) < 0)
             return NULL;
     }
-    return make_random(in->ndim, in->shape, dt, &c, rg, fname, meta);
+    if (cddp_parse_memory_format(v[9], &fmt) < 0 || cddp_format_strides(in, fmt, st) < 0)
+        return NULL;
+    return make_random(in->ndim, in->shape, dt, &c, rg, fname, meta, st);
 }
 
 PyObject *cddp_py_rand_like(PyObject *m, PyObject *const *args, Py_ssize_t nargs, PyObject *kw)

@@ -191,13 +191,16 @@ static int to_copy_backward(NodeObject *self, TensorObject **gout, TensorObject 
     return gin[0] ? 0 : -1;
 }
 
-/* A fresh contiguous copy of x in dtype dt, with history `name` when both dtypes are floating
- * (a cast to integers has no gradient, as in torch). */
+/* A fresh copy of x in dtype dt laid out in memory format fmt (preserve: as x is), with
+ * history `name` when both dtypes are floating (a cast to integers has no gradient, as in
+ * torch). */
 static PyObject *copy_as(TensorObject *x, cddp_dtype dt, const char *name, cddp_backward_fn fn,
-                         int meta)
+                         int meta, int fmt)
 {
-    TensorObject *out = meta ? cddp_tensor_new_meta(dt, x->ndim, x->shape)
-                             : cddp_tensor_new(dt, x->ndim, x->shape, 0);
+    int64_t st[CDDP_MAX_DIMS];
+    if (cddp_format_strides(x, fmt, st) < 0)
+        return NULL;
+    TensorObject *out = cddp_tensor_new_strided(dt, x->ndim, x->shape, st, meta ? 2 : 0);
     NodeObject *node;
     int err = 0;
     if (!out)
@@ -224,26 +227,43 @@ static const char *const memfmt_names[] = {"memory_format"};
 PyObject *cddp_convert_contiguous(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                   PyObject *kwnames)
 {
-    PyObject *a[1];
+    PyObject *a[1] = {NULL};
     TensorObject *x = (TensorObject *)self;
-    /* memory_format: only contiguous_format exists in cddp; accepted and ignored */
+    int fmt = CDDP_MF_CONTIGUOUS;
+    int64_t st[CDDP_MAX_DIMS];
     if ((nargs || kwnames) &&
         cddp_shape_parse_args("contiguous", args, nargs, kwnames, memfmt_names, 1, 1, a) < 0)
         return NULL;
-    if (cddp_is_contiguous(x))
+    if (a[0] && cddp_parse_memory_format(a[0], &fmt) < 0)
+        return NULL;
+    if (fmt == CDDP_MF_PRESERVE) {      /* torch asks is_contiguous() first */
+        if (cddp_is_contiguous(x))
+            return Py_NewRef(self);
+        PyErr_SetString(PyExc_RuntimeError,
+                        "preserve memory format is unsupported by the contiguous operator");
+        return NULL;
+    }
+    if (fmt == CDDP_MF_CONTIGUOUS ? cddp_is_contiguous(x)
+        : (cddp_format_strides(x, fmt, st) == 0 &&
+           cddp_same_strides(x->ndim, x->shape, x->strides, st)))
         return Py_NewRef(self);
-    return copy_as(x, x->dtype, "CloneBackward0", clone_backward, cddp_is_meta(x));
+    if (PyErr_Occurred())
+        return NULL;
+    return copy_as(x, x->dtype, "CloneBackward0", clone_backward, cddp_is_meta(x), fmt);
 }
 
 PyObject *cddp_convert_clone(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames)
 {
-    PyObject *a[1];
+    PyObject *a[1] = {NULL};
     TensorObject *x = (TensorObject *)self;
+    int fmt;
     if ((nargs || kwnames) &&
         cddp_shape_parse_args("clone", args, nargs, kwnames, memfmt_names, 1, 0, a) < 0)
         return NULL;
-    return copy_as(x, x->dtype, "CloneBackward0", clone_backward, cddp_is_meta(x));
+    if (cddp_parse_memory_format(a[0], &fmt) < 0)
+        return NULL;
+    return copy_as(x, x->dtype, "CloneBackward0", clone_backward, cddp_is_meta(x), fmt);
 }
 
 /* cddp.clone(input, *, memory_format=None) */
@@ -263,7 +283,7 @@ PyObject *cddp_convert_clone_fn(PyObject *m, PyObject *const *args, Py_ssize_t n
 /* The result of to(): self when nothing changes, else a copy (see copy_as). A meta tensor
  * stays meta without a device, goes to meta with one, and cannot leave it (no values). */
 static PyObject *to_impl(TensorObject *x, int has_dtype, cddp_dtype dt, PyObject *device,
-                         int copy)
+                         int copy, int fmt)
 {
     int meta = cddp_is_meta(x), to_meta = meta;
     if (device) {
@@ -277,14 +297,15 @@ static PyObject *to_impl(TensorObject *x, int has_dtype, cddp_dtype dt, PyObject
         return meta_copy_out();
     if (!has_dtype)
         dt = x->dtype;
-    if (dt == x->dtype && !copy && meta == to_meta)
+    if (dt == x->dtype && !copy && meta == to_meta &&
+        (fmt == CDDP_MF_PRESERVE || fmt == cddp_suggest_memory_format(x)))
         return Py_NewRef(x);
-    return copy_as(x, dt, "ToCopyBackward0", to_copy_backward, to_meta);
+    return copy_as(x, dt, "ToCopyBackward0", to_copy_backward, to_meta, fmt);
 }
 
 PyObject *cddp_shape_to_dtype(TensorObject *x, cddp_dtype dt)
 {
-    return to_impl(x, 1, dt, NULL, 0);
+    return to_impl(x, 1, dt, NULL, 0, CDDP_MF_PRESERVE);
 }
 
 static int is_dtype_obj(PyObject *o)
@@ -325,14 +346,14 @@ PyObject *cddp_convert_to(PyObject *self, PyObject *const *args, Py_ssize_t narg
     PyObject *a[NP] = {0}, *kw[NP];
     TensorObject *x = (TensorObject *)self;
     cddp_dtype dt = x->dtype;
-    int copy = 0, has_dtype = 0;
+    int copy = 0, has_dtype = 0, fmt;
     Py_ssize_t p = 0;
     /* fast paths: x.to(dtype) and x.to("cpu") / x.to(device) */
     if (nargs == 1 && !kwnames) {
         if (Py_IS_TYPE(args[0], cddp_state()->dtype_type)) {
             if (cddp_dtype_from_py(args[0], &dt) < 0)
                 return NULL;
-            return to_impl(x, 1, dt, NULL, 0);
+            return to_impl(x, 1, dt, NULL, 0, CDDP_MF_PRESERVE);
         }
     }
     /* a complex dtype (x.to(torch.complex64)): cddp/_complex.py makes the complex tensor */
@@ -409,20 +430,23 @@ PyObject *cddp_convert_to(PyObject *self, PyObject *const *args, Py_ssize_t narg
             return NULL;
         }
     }
-    if (truthy(a[CP], &copy) < 0)
+    if (truthy(a[CP], &copy) < 0 || cddp_parse_memory_format(a[MF], &fmt) < 0)
         return NULL;
-    return to_impl(x, has_dtype, dt, a[DEV], copy);
+    return to_impl(x, has_dtype, dt, a[DEV], copy, fmt);
 }
 
-/* float()/double()/... take only memory_format (ignored). */
+/* float()/double()/... take only memory_format. */
 static PyObject *cast_method(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames, const char *fname, cddp_dtype dt)
 {
-    PyObject *a[1];
+    PyObject *a[1] = {NULL};
+    int fmt;
     if ((nargs || kwnames) &&
         cddp_shape_parse_args(fname, args, nargs, kwnames, memfmt_names, 1, 0, a) < 0)
         return NULL;
-    return to_impl((TensorObject *)self, 1, dt, NULL, 0);
+    if (cddp_parse_memory_format(a[0], &fmt) < 0)
+        return NULL;
+    return to_impl((TensorObject *)self, 1, dt, NULL, 0, fmt);
 }
 
 #define CAST_METHOD(NAME, DT)                                                              \
@@ -482,7 +506,7 @@ PyObject *cddp_convert_type(PyObject *self, PyObject *const *args, Py_ssize_t na
             if (strcmp(tail, legacy_names[d]) == 0) {
                 if (cuda && cuda_fallback(-1) < 0)
                     return NULL;
-                return to_impl(x, 1, (cddp_dtype)d, NULL, 0);
+                return to_impl(x, 1, (cddp_dtype)d, NULL, 0, CDDP_MF_PRESERVE);
             }
         }
         PyErr_Format(PyExc_ValueError, "invalid type: '%s'", s);
@@ -490,7 +514,7 @@ PyObject *cddp_convert_type(PyObject *self, PyObject *const *args, Py_ssize_t na
     }
     if (cddp_dtype_from_py(a[0], &dt) < 0)
         return NULL;
-    return to_impl(x, 1, dt, NULL, 0);
+    return to_impl(x, 1, dt, NULL, 0, CDDP_MF_PRESERVE);
 }
 
 PyObject *cddp_convert_cpu(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -531,4 +555,41 @@ PyObject *cddp_convert_cuda(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (cddp_is_meta((TensorObject *)self))
         return meta_copy_out();
     return Py_NewRef(self);
+}
+
+/* ---- channels-last results ------------------------------------------------------------ */
+
+PyObject *cddp_convert_as_format(TensorObject *out, int fmt)
+{
+    int64_t st[CDDP_MAX_DIMS];
+    if (fmt == CDDP_MF_CONTIGUOUS || fmt == CDDP_MF_PRESERVE)
+        return Py_NewRef(out);
+    if (cddp_format_strides(out, fmt, st) < 0)
+        return NULL;
+    if (cddp_same_strides(out->ndim, out->shape, out->strides, st))
+        return Py_NewRef(out);
+    return copy_as(out, out->dtype, "CloneBackward0", clone_backward, cddp_is_meta(out), fmt);
+}
+
+/* _keep_channels_last(out, *like): torch's CPU convolution, normalization, pooling, padding
+ * and resampling kernels write a channels-last result when their input (for a convolution:
+ * or weight) is channels-last strided; cddp's kernels write row-major, so the wrappers in
+ * nn/ pass their result through here: out itself, or its channels-last copy (with history). */
+PyObject *cddp_convert_keep_channels_last(PyObject *m, PyObject *const *args, Py_ssize_t nargs)
+{
+    TensorObject *out;
+    if (nargs < 1 || !cddp_tensor_check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_keep_channels_last(out, *like): out must be a Tensor");
+        return NULL;
+    }
+    out = (TensorObject *)args[0];
+    for (Py_ssize_t i = 1; i < nargs; i++) {
+        TensorObject *t = (TensorObject *)args[i];
+        if (!cddp_tensor_check(args[i]) || t->ndim != out->ndim)
+            continue;
+        int fmt = cddp_suggest_memory_format(t);
+        if (fmt != CDDP_MF_CONTIGUOUS)
+            return cddp_convert_as_format(out, fmt);
+    }
+    return Py_NewRef(out);
 }

@@ -244,6 +244,17 @@ done:
     return rc;
 }
 
+/* torch's cat result layout: the inputs' suggested memory format when they all share one
+ * (channels-last inputs give a channels-last result), else row-major */
+static int common_format(TensorObject *const *ts, Py_ssize_t k)
+{
+    int fmt = cddp_suggest_memory_format(ts[0]);
+    for (Py_ssize_t i = 1; i < k && fmt != CDDP_MF_CONTIGUOUS; i++)
+        if (cddp_suggest_memory_format(ts[i]) != fmt)
+            return CDDP_MF_CONTIGUOUS;
+    return fmt;
+}
+
 static PyObject *join(const char *fname, PyObject *const *args, Py_ssize_t nargs,
                       PyObject *kwnames, int stack)
 {
@@ -345,8 +356,7 @@ static PyObject *join(const char *fname, PyObject *const *args, Py_ssize_t nargs
         res = Py_NewRef(a[2]);
         goto done;
     }
-    res = (PyObject *)out;
-    out = NULL;
+    res = stack ? Py_NewRef(out) : cddp_convert_as_format(out, common_format(ts, k));
 done:
     Py_XDECREF(out);
     Py_XDECREF(fast);

@@ -10,7 +10,7 @@
  *       alone returns those indices
  *   roll(input, shifts, dims=None)                              RollBackward0
  *   flip(input, dims), fliplr, flipud                           FlipBackward0
- *   narrow_copy(input, dim, start, length)   (narrow + clone)
+ *   narrow_copy(input, dim, start, length)   (narrow + a contiguous copy)
  *   movedim / moveaxis(input, source, destination)              PermuteBackward0
  *
  * Legend: x (s_0, ..., s_{m-1}) after padding with leading 1s, reps (r_0, ..., r_{m-1}); the
@@ -745,7 +745,12 @@ static PyObject *narrow_copy_binding(PyObject *self, PyObject *const *args, Py_s
     }
     if (!v)
         return NULL;
-    out = PyObject_CallMethod(v, "clone", NULL);
+    /* a contiguous copy, as torch's (clone would keep a permuted input's layout) */
+    out = PyObject_CallMethod(v, "contiguous", NULL);
+    if (out == v) {
+        Py_DECREF(out);
+        out = PyObject_CallMethod(v, "clone", NULL);
+    }
     Py_DECREF(v);
     return out;
 }

@@ -879,6 +879,8 @@ PyMethodDef cddp_shape_module_methods[] = {
     {"unbind", (PyCFunction)(void (*)(void))m_unbind, FASTKW, NULL},
     /* ops/shape/convert.c / ops/shape/join.c */
     {"clone", (PyCFunction)(void (*)(void))cddp_convert_clone_fn, FASTKW, NULL},
+    {"_keep_channels_last", (PyCFunction)(void (*)(void))cddp_convert_keep_channels_last,
+     METH_FASTCALL, NULL},
     {"cat", (PyCFunction)(void (*)(void))cddp_join_cat, FASTKW, "cat(tensors, dim=0, *, out=None)"},
     {"concat", (PyCFunction)(void (*)(void))cddp_join_cat, FASTKW, NULL},
     {"concatenate", (PyCFunction)(void (*)(void))cddp_join_cat, FASTKW, NULL},
