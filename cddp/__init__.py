@@ -109,6 +109,8 @@ else:
     del _name
 
     from . import _tensor_py  # noqa: F401  (a few Python-level Tensor properties)
+    from ._tensor_py import UntypedStorage, TypedStorage  # noqa: F401
+    globals().update(_tensor_py.LEGACY_STORAGES)          # ByteStorage, FloatStorage, ...
     from ._extras import allclose, isclose, equal, sort, argsort, topk  # noqa: F401
     from ._ops import (cummax, cummin, take_along_dim, meshgrid, cartesian_prod,  # noqa: F401
                        atleast_1d, atleast_2d, atleast_3d, block_diag, tensor_split, hsplit,

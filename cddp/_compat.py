@@ -170,6 +170,13 @@ def _legacy_data(cls, args):
         if args[0].dtype != cls.dtype:
             raise TypeError(f"expected {cls.dtype} (got {args[0].dtype})")
         return args[0]
+    from ._tensor_py import TypedStorage
+    if len(args) == 1 and isinstance(args[0], TypedStorage):
+        # torch.ByteTensor(storage): a 1-D tensor over the whole storage (DETR's all_gather)
+        st = args[0]
+        if st.dtype != cls.dtype:
+            raise TypeError(f"expected {cls.dtype} storage (got {st.dtype})")
+        return _C._storage_view(st._t, 0, (st.size(),), (1,))
     sizes = args[0] if len(args) == 1 and isinstance(args[0], Size) else args
     if all(isinstance(a, int) and not isinstance(a, bool) for a in sizes):
         return _C.zeros(*sizes, dtype=cls.dtype)
@@ -299,10 +306,23 @@ def _coalesce(self):
     return out
 
 
+def _rows(self):
+    """A row-sparse stand-in (an embedding(sparse=True) gradient: _sparse_dim 1, as torch's
+    sparse gradient has one sparse dim): the rows holding a nonzero, else None."""
+    sd = self.__dict__.get("_sparse_dim")
+    if sd is None or sd >= self.dim():
+        return None
+    return self.detach().ne(0).flatten(sd).any(-1).nonzero().t()      # (sd, nnz rows)
+
+
 def _indices(self):
-    """(sparse_dim, nnz) int64: a stand-in's given coordinates, else the nonzero entries'."""
+    """(sparse_dim, nnz) int64: a stand-in's given coordinates, else the nonzero entries' (a
+    row-sparse gradient's: its nonzero rows)."""
     coo = self.__dict__.get("_coo")
-    return coo[0] if coo is not None else self.detach().nonzero().t()
+    if coo is not None:
+        return coo[0]
+    rows = _rows(self)
+    return rows if rows is not None else self.detach().nonzero().t()
 
 
 def _values(self):
@@ -311,6 +331,9 @@ def _values(self):
     dense entries they were summed into, as torch's sparse gradient)."""
     coo = self.__dict__.get("_coo")
     if coo is None:
+        rows = _rows(self)
+        if rows is not None:
+            return self[tuple(rows.unbind(0))]
         return self[self.detach().nonzero(as_tuple=True)]
     vals = coo[1]
     if vals.requires_grad or not (self.requires_grad and _C.is_grad_enabled()):
@@ -329,7 +352,9 @@ def _coo_of(self):
 
 def _sparse_dim(self):
     coo = self.__dict__.get("_coo")
-    return int(coo[0].shape[0]) if coo is not None else self.dim()
+    if coo is not None:
+        return int(coo[0].shape[0])
+    return self.__dict__.get("_sparse_dim", self.dim())
 
 
 def _dense_dim(self):
@@ -355,7 +380,10 @@ def _col_indices(self):
 
 def _nnz(self):
     coo = self.__dict__.get("_coo")
-    return int(coo[0].shape[1]) if coo is not None else int(self.count_nonzero())
+    if coo is not None:
+        return int(coo[0].shape[1])
+    rows = _rows(self)
+    return int(rows.shape[1]) if rows is not None else int(self.count_nonzero())
 
 
 def _to_dense(self, dtype=None, *, masked_grad=None):

@@ -10,6 +10,7 @@ In-place forms compute the result and copy it back (one extra pass); lerp_ / add
 addcdiv_, the ones optimizers and EMA updates call per step, work in place on the tensor
 (float16 / bfloat16: computed in float32 and copied back, rounding once as torch does)."""
 import math
+import warnings
 
 from . import _C
 from ._ops import _torch_name, signbit
@@ -312,6 +313,29 @@ def _inplace(fn):
     method.__name__ = fn.__name__ + "_"
     return method
 
+
+def _legacy_value(fn):
+    """fn also taking torch's deprecated (input, Number value, tensor1, tensor2) order, which
+    old optimizer code still uses (exp_avg_sq.addcmul_(1 - beta2, grad, grad)), with torch's
+    warning."""
+    name = fn.__name__.lstrip("_")
+
+    def wrapper(input, *args, **kwargs):  # noqa: A002
+        if len(args) == 3 and "value" not in kwargs and isinstance(args[1], Tensor) and (
+                not isinstance(args[0], Tensor) or args[0].dim() == 0):
+            warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number value, "
+                          f"Tensor tensor1, Tensor tensor2)\nConsider using one of the "
+                          f"following signatures instead:\n\t{name}(Tensor tensor1, Tensor "
+                          f"tensor2, *, Number value = 1)", UserWarning, stacklevel=2)
+            value, t1, t2 = args
+            return fn(input, t1, t2, value=value)
+        return fn(input, *args, **kwargs)
+    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
+    return wrapper
+
+
+addcmul, addcdiv, _addcmul_, _addcdiv_ = map(_legacy_value, (addcmul, addcdiv, _addcmul_,
+                                                             _addcdiv_))
 
 _FUNCS = ("lerp", "addcmul", "addcdiv", "atan2", "arctan2", "hypot", "logaddexp", "logaddexp2",
           "xlogy", "copysign", "fmax", "fmin", "float_power", "logit", "nan_to_num", "sinc",

@@ -1,5 +1,6 @@
 """The few Tensor attributes that are plain Python over C methods: transposed views as
 properties, and pickling / deepcopy (cold paths: DataLoader workers, copy.deepcopy(model))."""
+import sys
 import weakref
 
 import numpy as np
@@ -303,6 +304,13 @@ class UntypedStorage:
     def type(self):
         return f"{__name__}.UntypedStorage"
 
+    @classmethod
+    def from_buffer(cls, buffer, byte_order="native", count=-1, offset=0, dtype=None):
+        """A new storage holding a copy of buffer's bytes (from offset, count elements of
+        dtype or all of them): what torch.UntypedStorage.from_buffer gives."""
+        return cls(_buffer_tensor(buffer, _C.uint8 if dtype is None else dtype, byte_order,
+                                  count, offset))
+
     def __repr__(self):
         vals = "".join(f" {v}\n" for v in self.tolist())
         return f"{vals}[{__name__}.UntypedStorage(device={self.device}) of size {self.size()}]"
@@ -320,6 +328,16 @@ class TypedStorage:
 
     def untyped(self):
         return self._untyped_storage
+
+    @classmethod
+    def from_buffer(cls, buffer, byte_order="native", count=-1, offset=0, dtype=None):
+        """torch.TypedStorage.from_buffer / ByteStorage.from_buffer ...: a copy of buffer's
+        bytes read as dtype (a legacy storage class's own)."""
+        dtype = getattr(cls, "_legacy_dtype", None) or dtype
+        if dtype is None:
+            raise RuntimeError("from_buffer: needs dtype= (or a typed storage class such as "
+                               "ByteStorage)")
+        return cls(_buffer_tensor(buffer, dtype, byte_order, count, offset))
 
     @property
     def _cdata(self):
@@ -364,6 +382,40 @@ class TypedStorage:
         vals = "".join(f" {v}\n" for v in self.tolist())
         return (f"{vals}[{__name__}.TypedStorage(dtype={self.dtype}, device={self.device}) of "
                 f"size {self.size()}]")
+
+
+def _buffer_tensor(buffer, dtype, byte_order, count, offset):
+    """A fresh 1-D tensor of dtype holding a copy of buffer's bytes (torch's from_buffer)."""
+    np_dt = _to_array(_C.zeros(0, dtype=dtype)).dtype
+    if byte_order not in ("native", "little", "big"):
+        raise ValueError(f"invalid byte_order {byte_order!r} (native, little or big)")
+    if byte_order == "big" or (byte_order == "native" and sys.byteorder == "big"):
+        np_dt = np_dt.newbyteorder(">")
+    arr = np.frombuffer(buffer, dtype=np_dt, count=count, offset=offset)
+    return _C.tensor(arr.astype(np_dt.newbyteorder("="), copy=True))
+
+
+def _legacy_storage(name, dtype):
+    """torch.<name> (ByteStorage, FloatStorage, ...): a TypedStorage class of one dtype;
+    ByteStorage(n) / ByteStorage(sequence) make one, from_buffer reads bytes."""
+    def __init__(self, *args):
+        if len(args) == 1 and isinstance(args[0], Tensor):
+            t = args[0]
+        elif len(args) == 1 and isinstance(args[0], int):
+            t = _C.zeros(args[0], dtype=dtype)
+        elif len(args) == 1:
+            t = _C.tensor(list(args[0]), dtype=dtype)
+        else:
+            t = _C.zeros(0, dtype=dtype)
+        TypedStorage.__init__(self, t.reshape(-1))
+    return type(name, (TypedStorage,), {"__init__": __init__, "_legacy_dtype": dtype,
+                                         "__doc__": f"torch.{name}: {dtype} storages"})
+
+
+LEGACY_STORAGES = {f"{n}Storage": _legacy_storage(f"{n}Storage", getattr(_C, dt)) for n, dt in (
+    ("Float", "float32"), ("Double", "float64"), ("Half", "float16"), ("BFloat16", "bfloat16"),
+    ("Long", "int64"), ("Int", "int32"), ("Short", "int16"), ("Char", "int8"), ("Byte", "uint8"),
+    ("Bool", "bool"))}
 
 
 # one UntypedStorage object per live storage, as torch keeps one Python object per storage

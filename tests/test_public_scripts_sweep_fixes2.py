@@ -255,3 +255,112 @@ def test_state_dict_metadata_survives_save(tmp_path, fmt):
         torch = pytest.importorskip("torch")
         got = torch.load(f)
         assert got._metadata == sd._metadata and list(got) == list(sd)
+
+
+# ---- deprecated overloads old optimizer code still calls (HashNeRF's RAdam) ----------------
+
+def test_addcmul_addcdiv_and_add_take_the_value_first_forms(lib):
+    import warnings
+    mk = lambda: (lib.ones(3), lib.tensor([1.0, 2, 3]), lib.tensor([2.0, 2, 4]))   # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a, b, c = mk()
+        assert a.addcmul_(0.5, b, c).tolist() == [2.0, 3.0, 7.0]
+        a, b, c = mk()
+        assert a.addcdiv(0.5, b, c).tolist() == [1.25, 1.5, 1.375] and a.tolist() == [1.0] * 3
+        a, b, c = mk()
+        assert lib.addcmul(a, 0.5, b, c).tolist() == [2.0, 3.0, 7.0]
+        a, b, c = mk()
+        assert lib.add(a, 0.5, b).tolist() == [1.5, 2.0, 2.5]
+        assert lib.sub(a, 0.5, b).tolist() == [0.5, 0.0, -0.5]
+        assert a.addcdiv_(lib.tensor(0.5), b, c).tolist() == [1.25, 1.5, 1.375]
+    if lib.__name__ == "cddp":                      # torch warns once per process
+        with pytest.warns(UserWarning, match="deprecated"):
+            mk()[0].addcmul_(0.5, mk()[1], mk()[2])
+
+
+# ---- torch.Tensor(tensor) is an alias (nerf-pytorch: torch.Tensor(pose)) ---------------------
+
+def test_tensor_of_a_tensor_is_a_view(lib):
+    d = lib.arange(3, dtype=lib.float64)
+    assert lib.Tensor(d).dtype == lib.float64 and lib.Tensor(lib.arange(3)).dtype == lib.int64
+    f = lib.zeros(3)
+    y = lib.Tensor(f)
+    y[0] = 7.0
+    assert f[0].item() == 7.0
+    x = lib.ones(2, requires_grad=True)
+    (lib.Tensor(x) * 3).sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+
+
+# ---- byte storages (DETR's util.misc.all_gather) ----------------------------------------------
+
+def test_all_gather_style_pickling_through_a_byte_storage(lib):
+    import pickle
+    data = {"boxes": [1.5, 2.5], "id": 7}
+    buf = pickle.dumps(data)
+    t = lib.ByteTensor(lib.ByteStorage.from_buffer(buf))
+    assert t.dtype == lib.uint8 and t.numel() == len(buf)
+    padded = lib.cat([t, lib.zeros(5, dtype=lib.uint8)])
+    assert pickle.loads(padded[:len(buf)].numpy().tobytes()) == data
+    u = lib.UntypedStorage.from_buffer(buf, dtype=lib.uint8)
+    assert len(u) == len(buf)
+    f = lib.FloatStorage.from_buffer(np.array([1.5, -2.0], dtype=np.float32).tobytes(),
+                                     "native")
+    assert f.tolist() == [1.5, -2.0] and f.dtype == lib.float32
+
+
+# ---- Variable._execution_engine.queue_callback (NVIDIA's apply_gradient_allreduce) ----------
+
+def test_queued_callbacks_run_once_the_backward_is_done(lib):
+    Variable = lib.autograd.Variable
+    w = lib.nn.Parameter(lib.ones(3))
+    seen = []
+
+    def last():
+        seen.append("last")
+
+    def cb():
+        seen.append(w.grad.tolist())             # the final gradient, after accumulation
+        Variable._execution_engine.queue_callback(last)
+
+    w.register_hook(lambda g: Variable._execution_engine.queue_callback(cb))
+    (w * 2).sum().backward()
+    assert seen == [[2.0, 2.0, 2.0], "last"]
+    with pytest.raises(RuntimeError, match="during backward pass"):
+        Variable._execution_engine.queue_callback(cb)
+
+
+# ---- a conv's saved input is the caller's tensor (Tacotron2's .data masking) ----------------
+
+def test_conv_backward_reads_its_input_as_it_is_at_backward():
+    torch = pytest.importorskip("torch")
+    import cddp
+    rng = np.random.default_rng(1)
+    xa = rng.standard_normal((2, 5, 4))
+    wa = rng.standard_normal((3, 4, 3))
+    got = []
+    for lib in (torch, cddp):
+        x = lib.tensor(xa).transpose(1, 2)                  # (2, 4, 5), not contiguous
+        w = lib.tensor(wa, requires_grad=True)
+        y = lib.nn.functional.conv1d(x, w)
+        x.data.masked_fill_(x.data > 0.5, 0.0)              # after the forward, as Tacotron2
+        y.pow(2).sum().backward()
+        got.append(w.grad.numpy())
+    np.testing.assert_allclose(got[1], got[0], rtol=1e-10)
+
+
+# ---- embedding(sparse=True) gradients answer by rows (DLRM's hand-written sparse updates) ----
+
+def test_sparse_embedding_gradient_indices_and_values_by_row(lib):
+    emb = lib.nn.EmbeddingBag(6, 3, mode="sum", sparse=True)
+    with lib.no_grad():
+        emb.weight.copy_(lib.arange(18.0).reshape(6, 3) / 10)
+    emb(lib.tensor([1, 1, 4, 2]), lib.tensor([0, 2])).pow(2).sum().backward()
+    g = emb.weight.grad.coalesce()
+    assert g._indices().tolist() == [[1, 2, 4]] and tuple(g._values().shape) == (3, 3)
+    dense = g.to_dense().numpy()
+    np.testing.assert_allclose(g._values().numpy(), dense[[1, 2, 4]])
+    emb.weight.data.index_add_(0, g._indices()[0], -0.1 * g._values())
+    want = np.arange(18.0).reshape(6, 3) / 10 - 0.1 * dense
+    np.testing.assert_allclose(emb.weight.detach().numpy(), want, rtol=1e-6)

@@ -52,6 +52,19 @@ class Variable(metaclass=_VariableMeta):
         return data.detach().requires_grad_(requires_grad)
 
 
+class _ExecutionEngine:
+    """torch's Variable._execution_engine, for what scripts call on it: queue_callback(cb)
+    runs cb once the running backward's graph is done (NVIDIA's apply_gradient_allreduce
+    all-reduces the gradients there; csrc/autograd/engine.c)."""
+
+    @staticmethod
+    def queue_callback(callback):
+        _C._queue_callback(callback)
+
+
+Variable._execution_engine = _ExecutionEngine()
+
+
 def __getattr__(name):
     # torch.autograd.profiler without the import: loaded on first use
     if name in ("profiler", "profiler_util"):

@@ -354,6 +354,11 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):  # no
 _sparse_warned = []
 
 
+def _mark_row_sparse(param):
+    if param.grad is not None:
+        param.grad._sparse_dim = 1
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # noqa: A002
               scale_grad_by_freq=False, sparse=False):
     """Rows of weight at input's indices; padding_idx's row gets no gradient."""
@@ -373,6 +378,10 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,  # 
         _sparse_warned.append(True)
         warnings.warn("cddp has no sparse tensors: embedding(sparse=True) produces a dense "
                       "gradient (same values)", UserWarning, stacklevel=2)
+    if sparse and weight.requires_grad and "_sparse_rows_hook" not in weight.__dict__:
+        # the dense gradient answers _indices() / _values() / _nnz() by rows, as torch's
+        # sparse gradient (one sparse dim) does once coalesced (cddp/_compat.py)
+        weight._sparse_rows_hook = weight.register_post_accumulate_grad_hook(_mark_row_sparse)
     if max_norm is not None:
         # torch's embedding_renorm_ under no_grad: rows used by input scaled to max_norm
         _C._embedding_renorm_(weight, input, float(max_norm), float(norm_type))

@@ -51,6 +51,9 @@ int cddp_saved_check(NodeObject *n, TensorObject *t, int64_t version);
  * hooks and stops there: no .grad written, no post-accumulate hooks (torch's autograd.grad
  * does not touch .grad, and DDP's hooks must not fire). */
 extern _Thread_local int cddp_accumulate_off;
+/* Queue cb to run when the active backward run finishes (engine.c); -1 with torch's
+ * RuntimeError outside a backward. */
+int cddp_queue_final_callback(PyObject *cb);
 
 /* The AccumulateGrad node of `leaf` (a tensor with requires_grad and no grad_fn), created on
  * first use and cached in leaf->grad_acc. The node owns the leaf; the leaf only points back

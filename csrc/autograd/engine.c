@@ -268,6 +268,32 @@ static NodeObject *root_node(TensorObject *t, int *input_nr)
  * ends. outer_epoch is the epoch of this thread's outermost active run (0: none). */
 static _Thread_local int64_t outer_epoch;
 
+/* The final callbacks queued during the innermost active run (NULL: none active): torch's
+ * Variable._execution_engine.queue_callback, run in order once that run's graph is done. */
+static _Thread_local PyObject *run_callbacks;
+
+int cddp_queue_final_callback(PyObject *cb)
+{
+    if (!run_callbacks) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Final callbacks can only be installed during backward pass.");
+        return -1;
+    }
+    return PyList_Append(run_callbacks, cb);
+}
+
+/* Run the callbacks of a finished run (those they queue too, as torch's loop does). */
+static int run_final_callbacks(PyObject *cbs)
+{
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(cbs); i++) {
+        PyObject *r = PyObject_CallNoArgs(PyList_GET_ITEM(cbs, i));
+        if (!r)
+            return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
 typedef struct {
     NodeObject *node;                 /* owned */
     int64_t epoch, deps;
@@ -443,10 +469,15 @@ int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int ret
     NodeObject **rn = PyMem_Calloc((size_t)(n ? n : 1), sizeof(NodeObject *));
     int saved_mode = cddp_grad_enabled, saved_scope = cddp_arena_scope, rc = -1;
     int outermost = outer_epoch == 0;
-    if (!rn) {
-        PyErr_NoMemory();
+    PyObject *outer_callbacks = run_callbacks, *callbacks = PyList_New(0);
+    if (!rn || !callbacks) {
+        PyMem_Free(rn);
+        Py_XDECREF(callbacks);
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
         return -1;
     }
+    run_callbacks = callbacks;
     if (outermost)
         outer_epoch = run.epoch;
     /* 1. discover the graph and count incoming edges */
@@ -473,8 +504,16 @@ int cddp_run_backward(int n, TensorObject **roots, TensorObject **grads, int ret
     while (run.ready.n)
         if (run_node(&run, heap_pop(&run.ready), retain_graph) < 0)
             goto done;
+    cddp_arena_scope = saved_scope;
+    cddp_grad_enabled = saved_mode;
+    /* 4. the final callbacks, with the caller's grad mode (still inside this run: a
+     * callback may queue another) */
+    if (run_final_callbacks(callbacks) < 0)
+        goto done;
     rc = 0;
 done:
+    run_callbacks = outer_callbacks;
+    Py_DECREF(callbacks);
     cddp_arena_scope = saved_scope;
     cddp_grad_enabled = saved_mode;
     for (Py_ssize_t i = 0; i < run.seen.n; i++)

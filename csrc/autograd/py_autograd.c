@@ -287,6 +287,17 @@ static PyObject *py_accumulate_off(PyObject *m, PyObject *unused)
     return PyBool_FromLong(cddp_accumulate_off);
 }
 
+static PyObject *py_queue_callback(PyObject *m, PyObject *cb)
+{
+    if (!PyCallable_Check(cb)) {
+        PyErr_SetString(PyExc_TypeError, "queue_callback(): the callback must be callable");
+        return NULL;
+    }
+    if (cddp_queue_final_callback(cb) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyObject *py_is_anomaly_enabled(PyObject *m, PyObject *unused)
 {
     return PyBool_FromLong(cddp_detect_anomaly);
@@ -406,6 +417,7 @@ PyMethodDef cddp_autograd_module_methods[] = {
      "set anomaly mode (NaN checks on every backward node's output); returns the previous"},
     {"_is_anomaly_enabled", py_is_anomaly_enabled, METH_NOARGS, NULL},
     {"_accumulate_off", py_accumulate_off, METH_NOARGS, NULL},
+    {"_queue_callback", py_queue_callback, METH_O, NULL},
     {"_backward", (PyCFunction)py_backward, METH_VARARGS | METH_KEYWORDS, NULL},
     {NULL},
 };

@@ -78,6 +78,9 @@ static PyObject *tensor_new(PyTypeObject *tp, PyObject *args, PyObject *kw)
         if (cddp_parse_shape(args, &ndim, shape) < 0)
             return NULL;
         t = cddp_tensor_new(cddp_state()->default_dtype, ndim, shape, 1);
+    } else if (n == 1 && cddp_tensor_check(PyTuple_GET_ITEM(args, 0))) {
+        /* torch's legacy Tensor(other) is other.alias(): a view (dtype, memory, history) */
+        t = (TensorObject *)PyObject_GetItem(PyTuple_GET_ITEM(args, 0), Py_Ellipsis);
     } else if (n == 1) {
         t = cddp_tensor_from_data(PyTuple_GET_ITEM(args, 0), 1, cddp_state()->default_dtype);
     } else {

@@ -200,24 +200,31 @@ static int geom_load(NodeObject *node, cddp_conv *cv, cddp_dtype dt)
     return (int)v[17];
 }
 
-/* ConvolutionBackward0. Saved: x (contiguous), w (contiguous). Plain conv: dx, dw from the
- * engine's backward, db = channel sums of dy. Transposed: dx = conv(dy), dw = the conv's
- * weight gradient with x and dy exchanged, db = channel sums of dy. */
+/* ConvolutionBackward0. Saved: x, w as the caller gave them (torch saves its inputs, so a
+ * later write through .data reaches the backward, as Tacotron2's masking does), made
+ * contiguous here. Plain conv: dx, dw from the engine's backward, db = channel sums of dy.
+ * Transposed: dx = conv(dy), dw = the conv's weight gradient with x and dy exchanged, db =
+ * channel sums of dy. */
 static int conv_backward(NodeObject *self, TensorObject **gout, TensorObject **gin)
 {
-    TensorObject *x = cddp_node_saved(self, 0), *w = cddp_node_saved(self, 1), *gy = NULL;
+    TensorObject *xs = cddp_node_saved(self, 0), *ws = cddp_node_saved(self, 1), *gy = NULL;
+    TensorObject *x = NULL, *w = NULL;
     cddp_conv cv;
     int rc = -1, err = 0;
-    if (!x || !w)
+    if (!xs || !ws)
         return -1;
     if (!gout[0])
         return 0;
+    x = cddp_tensor_contiguous_raw(xs);
+    w = x ? cddp_tensor_contiguous_raw(ws) : NULL;
+    if (!w)
+        goto done;
     int transposed = geom_load(self, &cv, x->dtype);
     gy = cddp_tensor_cast_raw(gout[0], x->dtype);
     if (gy && !cddp_is_contiguous(gy))
         Py_SETREF(gy, cddp_tensor_contiguous_raw(gy));
     if (!gy)
-        return -1;
+        goto done;
     for (int k = 0; k < self->n_next; k++)
         if (self->next[k].node) {
             if (!(gin[k] = cddp_tensor_new(x->dtype, self->meta[k].ndim, self->meta[k].shape, 0)))
@@ -247,13 +254,15 @@ static int conv_backward(NodeObject *self, TensorObject **gout, TensorObject **g
     rc = 0;
 done:
     Py_XDECREF(gy);
+    Py_XDECREF(x);
+    Py_XDECREF(w);
     return rc;
 }
 
-/* Run the op (forward computed by fwd into y) and record the node. x, w are the caller's
- * tensors (the edges); xc, wc their contiguous copies (saved). */
-static PyObject *finish(TensorObject *x, TensorObject *w, TensorObject *b, TensorObject *xc,
-                        TensorObject *wc, TensorObject *y, const cddp_conv *cv, int transposed)
+/* Record the node of y (the forward is done): x, w are the caller's tensors, its edges and
+ * what it saves. */
+static PyObject *finish(TensorObject *x, TensorObject *w, TensorObject *b, TensorObject *y,
+                        const cddp_conv *cv, int transposed)
 {
     int err;
     TensorObject *ins[3] = {x, w, b};
@@ -264,7 +273,7 @@ static PyObject *finish(TensorObject *x, TensorObject *w, TensorObject *b, Tenso
     if (node) {
         cddp_set_history(y, node, 0);
         geom_store(node, cv, transposed);
-        int bad = cddp_node_save(node, 0, xc) < 0 || cddp_node_save(node, 1, wc) < 0;
+        int bad = cddp_node_save(node, 0, x) < 0 || cddp_node_save(node, 1, w) < 0;
         Py_DECREF(node);
         if (bad)
             goto fail;
@@ -335,7 +344,7 @@ static PyObject *conv_run(TensorObject *x, TensorObject *w, TensorObject *b, con
         PyErr_NoMemory();
         goto fail;
     }
-    PyObject *res = finish(x, w, b, xc, wc, y, &cv, transposed);
+    PyObject *res = finish(x, w, b, y, &cv, transposed);
     Py_DECREF(xc);
     Py_DECREF(wc);
     Py_XDECREF(bc);

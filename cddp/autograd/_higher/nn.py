@@ -374,7 +374,7 @@ def _conv_w_grad(geo, x, gy):
 
 @formula("ConvolutionBackward0")
 def _conv(ctx, g):
-    # nn/conv.c conv_backward: edges x, w (, b); slots 0, 1 = x, w made contiguous; i[0..17]
+    # nn/conv.c conv_backward: edges x, w (, b); slots 0, 1 = x, w as given; i[0..17]
     # the geometry (_Geom). 1-D convs run as 2-D with H = 1. Plain: dx = conv_transpose(g, w),
     # dw = corr(x, g); transposed (its adjoint conv is the one stored): dx = conv(g, w),
     # dw = corr(g, x).

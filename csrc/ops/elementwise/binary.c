@@ -493,6 +493,19 @@ DEPRECATED_ALPHA(sub, "sub")
 DEPRECATED_ALPHA(add_, "add_")
 DEPRECATED_ALPHA(sub_, "sub_")
 
+/* the module functions' form of the same overload: torch.add(input, Number alpha, other) */
+#define DEPRECATED_ALPHA_F(op, fname)                                                      \
+    PyObject *cddp_ew_f_##op##_compat(PyObject *mod, PyObject *const *args,                 \
+                                      Py_ssize_t nargs, PyObject *kwnames)                 \
+    {                                                                                      \
+        if (nargs == 3 && !kwnames)                                                        \
+            return deprecated_alpha(args[0], args + 1, 2, NULL, fname, op##_impl,         \
+                                    cddp_ew_m_##op);                                       \
+        return cddp_ew_f_##op(mod, args, nargs, kwnames);                                  \
+    }
+DEPRECATED_ALPHA_F(add, "add")
+DEPRECATED_ALPHA_F(sub, "sub")
+
 static const ew_bparams plain_params = {NULL, 0, 0};
 
 static PyObject *mul_impl(PyObject *s, PyObject **argv)

@@ -710,6 +710,8 @@ PyObject *cddp_ew_m_add_compat(PyObject *, PyObject *const *, Py_ssize_t, PyObje
 PyObject *cddp_ew_m_sub_compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_ew_m_add__compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 PyObject *cddp_ew_m_sub__compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+PyObject *cddp_ew_f_add_compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
+PyObject *cddp_ew_f_sub_compat(PyObject *, PyObject *const *, Py_ssize_t, PyObject *);
 
 PyMethodDef cddp_elementwise_tensor_methods[] = {
     EW_BIN_NAMES(M)
@@ -752,7 +754,7 @@ PyMethodDef cddp_elementwise_module_methods[] = {
     {"result_type", (PyCFunction)(void (*)(void))py_result_type, FC,
      "result_type(tensor1, tensor2) -> dtype (torch's promotion with wrapped numbers)"},
     EW_BIN_NAMES(F)
-    F("add", add) F("sub", sub) F("subtract", sub)
+    F("add", add_compat) F("sub", sub_compat) F("subtract", sub_compat)
     EW_UN_NAMES(UF)
     EW_UN_INPLACE_NAMES(UFI)
     EW_UN_MATH_NAMES(UF)
