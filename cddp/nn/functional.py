@@ -440,9 +440,11 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                              float(momentum), float(eps))
         _stats_back(running_mean, rm)
         _stats_back(running_var, rv)
-        return out.to(input.dtype)
-    return _C._batch_norm(input, weight, bias, running_mean, running_var, bool(training),
-                          float(momentum), float(eps))
+        return _C._keep_channels_last(out.to(input.dtype), input)
+    # a channels-last input's result is channels-last, as torch's (nn/_functional_spatial.py)
+    return _C._keep_channels_last(_C._batch_norm(input, weight, bias, running_mean, running_var,
+                                                 bool(training), float(momentum), float(eps)),
+                                  input)
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,  # noqa: A002
@@ -488,9 +490,11 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):  # noqa: A0
     _verify_batch_size([input.size(0) * input.size(1) // num_groups, num_groups]
                        + list(input.size()[2:]))
     if _reduced(input):
-        return _C._group_norm(input.float(), int(num_groups), _f32(weight), _f32(bias),
-                              float(eps)).to(input.dtype)
-    return _C._group_norm(input, int(num_groups), weight, bias, float(eps))
+        out = _C._group_norm(input.float(), int(num_groups), _f32(weight), _f32(bias),
+                             float(eps)).to(input.dtype)
+    else:
+        out = _C._group_norm(input, int(num_groups), weight, bias, float(eps))
+    return _C._keep_channels_last(out, input)          # as batch_norm
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):  # noqa: A002
@@ -786,8 +790,9 @@ from ._functional_3d import (  # noqa: E402,F401
     adaptive_max_pool3d, adaptive_max_pool3d_with_indices)
 from ._functional_spatial import _keeps_channels_last  # noqa: E402
 
-# torch's CPU batch/group norm and prelu keep a channels-last input's layout too
-batch_norm, group_norm, prelu = map(_keeps_channels_last, (batch_norm, group_norm, prelu))
+# torch's CPU prelu keeps a channels-last input's layout too (batch_norm and group_norm
+# above call _C._keep_channels_last themselves: they run once per layer and step)
+prelu = _keeps_channels_last(prelu)
 
 # activations, layers and losses composed from tensor ops (one file each)
 from ._functional_activation import (  # noqa: E402,F401

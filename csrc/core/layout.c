@@ -131,6 +131,13 @@ void cddp_result_strides(int nd, const int64_t *shape, int nops, TensorObject *c
 {
     int64_t bst[CDDP_ITER_MAX_OPS][CDDP_MAX_DIMS];
     int perm[CDDP_MAX_DIMS], k = 0, same = 1, contig = 1, cl = 1, dense = 1;
+    cddp_contiguous_strides(nd, shape, out);
+    /* the common case first: contiguous operands give a contiguous result (broadcast ones
+     * too: every vote keeps C order; only a size-1 dim's stride could differ from torch's) */
+    for (int i = 0; i < nops && contig; i++)
+        contig = !ops[i] || cddp_is_contiguous(ops[i]);
+    if (contig || nd <= 1)
+        return;
     for (int i = 0; i < nops; i++) {
         const TensorObject *t = ops[i];
         if (!t) {                          /* a Python scalar: a 0-dim operand in torch */
@@ -138,12 +145,10 @@ void cddp_result_strides(int nd, const int64_t *shape, int nops, TensorObject *c
             continue;
         }
         same &= t->ndim == nd && (nd == 0 || !memcmp(t->shape, shape, sizeof(int64_t) * nd));
-        contig &= cddp_is_contiguous(t);
         cl &= is_channels_last(t);
         dense &= cddp_is_dense(t->ndim, t->shape, t->strides);
     }
-    cddp_contiguous_strides(nd, shape, out);
-    if (same && !contig) {                 /* compute_fast_setup_type */
+    if (same) {                            /* compute_fast_setup_type */
         if (cl) {
             cddp_channels_last_strides(nd, shape, out);
             return;
@@ -163,8 +168,6 @@ void cddp_result_strides(int nd, const int64_t *shape, int nops, TensorObject *c
             }
         }
     }
-    if ((same && contig) || nd <= 1)
-        return;
     for (int i = 0; i < nops; i++)
         if (ops[i] && cddp_broadcast_strides(ops[i], nd, shape, bst[k++]) < 0) {
             PyErr_Clear();                 /* not broadcastable: the caller reports that */

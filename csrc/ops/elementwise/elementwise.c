@@ -334,14 +334,15 @@ static int launch(TensorObject *res, int64_t n, int nin, ew_src *srcs, TensorObj
         for (int d = 0; d < nd; d++)
             bst[i + 1][d] *= inner[i + 1];
     }
+    /* a contiguous res is already visited in its memory order */
+    void (*walk)(int, int, const int64_t *, char **, const int64_t (*)[CDDP_MAX_DIMS],
+                 cddp_loop_fn, void *) = contig ? cddp_iterate : cddp_iterate_ordered;
     if (n > EW_NOGIL_NUMEL) {
         Py_BEGIN_ALLOW_THREADS
-        cddp_iterate_ordered(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
-                             fn, ctx);
+        walk(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, fn, ctx);
         Py_END_ALLOW_THREADS
     } else {
-        cddp_iterate_ordered(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst,
-                             fn, ctx);
+        walk(nin + 1, nd, shape, ptrs, (const int64_t (*)[CDDP_MAX_DIMS])bst, fn, ctx);
     }
     return 0;
 }
