@@ -87,15 +87,32 @@ def _lerp_(self, end, weight):
     return self.copy_(end).sub_(diff, alpha=1 - weight)
 
 
-def addcmul(input, tensor1, tensor2, *, value=1):  # noqa: A002
+def _value_first(name, tensor1, tensor2, rest):
+    """torch's deprecated (Number value, tensor1, tensor2) order, which old optimizer code
+    still uses (exp_avg_sq.addcmul_(1 - beta2, grad, grad)): (tensor1, tensor2, value), with
+    torch's warning."""
+    if len(rest) != 1 or (isinstance(tensor1, Tensor) and tensor1.dim()):
+        raise TypeError(f"{name}() takes 3 positional arguments but {3 + len(rest)} were given")
+    warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number value, Tensor "
+                  f"tensor1, Tensor tensor2)\nConsider using one of the following signatures "
+                  f"instead:\n\t{name}(Tensor tensor1, Tensor tensor2, *, Number value = 1)",
+                  UserWarning, stacklevel=3)
+    return tensor2, rest[0], tensor1
+
+
+def addcmul(input, tensor1, tensor2, *rest, value=1):  # noqa: A002
     """input + value * tensor1 * tensor2 (float16 / bfloat16 through float32, _wide)."""
+    if rest:
+        tensor1, tensor2, value = _value_first("addcmul", tensor1, tensor2, rest)
     narrow = _narrow_result(input, tensor1, tensor2)
     if narrow is not None:
         return addcmul(*_wide(input, tensor1, tensor2), value=value).to(narrow)
     return input.add(tensor1 * tensor2, alpha=value) if value != 1 else input + tensor1 * tensor2
 
 
-def _addcmul_(self, tensor1, tensor2, *, value=1):
+def _addcmul_(self, tensor1, tensor2, *rest, value=1):
+    if rest:
+        tensor1, tensor2, value = _value_first("addcmul_", tensor1, tensor2, rest)
     if self.dtype in _NARROW:
         return self.copy_(addcmul(self, tensor1, tensor2, value=value))
     return self.add_(tensor1 * tensor2, alpha=value)
@@ -112,8 +129,10 @@ def _check_addcdiv(tensor1, tensor2):
                            "implementation: (input + value * tensor1 / tensor2), for all dtypes.")
 
 
-def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
+def addcdiv(input, tensor1, tensor2, *rest, value=1):  # noqa: A002
     """input + value * tensor1 / tensor2 (integer tensor1 and tensor2 refused, as torch)."""
+    if rest:
+        tensor1, tensor2, value = _value_first("addcdiv", tensor1, tensor2, rest)
     _check_addcdiv(tensor1, tensor2)
     narrow = _narrow_result(input, tensor1, tensor2)
     if narrow is not None:
@@ -121,7 +140,9 @@ def addcdiv(input, tensor1, tensor2, *, value=1):  # noqa: A002
     return input.add(tensor1 / tensor2, alpha=value) if value != 1 else input + tensor1 / tensor2
 
 
-def _addcdiv_(self, tensor1, tensor2, *, value=1):
+def _addcdiv_(self, tensor1, tensor2, *rest, value=1):
+    if rest:
+        tensor1, tensor2, value = _value_first("addcdiv_", tensor1, tensor2, rest)
     _check_addcdiv(tensor1, tensor2)
     if self.dtype in _NARROW:
         return self.copy_(addcdiv(self, tensor1, tensor2, value=value))
@@ -313,29 +334,6 @@ def _inplace(fn):
     method.__name__ = fn.__name__ + "_"
     return method
 
-
-def _legacy_value(fn):
-    """fn also taking torch's deprecated (input, Number value, tensor1, tensor2) order, which
-    old optimizer code still uses (exp_avg_sq.addcmul_(1 - beta2, grad, grad)), with torch's
-    warning."""
-    name = fn.__name__.lstrip("_")
-
-    def wrapper(input, *args, **kwargs):  # noqa: A002
-        if len(args) == 3 and "value" not in kwargs and isinstance(args[1], Tensor) and (
-                not isinstance(args[0], Tensor) or args[0].dim() == 0):
-            warnings.warn(f"This overload of {name} is deprecated:\n\t{name}(Number value, "
-                          f"Tensor tensor1, Tensor tensor2)\nConsider using one of the "
-                          f"following signatures instead:\n\t{name}(Tensor tensor1, Tensor "
-                          f"tensor2, *, Number value = 1)", UserWarning, stacklevel=2)
-            value, t1, t2 = args
-            return fn(input, t1, t2, value=value)
-        return fn(input, *args, **kwargs)
-    wrapper.__name__, wrapper.__doc__ = fn.__name__, fn.__doc__
-    return wrapper
-
-
-addcmul, addcdiv, _addcmul_, _addcdiv_ = map(_legacy_value, (addcmul, addcdiv, _addcmul_,
-                                                             _addcdiv_))
 
 _FUNCS = ("lerp", "addcmul", "addcdiv", "atan2", "arctan2", "hypot", "logaddexp", "logaddexp2",
           "xlogy", "copysign", "fmax", "fmin", "float_power", "logit", "nan_to_num", "sinc",

@@ -385,14 +385,15 @@ class TypedStorage:
 
 
 def _buffer_tensor(buffer, dtype, byte_order, count, offset):
-    """A fresh 1-D tensor of dtype holding a copy of buffer's bytes (torch's from_buffer)."""
-    np_dt = _to_array(_C.zeros(0, dtype=dtype)).dtype
+    """A fresh 1-D tensor of dtype holding a copy of buffer's bytes (torch's from_buffer):
+    frombuffer over a copy, its elements byte-swapped when byte_order is not this machine's."""
+    from ._shape_ops import frombuffer
     if byte_order not in ("native", "little", "big"):
         raise ValueError(f"invalid byte_order {byte_order!r} (native, little or big)")
-    if byte_order == "big" or (byte_order == "native" and sys.byteorder == "big"):
-        np_dt = np_dt.newbyteorder(">")
-    arr = np.frombuffer(buffer, dtype=np_dt, count=count, offset=offset)
-    return _C.tensor(arr.astype(np_dt.newbyteorder("="), copy=True))
+    t = frombuffer(bytearray(buffer), dtype=dtype, count=count, offset=offset)
+    if byte_order not in ("native", sys.byteorder) and dtype.itemsize > 1:
+        t = t.view(_C.uint8).view(-1, dtype.itemsize).flip(1).reshape(-1).view(dtype)
+    return t
 
 
 def _legacy_storage(name, dtype):
@@ -412,10 +413,15 @@ def _legacy_storage(name, dtype):
                                          "__doc__": f"torch.{name}: {dtype} storages"})
 
 
-LEGACY_STORAGES = {f"{n}Storage": _legacy_storage(f"{n}Storage", getattr(_C, dt)) for n, dt in (
-    ("Float", "float32"), ("Double", "float64"), ("Half", "float16"), ("BFloat16", "bfloat16"),
-    ("Long", "int64"), ("Int", "int32"), ("Short", "int16"), ("Char", "int8"), ("Byte", "uint8"),
-    ("Bool", "bool"))}
+def _legacy_storages():
+    """ByteStorage ... for each legacy tensor type of _compat.py (ByteTensor ...)."""
+    from ._compat import _LEGACY_NAMES
+    return {n.replace("Tensor", "Storage"): _legacy_storage(n.replace("Tensor", "Storage"),
+                                                            getattr(_C, dt))
+            for n, dt in _LEGACY_NAMES}
+
+
+LEGACY_STORAGES = _legacy_storages()
 
 
 # one UntypedStorage object per live storage, as torch keeps one Python object per storage

@@ -61,28 +61,25 @@ def test_a_subclass_keeps_its_integer_step_across_load_state_dict(lib):
     assert opt2.state[p]["step"] == 4
 
 
+def _adam_steps(p, opt, n):
+    for _ in range(n):
+        opt.zero_grad()
+        (p ** 2).sum().backward()
+        opt.step()
+    return opt
+
+
 def test_builtin_adam_resumes_to_the_same_weights(lib):
     w0 = np.random.default_rng(0).standard_normal(4)
     ref = lib.nn.Parameter(lib.tensor(w0))
-    opt = lib.optim.Adam([ref], lr=0.1)
-    for _ in range(4):
-        opt.zero_grad()
-        (ref ** 2).sum().backward()
-        opt.step()
+    _adam_steps(ref, lib.optim.Adam([ref], lr=0.1), 4)
     p = lib.nn.Parameter(lib.tensor(w0))
-    o1 = lib.optim.Adam([p], lr=0.1)
-    for _ in range(2):
-        o1.zero_grad()
-        (p ** 2).sum().backward()
-        o1.step()
+    o1 = _adam_steps(p, lib.optim.Adam([p], lr=0.1), 2)
     buf = io.BytesIO()
     lib.save(o1.state_dict(), buf)
     o2 = lib.optim.Adam([p], lr=0.1)
     o2.load_state_dict(lib.load(io.BytesIO(buf.getvalue())))
-    for _ in range(2):
-        o2.zero_grad()
-        (p ** 2).sum().backward()
-        o2.step()
+    _adam_steps(p, o2, 2)
     np.testing.assert_array_equal(p.detach().numpy(), ref.detach().numpy())
 
 

@@ -275,11 +275,12 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2,  # no
     pos = (starts.unsqueeze(1) + slot).clamp(max=n - 1).reshape(-1)          # (B*L,)
     if padding_idx is not None:
         valid = valid.logical_and(input.index_select(0, pos).view(bags, longest) != padding_idx)
-    if int(input.min()) < 0 or int(input.max()) >= num:     # torch's RuntimeError, not
-        bad = ((input < 0) | (input >= num)).nonzero()[0, 0]  # embedding's IndexError
+    try:
+        rows = embedding(input, weight, None, None, 2.0, scale_grad_by_freq, sparse)  # (n, D)
+    except IndexError:                  # embedding's error; torch's bag raises RuntimeError
+        bad = ((input < 0) | (input >= num)).nonzero()[0, 0]
         raise RuntimeError(f"Index {int(bad)} of input takes value {int(input[bad])} which is "
-                           f"not in the valid range [0, {num})")
-    rows = embedding(input, weight, None, None, 2.0, scale_grad_by_freq, sparse)   # (n, D)
+                           f"not in the valid range [0, {num})") from None
     rows = rows.index_select(0, pos).view(bags, longest, dim)                     # (B, L, D)
     mask = valid.unsqueeze(2)
     if mode == "max":

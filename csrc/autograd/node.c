@@ -575,17 +575,16 @@ static TensorObject *own_grad(TensorObject *g, TensorObject *like)
 {
     TensorObject *out;
     int64_t st[CDDP_MAX_DIMS];
-    if (cddp_is_dense(like->ndim, like->shape, like->strides))
+    int dense = cddp_is_dense(like->ndim, like->shape, like->strides);
+    int permuted = dense && !cddp_is_contiguous(like);
+    if (dense)
         memcpy(st, like->strides, sizeof(int64_t) * like->ndim);
     else
         cddp_contiguous_strides(like->ndim, like->shape, st);
     if (Py_REFCNT(g) <= 2 && g->storage->refcnt == 1 && g->offset == 0 &&
         g->dtype == like->dtype && cddp_numel(g) == cddp_numel(like) &&
         (int64_t)g->storage->nbytes == cddp_numel(g) * (int64_t)cddp_dtype_size[g->dtype] &&
-        (cddp_is_contiguous(like) ? cddp_is_contiguous(g)
-         : g->ndim == like->ndim &&
-           !memcmp(g->shape, like->shape, sizeof(int64_t) * like->ndim) &&
-           cddp_same_strides(like->ndim, like->shape, g->strides, st)))
+        (permuted ? cddp_same_layout(g, like) : cddp_is_contiguous(g)))
         return (TensorObject *)Py_NewRef(g);
     out = cddp_tensor_new_strided(like->dtype, like->ndim, like->shape, st, 0);
     if (out && cddp_copy_into(out, g) < 0)

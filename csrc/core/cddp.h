@@ -312,6 +312,8 @@ TensorObject *cddp_tensor_new(cddp_dtype dt, int ndim, const int64_t *shape, int
 int cddp_is_dense(int nd, const int64_t *shape, const int64_t *st);
 /* Equal strides on every dim of size > 1 (the same memory order for the same shape). */
 int cddp_same_strides(int nd, const int64_t *shape, const int64_t *a, const int64_t *b);
+/* a has b's shape and memory order: element k of one flat walk is element k of the other. */
+int cddp_same_layout(const TensorObject *a, const TensorObject *b);
 /* Channels-last strides of a 4-D (NCHW) or 5-D (NCDHW) shape; -1 for other ranks. */
 int cddp_channels_last_strides(int nd, const int64_t *shape, int64_t *st);
 /* The order the dims of nops operands (broadcast strides st, 0 on broadcast dims) lie in
@@ -435,8 +437,9 @@ typedef void (*cddp_loop_fn)(char **ptrs, const int64_t *strides, int64_t n, voi
 void cddp_iterate(int nops, int ndim, const int64_t *shape, char **ptrs,
                   const int64_t (*byte_strides)[CDDP_MAX_DIMS], cddp_loop_fn fn, void *ctx);
 /* The same, visiting elements in operand 0's memory order (its dims sorted as
- * cddp_layout_order sorts them): for kernels whose result does not depend on the order, so a
- * permuted output is written front to back and its dims coalesce. */
+ * cddp_layout_order sorts them, torch's TensorIterator order for one operand): order-free
+ * kernels write a permuted output front to back with its dims coalesced, and random fills
+ * draw in the order torch's do. */
 void cddp_iterate_ordered(int nops, int ndim, const int64_t *shape, char **ptrs,
                           const int64_t (*byte_strides)[CDDP_MAX_DIMS], cddp_loop_fn fn,
                           void *ctx);

@@ -42,6 +42,12 @@ int cddp_same_strides(int nd, const int64_t *shape, const int64_t *a, const int6
     return 1;
 }
 
+int cddp_same_layout(const TensorObject *a, const TensorObject *b)
+{
+    return a->ndim == b->ndim && !memcmp(a->shape, b->shape, sizeof(int64_t) * b->ndim) &&
+           cddp_same_strides(b->ndim, b->shape, a->strides, b->strides);
+}
+
 /* torch's channels-last orders: C innermost, then the spatial dims innermost first, then N */
 static const int cl_order[2][5] = {{1, 3, 2, 0}, {1, 4, 3, 2, 0}};
 

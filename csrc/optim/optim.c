@@ -21,20 +21,13 @@
 #include <math.h>
 #include <string.h>
 
-/* Same shape and the same memory order as the parameter p (flat index k is one element). */
-static int laid_out_as(const TensorObject *t, const TensorObject *p)
-{
-    return t->ndim == p->ndim && !memcmp(t->shape, p->shape, sizeof(int64_t) * p->ndim) &&
-           cddp_same_strides(p->ndim, p->shape, t->strides, p->strides);
-}
-
 /* Contract in optim/optim.h. */
 TensorObject *cddp_optim_state(PyObject *list, Py_ssize_t i, TensorObject *like, const char *what)
 {
     PyObject *o = PyList_GET_ITEM(list, i);
     TensorObject *t = (TensorObject *)o;
     if (!cddp_tensor_check(o) || t->dtype != like->dtype || cddp_numel(t) != cddp_numel(like) ||
-        !(cddp_is_contiguous(like) ? cddp_is_contiguous(t) : laid_out_as(t, like))) {
+        !(cddp_is_contiguous(like) ? cddp_is_contiguous(t) : cddp_same_layout(t, like))) {
         PyErr_Format(PyExc_RuntimeError, "optimizer: %s for parameter %zd must be a tensor of "
                      "the parameter's dtype, size and memory layout (zeros_like(param))", what, i);
         return NULL;
@@ -70,7 +63,7 @@ TensorObject *cddp_optim_grad(TensorObject *p, PyObject *go, Py_ssize_t i)
             return cddp_tensor_contiguous_raw(g);
         return cddp_tensor_cast_raw(g, p->dtype);
     }
-    if (g->dtype == p->dtype && laid_out_as(g, p))
+    if (g->dtype == p->dtype && cddp_same_layout(g, p))
         return (TensorObject *)Py_NewRef(g);
     c = cddp_tensor_new_strided(p->dtype, p->ndim, p->shape, p->strides, 0);
     if (c && cddp_copy_into(c, g) < 0)

@@ -304,10 +304,7 @@ static int launch(TensorObject *res, int64_t n, int nin, ew_src *srcs, TensorObj
         ptrs[i + 1] = cddp_data(t);
         inner[i + 1] = (int64_t)cddp_dtype_size[want[i]];
         /* as many elements as the output in the same linear order */
-        if (cddp_numel(t) != n)
-            fast = 0;
-        else if (contig ? !cddp_is_contiguous(t)
-                        : t->ndim != nd || !cddp_same_strides(nd, shape, t->strides, res->strides))
+        if (cddp_numel(t) != n || !(contig ? cddp_is_contiguous(t) : cddp_same_layout(t, res)))
             fast = 0;
     }
     if (fast) {

@@ -106,43 +106,21 @@ static void draw_loop(char **ptrs, const int64_t *strides, int64_t n, void *vctx
     }
 }
 
-/* Dims of t reordered outermost-largest-stride first, so a C-order walk is a memory-order
- * walk. -1 (RuntimeError) when two elements share memory (a 0 stride on a dim > 1). */
-static int memory_order(TensorObject *t, int64_t *shape, int64_t (*bst)[CDDP_MAX_DIMS])
-{
-    int perm[CDDP_MAX_DIMS];
-    if (cddp_check_writable(t) < 0)
-        return -1;
-    for (int d = 0; d < t->ndim; d++) {
-        perm[d] = d;
-    }
-    for (int i = 1; i < t->ndim; i++) {           /* stable insertion sort, stride desc */
-        int k = perm[i], j = i - 1;
-        while (j >= 0 && t->strides[perm[j]] < t->strides[k]) {
-            perm[j + 1] = perm[j];
-            j--;
-        }
-        perm[j + 1] = k;
-    }
-    for (int d = 0; d < t->ndim; d++) {
-        shape[d] = t->shape[perm[d]];
-        bst[0][d] = t->strides[perm[d]] * (int64_t)cddp_dtype_size[t->dtype];
-    }
-    return 0;
-}
-
 /* Draw every element of t from c (t's layout any; c->g locked here). 0 / -1. */
 int cddp_draw_into(TensorObject *t, cddp_draw *c)
 {
-    int64_t shape[CDDP_MAX_DIMS], bst[1][CDDP_MAX_DIMS];
+    int64_t bst[1][CDDP_MAX_DIMS];
     char *ptr = cddp_data(t);
     int64_t n = cddp_numel(t);
     int fast_normal = c->kind == CDDP_D_NORMAL && n >= 16 && cddp_is_contiguous(t);
     GeneratorObject *g = c->g;
     if (n == 0 || cddp_is_meta(t))     /* no values to draw: torch's meta kernels draw none */
         return 0;
-    if (!fast_normal && memory_order(t, shape, bst) < 0)
+    /* drawn in memory order, as torch's TensorIterator walks t (not for an expanded t) */
+    if (!fast_normal && cddp_check_writable(t) < 0)
         return -1;
+    for (int d = 0; d < t->ndim; d++)
+        bst[0][d] = t->strides[d] * (int64_t)cddp_dtype_size[t->dtype];
     Py_INCREF(g);
     if (n >= NOGIL_NUMEL) {
         Py_BEGIN_ALLOW_THREADS
@@ -150,8 +128,8 @@ int cddp_draw_into(TensorObject *t, cddp_draw *c)
         if (fast_normal)
             cddp_normal_fill_contig(g, t, n, c->a, c->b);
         else
-            cddp_iterate(1, t->ndim, shape, &ptr, (const int64_t (*)[CDDP_MAX_DIMS])bst,
-                         draw_loop, c);
+            cddp_iterate_ordered(1, t->ndim, t->shape, &ptr,
+                                 (const int64_t (*)[CDDP_MAX_DIMS])bst, draw_loop, c);
         cddp_gen_release(g);
         Py_END_ALLOW_THREADS
     } else {
@@ -159,8 +137,8 @@ int cddp_draw_into(TensorObject *t, cddp_draw *c)
         if (fast_normal)
             cddp_normal_fill_contig(g, t, n, c->a, c->b);
         else
-            cddp_iterate(1, t->ndim, shape, &ptr, (const int64_t (*)[CDDP_MAX_DIMS])bst,
-                         draw_loop, c);
+            cddp_iterate_ordered(1, t->ndim, t->shape, &ptr,
+                                 (const int64_t (*)[CDDP_MAX_DIMS])bst, draw_loop, c);
         cddp_gen_release(g);
     }
     Py_DECREF(g);

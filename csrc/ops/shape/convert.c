@@ -230,7 +230,6 @@ PyObject *cddp_convert_contiguous(PyObject *self, PyObject *const *args, Py_ssiz
     PyObject *a[1] = {NULL};
     TensorObject *x = (TensorObject *)self;
     int fmt = CDDP_MF_CONTIGUOUS;
-    int64_t st[CDDP_MAX_DIMS];
     if ((nargs || kwnames) &&
         cddp_shape_parse_args("contiguous", args, nargs, kwnames, memfmt_names, 1, 1, a) < 0)
         return NULL;
@@ -243,13 +242,7 @@ PyObject *cddp_convert_contiguous(PyObject *self, PyObject *const *args, Py_ssiz
                         "preserve memory format is unsupported by the contiguous operator");
         return NULL;
     }
-    if (fmt == CDDP_MF_CONTIGUOUS ? cddp_is_contiguous(x)
-        : (cddp_format_strides(x, fmt, st) == 0 &&
-           cddp_same_strides(x->ndim, x->shape, x->strides, st)))
-        return Py_NewRef(self);
-    if (PyErr_Occurred())
-        return NULL;
-    return copy_as(x, x->dtype, "CloneBackward0", clone_backward, cddp_is_meta(x), fmt);
+    return cddp_convert_as_format(x, fmt);
 }
 
 PyObject *cddp_convert_clone(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
@@ -562,11 +555,11 @@ PyObject *cddp_convert_cuda(PyObject *self, PyObject *const *args, Py_ssize_t na
 PyObject *cddp_convert_as_format(TensorObject *out, int fmt)
 {
     int64_t st[CDDP_MAX_DIMS];
-    if (fmt == CDDP_MF_CONTIGUOUS || fmt == CDDP_MF_PRESERVE)
+    if (fmt == CDDP_MF_PRESERVE || (fmt == CDDP_MF_CONTIGUOUS && cddp_is_contiguous(out)))
         return Py_NewRef(out);
     if (cddp_format_strides(out, fmt, st) < 0)
         return NULL;
-    if (cddp_same_strides(out->ndim, out->shape, out->strides, st))
+    if (fmt != CDDP_MF_CONTIGUOUS && cddp_same_strides(out->ndim, out->shape, out->strides, st))
         return Py_NewRef(out);
     return copy_as(out, out->dtype, "CloneBackward0", clone_backward, cddp_is_meta(out), fmt);
 }

@@ -88,8 +88,9 @@ PyObject *cddp_convert_clone(PyObject *self, PyObject *const *args, Py_ssize_t n
                              PyObject *kwnames);
 PyObject *cddp_convert_clone_fn(PyObject *m, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames);
-/* out in memory format fmt (a CDDP_MF_*): out itself when already so, else a copy with
- * CloneBackward0 history. New reference or NULL. */
+/* out in memory format fmt (a CDDP_MF_*; preserve: out as it is): out itself when already
+ * so, else a copy with CloneBackward0 history (Tensor.contiguous, cat's result, the
+ * channels-last wrappers). New reference or NULL. */
 PyObject *cddp_convert_as_format(TensorObject *out, int fmt);
 PyObject *cddp_convert_keep_channels_last(PyObject *m, PyObject *const *args, Py_ssize_t nargs);
 PyObject *cddp_convert_to(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
